@@ -1,0 +1,3 @@
+from driftdesk.cli import main
+
+raise SystemExit(main())

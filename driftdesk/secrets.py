@@ -1,0 +1,33 @@
+"""Showing and scrubbing secrets. A key is shown masked, and scrubbed from any text we keep."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Bearer tokens and provider-style keys that may appear in error bodies or logs.
+_KEY_PATTERNS = [
+    re.compile(r"\b(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.=]{8,}"),
+    re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
+]
+
+
+def mask_key(key: str | None) -> str:
+    """``sk-abc...7f3a`` style: enough to recognise a key, never enough to use it."""
+    if not key:
+        return "(none)"
+    if len(key) <= 8:
+        return "…" + "•" * 4
+    prefix = key[:3] if key.startswith("sk-") else key[:2]
+    return f"{prefix}…{key[-4:]}"
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """Remove the given secrets verbatim, then anything that looks like a key."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, mask_key(secret))
+    for pattern in _KEY_PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + "…redacted", text)
+    return text

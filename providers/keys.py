@@ -1,0 +1,105 @@
+"""API keys live in the OS keyring (service ``driftdesk``, user = profile name) and nowhere else.
+
+There is deliberately no plaintext fallback: if the keyring backend is missing or locked we
+raise ``KeyringUnavailable`` naming the backend problem, and the caller tells the user.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import keyring
+import keyring.errors
+from keyring.backend import KeyringBackend
+
+DEFAULT_SERVICE = "driftdesk"
+
+
+class KeyringUnavailable(RuntimeError):
+    """No usable OS keyring (no Secret Service, locked, or a fail/plaintext backend)."""
+
+
+class KeyMissing(LookupError):
+    """The keyring works but holds no key for this profile."""
+
+
+def service_name() -> str:
+    # Tests give each case its own service inside a private, throwaway keyring.
+    return os.environ.get("DRIFTDESK_KEYRING_SERVICE") or DEFAULT_SERVICE
+
+
+def backend() -> KeyringBackend:
+    """The active keyring backend, refusing ones that would store keys in plaintext or nowhere."""
+    kr = keyring.get_keyring()
+    name = f"{type(kr).__module__}.{type(kr).__name__}"
+    if "fail" in name.lower() or "null" in name.lower():
+        raise KeyringUnavailable(
+            f"no OS keyring backend is available ({name}). On Linux start a Secret Service "
+            "(gnome-keyring-daemon or KeePassXC) in your D-Bus session; driftdesk never falls "
+            "back to storing keys in a file."
+        )
+    if "plaintext" in name.lower() or "keyrings.alt" in name.lower():
+        raise KeyringUnavailable(
+            f"the keyring backend {name} stores secrets in plaintext; driftdesk refuses it. "
+            "Configure a real OS keyring (PYTHON_KEYRING_BACKEND)."
+        )
+    return kr
+
+
+def _call(action: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except keyring.errors.KeyringLocked as exc:
+        raise KeyringUnavailable(
+            f"the OS keyring is locked ({action}): unlock it and retry"
+        ) from exc
+    except keyring.errors.PasswordDeleteError:
+        raise
+    except keyring.errors.KeyringError as exc:
+        raise KeyringUnavailable(
+            f"the OS keyring failed to {action}: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:  # D-Bus errors surface as assorted exception types
+        raise KeyringUnavailable(
+            f"the OS keyring failed to {action}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def get_key(profile: str) -> str:
+    """The key for ``profile``; ``KeyMissing`` if none is stored."""
+    kr = backend()
+    value = _call("read a key", kr.get_password, service_name(), profile)
+    if not value:
+        raise KeyMissing(
+            f"no key for profile {profile!r} in the OS keyring "
+            f"(service {service_name()!r}); set one with: driftdesk profile edit {profile} --key-stdin"
+        )
+    return str(value)
+
+
+def has_key(profile: str) -> bool:
+    try:
+        get_key(profile)
+    except KeyMissing:
+        return False
+    return True
+
+
+def set_key(profile: str, key: str) -> None:
+    key = key.strip()
+    if not key:
+        raise ValueError("refusing to store an empty key")
+    kr = backend()
+    _call("store a key", kr.set_password, service_name(), profile, key)
+
+
+def delete_key(profile: str) -> bool:
+    """Remove the profile's key; ``False`` if there was none."""
+    kr = backend()
+    try:
+        _call("delete a key", kr.delete_password, service_name(), profile)
+    except keyring.errors.PasswordDeleteError:
+        return False
+    return True

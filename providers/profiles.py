@@ -1,0 +1,161 @@
+"""Provider profiles: what a run or a switch points at. Stored in driftdesk's own TOML file.
+
+The file (``$XDG_CONFIG_HOME/driftdesk/config.toml``) is edited with tomlkit so comments a user
+adds by hand survive our writes. It never holds a key: keys are in ``providers.keys``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import tomlkit
+import tomlkit.exceptions
+
+from driftdesk import paths
+from driftdesk.fileio import atomic_write_text
+
+Protocol = Literal["openai", "anthropic"]
+PROTOCOLS: tuple[str, ...] = ("openai", "anthropic")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be stored or used as given (bad name, protocol, URL...)."""
+
+
+class ProfileNotFound(ProfileError, LookupError):
+    pass
+
+
+class ConfigFileError(ProfileError):
+    """driftdesk's own config file does not parse; it is left untouched."""
+
+
+@dataclass
+class Profile:
+    name: str
+    protocol: str
+    base_url: str
+    model: str
+    haiku_model: str | None = None
+    sonnet_model: str | None = None
+    opus_model: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    notes: str = ""
+
+    def validate(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ProfileError(
+                f"invalid profile name {self.name!r}: use letters, digits, '.', '_' or '-' "
+                "(at most 64, starting with a letter or digit)"
+            )
+        if self.protocol not in PROTOCOLS:
+            raise ProfileError(
+                f"invalid protocol {self.protocol!r}: expected one of {', '.join(PROTOCOLS)}"
+            )
+        if not re.match(r"^https?://[^\s/]+", self.base_url or ""):
+            raise ProfileError(f"invalid base URL {self.base_url!r}: expected http(s)://host/...")
+        if not self.model:
+            raise ProfileError("a profile needs a model")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_OPTIONAL_FIELDS = ("haiku_model", "sonnet_model", "opus_model")
+
+
+def _from_table(name: str, table: dict[str, Any]) -> Profile:
+    return Profile(
+        name=name,
+        protocol=str(table.get("protocol", "")),
+        base_url=str(table.get("base_url", "")),
+        model=str(table.get("model", "")),
+        haiku_model=table.get("haiku_model"),
+        sonnet_model=table.get("sonnet_model"),
+        opus_model=table.get("opus_model"),
+        headers={str(k): str(v) for k, v in dict(table.get("headers", {})).items()},
+        notes=str(table.get("notes", "")),
+    )
+
+
+class ProfileStore:
+    """Profiles in ``[profiles.<name>]`` tables of driftdesk's config file."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or paths.config_file()
+
+    def _load(self) -> tomlkit.TOMLDocument:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return tomlkit.document()
+        try:
+            return tomlkit.parse(text)
+        except tomlkit.exceptions.ParseError as exc:
+            raise ConfigFileError(
+                f"{self.path} does not parse as TOML ({exc}); fix it by hand — driftdesk left it untouched"
+            ) from exc
+
+    def _save(self, doc: tomlkit.TOMLDocument) -> None:
+        atomic_write_text(self.path, tomlkit.dumps(doc))
+
+    def all(self) -> list[Profile]:
+        doc = self._load()
+        table = doc.get("profiles", {})
+        return [_from_table(name, dict(t)) for name, t in table.items()]
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.all()]
+
+    def get(self, name: str) -> Profile:
+        doc = self._load()
+        table = doc.get("profiles", {})
+        if name not in table:
+            known = ", ".join(table.keys()) or "none yet"
+            raise ProfileNotFound(f"no profile named {name!r} (profiles: {known})")
+        return _from_table(name, dict(table[name]))
+
+    def exists(self, name: str) -> bool:
+        return name in self._load().get("profiles", {})
+
+    def save(self, profile: Profile) -> None:
+        """Create or replace ``profile`` (its table is updated in place, keeping comments)."""
+        profile.validate()
+        doc = self._load()
+        if "profiles" not in doc:
+            doc["profiles"] = tomlkit.table(is_super_table=True)
+        profiles = doc["profiles"]
+        assert isinstance(profiles, dict)
+        if profile.name not in profiles:
+            profiles[profile.name] = tomlkit.table()
+        table = profiles[profile.name]
+        values: dict[str, Any] = {
+            "protocol": profile.protocol,
+            "base_url": profile.base_url,
+            "model": profile.model,
+        }
+        for key in _OPTIONAL_FIELDS:
+            values[key] = getattr(profile, key)
+        values["notes"] = profile.notes or None
+        for key, value in values.items():
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = value
+        if profile.headers:
+            table["headers"] = dict(profile.headers)
+        else:
+            table.pop("headers", None)
+        self._save(doc)
+
+    def remove(self, name: str) -> None:
+        doc = self._load()
+        profiles = doc.get("profiles", {})
+        if name not in profiles:
+            raise ProfileNotFound(f"no profile named {name!r}")
+        del profiles[name]
+        self._save(doc)

@@ -1,0 +1,126 @@
+"""Shared fixtures: temporary homes, the real keyring, and the real CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Variables a user's shell may export that would leak into, or shadow, what tests check.
+_SCRUBBED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "XDG_", "DRIFTDESK_")
+_KEEP = {"DRIFTDESK_REQUIRE_KEYRING"}
+
+
+def _keyring_problem() -> str | None:
+    try:
+        import keyring
+        from keyring.backends import SecretService
+
+        backend = keyring.get_keyring()
+        if not isinstance(backend, SecretService.Keyring):
+            return f"keyring backend is {backend!r}, not the Secret Service"
+        probe = f"probe-{uuid.uuid4().hex}"
+        keyring.set_password("driftdesk-tests-probe", probe, "x")
+        keyring.delete_password("driftdesk-tests-probe", probe)
+    except Exception as exc:  # any backend failure means: no usable keyring here
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+_KEYRING_PROBLEM: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _KEYRING_PROBLEM
+    _KEYRING_PROBLEM = _keyring_problem()
+    if _KEYRING_PROBLEM and os.environ.get("DRIFTDESK_REQUIRE_KEYRING") == "1":
+        raise pytest.UsageError(
+            "the real OS keyring is required (./run tests starts one) but is not usable: "
+            + _KEYRING_PROBLEM
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _KEYRING_PROBLEM:
+        return
+    skip = pytest.mark.skip(reason=f"no usable OS keyring ({_KEYRING_PROBLEM}); run ./run tests")
+    for item in items:
+        if "keyring" in item.keywords:
+            item.add_marker(skip)
+
+
+@dataclass
+class Home:
+    """A throwaway user home: HOME, XDG dirs, a project folder as cwd, a private keyring service."""
+
+    root: Path
+    project: Path
+    keyring_service: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    @property
+    def claude_settings(self) -> Path:
+        return self.root / ".claude" / "settings.json"
+
+    @property
+    def codex_config(self) -> Path:
+        return self.root / ".codex" / "config.toml"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / ".config" / "driftdesk"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
+    root = tmp_path / "home"
+    project = tmp_path / "project"
+    root.mkdir()
+    project.mkdir()
+    for name in list(os.environ):
+        if name.startswith(_SCRUBBED_PREFIXES) and name not in _KEEP:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(root))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(root / ".local" / "share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(root / ".local" / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root / ".cache"))
+    # Each test gets its own keyring service name inside the private test keyring, so tests
+    # running in parallel never see each other's keys.
+    service = f"driftdesk-test-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("DRIFTDESK_KEYRING_SERVICE", service)
+    monkeypatch.chdir(project)
+    yield Home(root=root, project=project, keyring_service=service)
+
+
+def run_cli(
+    *args: str,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``driftdesk`` CLI in a subprocess (inherits the test's environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "driftdesk", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env if env is not None else dict(os.environ),
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli
