@@ -1,13 +1,455 @@
-"""CLI sub-commands for the profiles area. Handlers import their core lazily (fast start)."""
+"""CLI sub-commands for the profiles area: profile, key, switch, status, exec, doctor, import.
+
+Handlers import their core lazily so ``driftdesk key NAME`` — run by Claude Code and Codex on
+every key refresh — starts fast. Logic lives in ``providers``; these stay thin.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from providers.profiles import Profile
+
+Handler = Callable[[argparse.Namespace], int]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's sub-commands to the top-level parser."""
+    _register_profile(sub)
+
+    p = sub.add_parser("key", help="print a profile's key on stdout (the helper tools call)")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_key)
+
+    p = sub.add_parser(
+        "switch",
+        help="point Claude Code, Codex or a .env file at a profile (edited in place)",
+    )
+    p.add_argument("name")
+    p.add_argument("--target", required=True, choices=["claude", "codex", "env"])
+    p.add_argument(
+        "--scope",
+        default="user",
+        choices=["user", "project", "local"],
+        help="claude: user (~/.claude), project (.claude/settings.json) or local "
+        "(.claude/settings.local.json); codex: user ($CODEX_HOME) or project (.codex)",
+    )
+    p.add_argument("--env-file", help="the .env file for --target env (default ./.env)")
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    p.set_defaults(func=_guarded(cmd_switch))
+
+    p = sub.add_parser("status", help="which profile each target points at, and drift")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guarded(cmd_status))
+
+    p = sub.add_parser(
+        "exec",
+        help="run a command with the profile's base URL, model and key in its environment",
+        usage="driftdesk exec NAME -- CMD [ARGS...]",
+    )
+    p.add_argument("name")
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_guarded(cmd_exec))
+
+    p = sub.add_parser("doctor", help="check profiles, keys, configs and the live endpoint")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--no-probe", action="store_true", help="skip the live request")
+    p.add_argument("--timeout", type=float, default=10.0, help="probe timeout in seconds")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guarded(cmd_doctor))
+
+
+def _register_profile(sub: argparse._SubParsersAction) -> None:
+    profile = sub.add_parser("profile", help="add, list, show, edit or remove provider profiles")
+    psub = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
+
+    def fields(p: argparse.ArgumentParser, required: bool) -> None:
+        p.add_argument("--protocol", choices=["openai", "anthropic"], required=required)
+        p.add_argument("--base-url", required=required)
+        p.add_argument("--model", required=required)
+        p.add_argument("--haiku-model", help="anthropic: default haiku-class model")
+        p.add_argument("--sonnet-model", help="anthropic: default sonnet-class model")
+        p.add_argument("--opus-model", help="anthropic: default opus-class model")
+        p.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="extra HTTP header sent to the provider (repeatable)",
+        )
+        p.add_argument("--notes")
+        p.add_argument("--key-stdin", action="store_true", help="read the key from stdin")
+
+    p = psub.add_parser("add", help="create a profile (key from stdin or a hidden prompt)")
+    p.add_argument("name")
+    fields(p, required=True)
+    p.set_defaults(func=_guarded(cmd_profile_add))
+
+    p = psub.add_parser("list", help="list profiles")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guarded(cmd_profile_list))
+
+    p = psub.add_parser("show", help="show one profile (key masked)")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guarded(cmd_profile_show))
+
+    p = psub.add_parser("edit", help="change fields of a profile, or its key")
+    p.add_argument("name")
+    fields(p, required=False)
+    p.add_argument("--clear-headers", action="store_true")
+    p.add_argument("--prompt-key", action="store_true", help="ask for a new key (hidden)")
+    p.set_defaults(func=_guarded(cmd_profile_edit))
+
+    p = psub.add_parser("rm", help="remove a profile and its keyring entry")
+    p.add_argument("name")
+    p.set_defaults(func=_guarded(cmd_profile_rm))
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Turn the cores' expected errors into one clear line on stderr and a non-zero exit."""
+
+    def run(args: argparse.Namespace) -> int:
+        from providers.errors import expected_errors
+
+        try:
+            return handler(args)
+        except expected_errors() as exc:
+            print(f"driftdesk: error: {exc}", file=sys.stderr)
+            return 1
+
+    run.__name__ = handler.__name__
+    return run
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+# --- key ------------------------------------------------------------------------------------
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    # Kept minimal on purpose: Claude Code / Codex run this on every key refresh.
+    from providers.keys import KeyMissing, KeyringUnavailable, get_key
+
+    try:
+        key = get_key(args.name)
+    except (KeyMissing, KeyringUnavailable) as exc:
+        _err(f"driftdesk: error: {exc}")
+        return 1
+    sys.stdout.write(key + "\n")
+    return 0
+
+
+# --- profile --------------------------------------------------------------------------------
+
+
+def _headers(pairs: list[str]) -> dict[str, str]:
+    from providers.profiles import ProfileError
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ProfileError(f"--header expects NAME=VALUE, got {pair!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _read_key(args: argparse.Namespace, name: str, prompt: bool) -> str | None:
+    """The key from stdin (``--key-stdin``) or a hidden prompt on a TTY; None if neither."""
+    if args.key_stdin:
+        key = sys.stdin.read().strip()
+        if not key:
+            from providers.profiles import ProfileError
+
+            raise ProfileError("--key-stdin given but stdin was empty")
+        return key
+    if prompt and sys.stdin.isatty():
+        import getpass
+
+        key = getpass.getpass(f"API key for {name} (hidden; empty to skip): ").strip()
+        return key or None
+    return None
+
+
+def cmd_profile_add(args: argparse.Namespace) -> int:
+    from providers.keys import backend, set_key
+    from providers.profiles import Profile, ProfileError, ProfileStore
+
+    store = ProfileStore()
+    if store.exists(args.name):
+        raise ProfileError(
+            f"profile {args.name!r} exists; change it with: driftdesk profile edit {args.name}"
+        )
+    profile = Profile(
+        name=args.name,
+        protocol=args.protocol,
+        base_url=args.base_url,
+        model=args.model,
+        haiku_model=args.haiku_model,
+        sonnet_model=args.sonnet_model,
+        opus_model=args.opus_model,
+        headers=_headers(args.header),
+        notes=args.notes or "",
+    )
+    profile.validate()
+    key = _read_key(args, args.name, prompt=True)
+    if key is not None:
+        backend()  # fail before saving anything if there is no usable keyring
+        set_key(profile.name, key)
+    store.save(profile)
+    print(f"added profile {profile.name} ({profile.protocol}, {profile.model})")
+    if key is None:
+        print(
+            "no key stored (stdin is not a terminal and --key-stdin was not given); "
+            f"add one with: driftdesk profile edit {profile.name} --key-stdin"
+        )
+    else:
+        print(f"key stored in the OS keyring: {_masked(key)}")
+    return 0
+
+
+def _masked(key: str | None) -> str:
+    from driftdesk.secrets import mask_key
+
+    return mask_key(key)
+
+
+def _profile_view(profile: Profile) -> dict[str, Any]:
+    from providers.keys import KeyMissing, KeyringUnavailable, get_key
+
+    view = profile.to_dict()
+    try:
+        key: str | None = get_key(profile.name)
+        view["key"] = _masked(key)
+        view["key_present"] = True
+    except KeyMissing:
+        view["key"] = None
+        view["key_present"] = False
+    except KeyringUnavailable as exc:
+        view["key"] = None
+        view["key_present"] = None
+        view["keyring_error"] = str(exc)
+    return view
+
+
+def cmd_profile_list(args: argparse.Namespace) -> int:
+    from providers.profiles import ProfileStore
+
+    views = [_profile_view(p) for p in ProfileStore().all()]
+    if args.json:
+        print(json.dumps(views, indent=2, ensure_ascii=False))
+        return 0
+    if not views:
+        print(
+            "no profiles yet: driftdesk profile add NAME --protocol ... --base-url ... --model ..."
+        )
+        return 0
+    width = max(len(v["name"]) for v in views)
+    for v in views:
+        key = v["key"] or ("(keyring unavailable)" if v["key_present"] is None else "(no key)")
+        print(f"{v['name']:<{width}}  {v['protocol']:<9}  {v['model']}  {v['base_url']}  {key}")
+    return 0
+
+
+def cmd_profile_show(args: argparse.Namespace) -> int:
+    from providers.profiles import ProfileStore
+
+    view = _profile_view(ProfileStore().get(args.name))
+    if args.json:
+        print(json.dumps(view, indent=2, ensure_ascii=False))
+        return 0
+    for field_name in ("name", "protocol", "base_url", "model", "haiku_model", "sonnet_model"):
+        if view.get(field_name):
+            print(f"{field_name:<13} {view[field_name]}")
+    if view.get("opus_model"):
+        print(f"{'opus_model':<13} {view['opus_model']}")
+    for header, value in view["headers"].items():
+        print(f"{'header':<13} {header}: {value}")
+    if view["notes"]:
+        print(f"{'notes':<13} {view['notes']}")
+    if view["key_present"] is None:
+        print(f"{'key':<13} (keyring unavailable: {view['keyring_error']})")
+    else:
+        print(f"{'key':<13} {view['key'] or '(none in the keyring)'}")
+    return 0
+
+
+def cmd_profile_edit(args: argparse.Namespace) -> int:
+    from providers.keys import set_key
+    from providers.profiles import ProfileStore
+
+    store = ProfileStore()
+    profile = store.get(args.name)
+    changed = []
+    for attr in (
+        "protocol",
+        "base_url",
+        "model",
+        "haiku_model",
+        "sonnet_model",
+        "opus_model",
+        "notes",
+    ):
+        value = getattr(args, attr)
+        if value is not None:
+            # An empty string clears an optional field.
+            setattr(profile, attr, value if value or attr in ("notes",) else None)
+            changed.append(attr)
+    if args.clear_headers:
+        profile.headers = {}
+        changed.append("headers")
+    if args.header:
+        profile.headers.update(_headers(args.header))
+        changed.append("headers")
+    key = _read_key(args, args.name, prompt=args.prompt_key)
+    if changed:
+        store.save(profile)
+    if key is not None:
+        set_key(profile.name, key)
+        changed.append("key")
+    if not changed:
+        print(f"nothing to change for {profile.name} (see driftdesk profile edit --help)")
+        return 0
+    print(f"updated {profile.name}: {', '.join(changed)}")
+    return 0
+
+
+def cmd_profile_rm(args: argparse.Namespace) -> int:
+    from providers.keys import KeyringUnavailable, delete_key
+    from providers.profiles import ProfileStore
+
+    store = ProfileStore()
+    store.get(args.name)  # a clear "no profile named" before touching the keyring
+    try:
+        had_key = delete_key(args.name)
+    except KeyringUnavailable as exc:
+        raise KeyringUnavailable(
+            f"{exc}; profile {args.name!r} was kept so its key is not orphaned"
+        ) from exc
+    store.remove(args.name)
+    print(f"removed profile {args.name}" + (" and its keyring entry" if had_key else ""))
+    return 0
+
+
+# --- switch / status ------------------------------------------------------------------------
+
+
+def cmd_switch(args: argparse.Namespace) -> int:
+    from providers.profiles import ProfileStore
+    from providers.targets import SwitchError, apply_switch, plan_switch
+
+    if args.target == "env" and args.scope != "user":
+        raise SwitchError("--scope applies to claude and codex; use --env-file for env")
+    if args.target == "codex" and args.scope == "local":
+        raise SwitchError("codex has user and project scopes only")
+    profile = ProfileStore().get(args.name)
+    plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
+    if plan.diff:
+        sys.stdout.write(plan.diff)
+    for note in plan.notes:
+        print(f"note: {note}")
+    if args.dry_run:
+        print(f"dry run: {plan.path} not written")
+        return 0
+    apply_switch(plan)
+    if plan.changed:
+        print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
+    else:
+        print(f"{plan.target} already points at {profile.name}: {plan.path} unchanged")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from providers.status import collect_status
+
+    rows = collect_status()
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
+        return 0
+    for row in rows:
+        active = row.profile or "-"
+        drift = "  DRIFTED since driftdesk wrote it" if row.drifted else ""
+        print(f"{row.target:<6} {row.scope:<7} {active:<20} {row.path}{drift}")
+        if row.detail:
+            print(f"{'':<15}{row.detail}")
+    return 0
+
+
+# --- exec -----------------------------------------------------------------------------------
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from providers.execenv import run_with_profile
+    from providers.profiles import ProfileStore
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        _err("usage: driftdesk exec NAME -- CMD [ARGS...]")
+        return 2
+    profile = ProfileStore().get(args.name)
+    return run_with_profile(profile, cmd)
+
+
+# --- doctor ---------------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from providers.doctor import run_doctor
+
+    checks = run_doctor(args.name, probe=not args.no_probe, timeout=args.timeout)
+    if args.json:
+        print(json.dumps([c.to_dict() for c in checks], indent=2, ensure_ascii=False))
+    else:
+        marks = {"ok": "ok  ", "warn": "WARN", "error": "FAIL"}
+        for check in checks:
+            print(f"[{marks[check.level]}] {check.name}: {check.message}")
+            if check.fix and check.level != "ok":
+                print(f"       fix: {check.fix}")
+    return 1 if any(c.level == "error" for c in checks) else 0
+
+
+# --- import ---------------------------------------------------------------------------------
 
 
 def cmd_import_profile(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    """``driftdesk import claude|codex|env [PATH] --name NAME [--scope] [--move-key] [--yes]``."""
+    return _guarded(_import_profile)(args)
+
+
+def _import_profile(args: argparse.Namespace) -> int:
+    from providers.importer import import_profile, inspect_source
+    from providers.profiles import ProfileError
+
+    if not args.name:
+        raise ProfileError("import needs --name NAME for the new profile")
+    found = inspect_source(args.source, args.path, scope=args.scope)
+    move_key = bool(args.move_key)
+    if found.key and not move_key:
+        if args.yes:
+            move_key = True
+        elif sys.stdin.isatty():
+            answer = input(
+                f"{found.path} holds a key ({found.key_where}). Move it out of the file "
+                "(backed up first) now that it is in the keyring? [y/N] "
+            )
+            move_key = answer.strip().lower() in ("y", "yes")
+    result = import_profile(args.source, args.path, args.name, move_key=move_key, scope=args.scope)
+    profile = result.profile
+    print(f"imported {found.path} as profile {profile.name} ({profile.protocol}, {profile.model})")
+    if result.key_stored:
+        print(f"key stored in the OS keyring: {result.key_masked}")
+    for note in result.notes:
+        print(f"note: {note}")
+    if result.diff:
+        sys.stdout.write(result.diff)
+    return 0

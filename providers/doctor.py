@@ -1,0 +1,410 @@
+"""Checks that explain why a provider switch "does not work", each with a plain fix.
+
+``run_doctor(name)`` is synchronous and may block on the live probe (up to ``timeout``): a face
+calls it from a worker thread, or awaits ``probe_endpoint`` itself. No check message ever holds a
+key: the key is only sent to the endpoint being probed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import tomllib
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from driftdesk.secrets import redact
+from providers import locations, status
+from providers.keys import KeyMissing, KeyringUnavailable, backend, get_key
+from providers.profiles import Profile, ProfileError, ProfileStore
+
+Level = Literal["ok", "warn", "error"]
+SHADOW_PREFIXES = ("ANTHROPIC_", "OPENAI_")
+
+
+@dataclass
+class Check:
+    name: str
+    level: Level
+    message: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ProbeResult:
+    url: str
+    status: int | None  # None: no HTTP answer (timeout, connection refused...)
+    latency_ms: float
+    model_found: bool | None  # None: the endpoint did not list models
+    error: str | None = None  # "timeout" | "connection: ..." when status is None
+
+
+def run_doctor(
+    profile_name: str | None = None, probe: bool = True, timeout: float = 10.0
+) -> list[Check]:
+    """All checks for one profile (or every profile when ``profile_name`` is None)."""
+    checks: list[Check] = []
+    keyring_ok = _check_keyring(checks)
+    store = ProfileStore()
+    try:
+        profiles = [store.get(profile_name)] if profile_name else store.all()
+    except ProfileError as exc:
+        checks.append(
+            Check("profile", "error", str(exc), "driftdesk profile list; driftdesk profile add ...")
+        )
+        profiles = []
+    if not profiles and not profile_name:
+        checks.append(
+            Check(
+                "profiles", "warn", "no profiles yet", "driftdesk profile add NAME --protocol ..."
+            )
+        )
+    checks.extend(check_shell_env())
+    checks.extend(check_codex_config())
+    checks.extend(check_claude_settings())
+    checks.extend(check_drift())
+    for profile in profiles:
+        checks.extend(check_base_url(profile))
+        key = _check_key(profile, checks) if keyring_ok else None
+        if probe and key:
+            result = probe_endpoint_sync(profile, key, timeout)
+            checks.append(probe_check(profile, result))
+            del key
+    return checks
+
+
+def _check_keyring(checks: list[Check]) -> bool:
+    try:
+        kr = backend()
+    except KeyringUnavailable as exc:
+        checks.append(
+            Check(
+                "keyring",
+                "error",
+                str(exc),
+                "start a Secret Service (gnome-keyring-daemon or KeePassXC) in your D-Bus "
+                "session, or unlock it; driftdesk never stores keys in a file",
+            )
+        )
+        return False
+    checks.append(Check("keyring", "ok", f"{type(kr).__module__}.{type(kr).__name__}"))
+    return True
+
+
+def _check_key(profile: Profile, checks: list[Check]) -> str | None:
+    try:
+        key = get_key(profile.name)
+    except KeyMissing:
+        checks.append(
+            Check(
+                f"{profile.name}: key",
+                "error",
+                "no key in the OS keyring",
+                f"driftdesk profile edit {profile.name} --key-stdin  (or --prompt-key)",
+            )
+        )
+        return None
+    except KeyringUnavailable as exc:
+        checks.append(Check(f"{profile.name}: key", "error", str(exc), "unlock the keyring"))
+        return None
+    checks.append(Check(f"{profile.name}: key", "ok", "present in the OS keyring"))
+    return key
+
+
+def check_base_url(profile: Profile) -> list[Check]:
+    name = f"{profile.name}: base URL"
+    parts = urlsplit(profile.base_url)
+    out: list[Check] = []
+    if parts.query or parts.fragment:
+        clean = parts._replace(query="", fragment="").geturl()
+        out.append(
+            Check(
+                name,
+                "error",
+                f"{profile.base_url} has a query string or fragment (often tracking parameters "
+                "copied from a link); clients append paths after it and get 404s",
+                f"driftdesk profile edit {profile.name} --base-url {clean}",
+            )
+        )
+    path = parts.path.rstrip("/")
+    if profile.protocol == "anthropic" and path.endswith("/v1"):
+        out.append(
+            Check(
+                name,
+                "warn",
+                f"{profile.base_url} ends in /v1 but Anthropic clients add /v1/messages "
+                "themselves (the request would go to /v1/v1/messages)",
+                f"driftdesk profile edit {profile.name} --base-url "
+                f"{parts._replace(path=path[: -len('/v1')], query='', fragment='').geturl()}",
+            )
+        )
+    if profile.protocol == "openai" and not path.endswith("/v1") and "/v1" not in path:
+        out.append(
+            Check(
+                name,
+                "warn",
+                f"{profile.base_url} has no /v1: OpenAI-compatible clients append /chat/completions "
+                "or /responses directly to the base URL",
+                "check the provider's docs; most OpenAI-compatible base URLs end in /v1",
+            )
+        )
+    if not out:
+        out.append(Check(name, "ok", profile.base_url))
+    return out
+
+
+def check_shell_env(environ: dict[str, str] | None = None) -> list[Check]:
+    """Variables exported in this shell beat what a switch writes (names only, never values)."""
+    env = os.environ if environ is None else environ
+    names = sorted(n for n in env if n.startswith(SHADOW_PREFIXES))
+    if not names:
+        return [Check("shell environment", "ok", "no ANTHROPIC_* / OPENAI_* variables exported")]
+    return [
+        Check(
+            "shell environment",
+            "warn",
+            "exported in this shell, these override what driftdesk writes: " + ", ".join(names),
+            "unset " + " ".join(names) + "  (and remove them from your shell profile)",
+        )
+    ]
+
+
+def check_codex_config() -> list[Check]:
+    path = locations.codex_config_path("user")
+    try:
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return [Check("codex config", "error", f"{path} does not parse: {exc}", "fix the TOML")]
+    out: list[Check] = []
+    providers = config.get("model_providers", {})
+    if isinstance(providers, dict):
+        for pid, table in providers.items():
+            if isinstance(table, dict) and table.get("wire_api") == "chat":
+                out.append(
+                    Check(
+                        "codex config",
+                        "error",
+                        f'[model_providers.{pid}] has wire_api = "chat", which current Codex rejects',
+                        'set wire_api = "responses" (the provider must support the Responses API)',
+                    )
+                )
+            if isinstance(table, dict) and "env_key" in table and "auth" in table:
+                out.append(
+                    Check(
+                        "codex config",
+                        "warn",
+                        f"[model_providers.{pid}] has both env_key and auth; Codex takes one",
+                        "remove env_key",
+                    )
+                )
+    if "profiles" in config:
+        out.append(
+            Check(
+                "codex config",
+                "warn",
+                f"{path} has [profiles.*] tables, which current Codex no longer reads",
+                "move each profile to its own <name>.config.toml, or use driftdesk profiles",
+            )
+        )
+    if "profile" in config:
+        out.append(
+            Check(
+                "codex config",
+                "warn",
+                f"{path} sets a top-level profile = ..., which current Codex ignores",
+                "remove it; switch with driftdesk switch NAME --target codex",
+            )
+        )
+    if not out:
+        out.append(Check("codex config", "ok", f"{path} has no keys Codex stopped reading"))
+    return out
+
+
+def check_claude_settings() -> list[Check]:
+    out: list[Check] = []
+    for scope in ("user", "project", "local"):
+        path = locations.claude_settings_path(scope)
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8").lstrip("\ufeff"))
+        except FileNotFoundError:
+            continue
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            out.append(Check("claude settings", "error", f"{path} does not parse: {exc}", ""))
+            continue
+        env = settings.get("env") if isinstance(settings, dict) else None
+        if isinstance(env, dict):
+            found = [n for n in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN") if n in env]
+            if found:
+                out.append(
+                    Check(
+                        "claude settings",
+                        "warn",
+                        f"{path} holds {', '.join(found)} in plaintext; it beats apiKeyHelper",
+                        f"driftdesk import claude {path} --name NAME --move-key",
+                    )
+                )
+    return out
+
+
+def check_drift() -> list[Check]:
+    out = []
+    for row in status.collect_status():
+        if row.drifted:
+            out.append(
+                Check(
+                    f"{row.target} ({row.scope})",
+                    "warn",
+                    f"{row.path} changed since driftdesk wrote it",
+                    "driftdesk status; switch again to re-apply the profile",
+                )
+            )
+    return out
+
+
+# --- live probe -----------------------------------------------------------------------------
+
+
+def probe_urls(profile: Profile) -> tuple[str, str]:
+    """(models list URL, one-token request URL) for the profile's protocol."""
+    base = profile.base_url.rstrip("/")
+    if profile.protocol == "anthropic":
+        return base + "/v1/models", base + "/v1/messages"
+    return base + "/models", base + "/chat/completions"
+
+
+def _auth_headers(profile: Profile, key: str) -> dict[str, str]:
+    headers = dict(profile.headers)
+    if profile.protocol == "anthropic":
+        headers.update(
+            {"x-api-key": key, "authorization": f"Bearer {key}", "anthropic-version": "2023-06-01"}
+        )
+    else:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+async def probe_endpoint(profile: Profile, key: str, timeout: float = 10.0) -> ProbeResult:
+    """List models (falling back to a one-token request) and time it."""
+    import aiohttp
+
+    models_url, request_url = probe_urls(profile)
+    headers = _auth_headers(profile, key)
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    started = time.perf_counter()
+    url = models_url
+    try:
+        async with aiohttp.ClientSession(timeout=client_timeout) as session:
+            async with session.get(models_url, headers=headers) as response:
+                status_code = response.status
+                body = await response.read()
+            if status_code == 200:
+                return ProbeResult(
+                    models_url,
+                    200,
+                    (time.perf_counter() - started) * 1000,
+                    _model_listed(body, profile.model),
+                )
+            if status_code in (404, 405):
+                # No models endpoint: ask for one token instead.
+                url = request_url
+                payload: dict[str, Any] = {
+                    "model": profile.model,
+                    "max_tokens": 1,
+                    "messages": [{"role": "user", "content": "ping"}],
+                }
+                started = time.perf_counter()
+                async with session.post(request_url, headers=headers, json=payload) as response:
+                    status_code = response.status
+                    await response.read()
+            return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
+    except TimeoutError:
+        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, "timeout")
+    except aiohttp.ClientError as exc:
+        message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
+        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, message)
+
+
+def probe_endpoint_sync(profile: Profile, key: str, timeout: float = 10.0) -> ProbeResult:
+    return asyncio.run(probe_endpoint(profile, key, timeout))
+
+
+def _model_listed(body: bytes, model: str) -> bool | None:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    items = data.get("data") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        return None
+    ids = {str(item.get("id")) for item in items if isinstance(item, dict)}
+    return model in ids
+
+
+_ADVICE = {
+    401: (
+        "the provider rejected the key",
+        "set the right key: driftdesk profile edit {name} --key-stdin",
+    ),
+    403: (
+        "the key is valid but not allowed here (model access, region, plan or IP allow-list)",
+        "check the account's permissions for this model with the provider",
+    ),
+    404: (
+        "not found: wrong base URL path or an unknown model",
+        "check the base URL (a /v1 too many or too few? a query string?) and the model name",
+    ),
+    429: (
+        "rate limited or out of quota",
+        "check billing and rate limits with the provider; wait and retry",
+    ),
+}
+
+
+def probe_check(profile: Profile, result: ProbeResult) -> Check:
+    name = f"{profile.name}: live probe"
+    where = f"{result.url} in {result.latency_ms:.0f} ms"
+    if result.status is None:
+        if result.error == "timeout":
+            return Check(
+                name,
+                "error",
+                f"no answer from {result.url} within {result.latency_ms / 1000:.1f} s",
+                "check the host, port, VPN/proxy and firewall; the server may be overloaded",
+            )
+        return Check(
+            name,
+            "error",
+            f"could not reach {result.url}: {result.error}",
+            "check the base URL's host and port, DNS, and that the server is running",
+        )
+    if 200 <= result.status < 300:
+        if result.model_found is False:
+            return Check(
+                name,
+                "warn",
+                f"HTTP {result.status} from {where}, but model {profile.model!r} is not listed",
+                f"pick a listed model: driftdesk profile edit {profile.name} --model MODEL",
+            )
+        found = " (model listed)" if result.model_found else ""
+        return Check(name, "ok", f"HTTP {result.status} from {where}{found}")
+    message, fix = _ADVICE.get(
+        result.status,
+        (
+            "server error at the provider" if result.status >= 500 else "unexpected answer",
+            "retry later; if it persists, check the provider's status page",
+        ),
+    )
+    return Check(
+        name,
+        "error",
+        f"HTTP {result.status} from {where}: {message}",
+        fix.format(name=profile.name),
+    )

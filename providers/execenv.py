@@ -1,0 +1,67 @@
+"""``driftdesk exec``: run a command with a profile's endpoint, model and key in its environment.
+
+The key exists only in that child's environment (never in ours, a file, or the output). The
+child's exit code is passed through; signals we receive are forwarded to it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from providers.keys import get_key
+from providers.profiles import Profile
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# Variables that would shadow what the profile sets (Claude Code prefers ANTHROPIC_API_KEY).
+SHADOWING = {"anthropic": ("ANTHROPIC_API_KEY",), "openai": ()}
+
+
+def profile_env(
+    profile: Profile, key: str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    for name in SHADOWING.get(profile.protocol, ()):
+        env.pop(name, None)
+    if profile.protocol == "anthropic":
+        env["ANTHROPIC_AUTH_TOKEN"] = key
+        env["ANTHROPIC_BASE_URL"] = profile.base_url
+        env["ANTHROPIC_MODEL"] = profile.model
+        for size in ("haiku", "sonnet", "opus"):
+            model = getattr(profile, f"{size}_model")
+            if model:
+                env[f"ANTHROPIC_DEFAULT_{size.upper()}_MODEL"] = model
+    else:
+        env["OPENAI_API_KEY"] = key
+        env["OPENAI_BASE_URL"] = profile.base_url
+        env["OPENAI_MODEL"] = profile.model
+    return env
+
+
+def run_with_profile(profile: Profile, argv: Sequence[str]) -> int:
+    """Run ``argv`` with the profile's variables; return its exit code (128+N if killed by N)."""
+    env = profile_env(profile, get_key(profile.name))
+    try:
+        child = subprocess.Popen(list(argv), env=env)
+    except FileNotFoundError:
+        print(f"driftdesk: error: command not found: {argv[0]}", file=sys.stderr)
+        return 127
+    except PermissionError:
+        print(f"driftdesk: error: not executable: {argv[0]}", file=sys.stderr)
+        return 126
+    del env
+
+    def forward(signum: int, _frame: object) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code if code >= 0 else 128 - code

@@ -1,0 +1,296 @@
+"""Turn a live config (Claude Code settings, Codex config, a .env file) into a profile.
+
+A key found in the file goes to the OS keyring. With ``move_key`` it also leaves the file, after
+a backup: Claude Code and Codex are switched to the new profile at the same time (their key then
+comes from ``driftdesk key NAME``), so the tool keeps working; a .env file just loses the line
+(``driftdesk exec`` hands the key over instead).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from driftdesk.secrets import mask_key, redact
+from providers import locations, targets
+from providers.keys import backend, set_key
+from providers.profiles import Profile, ProfileError, ProfileStore
+
+ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+SOURCES = ("claude", "codex", "env")
+
+
+class ImportProblem(ValueError):
+    """The source cannot be imported as given (missing, unparseable, no model...)."""
+
+
+@dataclass
+class ImportCandidate:
+    source: str
+    path: Path
+    profile_fields: dict[str, Any]
+    key: str | None = None
+    key_where: str | None = None  # e.g. "env.ANTHROPIC_AUTH_TOKEN"; never the key itself
+    key_in_file: bool = False  # False when the key came from elsewhere (auth.json, the shell)
+    notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # never print the key
+        return f"ImportCandidate({self.source!r}, {str(self.path)!r}, key={mask_key(self.key)})"
+
+
+@dataclass
+class ImportResult:
+    profile: Profile
+    source_path: Path
+    key_stored: bool
+    key_masked: str | None
+    key_moved: bool
+    diff: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def source_path(source: str, path: str | Path | None, scope: str = "user") -> Path:
+    if path:
+        return Path(path).expanduser()
+    if source == "claude":
+        return locations.claude_settings_path(scope)
+    if source == "codex":
+        return locations.codex_config_path("project" if scope == "project" else "user")
+    if source == "env":
+        return locations.env_file_path(None)
+    raise ImportProblem(f"unknown import source {source!r}: expected one of {', '.join(SOURCES)}")
+
+
+def inspect_source(source: str, path: str | Path | None, scope: str = "user") -> ImportCandidate:
+    """Read the source and say what a profile would hold (the key stays in memory only)."""
+    where = source_path(source, path, scope)
+    try:
+        text = where.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ImportProblem(f"{where} does not exist") from exc
+    except UnicodeDecodeError as exc:
+        raise ImportProblem(f"{where} is not UTF-8 text") from exc
+    if source == "claude":
+        return _inspect_claude(where, text)
+    if source == "codex":
+        return _inspect_codex(where, text)
+    return _inspect_env(where, text)
+
+
+def _inspect_claude(path: Path, text: str) -> ImportCandidate:
+    try:
+        settings = json.loads(text.lstrip("\ufeff"))
+    except json.JSONDecodeError as exc:
+        raise ImportProblem(f"{path} does not parse as JSON: {exc}") from exc
+    env = settings.get("env") if isinstance(settings, dict) else None
+    env = env if isinstance(env, dict) else {}
+    model = env.get("ANTHROPIC_MODEL") or settings.get("model")
+    if not model:
+        raise ImportProblem(
+            f'{path} names no model (env.ANTHROPIC_MODEL or "model"); set one there first'
+        )
+    headers: dict[str, str] = {}
+    for line in str(env.get("ANTHROPIC_CUSTOM_HEADERS", "")).splitlines():
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip()] = value.strip()
+    fields = {
+        "protocol": "anthropic",
+        "base_url": str(env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_URL),
+        "model": str(model),
+        "haiku_model": env.get("ANTHROPIC_DEFAULT_HAIKU_MODEL"),
+        "sonnet_model": env.get("ANTHROPIC_DEFAULT_SONNET_MODEL"),
+        "opus_model": env.get("ANTHROPIC_DEFAULT_OPUS_MODEL"),
+        "headers": headers,
+    }
+    candidate = ImportCandidate("claude", path, fields)
+    for name in targets.CLAUDE_KEY_ENV:
+        if isinstance(env.get(name), str) and env[name].strip():
+            candidate.key, candidate.key_where, candidate.key_in_file = (
+                env[name].strip(),
+                f"env.{name}",
+                True,
+            )
+            break
+    return candidate
+
+
+def _inspect_codex(path: Path, text: str) -> ImportCandidate:
+    import os
+
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ImportProblem(f"{path} does not parse as TOML: {exc}") from exc
+    provider_id = str(config.get("model_provider") or "openai")
+    model = config.get("model")
+    if not model:
+        raise ImportProblem(f"{path} has no top-level model = ...; set one there first")
+    providers = config.get("model_providers", {})
+    table = providers.get(provider_id) if isinstance(providers, dict) else None
+    if table is None and provider_id != "openai":
+        raise ImportProblem(f"{path}: model_provider {provider_id!r} has no table")
+    table = table if isinstance(table, dict) else {}
+    fields = {
+        "protocol": "openai",
+        "base_url": str(table.get("base_url") or OPENAI_DEFAULT_URL),
+        "model": str(model),
+        "headers": {str(k): str(v) for k, v in dict(table.get("http_headers", {})).items()},
+    }
+    candidate = ImportCandidate("codex", path, fields)
+    token = table.get("experimental_bearer_token")
+    if isinstance(token, str) and token.strip():
+        candidate.key = token.strip()
+        candidate.key_where = f"model_providers.{provider_id}.experimental_bearer_token"
+        candidate.key_in_file = True
+    elif table.get("env_key") and os.environ.get(str(table["env_key"])):
+        candidate.key = os.environ[str(table["env_key"])].strip()
+        candidate.key_where = f"${table['env_key']} (from the shell, named by env_key)"
+    elif provider_id == "openai":
+        auth = path.parent / "auth.json"
+        try:
+            stored = json.loads(auth.read_text(encoding="utf-8")).get("OPENAI_API_KEY")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            stored = None
+        if isinstance(stored, str) and stored.strip():
+            candidate.key = stored.strip()
+            candidate.key_where = f"{auth} (OPENAI_API_KEY)"
+            candidate.notes.append(f"{auth} is Codex's own login file; driftdesk leaves it as is")
+    return candidate
+
+
+def _inspect_env(path: Path, text: str) -> ImportCandidate:
+    values: dict[str, str] = {}
+    key_names: tuple[str, ...]
+    for line in targets.parse_env_lines(text, path):
+        if line.key:
+            match = targets._ENV_LINE.match(line.text)
+            assert match is not None
+            values[line.key] = targets._env_unquote(match.group("value"))
+    if values.get("OPENAI_MODEL") or values.get("OPENAI_BASE_URL") or values.get("OPENAI_API_KEY"):
+        protocol, prefix, key_names = "openai", "OPENAI", ("OPENAI_API_KEY",)
+        default_url = OPENAI_DEFAULT_URL
+    elif any(k.startswith("ANTHROPIC_") for k in values):
+        protocol, prefix, key_names = "anthropic", "ANTHROPIC", targets.CLAUDE_KEY_ENV
+        default_url = ANTHROPIC_DEFAULT_URL
+    else:
+        raise ImportProblem(f"{path} sets no OPENAI_* or ANTHROPIC_* variables")
+    model = values.get(f"{prefix}_MODEL")
+    if not model:
+        raise ImportProblem(f"{path} has no {prefix}_MODEL line; add one first")
+    fields = {
+        "protocol": protocol,
+        "base_url": values.get(f"{prefix}_BASE_URL") or default_url,
+        "model": model,
+    }
+    candidate = ImportCandidate("env", path, fields)
+    for name in key_names:
+        if values.get(name):
+            candidate.key, candidate.key_where, candidate.key_in_file = values[name], name, True
+            break
+    return candidate
+
+
+def import_profile(
+    source: str,
+    path: str | Path | None = None,
+    name: str | None = None,
+    move_key: bool = False,
+    scope: str = "user",
+    store: ProfileStore | None = None,
+) -> ImportResult:
+    """Create profile ``name`` from the source; store its key; optionally move the key out.
+
+    ``path`` None: the source's usual file; ``name`` None: ``<source>-<host>`` (made unique).
+    """
+    store = store or ProfileStore()
+    found = inspect_source(source, path, scope)
+    if name is None:
+        name = _default_name(store, source, str(found.profile_fields["base_url"]))
+    if store.exists(name):
+        raise ProfileError(f"profile {name!r} exists; pick another --name or remove it first")
+    profile = Profile(name=name, **found.profile_fields)
+    profile.validate()
+    notes = list(found.notes)
+    plan = None
+    if found.key and move_key and found.key_in_file:
+        plan = _plan_move(found, profile)  # refuses before anything is stored
+    if found.key:
+        backend()
+        set_key(name, found.key)
+    store.save(profile)
+    if not found.key:
+        notes.append(f"no key found; add one with: driftdesk profile edit {name} --key-stdin")
+    elif found.key_in_file and not move_key:
+        notes.append(
+            f"the key is still in {found.path} ({found.key_where}); "
+            "rerun with --move-key to take it out (after a backup)"
+        )
+    diff = ""
+    if plan is not None:
+        targets.apply_switch(plan)
+        diff = plan.diff
+        notes.append(f"moved the key out of {plan.path} (backup under driftdesk's data dir)")
+    return ImportResult(
+        profile=profile,
+        source_path=found.path,
+        key_stored=bool(found.key),
+        key_masked=mask_key(found.key) if found.key else None,
+        key_moved=plan is not None,
+        diff=diff,
+        notes=notes,
+    )
+
+
+def _default_name(store: ProfileStore, source: str, base_url: str) -> str:
+    import re
+    from urllib.parse import urlsplit
+
+    host = re.sub(r"[^A-Za-z0-9_.-]+", "-", urlsplit(base_url).hostname or "local").strip("-.")
+    stem = f"{source}-{host}"[:60]
+    name, counter = stem, 2
+    while store.exists(name):
+        name, counter = f"{stem}-{counter}", counter + 1
+    return name
+
+
+def _plan_move(found: ImportCandidate, profile: Profile) -> targets.SwitchPlan:
+    path = found.path
+    old = targets.read_text(path)
+    assert old is not None and found.key is not None
+    if found.source == "claude":
+        new = targets.edit_claude_settings(old, profile, path)
+    elif found.source == "codex":
+        new = targets.edit_codex_config(_without_codex_token(old, path), profile, path)
+    else:
+        kept = [
+            line.text
+            for line in targets.parse_env_lines(old, path)
+            if line.key not in ("OPENAI_API_KEY", *targets.CLAUDE_KEY_ENV)
+        ]
+        new = "".join(kept)
+    diff = redact(targets.unified_diff(path, old, new), [found.key])
+    return targets.SwitchPlan(
+        target=found.source,
+        path=path,
+        old_text=old,
+        new_text=new,
+        diff=diff,
+        changed=new != old,
+        profile=profile.name,
+    )
+
+
+def _without_codex_token(text: str, path: Path) -> str:
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    provider_id = str(doc.get("model_provider") or "openai")
+    table = doc.get("model_providers", {}).get(provider_id)
+    if table is not None and "experimental_bearer_token" in table:
+        del table["experimental_bearer_token"]
+    return tomlkit.dumps(doc)

@@ -1,0 +1,447 @@
+"""Switch a profile into Claude Code, Codex or a ``.env`` file — edited in place, never rewritten.
+
+Two steps so every face can show the diff before anything is written::
+
+    plan = plan_switch(profile, "claude", scope="user")   # reads the file, computes the new text
+    print(plan.diff)                                       # unified diff (secrets masked)
+    apply_switch(plan)                                     # backs up, writes atomically, records
+
+``apply_switch`` refuses (``TargetChanged``) if the file changed since ``plan_switch`` read it.
+A file that does not parse is refused (``TargetParseError``) and left untouched. No key is ever
+written: Claude Code's ``apiKeyHelper`` and Codex's ``auth.command`` run ``driftdesk key NAME``.
+
+What driftdesk owns, per target (everything else stays byte-for-byte):
+
+- claude: ``apiKeyHelper``; in ``env``: ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_MODEL``,
+  ``ANTHROPIC_DEFAULT_{HAIKU,SONNET,OPUS}_MODEL``, ``ANTHROPIC_CUSTOM_HEADERS``; it removes
+  ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_AUTH_TOKEN`` (they would beat the helper).
+- codex: top-level ``model`` and ``model_provider``; ``[model_providers.driftdesk-NAME]``.
+- env: ``OPENAI_BASE_URL`` and ``OPENAI_MODEL`` lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from driftdesk.secrets import redact
+from providers import jsonsplice, locations, state
+from providers.profiles import Profile
+
+Target = Literal["claude", "codex", "env"]
+TARGETS: tuple[str, ...] = ("claude", "codex", "env")
+
+CLAUDE_OWNED_ENV = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_CUSTOM_HEADERS",
+)
+CLAUDE_KEY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+CODEX_PROVIDER_PREFIX = "driftdesk-"
+ENV_OWNED = ("OPENAI_BASE_URL", "OPENAI_MODEL")
+
+
+class SwitchError(RuntimeError):
+    """A switch that cannot be planned or applied as asked."""
+
+
+class TargetParseError(SwitchError):
+    """The target file does not parse; it was left untouched."""
+
+
+class TargetChanged(SwitchError):
+    """The file changed between plan and apply; nothing was written."""
+
+
+@dataclass
+class SwitchPlan:
+    target: str
+    path: Path
+    old_text: str | None  # None: the file does not exist yet
+    new_text: str
+    diff: str
+    changed: bool
+    profile: str
+    scope: str = "user"
+    notes: list[str] = field(default_factory=list)
+
+
+def codex_provider_id(profile_name: str) -> str:
+    return CODEX_PROVIDER_PREFIX + profile_name
+
+
+def target_path(
+    target: str,
+    scope: str = "user",
+    env_file: Path | str | None = None,
+    project_dir: Path | None = None,
+) -> Path:
+    if target == "claude":
+        return locations.claude_settings_path(scope, project_dir)
+    if target == "codex":
+        return locations.codex_config_path(scope, project_dir)
+    if target == "env":
+        return locations.env_file_path(env_file, project_dir)
+    raise SwitchError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TargetParseError(
+            f"{path} is not UTF-8 text ({exc}); driftdesk left it untouched"
+        ) from exc
+
+
+def plan_switch(
+    profile: Profile,
+    target: str,
+    scope: str = "user",
+    env_file: Path | str | None = None,
+    project_dir: Path | None = None,
+) -> SwitchPlan:
+    """Read the target file and compute the edit that points it at ``profile``. Writes nothing."""
+    path = target_path(target, scope, env_file, project_dir)
+    old = read_text(path)
+    notes: list[str] = []
+    secrets: list[str] = []
+    if target == "claude":
+        new = edit_claude_settings(old, profile, path, secrets)
+    elif target == "codex":
+        new = edit_codex_config(old, profile, path)
+    else:
+        new = edit_env_file(old, profile, path)
+        notes.append(
+            "the .env file gets no key: run tools with `driftdesk exec "
+            f"{profile.name} -- CMD` to hand them the key"
+        )
+    diff = unified_diff(path, old, new)
+    return SwitchPlan(
+        target=target,
+        path=path,
+        old_text=old,
+        new_text=new,
+        diff=redact(diff, secrets),
+        changed=new != old,
+        profile=profile.name,
+        scope=scope,
+        notes=notes,
+    )
+
+
+def apply_switch(plan: SwitchPlan) -> None:
+    """Write ``plan``: refuse if the file changed since planned, back up, write atomically."""
+    from driftdesk.fileio import atomic_write_bytes
+
+    current = read_text(plan.path)
+    if current != plan.old_text:
+        raise TargetChanged(
+            f"{plan.path} changed since driftdesk read it; nothing was written — plan the switch again"
+        )
+    data = plan.new_text.encode("utf-8")
+    if plan.changed:
+        state.back_up(plan.path, None if current is None else current.encode("utf-8"))
+        atomic_write_bytes(plan.path, data)
+    state.record_write(plan.path, plan.target, plan.profile, data)
+
+
+def unified_diff(path: Path, old: str | None, new: str) -> str:
+    lines = difflib.unified_diff(
+        (old or "").splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=str(path) if old is not None else "/dev/null",
+        tofile=str(path),
+    )
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+# --- Claude Code settings.json ------------------------------------------------------------
+
+
+def claude_env_values(profile: Profile) -> dict[str, str | None]:
+    """The ``env`` entries a profile sets (None: driftdesk removes that entry)."""
+    headers = "\n".join(f"{k}: {v}" for k, v in profile.headers.items()) or None
+    return {
+        "ANTHROPIC_BASE_URL": profile.base_url,
+        "ANTHROPIC_MODEL": profile.model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": profile.haiku_model or None,
+        "ANTHROPIC_DEFAULT_SONNET_MODEL": profile.sonnet_model or None,
+        "ANTHROPIC_DEFAULT_OPUS_MODEL": profile.opus_model or None,
+        "ANTHROPIC_CUSTOM_HEADERS": headers,
+    }
+
+
+def edit_claude_settings(
+    old: str | None, profile: Profile, path: Path, secrets: list[str] | None = None
+) -> str:
+    if profile.protocol != "anthropic":
+        raise SwitchError(
+            f"Claude Code speaks the Anthropic protocol; profile {profile.name!r} is "
+            f"{profile.protocol!r} (use --target codex or env, or an anthropic profile)"
+        )
+    env_values = claude_env_values(profile)
+    helper = locations.key_helper_shell(profile.name)
+    if old is None:
+        fresh: dict[str, Any] = {
+            "env": {k: v for k, v in env_values.items() if v is not None},
+            "apiKeyHelper": helper,
+        }
+        return json.dumps(fresh, indent=2, ensure_ascii=False) + "\n"
+    bom = "\ufeff" if old.startswith("\ufeff") else ""
+    text = old[len(bom) :]
+    try:
+        value, top = jsonsplice.parse_document(text)
+    except jsonsplice.JsonEditError as exc:
+        raise TargetParseError(
+            f"{path} does not parse ({exc}); fix it by hand — driftdesk left it untouched"
+        ) from exc
+    env = value.get("env")
+    if env is not None and not isinstance(env, dict):
+        raise TargetParseError(
+            f'{path}: "env" is a {type(env).__name__}, expected an object; driftdesk left it untouched'
+        )
+    if secrets is not None and isinstance(env, dict):
+        secrets.extend(str(env[k]) for k in CLAUDE_KEY_ENV if isinstance(env.get(k), str))
+    wanted = {k: v for k, v in env_values.items() if v is not None}
+    if env is None:
+        text = jsonsplice.set_member(
+            text, top, "env", jsonsplice.nested_value_text(text, top, wanted)
+        )
+    else:
+        for key, env_value in env_values.items():
+            env_span = _env_span(text)
+            if env_value is None:
+                text = jsonsplice.remove_member(text, env_span, key)
+            elif env.get(key) != env_value:
+                text = jsonsplice.set_member(text, env_span, key, jsonsplice.dump_value(env_value))
+        for key in CLAUDE_KEY_ENV:
+            text = jsonsplice.remove_member(text, _env_span(text), key)
+    top = jsonsplice.scan_object(text, top.start)
+    if value.get("apiKeyHelper") != helper:
+        text = jsonsplice.set_member(text, top, "apiKeyHelper", jsonsplice.dump_value(helper))
+    return bom + text
+
+
+def _env_span(text: str) -> jsonsplice.ObjectSpan:
+    _, top = jsonsplice.parse_document(text)
+    member = top.find("env")
+    assert member is not None
+    return jsonsplice.scan_object(text, member.value_start)
+
+
+# --- Codex config.toml ----------------------------------------------------------------------
+
+
+def edit_codex_config(old: str | None, profile: Profile, path: Path) -> str:
+    import tomlkit
+    import tomlkit.exceptions
+    from tomlkit.items import Table
+
+    if profile.protocol != "openai":
+        raise SwitchError(
+            f"Codex speaks the OpenAI Responses API; profile {profile.name!r} is "
+            f"{profile.protocol!r} (use --target claude, or an openai profile)"
+        )
+    try:
+        doc = tomlkit.parse(old or "")
+    except tomlkit.exceptions.ParseError as exc:
+        raise TargetParseError(
+            f"{path} does not parse as TOML ({exc}); fix it by hand — driftdesk left it untouched"
+        ) from exc
+    provider_id = codex_provider_id(profile.name)
+    providers = doc.get("model_providers")
+    if providers is None:
+        providers = tomlkit.table(is_super_table=True)
+        doc["model_providers"] = providers
+    elif not isinstance(providers, Table):
+        raise TargetParseError(
+            f"{path}: model_providers is not a table (an inline table?); driftdesk edits only "
+            "[model_providers.<id>] tables and left the file untouched"
+        )
+    argv = locations.key_helper_argv(profile.name)
+    owned: dict[str, Any] = {
+        "name": f"driftdesk: {profile.name}",
+        "base_url": profile.base_url,
+        "wire_api": "responses",  # never "chat": current Codex rejects it
+    }
+    existing = providers.get(provider_id)
+    table = existing if isinstance(existing, Table) else tomlkit.table()
+    for key, val in owned.items():
+        if table.get(key) != val:
+            table[key] = val
+    for stale in ("env_key", "experimental_bearer_token"):
+        if stale in table:
+            del table[stale]
+    if profile.headers:
+        headers = tomlkit.inline_table()
+        headers.update(profile.headers)
+        if dict(table.get("http_headers", {})) != profile.headers:
+            table["http_headers"] = headers
+    elif "http_headers" in table:
+        del table["http_headers"]
+    auth = table.get("auth")
+    if not isinstance(auth, Table):
+        auth = tomlkit.table()
+        auth["command"] = argv[0]
+        auth["args"] = argv[1:]
+        table["auth"] = auth
+    else:
+        if auth.get("command") != argv[0]:
+            auth["command"] = argv[0]
+        if list(auth.get("args", [])) != argv[1:]:
+            auth["args"] = argv[1:]
+    if not isinstance(existing, Table):
+        providers[provider_id] = table
+    if doc.get("model") != profile.model:
+        doc["model"] = profile.model
+    if doc.get("model_provider") != provider_id:
+        doc["model_provider"] = provider_id
+    new = tomlkit.dumps(doc)
+    # tomlkit appends a new table right after the last line; a blank line reads better.
+    if not isinstance(existing, Table):
+        header = f"[model_providers.{tomlkit.key(provider_id).as_string()}]"
+        new = re.sub(r"([^\n])(\r?\n)(" + re.escape(header) + ")", r"\1\2\2\3", new, count=1)
+    if old is None and not new.endswith("\n"):
+        new += "\n"
+    return new
+
+
+# --- .env files -----------------------------------------------------------------------------
+
+_ENV_LINE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<export>export[ \t]+)?(?P<key>[A-Za-z_][A-Za-z0-9_.]*)"
+    r"(?P<eq>[ \t]*=[ \t]*)(?P<value>.*?)(?P<eol>\r?\n)?$",
+    re.DOTALL,
+)
+
+
+@dataclass
+class EnvLine:
+    text: str
+    key: str | None = None
+    export: bool = False
+
+
+def parse_env_lines(text: str, path: Path) -> list[EnvLine]:
+    """Split a .env file into lines, refusing one that is not ``KEY=value`` / comment / blank."""
+    out: list[EnvLine] = []
+    raw_lines = text.splitlines(keepends=True)
+    index = 0
+    while index < len(raw_lines):
+        line = raw_lines[index]
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            out.append(EnvLine(line))
+            index += 1
+            continue
+        match = _ENV_LINE.match(line)
+        if not match:
+            raise TargetParseError(
+                f"{path}:{index + 1}: not a KEY=value line ({stripped[:40]!r}); "
+                "driftdesk left the file untouched"
+            )
+        value = match.group("value")
+        block = line
+        quote = value[:1]
+        # A quoted value may span lines (dotenv multi-line strings): keep them as one entry.
+        if quote in ("'", '"') and not _closes(value[1:], quote):
+            while True:
+                index += 1
+                if index >= len(raw_lines):
+                    raise TargetParseError(
+                        f"{path}: unterminated {quote} string in {match.group('key')}; "
+                        "driftdesk left the file untouched"
+                    )
+                block += raw_lines[index]
+                if _closes(raw_lines[index], quote):
+                    break
+        out.append(EnvLine(block, match.group("key"), bool(match.group("export"))))
+        index += 1
+    return out
+
+
+def _closes(fragment: str, quote: str) -> bool:
+    escaped = False
+    for char in fragment:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote == '"':
+            escaped = True
+        elif char == quote:
+            return True
+    return False
+
+
+def env_quote(value: str, style: str = "") -> str:
+    """Quote like the line we replace did (``"``, ``'`` or bare), when the value allows it."""
+    if style == "'" and "'" not in value:
+        return f"'{value}'"
+    if style != '"' and re.fullmatch(r"[A-Za-z0-9_./:@%+,=-]*", value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
+    if profile.protocol != "openai":
+        raise SwitchError(
+            f"the env target sets OPENAI_* variables; profile {profile.name!r} is "
+            f"{profile.protocol!r} (use `driftdesk exec {profile.name} -- CMD` for anthropic tools)"
+        )
+    values = {"OPENAI_BASE_URL": profile.base_url, "OPENAI_MODEL": profile.model}
+    text = old or ""
+    lines = parse_env_lines(text, path)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    assignments = [line for line in lines if line.key]
+    uses_export = bool(assignments) and sum(a.export for a in assignments) * 2 > len(assignments)
+    done: set[str] = set()
+    for line in lines:
+        if line.key in values:
+            match = _ENV_LINE.match(line.text)
+            assert match is not None
+            current = match.group("value")
+            wanted = env_quote(values[line.key], style=current[:1])
+            if _env_unquote(current) != values[line.key] and line.key not in done:
+                eol = line.text[len(line.text.rstrip("\r\n")) :]
+                line.text = (
+                    match.group("indent")
+                    + (match.group("export") or "")
+                    + line.key
+                    + match.group("eq")
+                    + wanted
+                    + eol
+                )
+            done.add(line.key)
+    result = "".join(line.text for line in lines)
+    missing = [k for k in values if k not in done]
+    if missing:
+        if result and not result.endswith("\n"):
+            result += newline
+        prefix = "export " if uses_export else ""
+        for key in missing:
+            result += f"{prefix}{key}={env_quote(values[key])}{newline}"
+    return result
+
+
+def _env_unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        inner = value[1:-1]
+        return inner.replace('\\"', '"').replace("\\\\", "\\") if value[0] == '"' else inner
+    if " #" in value:
+        value = value.split(" #", 1)[0].rstrip()
+    return value
