@@ -1,0 +1,276 @@
+"""The driftdesk workbench: a Textual face over the providers, reruns and analysis cores.
+
+Runs execute in thread workers (each with its own asyncio loop, so the engine's file syncs and
+HTTP never stall the UI); their listener writes into a ``LiveRun`` and the screens redraw from it
+on a timer. One ``Worker.StateChanged`` handler turns any worker failure into a notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.worker import Worker, WorkerState
+
+from driftdesk.secrets import redact
+from tui.commands import WorkbenchCommands
+from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.modals import HelpScreen
+from tui.screens.profiles import ProfilesScreen
+from tui.screens.run import RunScreen
+from tui.screens.volatility import VolatilityScreen
+from tui.state import LiveRun
+
+SIMULATED_BANNER = "DEMO — the model is simulated by a local sandbox endpoint (no network, no key)"
+
+
+@dataclass
+class RunEnded(Message):
+    """A run's worker finished (completed, interrupted or failed)."""
+
+    live: LiveRun
+
+
+@dataclass
+class DemoReady(Message):
+    spec: Any
+    note: str
+
+
+class DriftdeskApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "driftdesk"
+    MODES: ClassVar[dict[str, Any]] = {
+        "profiles": ProfilesScreen,
+        "run": RunScreen,
+        "volatility": VolatilityScreen,
+    }
+    COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "switch_mode('profiles')", "Profiles", id="app.profiles"),
+        Binding("2", "switch_mode('run')", "Run", id="app.run"),
+        Binding("3", "switch_mode('volatility')", "Volatility", id="app.volatility"),
+        Binding("f1,question_mark", "help", "Help", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("ctrl+q", "quit", "Quit", id="app.quit_now", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        *,
+        runs_dirs: list[Path] | None = None,
+        out_dir: Path | None = None,
+        start_mode: str | None = None,
+        demo: bool = False,
+        demo_repeat: int = 5,
+        demo_concurrency: int = 8,
+        blink: bool = True,
+    ) -> None:
+        super().__init__()
+        from driftdesk import paths
+
+        self.out_dir = out_dir or paths.data_dir() / "runs"
+        dirs = [self.out_dir, *(runs_dirs or [Path.cwd() / "runs"])]
+        self.runs_dirs: list[Path] = list(dict.fromkeys(p.resolve() for p in dirs))
+        self.start_mode = start_mode
+        self.demo = demo
+        self.demo_repeat = demo_repeat
+        self.demo_concurrency = demo_concurrency
+        self.demo_run: LiveRun | None = None
+        self.demo_api_key: str | None = None  # only when there is no keyring; never written
+        self.blink = blink  # tests and screenshots turn the cursor blink off
+        self.live_runs: list[LiveRun] = []
+        self.sandbox: Any = None
+        self._run_threads: list[threading.Thread] = []
+        if demo:
+            self.sub_title = SIMULATED_BANNER
+
+    # -- start-up --------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.demo:
+            self.switch_mode("run")
+            self.start_demo()
+        else:
+            self.switch_mode(self.start_mode or "volatility")
+
+    def on_descendant_mount(self, event: Any) -> None:
+        if not self.blink and hasattr(event.node, "cursor_blink"):
+            event.node.cursor_blink = False
+
+    # -- runs ----------------------------------------------------------------------------------
+    def start_run(self, spec: Any, label: str | None = None) -> LiveRun:
+        """Execute ``spec`` (a ``reruns.engine.RunSpec``) in a worker; returns its live state."""
+        live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
+        self.live_runs.append(live)
+        self._execute_run(live, spec)
+        return live
+
+    @work(thread=True, group="runs", exit_on_error=False)
+    def _execute_run(self, live: LiveRun, spec: Any) -> None:
+        from reruns.engine import execute_run
+
+        self._run_threads.append(threading.current_thread())
+        loop = asyncio.new_event_loop()
+        try:
+            live.loop = loop
+            live.task = loop.create_task(execute_run(spec, live))
+            try:
+                loop.run_until_complete(live.task)
+            except asyncio.CancelledError:
+                live.status = "interrupted" if not live.finished else live.status
+            except Exception as exc:
+                live.mark_failed(redact(f"{type(exc).__name__}: {exc}"))
+                raise
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            live.loop = None
+            self.post_message(RunEnded(live))
+
+    def rerun_tasks(self, manifest: dict[str, Any], tasks: list[str]) -> LiveRun:
+        """A new run of ``tasks`` under the same conditions as the run of ``manifest``."""
+        from reruns.engine import RunSpec
+
+        suite = manifest.get("suite") or {}
+        profile = str(manifest.get("profile"))
+        spec = RunSpec(
+            profile=profile,
+            suite=str(suite.get("path") or suite.get("name") or "basic"),
+            repeat=int(manifest.get("repeat") or 5),
+            concurrency=int(manifest.get("concurrency") or 4),
+            timeout_s=float(manifest.get("timeout_seconds") or 120.0),
+            tasks=list(tasks),
+            seed=int(manifest.get("seed") or 0),
+            out_dir=self.out_dir,
+            agent="command" if manifest.get("agent") == "command" else "builtin",
+            command=manifest.get("command"),
+            api_key=self.demo_api_key if profile == "sandbox" else None,
+        )
+        return self.start_run(spec, label=f"rerun of {len(tasks)} task(s)")
+
+    def cancel_run(self, live: LiveRun) -> bool:
+        return live.request_cancel()
+
+    @on(RunEnded)
+    def _run_ended(self, message: RunEnded) -> None:
+        live = message.live
+        self.notify(
+            f"{live.run_id or live.label}: {live.status}",
+            severity="information" if live.status == "completed" else "warning",
+        )
+        for mode in ("run", "volatility"):
+            screen = self._screen_for_mode(mode)
+            if screen is not None and hasattr(screen, "run_ended"):
+                screen.run_ended(live)
+        if self.demo and live is self.demo_run and live.run_dir is not None:
+            self.switch_mode("volatility")
+            volatility = self._screen_for_mode("volatility")
+            if isinstance(volatility, VolatilityScreen):
+                volatility.select_run(live.run_dir)
+
+    def _screen_for_mode(self, mode: str) -> Any:
+        stack = self._screen_stacks.get(mode)
+        return stack[0] if stack else None
+
+    # -- demo ------------------------------------------------------------------------------------
+    @work(thread=True, group="demo", exclusive=True, exit_on_error=False)
+    def start_demo(self) -> None:
+        from tui.demo import prepare_demo
+
+        self.sandbox, spec, note = prepare_demo(
+            out_dir=self.out_dir, repeat=self.demo_repeat, concurrency=self.demo_concurrency
+        )
+        self.post_message(DemoReady(spec, note))
+
+    @on(DemoReady)
+    def _demo_ready(self, message: DemoReady) -> None:
+        self.demo_api_key = getattr(message.spec, "api_key", None)
+        self.notify(message.note, title="demo", timeout=8)
+        self.demo_run = self.start_run(message.spec, label="demo")
+        run_screen = self._screen_for_mode("run")
+        if isinstance(run_screen, RunScreen):
+            run_screen.show_run(self.demo_run)
+
+    # -- failures ------------------------------------------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        message = redact(f"{type(error).__name__}: {error}" if error else "unknown error")
+        self.notify(
+            message, title=f"{event.worker.name or 'task'} failed", severity="error", timeout=12
+        )
+
+    # -- app actions ---------------------------------------------------------------------------
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand(
+                "screen: profiles",
+                "Provider profiles and targets",
+                lambda: self.switch_mode("profiles"),
+            ),
+            PaletteCommand(
+                "screen: run", "Launch and watch reruns", lambda: self.switch_mode("run")
+            ),
+            PaletteCommand(
+                "screen: volatility",
+                "Per-task volatility of runs",
+                lambda: self.switch_mode("volatility"),
+            ),
+            PaletteCommand("app: help", "Keys of this screen", self.action_help),
+            PaletteCommand(
+                "app: quit", "Cancel runs and quit", lambda: self.call_later(self.action_quit)
+            ),
+        ]
+
+    def action_help(self) -> None:
+        screen = self.screen
+        if not isinstance(screen, WorkbenchScreen):
+            return
+        rows: list[tuple[str, str, str]] = []
+        for source in (screen, self):
+            for binding in source.BINDINGS:
+                if isinstance(binding, Binding):
+                    rows.append(
+                        (binding.key, binding.tooltip or binding.description, binding.id or "")
+                    )
+        self.push_screen(HelpScreen(screen.HELP_INTRO, rows))
+
+    async def action_quit(self) -> None:
+        """Cancel every run (they are marked interrupted), stop the sandbox, then exit."""
+        for live in self.live_runs:
+            live.request_cancel()
+        threads = [t for t in self._run_threads if t.is_alive()]
+        if threads:
+            self.notify("stopping runs…")
+            await asyncio.to_thread(_join_all, threads, 10.0)
+        if self.sandbox is not None:
+            sandbox, self.sandbox = self.sandbox, None
+            await asyncio.to_thread(sandbox.stop)
+        self.exit()
+
+
+def _join_all(threads: list[threading.Thread], timeout: float) -> None:
+    for thread in threads:
+        thread.join(timeout)
+
+
+def run_workbench() -> int:
+    DriftdeskApp().run()
+    return 0
+
+
+def run_demo(out_dir: Path | None = None) -> int:
+    app = DriftdeskApp(demo=True, out_dir=out_dir)
+    app.run()
+    if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
+        print(f"demo run saved in {app.demo_run.run_dir}")
+    return 0

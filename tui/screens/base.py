@@ -1,0 +1,31 @@
+"""What every workbench screen shares: header, footer, help text and palette commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from tui.app import DriftdeskApp
+
+
+@dataclass(frozen=True)
+class PaletteCommand:
+    title: str  # "group: action"
+    help: str
+    callback: Callable[[], Any]
+
+
+class WorkbenchScreen(Screen[None]):
+    HELP_INTRO = ""
+
+    @property
+    def workbench(self) -> DriftdeskApp:
+        return cast("DriftdeskApp", self.app)
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        """Commands this screen offers in the command palette (besides the app's own)."""
+        return []

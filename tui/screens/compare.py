@@ -1,0 +1,118 @@
+"""Two runs side by side (``analysis.compare``): metric deltas with CIs and the changed tasks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Header, Label
+
+from tui.screens.base import PaletteCommand, WorkbenchScreen
+
+CLASS_STYLES = {"pass": "green", "fail": "red", "volatile": "yellow", "absent": "dim"}
+
+
+@dataclass
+class ComparisonReady(Message):
+    comparison: Any
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+class CompareScreen(WorkbenchScreen):
+    HELP_INTRO = (
+        "Run A (before) against run B (after): metric deltas, then every task whose class changed."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", id="compare.back"),
+        Binding("c", "copy", "Copy changes", id="compare.copy"),
+    ]
+
+    def __init__(self, a: Path, b: Path) -> None:
+        super().__init__()
+        self.a = a
+        self.b = b
+        self.comparison: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="compare-body"):
+            yield Label(
+                Text.assemble(("A ", "bold"), self.a.name, ("   →   B ", "bold"), self.b.name),
+                id="compare-title",
+            )
+            metrics: DataTable[Any] = DataTable(id="metrics", cursor_type="row")
+            metrics.add_columns("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")
+            yield metrics
+            yield Label("tasks that changed", classes="pane-title")
+            changed: DataTable[Any] = DataTable(id="changed", cursor_type="row")
+            changed.add_columns("task", "before", "after", "success A", "success B")
+            yield changed
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "Compare"
+        self.compare()
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def compare(self) -> None:
+        from analysis.compare import compare_runs
+
+        self.post_message(ComparisonReady(compare_runs(self.a, self.b)))
+
+    @on(ComparisonReady)
+    def _ready(self, message: ComparisonReady) -> None:
+        self.comparison = comparison = message.comparison
+        metrics = self.query_one("#metrics", DataTable)
+        metrics.clear()
+        for m in comparison.metrics:
+            style = "" if not m.delta else ("green" if m.delta > 0 else "red")
+            if m.name in ("consistency_gap_pp", "link_error_rate") and m.delta:
+                style = "red" if m.delta > 0 else "green"  # lower is better
+            metrics.add_row(
+                m.name,
+                _fmt(m.a),
+                _fmt(m.b),
+                Text(("+" if (m.delta or 0) > 0 else "") + _fmt(m.delta), style=style),
+                "-" if not m.ci_a else f"{_fmt(m.ci_a[0])}–{_fmt(m.ci_a[1])}",
+                "-" if not m.ci_b else f"{_fmt(m.ci_b[0])}–{_fmt(m.ci_b[1])}",
+            )
+        changed = self.query_one("#changed", DataTable)
+        changed.clear()
+        for c in comparison.changed:
+            changed.add_row(
+                c.task_id,
+                Text(c.before, style=CLASS_STYLES.get(c.before, "")),
+                Text(c.after, style=CLASS_STYLES.get(c.after, "")),
+                _fmt(c.success_a),
+                _fmt(c.success_b),
+            )
+        if not comparison.changed:
+            changed.add_row("(no task changed class)", "", "", "", "")
+
+    def action_copy(self) -> None:
+        if self.comparison is None:
+            return
+        lines = ["task\tbefore\tafter"] + [
+            f"{c.task_id}\t{c.before}\t{c.after}" for c in self.comparison.changed
+        ]
+        self.app.copy_to_clipboard("\n".join(lines) + "\n")
+        self.notify(f"copied {len(lines) - 1} changed task(s)")
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand(
+                "compare: copy changes", "Copy the changed tasks (TSV)", self.action_copy
+            )
+        ]

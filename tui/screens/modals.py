@@ -1,0 +1,105 @@
+"""Small modal dialogs: confirm (with a diff or text body), pick one of several, help."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask yes/no about an action, showing what it will do (e.g. a unified diff)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, title: str, body: str = "", *, diff: bool = False, yes: str = "Yes") -> None:
+        super().__init__()
+        self._heading = title
+        self._body = body
+        self._diff = diff
+        self._yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self._heading, id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                if self._diff:
+                    yield Static(
+                        Syntax(self._body or "(no changes)", "diff", theme="ansi_dark"),
+                        id="dialog-text",
+                    )
+                else:
+                    yield Static(Text(self._body), id="dialog-text")
+            with Horizontal(id="dialog-buttons"):
+                yield Button(f"{self._yes} [y]", variant="primary", id="yes")
+                yield Button("Cancel [n]", id="no")
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class PickScreen(ModalScreen[str | None]):
+    """Pick one option (Enter) or cancel (Escape)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="pick.cancel")
+    ]
+
+    def __init__(self, title: str, options: Sequence[tuple[str, str]]) -> None:
+        super().__init__()
+        self._heading = title
+        self._options = options
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self._heading, id="dialog-title")
+            yield OptionList(*[Option(label, id=value) for value, label in self._options])
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key of the current screen and of the app, with its id and what it does."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,f1,q", "dismiss", "Close", id="help.close")
+    ]
+
+    def __init__(self, intro: str, bindings: Iterable[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self._intro = intro
+        self._key_rows = list(bindings)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="wide"):
+            yield Label("Help — keys (ctrl+p opens the command palette)", id="dialog-title")
+            yield Static(self._intro, id="help-intro")
+            table: DataTable[str] = DataTable(id="help-table", cursor_type="row")
+            table.add_columns("key", "does", "binding id")
+            for key, description, binding_id in self._key_rows:
+                table.add_row(key, description, binding_id)
+            yield table
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)

@@ -1,0 +1,337 @@
+"""Profiles: what each provider profile points at, where it is active, and switching it in.
+
+Everything that reads or writes configs or the keyring runs in thread workers that post a
+message back; only the message handlers touch widgets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Header, Static
+
+from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.modals import ConfirmScreen, PickScreen
+from tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
+
+TARGETS: tuple[tuple[str, str], ...] = (
+    ("claude", "Claude Code (~/.claude/settings.json)"),
+    ("codex", "Codex (~/.codex/config.toml)"),
+    ("env", "env file (./.env)"),
+)
+
+
+@dataclass
+class ProfileRow:
+    name: str
+    protocol: str
+    base_url: str
+    model: str
+    masked_key: str
+    active_on: str
+    drift: str
+
+
+@dataclass
+class ProfilesLoaded(Message):
+    rows: list[ProfileRow]
+    note: str = ""
+
+
+@dataclass
+class DetailReady(Message):
+    title: str
+    body: str
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SwitchPlanned(Message):
+    profile: str
+    target: str
+    plan: Any
+    diff: str
+
+
+class ProfilesScreen(WorkbenchScreen):
+    HELP_INTRO = (
+        "Provider profiles live in driftdesk's config.toml; keys live only in the OS keyring and "
+        "are shown masked. Switching a profile into Claude Code, Codex or a .env file edits that "
+        "file in place (after showing the diff) and keeps everything else in it."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "add", "Add", id="profiles.add", tooltip="Add a profile (key typed masked)"),
+        Binding("e", "edit", "Edit", id="profiles.edit", tooltip="Edit the selected profile"),
+        Binding("s", "switch", "Switch", id="profiles.switch", tooltip="Switch a target to it"),
+        Binding("t", "doctor", "Test", id="profiles.doctor", tooltip="Test connection + doctor"),
+        Binding("i", "import", "Import", id="profiles.import", tooltip="Import a live config"),
+        Binding("c", "copy", "Copy name", id="profiles.copy", show=False),
+        Binding("r", "refresh", "Refresh", id="profiles.refresh"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            table: DataTable[Any] = DataTable(id="profiles-table", cursor_type="row")
+            table.add_columns(
+                "profile", "protocol", "base URL", "model", "key", "active on", "drift"
+            )
+            yield table
+            with VerticalScroll(id="profile-detail"):
+                yield Static("", id="profile-detail-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "Profiles"
+        self.load_profiles()
+
+    def on_screen_resume(self) -> None:
+        self.load_profiles()
+
+    # -- workers -------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="profiles-load", exit_on_error=False)
+    def load_profiles(self) -> None:
+        from driftdesk.secrets import mask_key
+        from providers.keys import KeyMissing, KeyringUnavailable, get_key
+        from providers.profiles import ProfileStore
+
+        profiles = ProfileStore().all()
+        active, drift, note = _target_status()
+        rows: list[ProfileRow] = []
+        keyring_note = ""
+        for p in profiles:
+            try:
+                masked = mask_key(get_key(p.name))
+            except KeyMissing:
+                masked = "(none)"
+            except KeyringUnavailable as exc:
+                masked = "keyring unavailable"
+                keyring_note = str(exc)
+            rows.append(
+                ProfileRow(
+                    name=p.name,
+                    protocol=p.protocol,
+                    base_url=p.base_url,
+                    model=p.model,
+                    masked_key=masked,
+                    active_on=", ".join(active.get(p.name, [])) or "-",
+                    drift="; ".join(drift.get(p.name, [])) or "-",
+                )
+            )
+        self.post_message(ProfilesLoaded(rows, note=" ".join(x for x in (note, keyring_note) if x)))
+
+    @work(thread=True, exclusive=True, group="profiles-save", exit_on_error=False)
+    def save_profile(self, result: ProfileFormResult) -> None:
+        from providers.keys import set_key
+        from providers.profiles import ProfileStore
+
+        ProfileStore().save(result.profile)
+        if result.key:
+            set_key(result.profile.name, result.key)
+        self.app.call_from_thread(self.notify, f"profile {result.profile.name} saved")
+        self.load_profiles()
+
+    @work(thread=True, exclusive=True, group="profiles-doctor", exit_on_error=False)
+    def run_doctor(self, name: str) -> None:
+        from providers.doctor import run_doctor
+
+        self.post_message(DetailReady(f"doctor {name}", "running checks…"))
+        report = run_doctor(name, probe=True)
+        self.post_message(DetailReady(f"doctor {name}", _describe(report)))
+
+    @work(thread=True, exclusive=True, group="profiles-switch", exit_on_error=False)
+    def plan_switch(self, name: str, target: str) -> None:
+        from providers.profiles import ProfileStore
+        from providers.targets import plan_switch
+
+        plan = plan_switch(ProfileStore().get(name), target)
+        if not plan.changed:
+            self.post_message(
+                DetailReady(f"{target} already points at {name}", f"{plan.path} is unchanged")
+            )
+            return
+        diff = plan.diff + "".join(f"\n# note: {note}" for note in plan.notes)
+        self.post_message(SwitchPlanned(name, target, plan, diff))
+
+    @work(thread=True, exclusive=True, group="profiles-switch", exit_on_error=False)
+    def apply_switch(self, plan: Any, name: str, target: str) -> None:
+        from providers.targets import apply_switch
+
+        apply_switch(plan)
+        self.post_message(
+            DetailReady(
+                f"switched {target} to {name}",
+                f"wrote {plan.path} (the previous version is backed up)",
+            )
+        )
+        self.load_profiles()
+
+    @work(thread=True, exclusive=True, group="profiles-import", exit_on_error=False)
+    def import_current(self, source: str) -> None:
+        from providers.importer import import_profile
+
+        result = import_profile(source)
+        self.post_message(DetailReady(f"imported from {source}", _describe(result)))
+        self.load_profiles()
+
+    # -- message handlers ----------------------------------------------------------------------
+    @on(ProfilesLoaded)
+    def _show_profiles(self, message: ProfilesLoaded) -> None:
+        table = self.query_one("#profiles-table", DataTable)
+        selected = self.selected_profile()
+        table.clear()
+        for row in message.rows:
+            table.add_row(
+                row.name,
+                row.protocol,
+                row.base_url,
+                row.model,
+                row.masked_key,
+                row.active_on,
+                Text(row.drift, style="yellow" if row.drift != "-" else ""),
+                key=row.name,
+            )
+        if selected is not None and selected in {r.name for r in message.rows}:
+            table.move_cursor(row=table.get_row_index(selected))
+        if not message.rows:
+            self._detail(
+                "no profiles yet",
+                "Press a to add one, i to import Claude Code / Codex / .env settings, "
+                "or run `driftdesk demo` to get a sandbox profile.",
+            )
+        elif message.note:
+            self._detail("note", message.note)
+
+    @on(DetailReady)
+    def _show_detail(self, message: DetailReady) -> None:
+        self._detail(message.title, message.body)
+
+    @on(SwitchPlanned)
+    def _confirm_switch(self, message: SwitchPlanned) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.apply_switch(message.plan, message.profile, message.target)
+            else:
+                self.notify("switch cancelled: nothing was written")
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Switch {message.target} to {message.profile}? This diff will be written:",
+                message.diff,
+                diff=True,
+                yes="Write",
+            ),
+            answered,
+        )
+
+    def _detail(self, title: str, body: str) -> None:
+        text = Text()
+        text.append(title + "\n", style="bold")
+        text.append(body)
+        self.query_one("#profile-detail-text", Static).update(text)
+
+    # -- actions -------------------------------------------------------------------------------
+    def selected_profile(self) -> str | None:
+        table = self.query_one("#profiles-table", DataTable)
+        if table.row_count == 0:
+            return None
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return str(row_key.value) if row_key.value is not None else None
+
+    def action_refresh(self) -> None:
+        self.load_profiles()
+
+    def action_add(self) -> None:
+        self.app.push_screen(ProfileFormScreen(), self._form_done)
+
+    def action_edit(self) -> None:
+        name = self.selected_profile()
+        if name is None:
+            self.notify("no profile selected", severity="warning")
+            return
+        from providers.profiles import ProfileStore
+
+        self.app.push_screen(ProfileFormScreen(ProfileStore().get(name)), self._form_done)
+
+    def _form_done(self, result: ProfileFormResult | None) -> None:
+        if result is not None:
+            self.save_profile(result)
+
+    def action_switch(self) -> None:
+        name = self.selected_profile()
+        if name is None:
+            self.notify("no profile selected", severity="warning")
+            return
+
+        def picked(target: str | None) -> None:
+            if target:
+                self.plan_switch(name, target)
+
+        self.app.push_screen(PickScreen(f"Switch which target to {name}?", TARGETS), picked)
+
+    def action_doctor(self) -> None:
+        name = self.selected_profile()
+        if name is None:
+            self.notify("no profile selected", severity="warning")
+            return
+        self.run_doctor(name)
+
+    def action_import(self) -> None:
+        def picked(source: str | None) -> None:
+            if source:
+                self.import_current(source)
+
+        self.app.push_screen(PickScreen("Import the current config of…", TARGETS), picked)
+
+    def action_copy(self) -> None:
+        name = self.selected_profile()
+        if name:
+            self.app.copy_to_clipboard(name)
+            self.notify(f"copied {name}")
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand("profiles: add", "Add a provider profile", self.action_add),
+            PaletteCommand("profiles: edit", "Edit the selected profile", self.action_edit),
+            PaletteCommand(
+                "profiles: switch", "Switch a target to the selected profile", self.action_switch
+            ),
+            PaletteCommand("profiles: test", "Doctor the selected profile", self.action_doctor),
+            PaletteCommand("profiles: import", "Import a live config", self.action_import),
+            PaletteCommand("profiles: refresh", "Reload profiles and status", self.action_refresh),
+        ]
+
+
+def _target_status() -> tuple[dict[str, list[str]], dict[str, list[str]], str]:
+    """Which profile is active on which target, and drift, from ``providers.status``."""
+    try:
+        from providers.status import collect_status
+    except ImportError:
+        return {}, {}, "target status is not available in this build"
+    status = collect_status()
+    active: dict[str, list[str]] = {}
+    drift: dict[str, list[str]] = {}
+    for entry in getattr(status, "targets", status) or []:
+        profile = getattr(entry, "profile", None)
+        target = str(getattr(entry, "target", ""))
+        if profile:
+            active.setdefault(profile, []).append(target)
+            for d in getattr(entry, "drift", []) or []:
+                drift.setdefault(profile, []).append(f"{target}: {d}")
+    return active, drift, ""
+
+
+def _describe(obj: Any) -> str:
+    """A readable text for a result object from a core (its own text form if it has one)."""
+    for attr in ("render_text", "to_text", "summary"):
+        fn = getattr(obj, attr, None)
+        if callable(fn):
+            return str(fn())
+    return str(obj)

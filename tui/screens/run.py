@@ -1,0 +1,315 @@
+"""Run: launch a rerun and watch it live — progress with ETA, a task × attempt grid filling in
+by outcome, counters, and the selected attempt's output and proxy calls.
+
+The engine's listener (``tui.state.LiveRun``) only writes to memory; this screen redraws from it
+on a timer, touching only the cells and log lines that changed since the last tick.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Header, Label, ProgressBar, RichLog, Static
+
+from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.launch import LaunchScreen
+from tui.screens.modals import ConfirmScreen
+from tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
+
+REDRAW_SECONDS = 0.3
+
+CELL_STYLES: dict[str, tuple[str, str]] = {
+    "pending": ("·", "dim"),
+    "running": ("▶", "bold cyan"),
+    "retrying": ("↻", "bold yellow"),
+    "pass": ("✔", "bold green"),
+    "fail": ("✘", "bold red"),
+    "link_error": ("⚡", "bold magenta"),
+    "harness_error": ("!", "bold bright_red"),
+}
+
+
+def cell_text(state: str) -> Text:
+    symbol, style = CELL_STYLES.get(state, ("?", ""))
+    return Text(symbol, style=style, justify="center")
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return (
+        f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+        if hours
+        else f"{rest // 60:02d}:{rest % 60:02d}"
+    )
+
+
+class RunScreen(WorkbenchScreen):
+    HELP_INTRO = (
+        "Launch a run (n), watch it fill in, and follow one attempt's output and proxy calls "
+        "(move in the grid, or f to follow the newest attempt). Cells: · pending  ▶ running  "
+        "↻ retrying  ✔ pass  ✘ fail  ⚡ link error  ! harness error. x cancels the shown run (it "
+        "is marked interrupted and can be resumed); [ and ] switch between runs."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "launch", "New run", id="run.launch", tooltip="Open the launch form"),
+        Binding(
+            "x", "cancel_run", "Cancel run", id="run.cancel", tooltip="Interrupt the shown run"
+        ),
+        Binding(
+            "f", "follow", "Follow newest", id="run.follow", tooltip="Follow the newest attempt"
+        ),
+        Binding("left_square_bracket", "cycle(-1)", "Prev run", id="run.prev"),
+        Binding("right_square_bracket", "cycle(1)", "Next run", id="run.next"),
+        Binding(
+            "v", "volatility", "Volatility", id="run.volatility", tooltip="This run's volatility"
+        ),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: LiveRun | None = None
+        self.follow = True
+        self.selected: AttemptKey | None = None
+        self._drawn_version = -1
+        self._drawn_cells: dict[AttemptKey, str] = {}
+        self._grid_run: str | None = None
+        self._log_key: AttemptKey | None = None
+        self._log_seen = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="run-body"):
+            yield Label(
+                "No run yet — press n to launch one (or run `driftdesk demo`).", id="run-title"
+            )
+            with Horizontal(id="run-progress-row"):
+                yield ProgressBar(total=None, show_eta=False, id="run-progress")
+                yield Label("", id="run-eta")
+            yield Static("", id="run-counters")
+            with Horizontal(id="run-panes"):
+                grid: DataTable[Any] = DataTable(
+                    id="run-grid", cursor_type="cell", zebra_stripes=False
+                )
+                yield grid
+                with Vertical(id="run-log-pane"):
+                    yield Label("log", id="run-log-title")
+                    yield RichLog(
+                        id="run-log", max_lines=LOG_LINES_PER_ATTEMPT, wrap=False, markup=False
+                    )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "Run"
+        self.set_interval(REDRAW_SECONDS, self.redraw)
+
+    # -- what the app calls ---------------------------------------------------------------------
+    def show_run(self, live: LiveRun) -> None:
+        self.live = live
+        self.follow = True
+        self.selected = None
+        self._drawn_version = -1
+        self._drawn_cells = {}
+        self._grid_run = None
+        self._log_key = None
+        self.redraw()
+
+    def run_ended(self, live: LiveRun) -> None:
+        if live is self.live:
+            self.redraw()
+
+    # -- drawing --------------------------------------------------------------------------------
+    def redraw(self) -> None:
+        live = self.live
+        if live is None or live.version == self._drawn_version:
+            return
+        self._drawn_version = live.version
+        runs = self.workbench.live_runs
+        position = f"{runs.index(live) + 1}/{len(runs)}" if live in runs else ""
+        title = Text()
+        title.append(f"{live.label} {position}  ", style="bold")
+        title.append(live.run_id or "(starting)")
+        title.append(f"  [{live.status}]", style=_status_style(live.status))
+        if live.spec:
+            title.append(
+                f"  {live.spec.get('profile', '')} · {live.spec.get('model', '')} · "
+                f"{live.repeat}× · concurrency {live.spec.get('concurrency', '?')}",
+                style="dim",
+            )
+        self.query_one("#run-title", Label).update(title)
+        bar = self.query_one("#run-progress", ProgressBar)
+        if live.total:
+            bar.update(total=live.total, progress=live.done)
+        eta = live.eta_seconds()
+        self.query_one("#run-eta", Label).update(
+            f" {live.done}/{live.total}  elapsed {format_seconds(live.elapsed_seconds)}"
+            f"  ETA {format_seconds(eta) if not live.finished else 'done'}"
+        )
+        self.query_one("#run-counters", Static).update(_counters(live))
+        self._draw_grid(live)
+        self._draw_log(live)
+
+    def _draw_grid(self, live: LiveRun) -> None:
+        grid = self.query_one("#run-grid", DataTable)
+        if not live.task_ids:
+            return
+        if self._grid_run != live.run_id:
+            grid.clear(columns=True)
+            grid.add_column("task", key="task")
+            for attempt in range(live.repeat):
+                grid.add_column(str(attempt), key=f"a{attempt}", width=3)
+            for task_id in live.task_ids:
+                grid.add_row(task_id, *[cell_text("pending")] * live.repeat, key=task_id)
+            self._grid_run = live.run_id
+            self._drawn_cells = {}
+        cells = live.cells.copy()  # the engine thread may be inserting
+        for key, state in cells.items():
+            if self._drawn_cells.get(key) == state:
+                continue
+            task_id, attempt = key
+            if task_id in grid.rows and attempt < live.repeat:
+                grid.update_cell(task_id, f"a{attempt}", cell_text(state))
+                self._drawn_cells[key] = state
+
+    def _draw_log(self, live: LiveRun) -> None:
+        key = live.last_started if self.follow else self.selected
+        log = self.query_one("#run-log", RichLog)
+        if key != self._log_key:
+            log.clear()
+            self._log_key = key
+            self._log_seen = 0
+            heading = "log — no attempt yet" if key is None else f"log — {key[0]} #{key[1]}"
+            if self.follow and key is not None:
+                heading += " (following newest; f)"
+            self.query_one("#run-log-title", Label).update(heading)
+        if key is None:
+            return
+        lines, self._log_seen = live.new_log_lines(key, self._log_seen)
+        for line in lines:
+            log.write(Text(line))
+
+    # -- events / actions ----------------------------------------------------------------------
+    @on(DataTable.CellSelected, "#run-grid")
+    @on(DataTable.CellHighlighted, "#run-grid")
+    def _cell(self, event: DataTable.CellHighlighted | DataTable.CellSelected) -> None:
+        column = str(event.cell_key.column_key.value or "")
+        if not column.startswith("a") or event.cell_key.row_key.value is None:
+            return
+        key = (str(event.cell_key.row_key.value), int(column[1:]))
+        if self.live is not None and self.live.version and self.query_one("#run-grid").has_focus:
+            self.follow = False
+            self.selected = key
+            self._drawn_version = -1
+            self.redraw()
+
+    def action_follow(self) -> None:
+        self.follow = True
+        self._drawn_version = -1
+        self.redraw()
+
+    def action_launch(self) -> None:
+        from tui.screens.volatility import discover_runs
+
+        earlier = [(run.run_id, run.path) for run in discover_runs(self.workbench.runs_dirs)]
+
+        def launched(spec: Any) -> None:
+            if spec is not None:
+                self.show_run(self.workbench.start_run(spec))
+
+        self.app.push_screen(LaunchScreen(self.workbench.out_dir, earlier), launched)
+
+    def action_cancel_run(self) -> None:
+        live = self.live
+        if live is None or live.finished:
+            self.notify("no running run to cancel", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes and self.workbench.cancel_run(live):
+                self.notify(f"cancelling {live.run_id or live.label}…")
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Cancel {live.run_id or live.label}?",
+                "Running attempts are stopped; finished ones are kept and the run is marked "
+                "interrupted (resume it with `driftdesk run --resume`).",
+                yes="Cancel run",
+            ),
+            answered,
+        )
+
+    def action_cycle(self, step: int) -> None:
+        runs = self.workbench.live_runs
+        if not runs:
+            return
+        index = runs.index(self.live) if self.live in runs else 0
+        self.show_run(runs[(index + step) % len(runs)])
+
+    def action_volatility(self) -> None:
+        live = self.live
+        self.app.switch_mode("volatility")
+        if live is not None and live.run_dir is not None:
+            from tui.screens.volatility import VolatilityScreen
+
+            screen = self.app.screen
+            if isinstance(screen, VolatilityScreen):
+                screen.select_run(live.run_dir)
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        commands = [
+            PaletteCommand("run: launch", "Open the launch form", self.action_launch),
+            PaletteCommand("run: cancel", "Interrupt the shown run", self.action_cancel_run),
+            PaletteCommand(
+                "run: follow newest", "Follow the newest attempt's log", self.action_follow
+            ),
+        ]
+        for live in self.workbench.live_runs:
+            commands.append(
+                PaletteCommand(
+                    f"run: show {live.run_id or live.label}",
+                    f"{live.status}, {live.done}/{live.total}",
+                    lambda live=live: self.show_run(live),  # type: ignore[misc]
+                )
+            )
+        return commands
+
+
+def _status_style(status: str) -> str:
+    return {
+        "running": "bold cyan",
+        "completed": "bold green",
+        "interrupted": "bold yellow",
+        "failed": "bold red",
+    }.get(status, "dim")
+
+
+def _counters(live: LiveRun) -> Text:
+    text = Text()
+    parts: list[tuple[str, str]] = [
+        (f"running {live.running}", "cyan"),
+        (f"passed {live.by_outcome.get('pass', 0)}", "green"),
+        (f"failed {live.by_outcome.get('fail', 0)}", "red"),
+    ]
+    link = live.by_outcome.get("link_error", 0)
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(live.link_errors.copy().items()))
+    parts.append((f"link errors {link}" + (f" ({kinds})" if kinds else ""), "magenta"))
+    harness = live.by_outcome.get("harness_error", 0)
+    if harness:
+        parts.append((f"harness errors {harness}", "bright_red"))
+    parts.append((f"retries {live.retries}", "yellow"))
+    parts.append((f"calls {live.calls}", ""))
+    parts.append((f"tokens {live.tokens:,}", ""))
+    for i, (part, style) in enumerate(parts):
+        if i:
+            text.append("  ·  ", style="dim")
+        text.append(part, style=style)
+    if live.error:
+        text.append(f"\n{live.error}", style="bold red")
+    return text

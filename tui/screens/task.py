@@ -1,0 +1,201 @@
+"""Drill-down into one task of a run: every attempt (outcome, error, tokens, latency) and the
+selected attempt's log or transcript."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Header, Label, RichLog
+
+from tui.screens.base import PaletteCommand, WorkbenchScreen
+
+OUTCOME_STYLES = {
+    "pass": "bold green",
+    "fail": "bold red",
+    "link_error": "bold magenta",
+    "harness_error": "bold bright_red",
+}
+
+
+@dataclass
+class AttemptsLoaded(Message):
+    rows: list[dict[str, Any]]
+
+
+@dataclass
+class AttemptTextLoaded(Message):
+    title: str
+    lines: list[str]
+
+
+class TaskScreen(WorkbenchScreen):
+    HELP_INTRO = (
+        "Every attempt of one task. Move to an attempt to read its transcript (built-in agent) or "
+        "log (command agent). Superseded rows (an attempt redone by a resume) are dimmed."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", id="task.back"),
+        Binding("c", "copy_task", "Copy id", id="task.copy_task"),
+        Binding("y", "copy_error", "Copy error", id="task.copy_error"),
+    ]
+
+    def __init__(self, run_dir: Path, task_id: str) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.task_id = task_id
+        self.rows: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="task-body"):
+            yield Label(
+                Text.assemble(
+                    ("task ", "dim"), (self.task_id, "bold"), ("  in  ", "dim"), self.run_dir.name
+                ),
+                id="task-title",
+            )
+            table: DataTable[Any] = DataTable(id="attempts", cursor_type="row")
+            table.add_columns(
+                "#", "outcome", "error", "retries", "calls", "tokens", "latency ms", "ended"
+            )
+            yield table
+            yield Label("transcript / log", id="attempt-log-title")
+            yield RichLog(id="attempt-log", wrap=True, markup=False, max_lines=5000)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"Task {self.task_id}"
+        self.load_attempts()
+
+    @work(thread=True, exclusive=True, group="task-attempts", exit_on_error=False)
+    def load_attempts(self) -> None:
+        from analysis.attempts import task_attempts
+
+        self.post_message(AttemptsLoaded(task_attempts(self.run_dir, self.task_id)))
+
+    @work(thread=True, exclusive=True, group="task-log", exit_on_error=False)
+    def load_text(self, row: dict[str, Any]) -> None:
+        title = f"attempt {row.get('attempt')}"
+        transcript = row.get("transcript_path")
+        log = row.get("log_path")
+        lines: list[str] = []
+        if transcript:
+            title += f" — transcript {Path(transcript).name}"
+            lines.extend(_transcript_lines(Path(transcript)))
+        if log:
+            if lines:
+                lines.append("")
+            title += f" — log {Path(log).name}"
+            lines.extend(
+                Path(log).read_text(encoding="utf-8", errors="replace").splitlines()[-2000:]
+            )
+        if not lines:
+            lines = ["(no transcript or log was kept for this attempt)"]
+        if row.get("error_message"):
+            lines = [f"error {row.get('error_code')}: {row.get('error_message')}", "", *lines]
+        self.post_message(AttemptTextLoaded(title, lines))
+
+    @on(AttemptsLoaded)
+    def _attempts(self, message: AttemptsLoaded) -> None:
+        self.rows = message.rows
+        table = self.query_one("#attempts", DataTable)
+        table.clear()
+        for index, row in enumerate(message.rows):
+            outcome = str(row.get("outcome"))
+            dim = "dim " if row.get("superseded") else ""
+            error = row.get("error_code") or ""
+            if row.get("error_message"):
+                error = f"{error} {row['error_message']}".strip()
+            table.add_row(
+                str(row.get("attempt")),
+                Text(
+                    outcome + (" (superseded)" if row.get("superseded") else ""),
+                    style=dim + OUTCOME_STYLES.get(outcome, ""),
+                ),
+                Text(error[:60], style=dim),
+                str(row.get("retries") or 0),
+                str(row.get("calls") or 0),
+                str(row.get("total_tokens") if row.get("total_tokens") is not None else "-"),
+                f"{float(row.get('latency_ms') or 0):.0f}",
+                str(row.get("ended_at") or "")[:19],
+                key=str(index),
+            )
+        if message.rows:
+            self.load_text(message.rows[0])
+        else:
+            self._show_text("no attempts", ["this task has no attempts in this run"])
+
+    @on(DataTable.RowHighlighted, "#attempts")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None and self.rows:
+            self.load_text(self.rows[int(event.row_key.value)])
+
+    @on(AttemptTextLoaded)
+    def _text(self, message: AttemptTextLoaded) -> None:
+        self._show_text(message.title, message.lines)
+
+    def _show_text(self, title: str, lines: list[str]) -> None:
+        self.query_one("#attempt-log-title", Label).update(title)
+        log = self.query_one("#attempt-log", RichLog)
+        log.clear()
+        for line in lines:
+            log.write(Text(line))
+        log.scroll_home(animate=False)
+
+    def _selected_row(self) -> dict[str, Any] | None:
+        table = self.query_one("#attempts", DataTable)
+        if not self.rows or table.row_count == 0:
+            return None
+        return self.rows[table.cursor_row]
+
+    def action_copy_task(self) -> None:
+        self.app.copy_to_clipboard(self.task_id)
+        self.notify(f"copied {self.task_id}")
+
+    def action_copy_error(self) -> None:
+        row = self._selected_row()
+        if row and row.get("error_message"):
+            self.app.copy_to_clipboard(str(row["error_message"]))
+            self.notify("copied the error message")
+        else:
+            self.notify("this attempt has no error", severity="warning")
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand("task: copy id", "Copy this task id", self.action_copy_task),
+            PaletteCommand(
+                "task: copy error", "Copy the attempt's error message", self.action_copy_error
+            ),
+        ]
+
+
+def _transcript_lines(path: Path) -> list[str]:
+    """A transcript (JSON list of messages, or an object with ``messages``) as readable lines."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return [f"(cannot read {path.name}: {exc})"]
+    messages = data.get("messages", data) if isinstance(data, dict) else data
+    if not isinstance(messages, list):
+        return json.dumps(data, indent=2).splitlines()
+    lines: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            lines.append(str(message))
+            continue
+        role = str(message.get("role", "?"))
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False)
+        lines.append(f"── {role} ──")
+        lines.extend(content.splitlines() or [""])
+    return lines

@@ -1,0 +1,539 @@
+"""Volatility: the runs, one run's summary and pass^k curve, its per-task table (sortable,
+filterable), drill-down, rerun of chosen or volatile tasks, compare, copy and export.
+
+Reports are built by ``analysis`` (DuckDB) in thread workers; a run that is still being written
+is followed with ``analysis.live.LiveVolatility`` on a timer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.modals import ConfirmScreen, PickScreen
+
+SORT_KEYS = ("spread", "success", "task")
+LIVE_REFRESH_SECONDS = 1.0
+RUNS_RESCAN_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    path: Path
+    status: str
+    profile: str
+    model: str
+    started_at: str
+    manifest: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+def discover_runs(dirs: list[Path]) -> list[RunInfo]:
+    """Run dirs (folders with a manifest) under ``dirs``, newest first."""
+    from reruns.rundir import read_manifest
+
+    runs: dict[Path, RunInfo] = {}
+    for base in dirs:
+        if not base.is_dir():
+            continue
+        for child in base.iterdir():
+            if child in runs or not (child / "manifest.json").is_file():
+                continue
+            try:
+                manifest = read_manifest(child)
+            except (OSError, ValueError):
+                continue
+            runs[child] = RunInfo(
+                run_id=str(manifest.get("run_id") or child.name),
+                path=child,
+                status=str(manifest.get("status") or "?"),
+                profile=str(manifest.get("profile") or ""),
+                model=str(manifest.get("model") or ""),
+                started_at=str(manifest.get("started_at") or ""),
+                manifest=manifest,
+            )
+    return sorted(runs.values(), key=lambda r: (r.started_at, r.run_id), reverse=True)
+
+
+@dataclass
+class RunsFound(Message):
+    runs: list[RunInfo]
+
+
+@dataclass
+class ReportReady(Message):
+    run_dir: Path
+    report: Any
+    plot: str
+    live: bool = False
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _num(value: float | None, fmt: str = "{:.0f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+class VolatilityScreen(WorkbenchScreen):
+    HELP_INTRO = (
+        "Per-task volatility: how often each task passes over its repeats, and how much that "
+        "varies. Link errors (429, timeouts…) are kept apart from model failures. Enter drills "
+        "into a task; space marks tasks, a marks all volatile ones, R reruns the marked tasks "
+        "as a new run; m compares this run with another; / filters; o changes the sort."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", id="volatility.filter", tooltip="Filter tasks"),
+        Binding("o", "sort", "Sort", id="volatility.sort", tooltip="Sort by spread/success/task"),
+        Binding("space", "mark", "Mark", id="volatility.mark", tooltip="Mark the task for rerun"),
+        Binding("a", "mark_volatile", "All volatile", id="volatility.mark_volatile"),
+        Binding("R", "rerun", "Rerun marked", id="volatility.rerun", tooltip="Rerun marked tasks"),
+        Binding("m", "compare", "Compare", id="volatility.compare", tooltip="Compare with a run"),
+        Binding("c", "copy_task", "Copy id", id="volatility.copy_task"),
+        Binding("C", "copy_table", "Copy table", id="volatility.copy_table", show=False),
+        Binding("e", "export", "Export", id="volatility.export", tooltip="Export JSON + CSV"),
+        Binding("r", "rescan", "Refresh", id="volatility.refresh", show=False),
+        Binding("escape", "leave_filter", "Leave filter", id="volatility.leave_filter", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[RunInfo] = []
+        self.run_dir: Path | None = None
+        self.report: Any = None
+        self.sort_key = "spread"
+        self.filter_text = ""
+        self.marked: set[str] = set()
+        self._wanted_run: Path | None = None
+        self._live: Any = None  # LiveVolatility of the selected run while it is running
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="vol-body"):
+            with Vertical(id="runs-pane"):
+                yield Label("Runs", classes="pane-title")
+                yield OptionList(id="runs")
+            with Vertical(id="report-pane"):
+                with Horizontal(id="summary-row"):
+                    yield Static("Select a run on the left.", id="summary")
+                    yield Static("", id="plot")
+                yield Input(placeholder="filter tasks (/)", id="filter")
+                table: DataTable[Any] = DataTable(id="tasks", cursor_type="row")
+                table.add_column(" ", key="mark", width=1)
+                table.add_column("task", key="task")
+                for label, key in (
+                    ("n", "n"),
+                    ("pass", "pass"),
+                    ("fail", "fail"),
+                    ("link", "link"),
+                    ("success", "success"),
+                    ("spread", "spread"),
+                    ("latency ms", "latency"),
+                    ("tokens", "tokens"),
+                    ("recent errors", "errors"),
+                ):
+                    table.add_column(label, key=key)
+                yield table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "Volatility"
+        self.rescan()
+        self.set_interval(LIVE_REFRESH_SECONDS, self._live_tick)
+        self.set_interval(RUNS_RESCAN_SECONDS, self._rescan_tick)
+
+    def on_screen_resume(self) -> None:
+        self.rescan()
+
+    # -- what the app calls ---------------------------------------------------------------------
+    def select_run(self, run_dir: Path) -> None:
+        self._wanted_run = Path(run_dir).resolve()
+        self.rescan()
+
+    def run_ended(self, live: Any) -> None:
+        if live.run_dir is not None and self.run_dir == Path(live.run_dir).resolve():
+            self._live = None
+            self.load_report(self.run_dir)
+        self.rescan()
+
+    # -- workers -------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False)
+    def rescan(self) -> None:
+        self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs)))
+
+    @work(thread=True, exclusive=True, group="vol-report", exit_on_error=False)
+    def load_report(self, run_dir: Path) -> None:
+        from analysis.plots import pass_hat_k_plot
+        from analysis.volatility import build_report
+
+        reports = build_report([run_dir], sort="spread")
+        if not reports:
+            raise ValueError(f"{run_dir} has no attempts yet")
+        report = reports[0]
+        self.post_message(ReportReady(run_dir, report, pass_hat_k_plot(report, 48, 11)))
+
+    @work(thread=True, exclusive=True, group="vol-live", exit_on_error=False)
+    def live_refresh(self, run_dir: Path) -> None:
+        from analysis.live import LiveVolatility
+        from analysis.plots import pass_hat_k_plot
+
+        live = self._live
+        if live is None or Path(live.run_dir).resolve() != run_dir:
+            live = self._live = LiveVolatility(run_dir)
+        report = live.refresh()
+        self.post_message(ReportReady(run_dir, report, pass_hat_k_plot(report, 48, 11), live=True))
+
+    @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False)
+    def export_report(self, run_dir: Path) -> None:
+        from analysis.export import export_report
+
+        paths = export_report(run_dir)
+        self.app.call_from_thread(self.notify, "exported " + ", ".join(str(p) for p in paths))
+
+    # -- timers --------------------------------------------------------------------------------
+    def _live_tick(self) -> None:
+        if self.run_dir is None or not self.is_current:
+            return
+        info = self._info(self.run_dir)
+        if info is not None and info.status == "running":
+            self.live_refresh(self.run_dir)
+
+    def _rescan_tick(self) -> None:
+        if self.is_current:
+            self.rescan()
+
+    # -- message handlers ----------------------------------------------------------------------
+    @on(RunsFound)
+    def _runs_found(self, message: RunsFound) -> None:
+        previous = {r.path: r.status for r in self.runs}
+        self.runs = message.runs
+        options = self.query_one("#runs", OptionList)
+        highlighted = self.run_dir
+        if [r.path for r in message.runs] != list(previous) or any(
+            previous.get(r.path) != r.status for r in message.runs
+        ):
+            options.clear_options()
+            for run in message.runs:
+                label = Text()
+                label.append(run.run_id + "\n")
+                label.append(f"  {run.status}", style=_status_style(run.status))
+                label.append(f" · {run.started_at[:16]}", style="dim")
+                options.add_option(Option(label, id=str(run.path)))
+        target = self._wanted_run or highlighted
+        if target is None and message.runs:
+            target = message.runs[0].path
+        if target is not None:
+            for index, run in enumerate(message.runs):
+                if run.path.resolve() == Path(target).resolve():
+                    if options.highlighted != index:
+                        options.highlighted = index
+                    if self._wanted_run is not None or self.run_dir is None:
+                        self._wanted_run = None
+                        self._open_run(run.path)
+                    # a run that just finished: take the final report
+                    if previous.get(run.path) == "running" and run.status != "running":
+                        self.load_report(run.path)
+                    break
+        if not message.runs:
+            self.query_one("#summary", Static).update(
+                "No runs yet under "
+                + ", ".join(str(d) for d in self.workbench.runs_dirs)
+                + ".\nLaunch one on the Run screen (2, then n) or try `driftdesk demo`."
+            )
+
+    @on(OptionList.OptionSelected, "#runs")
+    @on(OptionList.OptionHighlighted, "#runs")
+    def _run_chosen(self, event: OptionList.OptionHighlighted | OptionList.OptionSelected) -> None:
+        if event.option.id and Path(event.option.id) != self.run_dir:
+            self._open_run(Path(event.option.id))
+
+    def _open_run(self, run_dir: Path) -> None:
+        self.run_dir = run_dir.resolve()
+        self.marked.clear()
+        self._live = None
+        info = self._info(self.run_dir)
+        if info is not None and info.status == "running":
+            self.live_refresh(self.run_dir)
+        else:
+            self.load_report(self.run_dir)
+
+    @on(ReportReady)
+    def _report_ready(self, message: ReportReady) -> None:
+        if message.run_dir != self.run_dir:
+            return  # an answer for a run the user already left
+        self.report = message.report
+        self.query_one("#summary", Static).update(self._summary(message.report, message.live))
+        self.query_one("#plot", Static).update(Text.from_ansi(message.plot))
+        self._fill_table()
+
+    def _summary(self, report: Any, live: bool) -> Text:
+        ci = report.ci95 or {}
+        text = Text()
+        text.append(f"{report.run_id}", style="bold")
+        if live:
+            text.append("  LIVE", style="bold cyan")
+        text.append(f"\n{report.model or ''}  status {report.status or '?'}\n", style="dim")
+
+        def with_ci(label: str, value: str, key: str, scale: float = 100.0) -> None:
+            text.append(f"{label:<18}", style="bold")
+            text.append(value)
+            bounds = ci.get(key)
+            if bounds:
+                text.append(
+                    f"  (95% CI {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f})", style="dim"
+                )
+            text.append("\n")
+
+        with_ci("success", _pct(report.success_rate), "success_rate")
+        with_ci(
+            "consistency gap",
+            "-" if report.consistency_gap_pp is None else f"{report.consistency_gap_pp:.1f} pp",
+            "consistency_gap_pp",
+            scale=1.0,
+        )
+        text.append(f"{'tasks · attempts':<18}", style="bold")
+        text.append(f"{report.tasks_judged} · {report.attempts_judged} judged\n")
+        volatile = sum(1 for t in report.tasks if t.volatile)
+        text.append(f"{'volatile tasks':<18}", style="bold")
+        text.append(f"{volatile}\n", style="yellow" if volatile else "")
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted((report.link_errors_by_kind or {}).items()))
+        text.append(f"{'link errors':<18}", style="bold")
+        text.append(
+            f"{report.link_errors}" + (f" ({kinds})" if kinds else "") + "\n",
+            style="magenta" if report.link_errors else "",
+        )
+        tokens = (report.tokens or {}).get("total")
+        text.append(f"{'tokens · cost':<18}", style="bold")
+        cost = "n/a" if report.cost_usd is None else f"${report.cost_usd:.4f}"
+        text.append(f"{tokens if tokens is not None else '-'} · {cost}\n")
+        if report.skipped_lines:
+            text.append(
+                f"{len(report.skipped_lines)} malformed line(s) skipped\n", style="bold red"
+            )
+        return text
+
+    def _visible_tasks(self) -> list[Any]:
+        if self.report is None:
+            return []
+        tasks = [t for t in self.report.tasks if self.filter_text.lower() in t.task_id.lower()]
+        if self.sort_key == "spread":
+            tasks.sort(
+                key=lambda t: (
+                    -(t.spread or 0),
+                    t.success_rate if t.success_rate is not None else 2,
+                    t.task_id,
+                )
+            )
+        elif self.sort_key == "success":
+            tasks.sort(
+                key=lambda t: (t.success_rate if t.success_rate is not None else 2, t.task_id)
+            )
+        else:
+            tasks.sort(key=lambda t: t.task_id)
+        return tasks
+
+    def _fill_table(self) -> None:
+        table = self.query_one("#tasks", DataTable)
+        current = self.selected_task()
+        table.clear()
+        for t in self._visible_tasks():
+            spread_style = "bold yellow" if t.volatile else ""
+            success_style = (
+                "green" if t.success_rate == 1 else ("red" if t.success_rate == 0 else "")
+            )
+            table.add_row(
+                Text("●", style="bold cyan") if t.task_id in self.marked else "",
+                t.task_id,
+                str(t.n),
+                str(t.passes),
+                str(t.fails),
+                Text(str(t.link_errors), style="magenta" if t.link_errors else ""),
+                Text(_pct(t.success_rate), style=success_style),
+                Text(_num(t.spread, "{:.2f}"), style=spread_style),
+                _num(t.latency_mean_ms),
+                _num(t.tokens_mean),
+                ", ".join(t.last_error_kinds),
+                key=t.task_id,
+            )
+        if current is not None and current in table.rows:
+            table.move_cursor(row=table.get_row_index(current))
+        self.query_one("#filter", Input).border_title = f"sorted by {self.sort_key}" + (
+            f" · {len(self.marked)} marked" if self.marked else ""
+        )
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self._fill_table()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self.query_one("#tasks", DataTable).focus()
+
+    @on(DataTable.RowSelected, "#tasks")
+    def _drill(self, event: DataTable.RowSelected) -> None:
+        if self.run_dir is None or event.row_key.value is None:
+            return
+        from tui.screens.task import TaskScreen
+
+        self.app.push_screen(TaskScreen(self.run_dir, str(event.row_key.value)))
+
+    # -- actions -------------------------------------------------------------------------------
+    def _info(self, run_dir: Path) -> RunInfo | None:
+        return next((r for r in self.runs if r.path.resolve() == run_dir), None)
+
+    def selected_task(self) -> str | None:
+        table = self.query_one("#tasks", DataTable)
+        if table.row_count == 0:
+            return None
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return None if row_key.value is None else str(row_key.value)
+
+    def action_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        self.query_one("#tasks", DataTable).focus()
+
+    def action_sort(self) -> None:
+        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
+        self._fill_table()
+
+    def action_mark(self) -> None:
+        task = self.selected_task()
+        if task is None:
+            return
+        self.marked.symmetric_difference_update({task})
+        self._fill_table()
+
+    def action_mark_volatile(self) -> None:
+        if self.report is None:
+            return
+        volatile = {t.task_id for t in self.report.tasks if t.volatile}
+        if not volatile:
+            self.notify("no volatile tasks in this run")
+            return
+        self.marked = volatile if self.marked != volatile else set()
+        self._fill_table()
+
+    def action_rerun(self) -> None:
+        if self.run_dir is None or self.report is None:
+            return
+        tasks = [t.task_id for t in self.report.tasks if t.task_id in self.marked]
+        if not tasks:
+            self.notify("mark tasks first (space, or a for all volatile)", severity="warning")
+            return
+        info = self._info(self.run_dir)
+        if info is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                live = self.workbench.rerun_tasks(info.manifest, tasks)
+                self.notify(f"rerunning {len(tasks)} task(s) as a new run")
+                self.app.switch_mode("run")
+                from tui.screens.run import RunScreen
+
+                if isinstance(self.app.screen, RunScreen):
+                    self.app.screen.show_run(live)
+
+        repeat = info.manifest.get("repeat", "?")
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Rerun {len(tasks)} task(s) × {repeat} as a new run?",
+                "\n".join(tasks),
+                yes="Rerun",
+            ),
+            answered,
+        )
+
+    def action_compare(self) -> None:
+        if self.run_dir is None:
+            return
+        a = self.run_dir
+        others = [
+            (str(r.path), f"{r.run_id}  ({r.status})") for r in self.runs if r.path.resolve() != a
+        ]
+        if not others:
+            self.notify("there is no other run to compare with", severity="warning")
+            return
+
+        def picked(b: str | None) -> None:
+            if b:
+                from tui.screens.compare import CompareScreen
+
+                self.app.push_screen(CompareScreen(a, Path(b)))
+
+        self.app.push_screen(PickScreen(f"Compare {a.name} (before) with… (after)", others), picked)
+
+    def action_copy_task(self) -> None:
+        task = self.selected_task()
+        if task:
+            self.app.copy_to_clipboard(task)
+            self.notify(f"copied {task}")
+
+    def action_copy_table(self) -> None:
+        rows = ["task\tn\tpass\tfail\tlink\tsuccess\tspread"]
+        for t in self._visible_tasks():
+            rows.append(
+                f"{t.task_id}\t{t.n}\t{t.passes}\t{t.fails}\t{t.link_errors}\t"
+                f"{_num(t.success_rate, '{:.3f}')}\t{_num(t.spread, '{:.2f}')}"
+            )
+        self.app.copy_to_clipboard("\n".join(rows) + "\n")
+        self.notify(f"copied {len(rows) - 1} task rows (tab-separated)")
+
+    def action_export(self) -> None:
+        if self.run_dir is not None:
+            self.export_report(self.run_dir)
+
+    def action_rescan(self) -> None:
+        self.rescan()
+        if self.run_dir is not None:
+            self._open_run(self.run_dir)
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        return [
+            PaletteCommand("volatility: filter tasks", "Focus the filter box", self.action_filter),
+            PaletteCommand("volatility: sort", "Sort by spread / success / task", self.action_sort),
+            PaletteCommand(
+                "volatility: mark all volatile",
+                "Mark every volatile task",
+                self.action_mark_volatile,
+            ),
+            PaletteCommand(
+                "volatility: rerun marked", "Rerun the marked tasks as a new run", self.action_rerun
+            ),
+            PaletteCommand(
+                "volatility: compare runs", "Compare this run with another", self.action_compare
+            ),
+            PaletteCommand(
+                "volatility: copy task id", "Copy the selected task id", self.action_copy_task
+            ),
+            PaletteCommand(
+                "volatility: copy table", "Copy the task table (TSV)", self.action_copy_table
+            ),
+            PaletteCommand(
+                "volatility: export", "Write the report as JSON and CSV", self.action_export
+            ),
+        ]
+
+
+def _status_style(status: str) -> str:
+    return {
+        "running": "bold cyan",
+        "completed": "green",
+        "interrupted": "yellow",
+        "failed": "red",
+    }.get(status, "dim")

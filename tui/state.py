@@ -1,0 +1,196 @@
+"""Shared state for live runs: the engine's listener writes here, the screens redraw from here.
+
+The listener is called on the engine's own event loop (a worker thread), so every update is a
+cheap in-memory write (dict/deque/counter), and ``version`` lets a pane skip a redraw when
+nothing changed since its last tick. Logs are capped per attempt so a chatty agent cannot grow
+memory without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reruns.events import (
+    AttemptFinished,
+    AttemptOutput,
+    AttemptRetrying,
+    AttemptStarted,
+    CallRecorded,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+)
+
+LOG_LINES_PER_ATTEMPT = 2000
+CALLS_PER_ATTEMPT = 200
+
+AttemptKey = tuple[str, int]
+
+
+@dataclass
+class LiveRun:
+    """One run as the TUI sees it while the engine executes it (implements ``RunListener``)."""
+
+    label: str
+    run_id: str = ""
+    run_dir: Path | None = None
+    status: str = "starting"  # starting | running | completed | interrupted | failed
+    spec: dict[str, Any] = field(default_factory=dict)
+    task_ids: tuple[str, ...] = ()
+    repeat: int = 0
+    total: int = 0
+    done: int = 0
+    running: int = 0
+    by_outcome: Counter[str] = field(default_factory=Counter)
+    link_errors: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cells: dict[AttemptKey, str] = field(default_factory=dict)  # running|retrying|<outcome>
+    rows: dict[AttemptKey, dict[str, Any]] = field(default_factory=dict)
+    logs: dict[AttemptKey, deque[str]] = field(default_factory=dict)
+    # Lines ever appended per attempt (the deque drops old ones), so a pane can tail the new.
+    log_counts: Counter[AttemptKey] = field(default_factory=Counter)
+    call_rows: dict[AttemptKey, deque[dict[str, Any]]] = field(default_factory=dict)
+    last_started: AttemptKey | None = None
+    error: str | None = None
+    version: int = 0
+    started_monotonic: float = field(default_factory=time.monotonic)
+    ended_monotonic: float | None = None
+    # Set by the worker thread that runs the engine, so a cancel can reach its loop.
+    loop: asyncio.AbstractEventLoop | None = None
+    task: asyncio.Task[Any] | None = None
+
+    # -- RunListener -------------------------------------------------------------------------
+    def on_event(self, event: RunEvent) -> None:
+        self.version += 1
+        if isinstance(event, AttemptOutput):
+            self._append(
+                event.task_id,
+                event.attempt,
+                event.text if event.stream != "stderr" else f"[stderr] {event.text}",
+            )
+        elif isinstance(event, AttemptStarted):
+            key = (event.task_id, event.attempt)
+            self.cells[key] = "running"
+            self.running += 1
+            self.last_started = key
+        elif isinstance(event, CallRecorded):
+            self.calls += 1
+            key = (event.task_id, event.attempt)
+            calls = self.call_rows.get(key)
+            if calls is None:
+                calls = self.call_rows[key] = deque(maxlen=CALLS_PER_ATTEMPT)
+            calls.append(event.call)
+            call = event.call
+            self._append(
+                event.task_id,
+                event.attempt,
+                f"[call {call.get('call_index')}] {call.get('method')} {call.get('path')} "
+                f"→ {call.get('status') or call.get('error_kind')} "
+                f"{float(call.get('latency_ms') or 0):.0f} ms, "
+                f"{call.get('total_tokens') or 0} tokens",
+            )
+        elif isinstance(event, AttemptRetrying):
+            self.retries += 1
+            self.cells[(event.task_id, event.attempt)] = "retrying"
+            self._append(
+                event.task_id,
+                event.attempt,
+                f"[driftdesk] retry {event.retry} after {event.error_code} "
+                f"(waiting {event.delay_s:.1f}s)",
+            )
+        elif isinstance(event, AttemptFinished):
+            row = event.row
+            key = (str(row.get("task_id")), int(row.get("attempt") or 0))
+            outcome = str(row.get("outcome"))
+            self.cells[key] = outcome
+            self.rows[key] = row
+            self.running = max(self.running - 1, 0)
+            self.done += 1
+            self.by_outcome[outcome] += 1
+            if outcome == "link_error":
+                self.link_errors[str(row.get("error_code"))] += 1
+            self.prompt_tokens += int(row.get("prompt_tokens") or 0)
+            self.completion_tokens += int(row.get("completion_tokens") or 0)
+            error = (
+                f" {row.get('error_code')}: {row.get('error_message')}"
+                if row.get("error_code")
+                else ""
+            )
+            self._append(
+                key[0],
+                key[1],
+                f"[driftdesk] finished: {outcome}{error} · {row.get('total_tokens') or 0} tokens · "
+                f"{float(row.get('latency_ms') or 0):.0f} ms · {row.get('retries') or 0} retries",
+            )
+        elif isinstance(event, RunStarted):
+            self.run_id = event.run_id
+            self.run_dir = event.run_dir
+            self.spec = dict(event.spec)
+            self.task_ids = tuple(event.task_ids)
+            self.repeat = event.repeat
+            self.total = event.total_attempts
+            self.status = "running"
+            self.started_monotonic = time.monotonic()
+        elif isinstance(event, RunFinished):
+            self.status = event.status
+            self.running = 0
+            self.ended_monotonic = time.monotonic()
+
+    def _append(self, task_id: str, attempt: int, line: str) -> None:
+        key = (task_id, attempt)
+        log = self.logs.get(key)
+        if log is None:
+            log = self.logs[key] = deque(maxlen=LOG_LINES_PER_ATTEMPT)
+        log.append(line)
+        self.log_counts[key] += 1
+
+    def new_log_lines(self, key: AttemptKey, seen: int) -> tuple[list[str], int]:
+        """Lines of ``key`` appended after the first ``seen`` (at most what is still kept)."""
+        total = self.log_counts.get(key, 0)
+        log = self.logs.get(key)
+        if log is None or total <= seen:
+            return [], total
+        fresh = min(total - seen, len(log))
+        return list(log)[-fresh:], total
+
+    # -- read side (screens) -----------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "interrupted", "failed")
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def elapsed_seconds(self) -> float:
+        end = self.ended_monotonic or time.monotonic()
+        return end - self.started_monotonic
+
+    def eta_seconds(self) -> float | None:
+        if self.finished or self.done <= 0 or self.total <= 0:
+            return None
+        return self.elapsed_seconds / self.done * max(self.total - self.done, 0)
+
+    def mark_failed(self, message: str) -> None:
+        self.error = message
+        if not self.finished:
+            self.status = "failed"
+            self.ended_monotonic = time.monotonic()
+        self.version += 1
+
+    def request_cancel(self) -> bool:
+        """Cancel the engine's task on its own loop; the engine marks the run interrupted."""
+        loop, task = self.loop, self.task
+        if loop is None or task is None or task.done() or loop.is_closed():
+            return False
+        loop.call_soon_threadsafe(task.cancel)
+        return True
