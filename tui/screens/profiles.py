@@ -6,7 +6,7 @@ message back; only the message handlers touch widgets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -48,8 +48,7 @@ class ProfilesLoaded(Message):
 @dataclass
 class DetailReady(Message):
     title: str
-    body: str
-    lines: list[str] = field(default_factory=list)
+    body: str | Text
 
 
 @dataclass
@@ -142,9 +141,9 @@ class ProfilesScreen(WorkbenchScreen):
     def run_doctor(self, name: str) -> None:
         from providers.doctor import run_doctor
 
-        self.post_message(DetailReady(f"doctor {name}", "running checks…"))
-        report = run_doctor(name, probe=True)
-        self.post_message(DetailReady(f"doctor {name}", _describe(report)))
+        self.post_message(DetailReady(f"doctor {name}", "running checks (with a live probe)…"))
+        checks = run_doctor(name, probe=True)
+        self.post_message(DetailReady(f"doctor {name}", _checks_text(checks)))
 
     @work(thread=True, exclusive=True, group="profiles-switch", exit_on_error=False)
     def plan_switch(self, name: str, target: str) -> None:
@@ -178,7 +177,15 @@ class ProfilesScreen(WorkbenchScreen):
         from providers.importer import import_profile
 
         result = import_profile(source)
-        self.post_message(DetailReady(f"imported from {source}", _describe(result)))
+        lines = [
+            f"profile {result.profile.name}: {result.profile.base_url} · {result.profile.model}",
+            f"read from {result.source_path}",
+            f"key: {result.key_masked} stored in the OS keyring"
+            if result.key_stored
+            else "key: none found",
+            *result.notes,
+        ]
+        self.post_message(DetailReady(f"imported from {source}", "\n".join(lines)))
         self.load_profiles()
 
     # -- message handlers ----------------------------------------------------------------------
@@ -231,7 +238,7 @@ class ProfilesScreen(WorkbenchScreen):
             answered,
         )
 
-    def _detail(self, title: str, body: str) -> None:
+    def _detail(self, title: str, body: str | Text) -> None:
         text = Text()
         text.append(title + "\n", style="bold")
         text.append(body)
@@ -310,28 +317,34 @@ class ProfilesScreen(WorkbenchScreen):
 
 
 def _target_status() -> tuple[dict[str, list[str]], dict[str, list[str]], str]:
-    """Which profile is active on which target, and drift, from ``providers.status``."""
-    try:
-        from providers.status import collect_status
-    except ImportError:
-        return {}, {}, "target status is not available in this build"
-    status = collect_status()
+    """Which profile is active on which target (and drift there), from ``providers.status``."""
+    from providers.status import collect_status
+
     active: dict[str, list[str]] = {}
     drift: dict[str, list[str]] = {}
-    for entry in getattr(status, "targets", status) or []:
-        profile = getattr(entry, "profile", None)
-        target = str(getattr(entry, "target", ""))
-        if profile:
-            active.setdefault(profile, []).append(target)
-            for d in getattr(entry, "drift", []) or []:
-                drift.setdefault(profile, []).append(f"{target}: {d}")
-    return active, drift, ""
+    notes: list[str] = []
+    for entry in collect_status():
+        where = entry.target if entry.scope in ("user", "file") else f"{entry.target}/{entry.scope}"
+        if entry.profile:
+            active.setdefault(entry.profile, []).append(where)
+        if entry.drifted:
+            owner = entry.written_profile or entry.profile or "?"
+            drift.setdefault(owner, []).append(f"{where} edited since switch")
+            notes.append(f"{entry.path} changed since driftdesk wrote it ({entry.detail})".strip())
+    return active, drift, "\n".join(notes)
 
 
-def _describe(obj: Any) -> str:
-    """A readable text for a result object from a core (its own text form if it has one)."""
-    for attr in ("render_text", "to_text", "summary"):
-        fn = getattr(obj, attr, None)
-        if callable(fn):
-            return str(fn())
-    return str(obj)
+LEVEL_STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "info": "dim"}
+
+
+def _checks_text(checks: list[Any]) -> Text:
+    text = Text()
+    for check in checks:
+        level = str(check.level)
+        text.append(f"{level:>5} ", style=LEVEL_STYLES.get(level, ""))
+        text.append(f"{check.name}: ", style="bold")
+        text.append(check.message)
+        if check.fix and level != "ok":
+            text.append(f"  → {check.fix}", style="dim")
+        text.append("\n")
+    return text

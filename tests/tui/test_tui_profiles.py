@@ -1,0 +1,98 @@
+"""Profiles screen: switching Claude Code to a profile edits the real settings.json in a temp
+home only after the diff is confirmed, and keeps everything else in the file."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import DataTable
+
+from providers.profiles import Profile, ProfileStore
+from tui.screens.modals import ConfirmScreen, PickScreen
+from tui.screens.profile_form import ProfileFormScreen
+from tui.screens.profiles import ProfilesScreen
+
+SIZE = (140, 42)
+
+SETTINGS = {
+    "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x"}]}]},
+    "statusLine": {"type": "command", "command": "status.sh"},
+    "env": {"OTHER": "kept"},
+}
+
+
+def _store_profile() -> None:
+    ProfileStore().save(
+        Profile(name="work", protocol="anthropic", base_url="http://127.0.0.1:9/v1", model="m-1")
+    )
+
+
+async def test_switch_claude_after_confirm_keeps_the_rest(home, make_app, settle) -> None:
+    _store_profile()
+    home.claude_settings.parent.mkdir(parents=True)
+    home.claude_settings.write_text(json.dumps(SETTINGS, indent=2) + "\n")
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+        table = app.screen.query_one("#profiles-table", DataTable)
+        assert table.get_row("work")[0] == "work"
+        await pilot.press("s")
+        assert isinstance(app.screen, PickScreen)
+        await pilot.press("enter")  # the first target: Claude Code
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "ANTHROPIC_BASE_URL" in app.screen._body
+        assert json.loads(home.claude_settings.read_text()) == SETTINGS  # nothing written yet
+        await pilot.press("y")
+        await settle(app, pilot)
+        written = json.loads(home.claude_settings.read_text())
+        assert written["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/v1"
+        assert written["hooks"] == SETTINGS["hooks"]
+        assert written["statusLine"] == SETTINGS["statusLine"]
+        assert written["env"]["OTHER"] == "kept"
+        # The table now shows where the profile is active.
+        assert "claude" in str(table.get_row("work")[5])
+
+
+async def test_switch_cancelled_writes_nothing(home, make_app, settle) -> None:
+    _store_profile()
+    home.claude_settings.parent.mkdir(parents=True)
+    original = json.dumps(SETTINGS, indent=2) + "\n"
+    home.claude_settings.write_text(original)
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+    assert home.claude_settings.read_text() == original
+
+
+async def test_add_profile_form_validates_and_saves(home, make_app, settle) -> None:
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        assert isinstance(app.screen, ProfileFormScreen)
+        await pilot.press(*"local")
+        await pilot.press("tab", "tab")  # protocol select -> base URL
+        await pilot.press(*"not-a-url")
+        await pilot.press("tab", *"m-2")
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, ProfileFormScreen)  # refused: bad URL
+        assert "invalid base URL" in str(app.screen.query_one("#form-error").render())
+        base = app.screen.query_one("#base_url")
+        base.value = "http://127.0.0.1:8/v1"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+    saved = ProfileStore().get("local")
+    assert (saved.base_url, saved.model, saved.protocol) == (
+        "http://127.0.0.1:8/v1",
+        "m-2",
+        "openai",
+    )
