@@ -1,16 +1,65 @@
 """The rerun engine: every task of a suite run N times, bounded concurrency, honest retries.
 
-Stub signatures first (the TUI codes against them); the implementation follows.
+One run = one run dir (see docs/ARCHITECTURE.md). Slots are (task_id, attempt) pairs, run by
+``concurrency`` workers, attempt-major (all tasks' attempt 0 first) so partial runs cover the
+suite evenly. Each finished attempt becomes one attempts.jsonl row, appended and fsynced;
+cancelled attempts write nothing, so ``resume_run`` redoes exactly the missing slots.
+
+Cancelling the task running ``execute_run``/``resume_run`` (Ctrl-C in the CLI, a worker
+cancel in the TUI) cancels the in-flight attempts, marks the manifest ``interrupted`` and
+re-raises ``CancelledError``; a ``RunFinished`` event is emitted first.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from providers.profiles import Profile
-from reruns.events import RunListener, RunStats
+import aiohttp
+import openai
+
+from driftdesk import __version__
+from driftdesk.fileio import JsonlAppender, JsonlProblem
+from driftdesk.secrets import redact
+from providers.profiles import Profile, ProfileNotFound, ProfileStore
+from reruns import rundir
+from reruns.agents import (
+    AgentResult,
+    AttemptContext,
+    LinkError,
+    child_environment,
+    command_outcome,
+    render_command,
+    run_builtin_anthropic,
+    run_builtin_openai,
+    run_command_once,
+)
+from reruns.events import (
+    AttemptFinished,
+    AttemptOutput,
+    AttemptRetrying,
+    AttemptStarted,
+    CallRecorded,
+    RunEvent,
+    RunFinished,
+    RunListener,
+    RunStarted,
+    RunStats,
+)
+from reruns.proxy import MeteringProxy
+from reruns.retry import RetryPolicy, is_retryable
+from reruns.suites import Suite, SuiteError, builtin_suites, load_suite
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -30,6 +79,7 @@ class RunSpec:
     command: str | None = None
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 @dataclass
@@ -38,15 +88,575 @@ class RunOutcome:
     run_id: str
     status: str  # "completed" | "interrupted" | "failed"
     stats: RunStats
+    notices: list[str] = field(default_factory=list)  # e.g. a torn last line that was dropped
+
+
+class RunSetupError(ValueError):
+    """A run that cannot start as asked (bad spec, unknown tasks, changed suite...)."""
+
+
+def _resolve_profile(profile: str | Profile) -> Profile:
+    if isinstance(profile, Profile):
+        profile.validate()
+        return profile
+    return ProfileStore().get(profile)
+
+
+def _resolve_key(profile_name: str, override: str | None) -> str:
+    if override:
+        return override
+    from providers.keys import get_key
+
+    return get_key(profile_name)
+
+
+def select_tasks(spec: RunSpec, suite: Suite) -> list[str]:
+    """The task ids to run, in suite order: --tasks, --only-failed/--only-volatile, --sample."""
+    chosen = suite.task_ids
+    if spec.tasks:
+        unknown = [t for t in spec.tasks if t not in chosen]
+        if unknown:
+            raise RunSetupError(f"unknown task ids for suite {suite.name}: {', '.join(unknown)}")
+        wanted = set(spec.tasks)
+        chosen = [t for t in chosen if t in wanted]
+    if spec.only_failed and spec.only_volatile:
+        raise RunSetupError("use --only-failed or --only-volatile, not both")
+    earlier = spec.only_failed or spec.only_volatile
+    if earlier is not None:
+        from analysis.selection import select_task_ids
+
+        which: Literal["failed", "volatile"] = "failed" if spec.only_failed else "volatile"
+        selected = set(select_task_ids([Path(earlier)], which=which))
+        chosen = [t for t in chosen if t in selected]
+        if not chosen:
+            raise RunSetupError(f"no {which} tasks of suite {suite.name} in {earlier}")
+    if spec.sample is not None:
+        if spec.sample < 1:
+            raise RunSetupError("--sample must be at least 1")
+        picked = set(random.Random(spec.seed).sample(chosen, min(spec.sample, len(chosen))))
+        chosen = [t for t in chosen if t in picked]
+    return chosen
+
+
+def _sum_tokens(calls: list[dict[str, Any]], key: str) -> int | None:
+    values = [c[key] for c in calls if isinstance(c.get(key), int)]
+    return sum(values) if values else None
+
+
+class _Execution:
+    """One execution of a set of slots in a run dir (a fresh run, or a resume)."""
+
+    def __init__(
+        self,
+        *,
+        run_dir: Path,
+        manifest: dict[str, Any],
+        suite: Suite,
+        profile: Profile,
+        real_key: str,
+        agent: str,
+        command: str | None,
+        timeout_s: float,
+        concurrency: int,
+        seed: int,
+        policy: RetryPolicy,
+        listener: RunListener | None,
+        notices: list[str],
+    ) -> None:
+        self.run_dir = run_dir
+        self.manifest = manifest
+        self.run_id = str(manifest["run_id"])
+        self.suite = suite
+        self.profile = profile
+        self._real_key = real_key
+        self.agent = agent
+        self.command = command
+        self.timeout_s = timeout_s
+        self.concurrency = max(1, concurrency)
+        self.policy = policy
+        self.listener = listener
+        self.notices = notices
+        self.stats = RunStats()
+        self._rng = random.Random(f"{seed}:{self.run_id}:{time.time_ns()}")
+        self._listener_failed = False
+        self.proxy: MeteringProxy | None = None
+        self._openai: openai.AsyncOpenAI | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._attempts_file: JsonlAppender | None = None
+
+    # --- events -----------------------------------------------------------------------------
+
+    def emit(self, event: RunEvent) -> None:
+        if self.listener is None:
+            return
+        try:
+            self.listener.on_event(event)
+        except Exception:  # a face's bug must not break the run or lose rows
+            if not self._listener_failed:
+                log.exception("run listener failed; further listener errors are not logged")
+            self._listener_failed = True
+
+    def _on_call(self, call: dict[str, Any]) -> None:
+        self.stats.record_call(call)
+        self.emit(CallRecorded(self.run_id, call["task_id"], call["attempt"], call))
+
+    # --- the run ----------------------------------------------------------------------------
+
+    async def run(self, slots: list[tuple[str, int]]) -> RunOutcome:
+        self.stats.total = len(slots)
+        task_ids = tuple(self.manifest["tasks"])
+        self.emit(
+            RunStarted(
+                run_id=self.run_id,
+                run_dir=self.run_dir,
+                spec={
+                    "profile": self.profile.name,
+                    "protocol": self.profile.protocol,
+                    "model": self.profile.model,
+                    "base_url": self.profile.base_url,
+                    "suite": self.suite.name,
+                    "agent": self.agent,
+                    "concurrency": self.concurrency,
+                    "timeout_seconds": self.timeout_s,
+                    "resumed": bool(self.manifest.get("resumes")),
+                    "notices": list(self.notices),
+                },
+                task_ids=task_ids,
+                repeat=int(self.manifest["repeat"]),
+                total_attempts=len(slots),
+            )
+        )
+        status = "failed"
+        try:
+            await self._start()
+            pending = deque(slots)
+            workers = [
+                asyncio.create_task(self._worker(pending))
+                for _ in range(min(self.concurrency, len(slots)))
+            ]
+            try:
+                await asyncio.gather(*workers)
+            except BaseException:
+                for worker in workers:
+                    worker.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                raise
+            status = "completed"
+        except asyncio.CancelledError:
+            status = "interrupted"
+            raise
+        finally:
+            await self._stop()
+            self.manifest["status"] = status
+            self.manifest["ended_at"] = rundir.iso(rundir.utc_now())
+            if self.manifest.get("resumes"):
+                self.manifest["resumes"][-1]["ended_at"] = self.manifest["ended_at"]
+                self.manifest["resumes"][-1]["status"] = status
+            rundir.write_manifest(self.run_dir, self.manifest)
+            self.emit(RunFinished(self.run_id, status, self.stats))
+        return RunOutcome(self.run_dir, self.run_id, status, self.stats, self.notices)
+
+    async def _start(self) -> None:
+        self._attempts_file = JsonlAppender(self.run_dir / rundir.ATTEMPTS)
+        self.proxy = MeteringProxy(
+            run_id=self.run_id,
+            upstream_base_url=self.profile.base_url,
+            protocol=self.profile.protocol,
+            real_key=self._real_key,
+            extra_headers=self.profile.headers,
+            calls_file=JsonlAppender(self.run_dir / rundir.CALLS),
+            on_call=self._on_call,
+            call_counts=rundir.count_calls(self.run_dir),
+        )
+        await self.proxy.start()
+        if self.agent == "builtin":
+            if self.profile.protocol == "anthropic":
+                self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            else:
+                # One client (one connection pool) for the run; attempts get cheap copies
+                # with their own base URL. max_retries=0: ours is the only retry layer.
+                self._openai = openai.AsyncOpenAI(
+                    base_url=self.proxy.url,
+                    api_key=self.proxy.run_key,
+                    max_retries=0,
+                    timeout=self.timeout_s,
+                )
+
+    async def _stop(self) -> None:
+        if self._openai is not None:
+            with contextlib.suppress(Exception):
+                await self._openai.close()
+        if self._http is not None:
+            await self._http.close()
+        if self.proxy is not None:
+            await self.proxy.stop()
+            if self.proxy._calls_file is not None:
+                self.proxy._calls_file.close()
+        if self._attempts_file is not None:
+            self._attempts_file.close()
+
+    async def _worker(self, pending: deque[tuple[str, int]]) -> None:
+        while pending:
+            task_id, attempt = pending.popleft()
+            await self._run_slot(task_id, attempt)
+
+    # --- one attempt ------------------------------------------------------------------------
+
+    def _context(self, task_id: str, attempt: int) -> AttemptContext:
+        def output(stream: str, text: str) -> None:
+            self.emit(AttemptOutput(self.run_id, task_id, attempt, stream, text))
+
+        def retrying(number: int, code: str, delay: float) -> None:
+            self.stats.record_retry()
+            self.emit(AttemptRetrying(self.run_id, task_id, attempt, number, code, delay))
+
+        assert self.proxy is not None
+        return AttemptContext(
+            run_id=self.run_id,
+            task=self.suite.task(task_id),
+            attempt=attempt,
+            model=self.profile.model,
+            protocol=self.profile.protocol,
+            api_key=self.proxy.run_key,
+            timeout_s=self.timeout_s,
+            policy=self.policy,
+            rng=self._rng,
+            emit_output=output,
+            on_retry=retrying,
+            secrets=(self._real_key, self.proxy.run_key),
+        )
+
+    async def _run_slot(self, task_id: str, attempt: int) -> None:
+        self.emit(AttemptStarted(self.run_id, task_id, attempt))
+        self.stats.running += 1
+        started_at = rundir.iso(rundir.utc_now())
+        t0 = time.perf_counter()
+        ctx = self._context(task_id, attempt)
+        log_path, transcript_path = rundir.attempt_paths(self.run_dir, task_id, attempt)
+        try:
+            if self.agent == "command":
+                result, calls = await self._run_command(ctx, log_path)
+            else:
+                result, calls, transcript = await self._run_builtin(ctx)
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                log_path.write_text(
+                    redact("\n".join(ctx.log_lines) + "\n", ctx.secrets), encoding="utf-8"
+                )
+                if transcript is not None:
+                    transcript_path.write_text(
+                        json.dumps(transcript, indent=1, ensure_ascii=False), encoding="utf-8"
+                    )
+        finally:
+            self.stats.running -= 1
+        row = {
+            "run_id": self.run_id,
+            "task_id": task_id,
+            "scenario_id": ctx.task.scenario_id,
+            "attempt": attempt,
+            "outcome": result.outcome,
+            "success": result.success,
+            "score": result.score,
+            "error_code": result.error_code,
+            "error_message": (
+                redact(result.error_message, ctx.secrets)[:2000] if result.error_message else None
+            ),
+            "retries": ctx.retries,
+            "calls": len(calls),
+            "prompt_tokens": _sum_tokens(calls, "prompt_tokens"),
+            "completion_tokens": _sum_tokens(calls, "completion_tokens"),
+            "total_tokens": _sum_tokens(calls, "total_tokens"),
+            "latency_ms": round((time.perf_counter() - t0) * 1000, 3),
+            "started_at": started_at,
+            "ended_at": rundir.iso(rundir.utc_now()),
+            "model": self.profile.model,
+            "base_url": self.profile.base_url,
+        }
+        assert self._attempts_file is not None
+        self._attempts_file.append(row)
+        self.stats.record_row(row)
+        self.emit(AttemptFinished(self.run_id, row))
+
+    async def _run_builtin(
+        self, ctx: AttemptContext
+    ) -> tuple[AgentResult, list[dict[str, Any]], list[dict[str, Any]] | None]:
+        assert self.proxy is not None
+        token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
+        base_url = self.proxy.base_url_for(token)
+        transcript: list[dict[str, Any]] | None = None
+        try:
+            try:
+                if self.profile.protocol == "anthropic":
+                    assert self._http is not None
+                    result, transcript = await run_builtin_anthropic(self._http, base_url, ctx)
+                else:
+                    assert self._openai is not None
+                    result, transcript = await run_builtin_openai(self._openai, base_url, ctx)
+            except LinkError as exc:
+                result = AgentResult("link_error", error_code=exc.code, error_message=exc.message)
+            except Exception as exc:  # a bug in the agent is a harness error, not the model's
+                log.exception("builtin agent crashed on %s/%s", ctx.task.task_id, ctx.attempt)
+                result = AgentResult(
+                    "harness_error",
+                    error_code="harness_crash",
+                    error_message=f"{type(exc).__name__}: {exc}",
+                )
+            calls = await self.proxy.settle(token)
+        finally:
+            self.proxy.close_attempt(token)
+        return result, list(calls.calls), transcript
+
+    async def _run_command(
+        self, ctx: AttemptContext, log_path: Path
+    ) -> tuple[AgentResult, list[dict[str, Any]]]:
+        """Run the harness; retry the whole try when it ended on a retryable link error."""
+        assert self.proxy is not None and self.command is not None
+        all_calls: list[dict[str, Any]] = []
+        result_path = log_path.with_name(f"{ctx.attempt}.result.json")
+        while True:
+            result_path.unlink(missing_ok=True)
+            token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
+            try:
+                command = render_command(
+                    self.command,
+                    {
+                        "task_id": ctx.task.task_id,
+                        "attempt": str(ctx.attempt),
+                        "run_id": self.run_id,
+                        "model": self.profile.model,
+                        "result_path": str(result_path),
+                    },
+                )
+                env = child_environment(
+                    self.profile.protocol,
+                    self.proxy.base_url_for(token),
+                    self.proxy.run_key,
+                    self._real_key,
+                    {
+                        "DRIFTDESK_RUN_ID": self.run_id,
+                        "DRIFTDESK_TASK_ID": ctx.task.task_id,
+                        "DRIFTDESK_ATTEMPT": str(ctx.attempt),
+                        "DRIFTDESK_MODEL": self.profile.model,
+                        "DRIFTDESK_RESULT_PATH": str(result_path),
+                        "DRIFTDESK_PROMPT": ctx.task.prompt_text,
+                    },
+                )
+                outcome = await run_command_once(
+                    command, env, log_path, ctx, self.proxy.attempt_calls(token)
+                )
+                calls = await self.proxy.settle(token)
+            finally:
+                self.proxy.close_attempt(token)
+            all_calls.extend(calls.calls)
+            result = command_outcome(result_path, outcome, calls)
+            if (
+                result.outcome == "link_error"
+                and is_retryable(result.error_code)
+                and ctx.retries < self.policy.max_retries
+            ):
+                ctx.retries += 1
+                delay = self.policy.delay(ctx.retries, calls.last_retry_after_s, ctx.rng)
+                ctx.on_retry(ctx.retries, str(result.error_code), delay)
+                with open(log_path, "a", encoding="utf-8") as fh:
+                    fh.write(
+                        f"[driftdesk] {result.error_code}: retry {ctx.retries} in {delay:.2f}s\n"
+                    )
+                await asyncio.sleep(delay)
+                continue
+            return result, all_calls
+
+
+def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:
+    if agent not in ("builtin", "command"):
+        raise RunSetupError(f"unknown agent {agent!r}: use builtin or command")
+    if agent == "command":
+        if not command:
+            raise RunSetupError("--agent command needs --command TEMPLATE")
+        render_command(
+            command, dict.fromkeys(("task_id", "attempt", "run_id", "model", "result_path"), "x")
+        )
+        return
+    lacking = [t for t in task_ids if not suite.task(t).runnable_by_builtin]
+    if lacking:
+        raise RunSetupError(
+            "the builtin agent needs a prompt (or messages) and expected for every task; "
+            f"missing in: {', '.join(lacking[:5])}"
+        )
+
+
+def _suite_manifest(suite: Suite) -> dict[str, Any]:
+    return {"path": str(suite.path), "name": suite.name, "sha256": suite.sha256}
 
 
 async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> RunOutcome:
     """Start a new run dir and run every (task, attempt) slot. Cancel the task to interrupt."""
-    raise NotImplementedError
+    if spec.repeat < 1:
+        raise RunSetupError("--repeat must be at least 1")
+    if spec.concurrency < 1:
+        raise RunSetupError("--concurrency must be at least 1")
+    if spec.timeout_s <= 0:
+        raise RunSetupError("--timeout must be positive")
+    profile = _resolve_profile(spec.profile)
+    suite = load_suite(spec.suite)
+    task_ids = select_tasks(spec, suite)
+    _check_agent(spec.agent, spec.command, suite, task_ids)
+    real_key = _resolve_key(profile.name, spec.api_key)
+    now = rundir.utc_now()
+    run_id, run_dir = rundir.create_run_dir(Path(spec.out_dir), profile.name, profile.model, now)
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "profile": profile.name,
+        "protocol": profile.protocol,
+        "base_url": profile.base_url,
+        "model": profile.model,
+        "suite": _suite_manifest(suite),
+        "repeat": spec.repeat,
+        "concurrency": spec.concurrency,
+        "timeout_seconds": spec.timeout_s,
+        "agent": spec.agent,
+        "command": spec.command,
+        "seed": spec.seed,
+        "sample": spec.sample,
+        "selection": (
+            {"only_failed": str(spec.only_failed)}
+            if spec.only_failed
+            else {"only_volatile": str(spec.only_volatile)}
+            if spec.only_volatile
+            else None
+        ),
+        "tasks": task_ids,
+        "retry_policy": {
+            "max_retries": spec.retry_policy.max_retries,
+            "base_delay_seconds": spec.retry_policy.base_delay_s,
+            "max_delay_seconds": spec.retry_policy.max_delay_s,
+        },
+        "driftdesk_version": __version__,
+        "started_at": rundir.iso(now),
+        "ended_at": None,
+        "status": "running",
+        "resumes": [],
+    }
+    rundir.write_manifest(run_dir, manifest)
+    execution = _Execution(
+        run_dir=run_dir,
+        manifest=manifest,
+        suite=suite,
+        profile=profile,
+        real_key=real_key,
+        agent=spec.agent,
+        command=spec.command,
+        timeout_s=spec.timeout_s,
+        concurrency=spec.concurrency,
+        seed=spec.seed,
+        policy=spec.retry_policy,
+        listener=listener,
+        notices=[],
+    )
+    return await execution.run(rundir.pending_slots(task_ids, spec.repeat, [], False))
+
+
+def _load_suite_for(manifest: dict[str, Any]) -> Suite:
+    info = manifest.get("suite") or {}
+    path = Path(str(info.get("path", "")))
+    name = str(info.get("name", ""))
+    if path.is_file():
+        suite = load_suite(path)
+    elif name in builtin_suites():
+        suite = load_suite(name)  # the package moved (reinstalled): same built-in suite
+    else:
+        raise RunSetupError(f"the run's suite file {path} is gone; cannot resume")
+    if info.get("sha256") and suite.sha256 != info["sha256"]:
+        raise RunSetupError(
+            f"suite {suite.path} changed since the run started (sha256 differs); resuming would "
+            "mix two suites — start a new run instead"
+        )
+    return suite
 
 
 async def resume_run(
-    run_dir: Path, listener: RunListener | None = None, retry_link_errors: bool = False
+    run_dir: Path,
+    listener: RunListener | None = None,
+    retry_link_errors: bool = False,
+    *,
+    api_key: str | None = None,
+    profile: Profile | None = None,
+    concurrency: int | None = None,
 ) -> RunOutcome:
-    """Run exactly the missing (task, attempt) slots of ``run_dir`` (and link_error ones)."""
-    raise NotImplementedError
+    """Run exactly the missing (task, attempt) slots of ``run_dir``; with
+    ``retry_link_errors`` also the slots whose latest row is a link_error (the new row is
+    appended later in the file and supersedes it: the last row per slot wins)."""
+    run_dir = Path(run_dir)
+    manifest = rundir.read_manifest(run_dir)
+    if profile is None:
+        try:
+            stored = ProfileStore().get(str(manifest["profile"]))
+            headers = stored.headers
+        except ProfileNotFound:
+            headers = {}
+        # The run's own endpoint and model, even if the profile was edited since.
+        profile = Profile(
+            name=str(manifest["profile"]),
+            protocol=str(manifest["protocol"]),
+            base_url=str(manifest["base_url"]),
+            model=str(manifest["model"]),
+            headers=headers,
+        )
+    suite = _load_suite_for(manifest)
+    notices: list[str] = []
+    for name in (rundir.ATTEMPTS, rundir.CALLS):
+        dropped = rundir.drop_torn_tail(run_dir / name)
+        if dropped:
+            notices.append(
+                f"{name}: dropped a torn last line ({dropped} bytes) left by an interrupted writer"
+            )
+    problems: list[JsonlProblem] = []
+    rows = rundir.read_attempt_rows(run_dir, problems)
+    notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
+    task_ids = [str(t) for t in manifest.get("tasks") or []]
+    slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
+    agent = str(manifest.get("agent", "builtin"))
+    command = manifest.get("command")
+    _check_agent(agent, command, suite, task_ids)
+    real_key = _resolve_key(profile.name, api_key)
+    policy_info = manifest.get("retry_policy") or {}
+    policy = RetryPolicy(
+        max_retries=int(policy_info.get("max_retries", RetryPolicy.max_retries)),
+        base_delay_s=float(policy_info.get("base_delay_seconds", RetryPolicy.base_delay_s)),
+        max_delay_s=float(policy_info.get("max_delay_seconds", RetryPolicy.max_delay_s)),
+    )
+    manifest["status"] = "running"
+    manifest.setdefault("resumes", []).append(
+        {
+            "started_at": rundir.iso(rundir.utc_now()),
+            "retry_link_errors": retry_link_errors,
+            "slots": len(slots),
+            "pid": os.getpid(),
+        }
+    )
+    rundir.write_manifest(run_dir, manifest)
+    execution = _Execution(
+        run_dir=run_dir,
+        manifest=manifest,
+        suite=suite,
+        profile=profile,
+        real_key=real_key,
+        agent=agent,
+        command=command,
+        timeout_s=float(manifest.get("timeout_seconds", 120.0)),
+        concurrency=concurrency or int(manifest.get("concurrency", 2)),
+        seed=int(manifest.get("seed", 0)),
+        policy=policy,
+        listener=listener,
+        notices=notices,
+    )
+    return await execution.run(slots)
+
+
+__all__ = [
+    "RunOutcome",
+    "RunSetupError",
+    "RunSpec",
+    "SuiteError",
+    "execute_run",
+    "resume_run",
+    "select_tasks",
+]

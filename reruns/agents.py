@@ -1,0 +1,501 @@
+"""The two agents an attempt can run: the builtin one (talks to the model itself) and the
+command one (any harness, run as a subprocess). Both reach the provider only through the
+metering proxy, with the run's throwaway key; the real key never reaches them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shlex
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import openai
+
+from driftdesk.secrets import redact
+from reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
+from reruns.retry import RetryPolicy, is_retryable, parse_retry_after
+from reruns.suites import Task, judge
+
+T = TypeVar("T")
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class LinkError(Exception):
+    """The link to the model failed (not the model's answer). ``code`` is the error_code."""
+
+    def __init__(self, code: str, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+    @property
+    def retryable(self) -> bool:
+        return is_retryable(self.code)
+
+
+@dataclass
+class AgentResult:
+    outcome: str  # pass | fail | link_error | harness_error
+    success: bool | None = None
+    score: float | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    answer: str | None = None
+
+
+@dataclass
+class AttemptContext:
+    """Everything one attempt needs; built by the engine."""
+
+    run_id: str
+    task: Task
+    attempt: int
+    model: str
+    protocol: str
+    api_key: str  # the run's throwaway key, never the real one
+    timeout_s: float
+    policy: RetryPolicy
+    rng: random.Random
+    emit_output: Callable[[str, str], None]  # (stream, line)
+    on_retry: Callable[[int, str, float], None]  # (retry number, error code, delay)
+    secrets: tuple[str, ...] = ()  # scrubbed from any message we keep
+    retries: int = 0
+    log_lines: list[str] = field(default_factory=list)
+
+    def log(self, stream: str, text: str) -> None:
+        self.log_lines.append(f"[{stream}] {text}")
+        self.emit_output(stream, text)
+
+    async def with_retries(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call``, retrying link errors worth retrying (bounded, counted)."""
+        while True:
+            try:
+                return await call()
+            except LinkError as exc:
+                if not exc.retryable or self.retries >= self.policy.max_retries:
+                    raise
+                self.retries += 1
+                delay = self.policy.delay(self.retries, exc.retry_after_s, self.rng)
+                self.log("retry", f"{exc.code}: retry {self.retries} in {delay:.2f}s")
+                self.on_retry(self.retries, exc.code, delay)
+                await asyncio.sleep(delay)
+
+
+def link_error_from_openai(exc: Exception) -> LinkError:
+    """Map the openai client's exceptions to our error codes."""
+    if isinstance(exc, openai.APITimeoutError):
+        return LinkError("timeout", f"request timed out: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers
+        proxy_kind = headers.get(PROXY_ERROR_HEADER)
+        if proxy_kind == "connection":
+            return LinkError("connection", str(exc))
+        code = error_kind_for(exc.status_code, exc.response.content or b"")
+        return LinkError(code, str(exc), parse_retry_after(dict(headers)))
+    if isinstance(exc, openai.APIConnectionError):
+        return LinkError("connection", f"connection error: {exc}")
+    return LinkError("connection", f"{type(exc).__name__}: {exc}")
+
+
+# --- builtin agent ------------------------------------------------------------------------
+
+
+def _openai_tools(task: Task) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in task.tools
+    ]
+
+
+def _tool_result(task: Task, name: str, raw_arguments: str) -> str:
+    try:
+        arguments = json.loads(raw_arguments or "{}")
+    except json.JSONDecodeError:
+        return f"error: arguments are not valid JSON: {raw_arguments!r}"
+    for tool in task.tools:
+        if tool.name == name:
+            return tool.result_for(arguments)
+    return f"error: no tool named {name!r}"
+
+
+def _judged(task: Task, answer: str) -> AgentResult:
+    success = judge(task.expected, answer)
+    return AgentResult(
+        outcome="pass" if success else "fail",
+        success=success,
+        score=1.0 if success else 0.0,
+        answer=answer,
+    )
+
+
+async def _openai_turn(
+    client: openai.AsyncOpenAI, ctx: AttemptContext, messages: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One streamed chat completion; returns the assistant message. Raises ``LinkError``."""
+    tools = _openai_tools(ctx.task)
+    extra: dict[str, Any] = {"tools": tools} if tools else {}
+    content: list[str] = []
+    tool_calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    try:
+        async with asyncio.timeout(ctx.timeout_s):
+            # Typed loosely: the SDK's overloads cannot see ``stream=True`` through **kwargs.
+            completions: Any = client.chat.completions
+            stream = await completions.create(
+                model=ctx.model,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                **extra,
+            )
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        content.append(delta.content)
+                    for call in delta.tool_calls or []:
+                        slot = tool_calls.setdefault(
+                            call.index, {"id": "", "name": "", "arguments": ""}
+                        )
+                        if call.id:
+                            slot["id"] = call.id
+                        if call.function and call.function.name:
+                            slot["name"] += call.function.name
+                        if call.function and call.function.arguments:
+                            slot["arguments"] += call.function.arguments
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+    except TimeoutError:
+        raise LinkError("timeout", f"no complete answer within {ctx.timeout_s:g}s") from None
+    except openai.OpenAIError as exc:
+        raise link_error_from_openai(exc) from None
+    if finish is None:
+        raise LinkError("truncated", "the response stream ended without a finish_reason")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"] or f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for i, c in sorted(tool_calls.items())
+        ]
+    return message
+
+
+async def run_builtin_openai(
+    client: openai.AsyncOpenAI, base_url: str, ctx: AttemptContext
+) -> tuple[AgentResult, list[dict[str, Any]]]:
+    """Up to ``max_turns`` turns; tools answered from canned results; final answer judged."""
+    client = client.with_options(base_url=base_url, api_key=ctx.api_key, max_retries=0)
+    messages: list[dict[str, Any]] = [dict(m) for m in ctx.task.messages]
+    for turn in range(ctx.task.max_turns):
+        message = await ctx.with_retries(lambda: _openai_turn(client, ctx, messages))
+        messages.append(message)
+        calls = message.get("tool_calls") or []
+        if calls:
+            for call in calls:
+                result = _tool_result(
+                    ctx.task, call["function"]["name"], call["function"]["arguments"]
+                )
+                ctx.log(
+                    "turn",
+                    f"{turn}: tool {call['function']['name']}({call['function']['arguments']}) -> {result}",
+                )
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            continue
+        answer = str(message.get("content") or "")
+        ctx.log("turn", f"{turn}: answer {answer!r}")
+        if not answer.strip():
+            raise LinkError("empty_response", "the model returned an empty answer")
+        return _judged(ctx.task, answer), messages
+    return (
+        AgentResult(
+            outcome="fail",
+            success=False,
+            score=0.0,
+            error_message=f"no final answer within {ctx.task.max_turns} turns",
+        ),
+        messages,
+    )
+
+
+async def _anthropic_turn(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    ctx: AttemptContext,
+    system: str | None,
+    messages: list[dict[str, Any]],
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": ctx.model, "max_tokens": 1024, "messages": messages}
+    if system:
+        body["system"] = system
+    if ctx.task.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in ctx.task.tools
+        ]
+    headers = {"x-api-key": ctx.api_key, "anthropic-version": ANTHROPIC_VERSION}
+    try:
+        async with (
+            asyncio.timeout(ctx.timeout_s),
+            session.post(f"{base_url}/v1/messages", json=body, headers=headers) as response,
+        ):
+            raw = await response.read()
+            if response.status >= 400:
+                if response.headers.get(PROXY_ERROR_HEADER) == "connection":
+                    raise LinkError("connection", raw.decode("utf-8", "replace")[:500])
+                raise LinkError(
+                    error_kind_for(response.status, raw),
+                    f"HTTP {response.status}: {raw.decode('utf-8', 'replace')[:500]}",
+                    parse_retry_after(dict(response.headers)),
+                )
+    except TimeoutError:
+        raise LinkError("timeout", f"no complete answer within {ctx.timeout_s:g}s") from None
+    except aiohttp.ClientPayloadError as exc:
+        raise LinkError("truncated", f"response body cut short: {exc}") from None
+    except aiohttp.ClientError as exc:
+        raise LinkError("connection", f"{type(exc).__name__}: {exc}") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        raise LinkError("truncated", "the response body is not complete JSON") from None
+    if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+        raise LinkError("truncated", "the response has no content blocks")
+    return data
+
+
+async def run_builtin_anthropic(
+    session: aiohttp.ClientSession, base_url: str, ctx: AttemptContext
+) -> tuple[AgentResult, list[dict[str, Any]]]:
+    """The same loop over the Anthropic Messages API (no SDK needed)."""
+    system = "\n".join(str(m["content"]) for m in ctx.task.messages if m.get("role") == "system")
+    messages: list[dict[str, Any]] = [
+        dict(m) for m in ctx.task.messages if m.get("role") != "system"
+    ]
+    for turn in range(ctx.task.max_turns):
+        data = await ctx.with_retries(
+            lambda: _anthropic_turn(session, base_url, ctx, system or None, messages)
+        )
+        blocks = data["content"]
+        messages.append({"role": "assistant", "content": blocks})
+        uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if uses:
+            results = []
+            for use in uses:
+                result = _tool_result(
+                    ctx.task, str(use.get("name")), json.dumps(use.get("input") or {})
+                )
+                ctx.log("turn", f"{turn}: tool {use.get('name')}({use.get('input')}) -> {result}")
+                results.append(
+                    {"type": "tool_result", "tool_use_id": use.get("id"), "content": result}
+                )
+            messages.append({"role": "user", "content": results})
+            continue
+        answer = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+        ctx.log("turn", f"{turn}: answer {answer!r}")
+        if not answer.strip():
+            raise LinkError("empty_response", "the model returned an empty answer")
+        return _judged(ctx.task, answer), messages
+    return (
+        AgentResult(
+            outcome="fail",
+            success=False,
+            score=0.0,
+            error_message=f"no final answer within {ctx.task.max_turns} turns",
+        ),
+        messages,
+    )
+
+
+# --- command agent ------------------------------------------------------------------------
+
+
+def render_command(template: str, values: dict[str, str]) -> str:
+    """Fill ``{task_id}`` ``{attempt}`` ``{run_id}`` ``{model}`` ``{result_path}``, shell-quoted."""
+    quoted = {k: shlex.quote(v) for k, v in values.items()}
+    try:
+        return template.format(**quoted)
+    except (KeyError, IndexError) as exc:
+        raise ValueError(
+            f"unknown placeholder {exc} in command template; use "
+            + " ".join("{" + k + "}" for k in values)
+        ) from None
+
+
+def child_environment(
+    protocol: str, proxy_base_url: str, throwaway_key: str, real_key: str, extra: dict[str, str]
+) -> dict[str, str]:
+    """The harness's environment: ours, minus anything holding the real key or a provider
+    credential, plus the proxy's URL and the run's throwaway key."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if real_key not in v
+        and not (k.startswith(("OPENAI_", "ANTHROPIC_")) and ("KEY" in k or "TOKEN" in k))
+    }
+    if protocol == "anthropic":
+        env["ANTHROPIC_BASE_URL"] = proxy_base_url
+        env["ANTHROPIC_API_KEY"] = throwaway_key
+    else:
+        env["OPENAI_BASE_URL"] = proxy_base_url
+        env["OPENAI_API_KEY"] = throwaway_key
+    env.update(extra)
+    return env
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _pump(
+    stream: asyncio.StreamReader | None, name: str, ctx: AttemptContext, log: Any
+) -> None:
+    if stream is None:
+        return
+    while True:
+        line = await stream.readline()
+        if not line:
+            return
+        text = line.decode("utf-8", "replace").rstrip("\n")
+        log.write(f"[{name}] {text}\n")
+        log.flush()
+        ctx.emit_output(name, text)
+
+
+@dataclass
+class CommandTry:
+    returncode: int | None
+    timed_out: bool
+    call_in_flight_at_timeout: bool
+
+
+async def run_command_once(
+    command: str, env: dict[str, str], log_path: Path, ctx: AttemptContext, calls: AttemptCalls
+) -> CommandTry:
+    """Run the harness once in its own process group; kill the whole group at the timeout
+    (or when the attempt is cancelled)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ {command}\n")
+        log.flush()
+        process = await asyncio.create_subprocess_shell(
+            command,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        pumps = asyncio.gather(
+            _pump(process.stdout, "stdout", ctx, log), _pump(process.stderr, "stderr", ctx, log)
+        )
+        timed_out = False
+        in_flight = False
+        try:
+            async with asyncio.timeout(ctx.timeout_s):
+                await process.wait()
+        except TimeoutError:
+            timed_out = True
+            in_flight = calls.in_flight > 0
+            _kill_group(process)
+            await process.wait()
+        except BaseException:
+            _kill_group(process)
+            pumps.cancel()
+            with contextlib.suppress(BaseException):
+                await process.wait()
+            raise
+        # Grandchildren may hold the pipes open; the group is gone once we killed it, but a
+        # harness that exited normally may have left some: bound the wait for the pipes.
+        try:
+            async with asyncio.timeout(2.0):
+                await pumps
+        except TimeoutError:
+            _kill_group(process)
+            pumps.cancel()
+        if timed_out:
+            log.write(f"[driftdesk] killed after {ctx.timeout_s:g}s (process group)\n")
+        else:
+            log.write(f"[driftdesk] exit code {process.returncode}\n")
+    return CommandTry(process.returncode, timed_out, in_flight)
+
+
+def command_outcome(result_path: Path, attempt_try: CommandTry, calls: AttemptCalls) -> AgentResult:
+    """Outcome of one try of a command.
+
+    1. ``{result_path}`` holds ``{"success": bool, "score": float?}`` → pass/fail (the harness
+       judged it). A file that exists but is not such an object → harness_error ``no_result``.
+    2. Else, if the proxy saw the harness's last call fail (or a call was in flight when the
+       timeout hit) → link_error with that call's error kind.
+    3. Else the exit code: 0 → pass, 1 → fail, anything else (or killed at the timeout) →
+       harness_error (``harness_crash`` / ``timeout``).
+    """
+    if result_path.exists():
+        try:
+            data = json.loads(result_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return AgentResult(
+                "harness_error",
+                error_code="no_result",
+                error_message=f"result file is not JSON: {exc}",
+            )
+        if isinstance(data, dict) and isinstance(data.get("success"), bool):
+            score = data.get("score")
+            return AgentResult(
+                "pass" if data["success"] else "fail",
+                success=data["success"],
+                score=float(score) if isinstance(score, int | float) else None,
+            )
+        return AgentResult(
+            "harness_error",
+            error_code="no_result",
+            error_message='result file lacks a boolean "success"',
+        )
+    if attempt_try.timed_out and attempt_try.call_in_flight_at_timeout:
+        return AgentResult(
+            "link_error",
+            error_code="timeout",
+            error_message="a provider call was still pending at the timeout",
+        )
+    last = calls.calls[-1] if calls.calls else None
+    if last is not None and last.get("error_kind") and last["error_kind"] != "client_closed":
+        return AgentResult(
+            "link_error",
+            error_code=str(last["error_kind"]),
+            error_message=f"last provider call {last['path']} failed: {last['error_kind']}",
+        )
+    if attempt_try.timed_out:
+        return AgentResult(
+            "harness_error",
+            error_code="timeout",
+            error_message="the command ran past the timeout and was killed",
+        )
+    if attempt_try.returncode == 0:
+        return AgentResult("pass", success=True)
+    if attempt_try.returncode == 1:
+        return AgentResult("fail", success=False)
+    return AgentResult(
+        "harness_error",
+        error_code="harness_crash",
+        error_message=f"the command exited with {attempt_try.returncode}",
+    )
+
+
+def scrub(text: str | None, ctx: AttemptContext) -> str | None:
+    return None if text is None else redact(text, ctx.secrets)

@@ -1,0 +1,67 @@
+"""One retry layer for link errors: which are worth retrying, and how long to wait.
+
+Retried: 429 (except ``insufficient_quota``), 408, 5xx, timeouts and connection errors.
+Final: 401/403/404, ``insufficient_quota`` and everything else. The delay is exponential with
+full jitter, but a server's ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) wins
+when present; both are capped by ``max_delay_s``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+RETRYABLE_KINDS = frozenset({"timeout", "connection", "408", "429"})
+
+
+def is_retryable(error_code: str | None) -> bool:
+    if not error_code:
+        return False
+    if error_code in RETRYABLE_KINDS:
+        return True
+    return error_code.isdigit() and 500 <= int(error_code) <= 599
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds to wait as the server asked, from ``retry-after-ms`` or ``Retry-After``."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(float(raw_ms) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    raw = lowered.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(when.timestamp() - (now if now is not None else time.time()), 0.0)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4  # per attempt, across all its calls
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+
+    def delay(self, retry_number: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retry ``retry_number`` (1 for the first retry)."""
+        if retry_after_s is not None:
+            return min(retry_after_s, self.max_delay_s)
+        ceiling = min(self.base_delay_s * (2 ** (retry_number - 1)), self.max_delay_s)
+        # "Equal jitter": at least half the backoff, so retries never bunch up at zero.
+        return ceiling / 2 + rng.uniform(0, ceiling / 2)

@@ -1,0 +1,142 @@
+"""Run directories: naming, manifest.json, and which (task, attempt) slots are done.
+
+Several rows can exist for one (task_id, attempt) slot after ``resume --retry-link-errors``:
+the **later row in file order wins** (it supersedes the earlier link_error row). Readers that
+want one row per slot keep the last one (``latest_rows``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from driftdesk.fileio import JsonlProblem, atomic_write_json, iter_jsonl
+
+MANIFEST = "manifest.json"
+ATTEMPTS = "attempts.jsonl"
+CALLS = "calls.jsonl"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def safe_name(text: str) -> str:
+    return _UNSAFE.sub("-", text).strip("-.") or "x"
+
+
+def create_run_dir(out_dir: Path, profile: str, model: str, now: dt.datetime) -> tuple[str, Path]:
+    """Make a new, empty run dir; never reuses an existing one (suffix -2, -3...)."""
+    base = safe_name(f"{profile}-{model}-{now.strftime('%Y%m%dT%H%M%SZ')}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        run_id = base if n == 1 else f"{base}-{n}"
+        path = out_dir / run_id
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return run_id, path
+    raise RuntimeError(f"could not find a free run dir name under {out_dir}")
+
+
+def attempt_paths(run_dir: Path, task_id: str, attempt: int) -> tuple[Path, Path]:
+    """``(log, transcript)`` paths of one attempt."""
+    folder = run_dir / "attempts" / safe_name(task_id)
+    return folder / f"{attempt}.log", folder / f"{attempt}.transcript.json"
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    atomic_write_json(run_dir / MANIFEST, manifest)
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{run_dir} is not a run dir (no {MANIFEST})") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} does not parse as JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+def read_attempt_rows(run_dir: Path, problems: list[JsonlProblem]) -> list[dict[str, Any]]:
+    path = Path(run_dir) / ATTEMPTS
+    if not path.exists():
+        return []
+    return [row for _, row in iter_jsonl(path, problems)]
+
+
+def latest_rows(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """One row per (task_id, attempt): the last in file order wins."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in rows:
+        try:
+            slot = (str(row["task_id"]), int(row["attempt"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        latest[slot] = row
+    return latest
+
+
+def pending_slots(
+    task_ids: list[str], repeat: int, rows: list[dict[str, Any]], retry_link_errors: bool
+) -> list[tuple[str, int]]:
+    """Slots with no row (and, if asked, slots whose latest row is a link_error)."""
+    latest = latest_rows(rows)
+    pending = []
+    for attempt in range(repeat):
+        for task_id in task_ids:
+            row = latest.get((task_id, attempt))
+            if row is None or (retry_link_errors and row.get("outcome") == "link_error"):
+                pending.append((task_id, attempt))
+    return pending
+
+
+def count_calls(run_dir: Path) -> dict[tuple[str, int], int]:
+    """Calls already recorded per slot, so call_index keeps counting up across resumes."""
+    path = Path(run_dir) / CALLS
+    counts: dict[tuple[str, int], int] = {}
+    if not path.exists():
+        return counts
+    for _, row in iter_jsonl(path, []):
+        try:
+            slot = (str(row["task_id"]), int(row["attempt"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        counts[slot] = counts.get(slot, 0) + 1
+    return counts
+
+
+def drop_torn_tail(path: Path) -> int:
+    """Cut a torn last line (no trailing newline: a writer was killed mid-row) off ``path``.
+
+    Returns the number of bytes dropped (0 if the file ends cleanly or does not exist).
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return size - keep

@@ -1,0 +1,241 @@
+"""Suites: JSONL files, one task a line, and how a final answer is judged.
+
+A task line::
+
+    {"task_id": "arith-01", "scenario_id": null,          # scenario: AppWorld-style grouping
+     "prompt": "..."  |  "messages": [{"role": ..., "content": ...}],
+     "system": "...",                                      # optional system prompt
+     "tools": [{"name": "get_rate", "description": "...",
+                "parameters": {JSON schema},
+                "results": {"{\\"currency\\":\\"eur\\"}": "0.92", "*": "unknown currency"}}],
+     "max_turns": 4,                                       # optional, default 4
+     "expected": {"equals": "383"},
+     "reference_answer": "383"}                            # optional: a right answer (the sandbox
+                                                           # endpoint plays it)
+
+Canned tool results are keyed by the call's arguments as canonical JSON (sorted keys, no
+spaces, string values casefolded and stripped); ``"*"`` is the fallback for any other arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from driftdesk.fileio import JsonlProblem, iter_jsonl
+
+DEFAULT_MAX_TURNS = 4
+EXPECTATION_KINDS = ("equals", "contains", "regex", "one_of", "json_equals")
+
+
+class SuiteError(ValueError):
+    """A suite that cannot be used: missing file, bad task lines, duplicate ids."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    results: dict[str, Any]
+
+    def result_for(self, arguments: dict[str, Any]) -> str:
+        key = canonical_arguments(arguments)
+        if key in self.results:
+            value = self.results[key]
+        elif "*" in self.results:
+            value = self.results["*"]
+        else:
+            value = f"error: no result for arguments {key}"
+        return value if isinstance(value, str) else json.dumps(value)
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    messages: list[dict[str, Any]]
+    expected: dict[str, Any]
+    scenario_id: str | None = None
+    tools: tuple[Tool, ...] = ()
+    max_turns: int = DEFAULT_MAX_TURNS
+    reference_answer: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def runnable_by_builtin(self) -> bool:
+        return bool(self.messages) and bool(self.expected)
+
+    @property
+    def prompt_text(self) -> str:
+        """The first user message's text (what the sandbox recognises a task by)."""
+        for message in self.messages:
+            if message.get("role") == "user" and isinstance(message.get("content"), str):
+                return str(message["content"])
+        return ""
+
+
+@dataclass
+class Suite:
+    name: str
+    path: Path
+    sha256: str
+    tasks: list[Task]
+    problems: list[JsonlProblem] = field(default_factory=list)
+
+    def task(self, task_id: str) -> Task:
+        for task in self.tasks:
+            if task.task_id == task_id:
+                return task
+        raise KeyError(task_id)
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [t.task_id for t in self.tasks]
+
+
+def canonical_arguments(arguments: Any) -> str:
+    def norm(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip().casefold()
+        if isinstance(value, dict):
+            return {str(k): norm(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [norm(v) for v in value]
+        return value
+
+    return json.dumps(norm(arguments), sort_keys=True, separators=(",", ":"))
+
+
+def builtin_suites() -> dict[str, Path]:
+    """Built-in suite names and their files (shipped as package data)."""
+    root = resources.files(__name__)
+    found: dict[str, Path] = {}
+    for entry in root.iterdir():
+        if entry.name.endswith(".jsonl"):
+            found[entry.name.removesuffix(".jsonl")] = Path(str(entry))
+    return dict(sorted(found.items()))
+
+
+def resolve_suite_path(suite: str | Path) -> tuple[str, Path]:
+    """``(name, path)`` for a built-in suite name or a path to a JSONL file."""
+    builtins = builtin_suites()
+    if isinstance(suite, str) and suite in builtins:
+        return suite, builtins[suite]
+    path = Path(suite).expanduser()
+    if not path.is_file():
+        known = ", ".join(builtins) or "none"
+        raise SuiteError(f"no suite {str(suite)!r}: not a built-in suite ({known}) nor a file")
+    return path.stem, path.resolve()
+
+
+def _parse_task(row: dict[str, Any], where: str) -> Task:
+    task_id = row.get("task_id")
+    if not isinstance(task_id, str) or not task_id:
+        raise SuiteError(f"{where}: a task needs a non-empty string task_id")
+    if "messages" in row:
+        messages = row["messages"]
+        if not isinstance(messages, list) or not messages:
+            raise SuiteError(f"{where}: task {task_id!r}: messages must be a non-empty list")
+    elif isinstance(row.get("prompt"), str):
+        messages = [{"role": "user", "content": row["prompt"]}]
+    else:
+        messages = []  # fine for a command-agent suite; the builtin agent refuses it
+    if isinstance(row.get("system"), str):
+        messages = [{"role": "system", "content": row["system"]}, *messages]
+    expected = row.get("expected") or {}  # optional for command-agent suites
+    if (
+        not isinstance(expected, dict)
+        or len(expected) > 1
+        or (expected and next(iter(expected)) not in EXPECTATION_KINDS)
+    ):
+        raise SuiteError(
+            f"{where}: task {task_id!r}: expected must be one of "
+            + ", ".join(f"{{{k!r}: ...}}" for k in EXPECTATION_KINDS)
+        )
+    if "regex" in expected:
+        try:
+            re.compile(expected["regex"])
+        except re.error as exc:
+            raise SuiteError(f"{where}: task {task_id!r}: bad regex: {exc}") from exc
+    tools = []
+    for spec in row.get("tools") or []:
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise SuiteError(f"{where}: task {task_id!r}: each tool needs a name")
+        tools.append(
+            Tool(
+                name=spec["name"],
+                description=str(spec.get("description", "")),
+                parameters=dict(spec.get("parameters") or {"type": "object", "properties": {}}),
+                results=dict(spec.get("results") or {}),
+            )
+        )
+    scenario = row.get("scenario_id")
+    return Task(
+        task_id=task_id,
+        messages=messages,
+        expected=expected,
+        scenario_id=str(scenario) if scenario else None,
+        tools=tuple(tools),
+        max_turns=int(row.get("max_turns") or DEFAULT_MAX_TURNS),
+        reference_answer=row.get("reference_answer"),
+        raw=row,
+    )
+
+
+def load_suite(suite: str | Path) -> Suite:
+    """Load a suite by built-in name or path. Malformed lines are skipped and listed in
+    ``Suite.problems`` (with line numbers); a task line that parses but is invalid is an error."""
+    name, path = resolve_suite_path(suite)
+    data = path.read_bytes()
+    problems: list[JsonlProblem] = []
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for number, row in iter_jsonl(path, problems):
+        task = _parse_task(row, f"{path}:{number}")
+        if task.task_id in seen:
+            raise SuiteError(f"{path}:{number}: duplicate task_id {task.task_id!r}")
+        seen.add(task.task_id)
+        tasks.append(task)
+    if not tasks:
+        raise SuiteError(f"suite {path} has no tasks")
+    return Suite(name, path, hashlib.sha256(data).hexdigest(), tasks, problems)
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _strip_code_fence(text: str) -> str:
+    match = re.fullmatch(r"\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```\s*", text, flags=re.DOTALL)
+    return match.group(1) if match else text
+
+
+def judge(expected: dict[str, Any], answer: str) -> bool:
+    """Judge a final answer against a task's ``expected``.
+
+    Normalisation for ``equals``, ``contains`` and ``one_of``: both sides are stripped, runs of
+    whitespace collapsed to one space and case-folded, so ``"  Paris\\n"`` equals ``"paris"``.
+    ``regex`` must match the whole stripped answer (``re.fullmatch``, case-sensitive: it is
+    how strict output formats are checked). ``json_equals`` parses the stripped answer (a
+    Markdown code fence around it is allowed) and compares the parsed values with ``==``.
+    """
+    kind, want = next(iter(expected.items()))
+    if kind == "equals":
+        return normalise(answer) == normalise(str(want))
+    if kind == "contains":
+        return normalise(str(want)) in normalise(answer)
+    if kind == "one_of":
+        return normalise(answer) in {normalise(str(w)) for w in want}
+    if kind == "regex":
+        return re.fullmatch(str(want), answer.strip()) is not None
+    if kind == "json_equals":
+        try:
+            return bool(json.loads(_strip_code_fence(answer).strip()) == want)
+        except (json.JSONDecodeError, ValueError):
+            return False
+    raise SuiteError(f"unknown expectation {kind!r}")
