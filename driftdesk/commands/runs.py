@@ -1,9 +1,209 @@
-"""CLI sub-commands for the runs area. Handlers import their core lazily (fast start)."""
+"""CLI sub-commands for the runs area: ``run``, ``resume``, ``sandbox``.
+
+Handlers are thin and import their core lazily (fast start): the engine lives in ``reruns``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reruns.engine import RunOutcome
+    from reruns.progress import TextProgress
+
+EXIT_SETUP_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's sub-commands to the top-level parser."""
+    p = sub.add_parser(
+        "run",
+        help="run every task of a suite N times against a profile (metered, resumable)",
+        description="Run a suite's tasks --repeat times each against a provider profile. "
+        "Every provider call goes through a local metering proxy; each finished attempt is "
+        "appended to <out>/<run_id>/attempts.jsonl.",
+    )
+    p.add_argument("--profile", required=True, help="provider profile name")
+    p.add_argument("--suite", required=True, help="built-in suite name (basic) or a JSONL file")
+    p.add_argument("--repeat", type=int, default=5, help="attempts per task (default 5)")
+    p.add_argument("--concurrency", type=int, default=2, help="attempts at once (default 2)")
+    p.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds per attempt try (default 120)"
+    )
+    p.add_argument("--tasks", help="comma-separated task ids to run (default: all)")
+    p.add_argument("--sample", type=int, help="run a seeded sample of N tasks")
+    p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--only-failed", type=Path, metavar="RUN_DIR", help="tasks that failed there")
+    only.add_argument(
+        "--only-volatile", type=Path, metavar="RUN_DIR", help="tasks with mixed outcomes there"
+    )
+    p.add_argument("--out", type=Path, default=Path("runs"), help="folder for run dirs (./runs)")
+    p.add_argument("--agent", choices=["builtin", "command"], default="builtin")
+    p.add_argument(
+        "--command",
+        dest="command_template",
+        metavar="TEMPLATE",
+        help="harness command for --agent command; placeholders {task_id} {attempt} {run_id} "
+        "{model} {result_path}",
+    )
+    p.add_argument("--max-retries", type=int, default=4, help="link-error retries per attempt")
+    p.add_argument(
+        "--max-retry-delay", type=float, default=30.0, help="cap on one retry's wait (seconds)"
+    )
+    p.set_defaults(func=cmd_run)
+
+    r = sub.add_parser(
+        "resume",
+        help="complete a run's missing attempts (after a crash, kill or Ctrl-C)",
+        description="Run exactly the (task, attempt) slots that have no row yet. With "
+        "--retry-link-errors also rerun the slots whose latest row is a link_error "
+        "(the new row is appended and supersedes the old one: the last row per slot wins).",
+    )
+    r.add_argument("run_dir", type=Path)
+    r.add_argument("--retry-link-errors", action="store_true")
+    r.add_argument("--concurrency", type=int, help="override the run's concurrency")
+    r.set_defaults(func=cmd_resume)
+
+    s = sub.add_parser(
+        "sandbox",
+        help="a local SIMULATED OpenAI-compatible endpoint for demos and tests",
+        description="Serve a simulated model (driftdesk-sim-1) that plays the built-in suites "
+        "with per-task skill and injects faults at the given rates. Not a real provider.",
+    )
+    s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: random)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--latency-ms", type=float, default=0.0, help="mean added latency")
+    s.add_argument("--rate-limit-rate", type=float, default=0.0, help="share of 429s")
+    s.add_argument("--server-error-rate", type=float, default=0.0, help="share of 500s")
+    s.add_argument("--auth-error-rate", type=float, default=0.0, help="share of 401s")
+    s.add_argument("--timeout-rate", type=float, default=0.0, help="share of hung requests")
+    s.add_argument("--truncate-rate", type=float, default=0.0, help="share of truncated bodies")
+    s.add_argument("--empty-rate", type=float, default=0.0, help="share of empty answers")
+    s.add_argument("--retry-after", type=float, default=1.0, help="Retry-After on 429s (s)")
+    s.set_defaults(func=cmd_sandbox)
+
+
+def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
+    """Run an engine coroutine with a progress line; Ctrl-C/SIGTERM interrupt it cleanly."""
+    import asyncio
+    import signal
+
+    from providers.keys import KeyMissing, KeyringUnavailable
+    from providers.profiles import ProfileError
+    from reruns.engine import RunSetupError
+    from reruns.progress import TextProgress, status_line
+    from reruns.suites import SuiteError
+
+    progress = TextProgress()
+
+    async def main() -> RunOutcome:
+        task = asyncio.current_task()
+        assert task is not None
+        # SIGINT is handled by asyncio.run (it cancels this task); SIGTERM does the same.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await make(progress)
+
+    try:
+        outcome = asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        where = progress.run_dir or "the run dir"
+        print(
+            f"\ninterrupted: in-flight attempts were cancelled and not recorded; finish with:\n"
+            f"  driftdesk resume {where}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    except (
+        ProfileError,
+        KeyMissing,
+        KeyringUnavailable,
+        RunSetupError,
+        SuiteError,
+        FileNotFoundError,
+        ValueError,
+    ) as exc:
+        print(f"driftdesk: {exc}", file=sys.stderr)
+        return EXIT_SETUP_ERROR
+    print(f"{outcome.status}: {outcome.run_dir}")
+    print(status_line(outcome.stats, bar=False))
+    return 0 if outcome.status == "completed" else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from reruns.engine import RunSpec, execute_run
+    from reruns.retry import RetryPolicy
+
+    spec = RunSpec(
+        profile=args.profile,
+        suite=args.suite,
+        repeat=args.repeat,
+        concurrency=args.concurrency,
+        timeout_s=args.timeout,
+        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        sample=args.sample,
+        seed=args.seed,
+        only_failed=args.only_failed,
+        only_volatile=args.only_volatile,
+        out_dir=args.out,
+        agent=args.agent,
+        command=args.command_template,
+        retry_policy=RetryPolicy(max_retries=args.max_retries, max_delay_s=args.max_retry_delay),
+    )
+    return _drive(lambda progress: execute_run(spec, progress))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from reruns.engine import resume_run
+
+    return _drive(
+        lambda progress: resume_run(
+            args.run_dir,
+            progress,
+            retry_link_errors=args.retry_link_errors,
+            concurrency=args.concurrency,
+        )
+    )
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    import threading
+
+    from reruns.sandbox import BANNER, SIM_MODEL, FaultRates, SandboxServer
+
+    faults = FaultRates(
+        rate_limit=args.rate_limit_rate,
+        server_error=args.server_error_rate,
+        auth_error=args.auth_error_rate,
+        timeout=args.timeout_rate,
+        truncate=args.truncate_rate,
+        empty=args.empty_rate,
+    )
+    if not 0.0 <= faults.total() <= 1.0:
+        print(
+            "driftdesk: the fault rates must each be >= 0 and add up to at most 1", file=sys.stderr
+        )
+        return EXIT_SETUP_ERROR
+    server = SandboxServer(
+        port=args.port,
+        seed=args.seed,
+        latency_ms=args.latency_ms,
+        faults=faults,
+        retry_after_s=args.retry_after,
+    )
+    base_url = server.start()
+    print(BANNER.format(model=SIM_MODEL), file=sys.stderr)
+    print(f"base URL: {base_url}   model: {SIM_MODEL}   (Ctrl-C to stop)", file=sys.stderr)
+    print(base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,137 @@
+"""Headless progress for ``driftdesk run``/``resume``: one status line on stderr.
+
+On a terminal the line redraws in place (at most 10 times a second); otherwise a plain line
+is printed at most every ``plain_interval_s`` seconds and at the end, so logs stay readable.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from reruns.events import (
+    AttemptFinished,
+    AttemptRetrying,
+    AttemptStarted,
+    CallRecorded,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    RunStats,
+)
+
+BAR_WIDTH = 24
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    total_seconds = round(seconds)
+    hours, rest = divmod(total_seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+def _count(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1000:.1f}k"
+    return str(n)
+
+
+def status_line(stats: RunStats, bar: bool = True) -> str:
+    """``[#####-----] 34/68  pass 20 fail 10 link 4 (429:2 timeout:2) ...  ETA 00:12``."""
+    total = max(stats.total, 0)
+    fraction = stats.done / total if total else 1.0
+    parts = []
+    if bar:
+        filled = round(fraction * BAR_WIDTH)
+        parts.append("[" + "#" * filled + "-" * (BAR_WIDTH - filled) + "]")
+    parts.append(f"{stats.done}/{total} {fraction:4.0%}")
+    outcome = stats.by_outcome
+    parts.append(f"pass {outcome.get('pass', 0)}")
+    parts.append(f"fail {outcome.get('fail', 0)}")
+    link = f"link {outcome.get('link_error', 0)}"
+    if stats.link_errors:
+        kinds = " ".join(f"{k}:{v}" for k, v in sorted(stats.link_errors.items()))
+        link += f" ({kinds})"
+    parts.append(link)
+    if outcome.get("harness_error"):
+        parts.append(f"harness {outcome['harness_error']}")
+    parts.append(f"retries {stats.retries}")
+    parts.append(f"tokens {_count(stats.tokens)}")
+    parts.append(f"running {stats.running}")
+    parts.append(f"ETA {_duration(stats.eta_seconds())}")
+    return "  ".join(parts)
+
+
+class TextProgress:
+    """A ``RunListener`` that draws progress on a text stream (stderr by default)."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        is_tty: bool | None = None,
+        plain_interval_s: float = 2.0,
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.is_tty = self.stream.isatty() if is_tty is None else is_tty
+        self.plain_interval_s = plain_interval_s
+        self._last_draw = 0.0
+        self.stats = RunStats()
+        self.run_dir: str | None = None
+        self.status: str | None = None
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed stderr must not stop a run
+
+    def on_event(self, event: RunEvent) -> None:
+        # The listener keeps its own counters from the events (any face can do the same).
+        stats = self.stats
+        if isinstance(event, RunStarted):
+            self.run_dir = str(event.run_dir)
+            stats.total = event.total_attempts
+            spec = event.spec
+            verb = "resuming" if spec.get("resumed") else "run"
+            self._write(
+                f"{verb} {event.run_id}: {len(event.task_ids)} tasks x {event.repeat} repeats, "
+                f"{event.total_attempts} attempts to make; {spec.get('model')} at "
+                f"{spec.get('base_url')} (agent {spec.get('agent')}, concurrency "
+                f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
+            )
+            for notice in spec.get("notices") or []:
+                self._write(f"  note: {notice}\n")
+            return
+        if isinstance(event, AttemptStarted):
+            stats.running += 1
+        elif isinstance(event, CallRecorded):
+            stats.record_call(event.call)
+        elif isinstance(event, AttemptRetrying):
+            stats.record_retry()
+        elif isinstance(event, AttemptFinished):
+            stats.running = max(stats.running - 1, 0)
+            stats.record_row(event.row)
+        elif isinstance(event, RunFinished):
+            self.status = event.status
+            self._draw(event.stats, force=True)
+            if self.is_tty:
+                self._write("\n")
+            return
+        self._draw(stats)
+
+    def _draw(self, stats: RunStats, force: bool = False) -> None:
+        now = time.monotonic()
+        interval = 0.1 if self.is_tty else self.plain_interval_s
+        if not force and now - self._last_draw < interval:
+            return
+        self._last_draw = now
+        if self.is_tty:
+            self._write("\r" + status_line(stats) + "\x1b[K")
+        else:
+            self._write(status_line(stats, bar=False) + "\n")

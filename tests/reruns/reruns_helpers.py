@@ -1,0 +1,131 @@
+"""A scripted OpenAI-compatible endpoint on 127.0.0.1 whose behaviour is chosen per task.
+
+The first user message names a behaviour (``behave:NAME``); the endpoint counts every request
+per behaviour and records the Authorization header it received, so tests can compare what the
+engine reports with what the server actually saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+
+def _behaviour(body: dict[str, Any]) -> str:
+    for message in body.get("messages") or []:
+        if message.get("role") == "user":
+            text = str(message.get("content"))
+            if "behave:" in text:
+                return text.split("behave:", 1)[1].split()[0]
+    return "answer-42"
+
+
+class ScriptedEndpoint:
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+        self.authorizations: list[str] = []
+        self.url = ""
+        self.runner: web.AppRunner | None = None
+        self.overrides: dict[str, str] = {}  # behaviour -> behaviour (flip a task mid-test)
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.chat)
+        self.runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}/v1"
+        return self.url
+
+    async def stop(self) -> None:
+        if self.runner:
+            await self.runner.cleanup()
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        behaviour = _behaviour(body)
+        behaviour = self.overrides.get(behaviour, behaviour)
+        n = self.requests[behaviour]
+        self.requests[behaviour] += 1
+        self.authorizations.append(request.headers.get("Authorization", ""))
+        if behaviour == "unauthorized":
+            return _error(401, "invalid_api_key", "Incorrect API key provided")
+        if behaviour == "no-quota":
+            return _error(429, "insufficient_quota", "You exceeded your current quota")
+        if behaviour == "rate-limited":
+            return _error(429, "rate_limit_exceeded", "slow down", {"retry-after-ms": "5"})
+        if behaviour == "rate-limited-then-ok" and n % 2 == 0:
+            return _error(429, "rate_limit_exceeded", "slow down", {"Retry-After": "0"})
+        if behaviour == "server-error":
+            return _error(500, "server_error", "boom")
+        if behaviour == "not-found":
+            return _error(404, "model_not_found", "no such model")
+        if behaviour == "hang":
+            await asyncio.sleep(3600)
+        answer = {"wrong": "41", "empty": ""}.get(behaviour, "42")
+        return await _stream(request, answer, truncate=behaviour == "truncated")
+
+
+def _error(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    body = {"error": {"message": message, "type": code, "code": code}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+async def _stream(request: web.Request, answer: str, truncate: bool) -> web.StreamResponse:
+    response = web.StreamResponse()
+    response.content_type = "text/event-stream"
+    await response.prepare(request)
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> bytes:
+        data = {
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "test-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    await response.write(chunk({"role": "assistant", "content": answer}, None))
+    if truncate:
+        assert request.transport is not None
+        request.transport.close()
+        return response
+    await response.write(chunk({}, "stop"))
+    usage = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    tail = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "test-model",
+        "choices": [],
+        "usage": usage,
+    }
+    await response.write(b"data: " + json.dumps(tail).encode() + b"\n\ndata: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+def write_suite(path: Path, behaviours: list[str]) -> Path:
+    """One task per behaviour; every task expects the answer 42."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for name in behaviours:
+            task = {
+                "task_id": name,
+                "prompt": f"behave:{name} What is six times seven?",
+                "expected": {"equals": "42"},
+            }
+            fh.write(json.dumps(task) + "\n")
+    return path
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,239 @@
+"""The engine against a real local endpoint: outcomes, error kinds, honest retry counts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
+
+from providers.profiles import Profile
+from reruns.engine import RunSpec, execute_run, resume_run
+from reruns.events import AttemptFinished, CallRecorded, RunEvent, RunFinished, RunStarted
+from reruns.retry import RetryPolicy
+from reruns.rundir import latest_rows
+
+REAL_KEY = "sk-test-REALKEY-0123456789abcdef"
+FAST_RETRIES = RetryPolicy(max_retries=4, base_delay_s=0.01, max_delay_s=0.05)
+
+# behaviour -> (outcome, error_code, requests per attempt or None when variable)
+EXPECTED = {
+    "answer-42": ("pass", None, 1),
+    "wrong": ("fail", None, 1),
+    "unauthorized": ("link_error", "401", 1),
+    "not-found": ("link_error", "404", 1),
+    "no-quota": ("link_error", "insufficient_quota", 1),
+    "rate-limited": ("link_error", "429", 5),  # 1 try + 4 retries
+    "server-error": ("link_error", "500", 5),
+    "hang": ("link_error", "timeout", 5),
+    "truncated": ("link_error", "truncated", 1),
+    "empty": ("link_error", "empty_response", 1),
+    "rate-limited-then-ok": ("pass", None, None),
+}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+
+    def on_event(self, event: RunEvent) -> None:
+        self.events.append(event)
+
+
+def profile_for(url: str) -> Profile:
+    return Profile(name="local", protocol="openai", base_url=url, model="test-model")
+
+
+async def test_outcomes_error_kinds_and_retries_match_the_server(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    suite = write_suite(tmp_path / "suite.jsonl", list(EXPECTED))
+    repeat = 3
+    recorder = Recorder()
+    spec = RunSpec(
+        profile=profile_for(scripted.url),
+        suite=str(suite),
+        repeat=repeat,
+        concurrency=6,
+        timeout_s=0.3,
+        out_dir=tmp_path / "runs",
+        api_key=REAL_KEY,
+        retry_policy=FAST_RETRIES,
+    )
+    outcome = await execute_run(spec, recorder)
+
+    assert outcome.status == "completed"
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert len(rows) == len(EXPECTED) * repeat
+    assert {(r["task_id"], r["attempt"]) for r in rows} == {
+        (t, a) for t in EXPECTED for a in range(repeat)
+    }
+    for row in rows:
+        want_outcome, want_code, per_attempt = EXPECTED[row["task_id"]]
+        assert (row["outcome"], row["error_code"]) == (want_outcome, want_code), row
+        assert row["success"] is {"pass": True, "fail": False}.get(want_outcome)
+        if per_attempt is not None:
+            assert row["retries"] == per_attempt - 1, row
+            assert row["calls"] == per_attempt, row
+        assert row["base_url"] == scripted.url and row["model"] == "test-model"
+    # Every retry the engine reports was a request the server really received.
+    for task_id in EXPECTED:
+        task_rows = [r for r in rows if r["task_id"] == task_id]
+        assert scripted.requests[task_id] == repeat + sum(r["retries"] for r in task_rows)
+    assert sum(r["retries"] for r in rows) == outcome.stats.retries
+    flaky = [r for r in rows if r["task_id"] == "rate-limited-then-ok"]
+    assert sum(r["retries"] for r in flaky) >= 1
+
+    # calls.jsonl: one row per request the proxy forwarded, tokens from the SSE usage chunk.
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert len(calls) == sum(scripted.requests.values())
+    ok_calls = [c for c in calls if c["status"] == 200 and c["error_kind"] is None]
+    assert ok_calls and all(c["prompt_tokens"] == 11 for c in ok_calls)
+    assert all(c["streamed"] for c in ok_calls)
+    passing = [r for r in rows if r["task_id"] == "answer-42"]
+    assert all(r["total_tokens"] == 14 for r in passing)
+
+    # The real key reached the endpoint, and no file of the run holds it.
+    assert all(a == f"Bearer {REAL_KEY}" for a in scripted.authorizations)
+    for path in outcome.run_dir.rglob("*"):
+        if path.is_file():
+            assert REAL_KEY not in path.read_text(errors="replace"), path
+
+    manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["ended_at"]
+    assert manifest["tasks"] == list(EXPECTED) and manifest["repeat"] == repeat
+
+    kinds = [type(e) for e in recorder.events]
+    assert kinds[0] is RunStarted and kinds[-1] is RunFinished
+    assert kinds.count(AttemptFinished) == len(rows)
+    assert kinds.count(CallRecorded) == len(calls)
+
+
+async def test_connection_errors_are_retried_then_reported(tmp_path: Path) -> None:
+    # A port nothing listens on: bind, note the port, close.
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    suite = write_suite(tmp_path / "suite.jsonl", ["answer-42"])
+    outcome = await execute_run(
+        RunSpec(
+            profile=profile_for(f"http://127.0.0.1:{port}/v1"),
+            suite=str(suite),
+            repeat=2,
+            timeout_s=2,
+            out_dir=tmp_path / "runs",
+            api_key=REAL_KEY,
+            retry_policy=RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.02),
+        )
+    )
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert [(r["outcome"], r["error_code"], r["retries"]) for r in rows] == [
+        ("link_error", "connection", 2)
+    ] * 2
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert len(calls) == 6 and {c["error_kind"] for c in calls} == {"connection"}
+    assert all(REAL_KEY not in (r["error_message"] or "") for r in rows)
+
+
+async def test_cancel_interrupts_cleanly_and_resume_fills_exactly_the_gaps(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    behaviours = ["answer-42", "wrong", "hang"]
+    suite = write_suite(tmp_path / "suite.jsonl", behaviours)
+    spec = RunSpec(
+        profile=profile_for(scripted.url),
+        suite=str(suite),
+        repeat=4,
+        concurrency=3,
+        timeout_s=30,  # the hang task stays in flight until we cancel
+        out_dir=tmp_path / "runs",
+        api_key=REAL_KEY,
+    )
+    recorder = Recorder()
+    task = asyncio.create_task(execute_run(spec, recorder))
+    attempts = None
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        started = [e for e in recorder.events if isinstance(e, RunStarted)]
+        if started:
+            attempts = started[0].run_dir / "attempts.jsonl"
+            if attempts.exists() and len(read_rows(attempts)) >= 4:
+                break
+    assert attempts is not None
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    run_dir = attempts.parent
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    before = read_rows(attempts)
+    assert all(r["task_id"] != "hang" for r in before)  # in-flight: cancelled, not recorded
+    finished = [e for e in recorder.events if isinstance(e, RunFinished)]
+    assert finished and finished[0].status == "interrupted"
+
+    scripted.overrides["hang"] = "answer-42"
+    outcome = await resume_run(run_dir, api_key=REAL_KEY, profile=profile_for(scripted.url))
+    assert outcome.status == "completed"
+    rows = read_rows(attempts)
+    slots = [(r["task_id"], r["attempt"]) for r in rows]
+    assert len(slots) == len(set(slots)) == len(behaviours) * 4
+    assert rows[: len(before)] == before  # nothing rewritten
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
+
+
+async def test_retry_link_errors_supersedes_only_link_error_slots(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    suite = write_suite(tmp_path / "suite.jsonl", ["answer-42", "wrong", "unauthorized"])
+    first = await execute_run(
+        RunSpec(
+            profile=profile_for(scripted.url),
+            suite=str(suite),
+            repeat=2,
+            out_dir=tmp_path / "runs",
+            api_key=REAL_KEY,
+        )
+    )
+    before = read_rows(first.run_dir / "attempts.jsonl")
+    assert Counter(r["outcome"] for r in before) == {"pass": 2, "fail": 2, "link_error": 2}
+
+    nothing = await resume_run(first.run_dir, api_key=REAL_KEY)
+    assert nothing.stats.total == 0  # no missing slot: nothing runs twice
+
+    scripted.overrides["unauthorized"] = "answer-42"  # the key was fixed
+    again = await resume_run(first.run_dir, retry_link_errors=True, api_key=REAL_KEY)
+    assert again.stats.total == 2
+    rows = read_rows(first.run_dir / "attempts.jsonl")
+    assert len(rows) == 8 and rows[:6] == before
+    latest = latest_rows(rows)
+    assert len(latest) == 6
+    assert Counter(r["outcome"] for r in latest.values()) == {"pass": 4, "fail": 2}
+
+
+async def test_sample_and_task_selection_are_seeded_and_in_suite_order(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    names = [f"answer-42-{i}" for i in range(10)]
+    suite = write_suite(tmp_path / "suite.jsonl", names)
+
+    async def run(**kw: object) -> list[str]:
+        spec = RunSpec(
+            profile=profile_for(scripted.url),
+            suite=str(suite),
+            repeat=1,
+            out_dir=tmp_path / "runs",
+            api_key=REAL_KEY,
+            **kw,  # type: ignore[arg-type]
+        )
+        outcome = await execute_run(spec)
+        return list(json.loads((outcome.run_dir / "manifest.json").read_text())["tasks"])
+
+    sampled = await run(sample=4, seed=7)
+    assert len(sampled) == 4 and sampled == [n for n in names if n in sampled]
+    assert await run(sample=4, seed=7) == sampled
+    assert await run(tasks=["answer-42-3", "answer-42-1"]) == ["answer-42-1", "answer-42-3"]
