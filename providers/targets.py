@@ -218,6 +218,10 @@ def edit_claude_settings(
     if secrets is not None and isinstance(env, dict):
         secrets.extend(str(env[k]) for k in CLAUDE_KEY_ENV if isinstance(env.get(k), str))
     wanted = {k: v for k, v in env_values.items() if v is not None}
+    if not value:
+        # An empty object has no style to follow: write it out like a fresh file.
+        fresh = json.dumps({"env": wanted, "apiKeyHelper": helper}, indent=2, ensure_ascii=False)
+        return bom + text[: top.start] + fresh + text[top.end :]
     if env is None:
         text = jsonsplice.set_member(
             text, top, "env", jsonsplice.nested_value_text(text, top, wanted)
@@ -311,14 +315,44 @@ def edit_codex_config(old: str | None, profile: Profile, path: Path) -> str:
         doc["model"] = profile.model
     if doc.get("model_provider") != provider_id:
         doc["model_provider"] = provider_id
-    new = tomlkit.dumps(doc)
-    # tomlkit appends a new table right after the last line; a blank line reads better.
-    if not isinstance(existing, Table):
-        header = f"[model_providers.{tomlkit.key(provider_id).as_string()}]"
-        new = re.sub(r"([^\n])(\r?\n)(" + re.escape(header) + ")", r"\1\2\2\3", new, count=1)
+    new = _space_owned_tables(tomlkit.dumps(doc), tomlkit.key(provider_id).as_string())
+    if old is not None and "\r\n" in old and not re.search(r"(?<!\r)\n", old):
+        # tomlkit writes "\n" for what it adds; keep a CRLF file CRLF.
+        new = re.sub(r"(?<!\r)\n", "\r\n", new)
     if old is None and not new.endswith("\n"):
         new += "\n"
     return new
+
+
+def _space_owned_tables(text: str, quoted_id: str) -> str:
+    """A blank line before and after our ``[model_providers.<id>]`` block (tomlkit inserts new
+    tables flush against their neighbours)."""
+    lines = text.splitlines(keepends=True)
+    ours = (f"[model_providers.{quoted_id}]", f"[model_providers.{quoted_id}.")
+
+    def is_header(line: str) -> bool:
+        return line.lstrip().startswith("[")
+
+    index = 0
+    while index < len(lines):
+        if not lines[index].lstrip().startswith(ours):
+            index += 1
+            continue
+        if index > 0 and lines[index - 1].strip():
+            lines.insert(index, "\n")
+            index += 1
+        end = index + 1
+        while end < len(lines) and not (
+            is_header(lines[end]) and not lines[end].lstrip().startswith(ours)
+        ):
+            end += 1
+        if end < len(lines) and lines[end - 1].strip():
+            if not lines[end - 1].endswith("\n"):
+                lines[end - 1] += "\n"
+            lines.insert(end, "\n")
+            end += 1
+        index = end
+    return "".join(lines)
 
 
 # --- .env files -----------------------------------------------------------------------------
@@ -413,8 +447,8 @@ def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
         if line.key in values:
             match = _ENV_LINE.match(line.text)
             assert match is not None
-            current = match.group("value")
-            wanted = env_quote(values[line.key], style=current[:1])
+            current, comment = _split_env_comment(match.group("value"))
+            wanted = env_quote(values[line.key], style=current[:1]) + comment
             if _env_unquote(current) != values[line.key] and line.key not in done:
                 eol = line.text[len(line.text.rstrip("\r\n")) :]
                 line.text = (
@@ -435,6 +469,23 @@ def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
         for key in missing:
             result += f"{prefix}{key}={env_quote(values[key])}{newline}"
     return result
+
+
+def _split_env_comment(value: str) -> tuple[str, str]:
+    """``"x" # note`` -> (``"x"``, `` # note``): the inline comment stays when we replace x."""
+    quote = value[:1]
+    if quote in ("'", '"'):
+        escaped = False
+        for index, char in enumerate(value[1:], start=1):
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote == '"':
+                escaped = True
+            elif char == quote:
+                return value[: index + 1], value[index + 1 :]
+        return value, ""
+    match = re.search(r"\s+#", value)
+    return (value[: match.start()], value[match.start() :]) if match else (value, "")
 
 
 def _env_unquote(value: str) -> str:

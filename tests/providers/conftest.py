@@ -1,0 +1,83 @@
+"""Fixtures for the providers tests: a real OpenAI/Anthropic-compatible server on loopback, and
+a helper that creates profiles through the real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+from providers_testkit import ProviderServer, fresh_key
+
+
+@pytest.fixture
+def provider_server() -> Iterator[ProviderServer]:
+    server = ProviderServer()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, Any] = {}
+
+    async def start() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", server.handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        sockets = site._server.sockets  # type: ignore[union-attr]
+        port = sockets[0].getsockname()[1]
+        server.base_url = f"http://127.0.0.1:{port}"
+        holder["runner"] = runner
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10), "provider server did not start"
+    yield server
+    server.mode = "ok"
+    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+@pytest.fixture
+def add_profile(cli: Callable[..., Any]) -> Callable[..., str]:
+    """Create a profile through the real CLI; returns the key it stored (or '')."""
+
+    def add(
+        name: str,
+        protocol: str = "openai",
+        base_url: str = "http://127.0.0.1:9/v1",
+        model: str = "model-a",
+        key: str | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> str:
+        key = fresh_key() if key is None else key
+        args = [
+            "profile",
+            "add",
+            name,
+            "--protocol",
+            protocol,
+            "--base-url",
+            base_url,
+            "--model",
+            model,
+            *extra,
+        ]
+        if key:
+            args.append("--key-stdin")
+        result = cli(*args, input=key if key else "")
+        assert result.returncode == 0, result.stderr
+        return key
+
+    return add
