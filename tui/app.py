@@ -72,6 +72,7 @@ class DriftdeskApp(App[None]):
         demo: bool = False,
         demo_repeat: int = 5,
         demo_concurrency: int = 8,
+        demo_latency_ms: float | None = None,
         blink: bool = True,
     ) -> None:
         super().__init__()
@@ -84,6 +85,7 @@ class DriftdeskApp(App[None]):
         self.demo = demo
         self.demo_repeat = demo_repeat
         self.demo_concurrency = demo_concurrency
+        self.demo_latency_ms = demo_latency_ms
         self.demo_run: LiveRun | None = None
         self.demo_api_key: str | None = None  # only when there is no keyring; never written
         self.blink = blink  # tests and screenshots turn the cursor blink off
@@ -91,7 +93,7 @@ class DriftdeskApp(App[None]):
         self.sandbox: Any = None
         self._run_threads: list[threading.Thread] = []
         if demo:
-            self.sub_title = SIMULATED_BANNER
+            self.title = "driftdesk demo"
 
     # -- start-up --------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -183,10 +185,13 @@ class DriftdeskApp(App[None]):
     # -- demo ------------------------------------------------------------------------------------
     @work(thread=True, group="demo", exclusive=True, exit_on_error=False)
     def start_demo(self) -> None:
-        from tui.demo import prepare_demo
+        from tui.demo import DEMO_LATENCY_MS, prepare_demo
 
         self.sandbox, spec, note = prepare_demo(
-            out_dir=self.out_dir, repeat=self.demo_repeat, concurrency=self.demo_concurrency
+            out_dir=self.out_dir,
+            repeat=self.demo_repeat,
+            concurrency=self.demo_concurrency,
+            latency_ms=DEMO_LATENCY_MS if self.demo_latency_ms is None else self.demo_latency_ms,
         )
         self.post_message(DemoReady(spec, note))
 
@@ -263,13 +268,23 @@ def _join_all(threads: list[threading.Thread], timeout: float) -> None:
         thread.join(timeout)
 
 
-def run_workbench() -> int:
-    DriftdeskApp().run()
+def run_workbench(runs_dirs: list[Path] | None = None) -> int:
+    """``driftdesk`` / ``driftdesk tui``: runs are listed from the data dir and ``./runs``."""
+    extra = [Path.cwd() / "runs", *(runs_dirs or [])]
+    DriftdeskApp(runs_dirs=extra).run()
     return 0
 
 
-def run_demo(out_dir: Path | None = None) -> int:
-    app = DriftdeskApp(demo=True, out_dir=out_dir)
+def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8) -> int:
+    """``driftdesk demo``: sandbox + ``sandbox`` profile + a live run of the built-in suite."""
+    extra = [Path.cwd() / "runs"] + ([out_dir] if out_dir else [])
+    app = DriftdeskApp(
+        demo=True,
+        out_dir=out_dir,
+        runs_dirs=extra,
+        demo_repeat=repeat,
+        demo_concurrency=concurrency,
+    )
     app.run()
     if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
         print(f"demo run saved in {app.demo_run.run_dir}")

@@ -59,6 +59,7 @@ class LiveRun:
     log_counts: Counter[AttemptKey] = field(default_factory=Counter)
     call_rows: dict[AttemptKey, deque[dict[str, Any]]] = field(default_factory=dict)
     last_started: AttemptKey | None = None
+    last_active: AttemptKey | None = None  # the attempt that most recently logged something
     error: str | None = None
     version: int = 0
     started_monotonic: float = field(default_factory=time.monotonic)
@@ -151,6 +152,7 @@ class LiveRun:
             log = self.logs[key] = deque(maxlen=LOG_LINES_PER_ATTEMPT)
         log.append(line)
         self.log_counts[key] += 1
+        self.last_active = key
 
     def new_log_lines(self, key: AttemptKey, seen: int) -> tuple[list[str], int]:
         """Lines of ``key`` appended after the first ``seen`` (at most what is still kept)."""

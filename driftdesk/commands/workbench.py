@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tui", help="open the workbench (same as driftdesk with no command)")
-    p.set_defaults(func=lambda args: open_workbench())
+    p.add_argument(
+        "--runs",
+        type=Path,
+        action="append",
+        help="also list runs from this folder (repeatable; default: ./runs and driftdesk's data dir)",
+    )
+    p.set_defaults(func=lambda args: open_workbench(args.runs))
     d = sub.add_parser(
         "demo",
         help="start the simulated sandbox endpoint, run the built-in suite live, show volatility",
     )
+    d.add_argument("--repeat", type=int, default=5, help="attempts per task (default 5)")
+    d.add_argument("--concurrency", type=int, default=8, help="attempts at once (default 8)")
+    d.add_argument(
+        "--out", type=Path, help="folder for the demo run (default: driftdesk's data dir/runs)"
+    )
     d.set_defaults(func=cmd_demo)
 
 
-def open_workbench() -> int:
+def open_workbench(runs: list[Path] | None = None) -> int:
     from tui.app import run_workbench
 
-    return run_workbench()
+    return run_workbench(runs)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tui.app import run_demo
 
-    return run_demo()
+    if args.repeat < 1 or args.concurrency < 1:
+        raise SystemExit("driftdesk demo: --repeat and --concurrency must be at least 1")
+    return run_demo(out_dir=args.out, repeat=args.repeat, concurrency=args.concurrency)

@@ -21,6 +21,14 @@ class PaletteCommand:
 
 class WorkbenchScreen(Screen[None]):
     HELP_INTRO = ""
+    SCREEN_NAME = ""
+
+    def on_mount(self) -> None:
+        # (Textual also calls the subclasses' on_mount.) The demo says on every screen that its model is simulated.
+        demo = getattr(self.app, "demo", False)
+        self.sub_title = (
+            f"{self.SCREEN_NAME} — SIMULATED model (demo)" if demo else self.SCREEN_NAME
+        )
 
     @property
     def workbench(self) -> DriftdeskApp:

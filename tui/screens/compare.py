@@ -31,6 +31,7 @@ def _fmt(value: float | None) -> str:
 
 
 class CompareScreen(WorkbenchScreen):
+    SCREEN_NAME = "Compare"
     HELP_INTRO = (
         "Run A (before) against run B (after): metric deltas, then every task whose class changed."
     )
@@ -62,7 +63,6 @@ class CompareScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Compare"
         self.compare()
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)

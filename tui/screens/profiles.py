@@ -60,6 +60,7 @@ class SwitchPlanned(Message):
 
 
 class ProfilesScreen(WorkbenchScreen):
+    SCREEN_NAME = "Profiles"
     HELP_INTRO = (
         "Provider profiles live in driftdesk's config.toml; keys live only in the OS keyring and "
         "are shown masked. Switching a profile into Claude Code, Codex or a .env file edits that "
@@ -88,7 +89,6 @@ class ProfilesScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Profiles"
         self.load_profiles()
 
     def on_screen_resume(self) -> None:

@@ -52,6 +52,7 @@ def format_seconds(seconds: float | None) -> str:
 
 
 class RunScreen(WorkbenchScreen):
+    SCREEN_NAME = "Run"
     HELP_INTRO = (
         "Launch a run (n), watch it fill in, and follow one attempt's output and proxy calls "
         "(move in the grid, or f to follow the newest attempt). Cells: · pending  ▶ running  "
@@ -107,7 +108,6 @@ class RunScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Run"
         self.set_interval(REDRAW_SECONDS, self.redraw)
 
     # -- what the app calls ---------------------------------------------------------------------
@@ -179,7 +179,7 @@ class RunScreen(WorkbenchScreen):
                 self._drawn_cells[key] = state
 
     def _draw_log(self, live: LiveRun) -> None:
-        key = live.last_started if self.follow else self.selected
+        key = (live.last_active or live.last_started) if self.follow else self.selected
         log = self.query_one("#run-log", RichLog)
         if key != self._log_key:
             log.clear()
@@ -308,7 +308,7 @@ def _counters(live: LiveRun) -> Text:
     parts.append((f"tokens {live.tokens:,}", ""))
     for i, (part, style) in enumerate(parts):
         if i:
-            text.append("  ·  ", style="dim")
+            text.append("  │  ", style="dim")
         text.append(part, style=style)
     if live.error:
         text.append(f"\n{live.error}", style="bold red")

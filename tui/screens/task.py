@@ -38,6 +38,7 @@ class AttemptTextLoaded(Message):
 
 
 class TaskScreen(WorkbenchScreen):
+    SCREEN_NAME = "Task"
     HELP_INTRO = (
         "Every attempt of one task. Move to an attempt to read its transcript (built-in agent) or "
         "log (command agent). Superseded rows (an attempt redone by a resume) are dimmed."
@@ -73,7 +74,6 @@ class TaskScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"Task {self.task_id}"
         self.load_attempts()
 
     @work(thread=True, exclusive=True, group="task-attempts", exit_on_error=False)

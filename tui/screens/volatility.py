@@ -88,6 +88,7 @@ def _num(value: float | None, fmt: str = "{:.0f}") -> str:
 
 
 class VolatilityScreen(WorkbenchScreen):
+    SCREEN_NAME = "Volatility"
     HELP_INTRO = (
         "Per-task volatility: how often each task passes over its repeats, and how much that "
         "varies. Link errors (429, timeouts…) are kept apart from model failures. Enter drills "
@@ -149,7 +150,6 @@ class VolatilityScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Volatility"
         self.rescan()
         self.set_interval(LIVE_REFRESH_SECONDS, self._live_tick)
         self.set_interval(RUNS_RESCAN_SECONDS, self._rescan_tick)
