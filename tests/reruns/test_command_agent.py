@@ -1,0 +1,207 @@
+"""The command agent: a real script calling $OPENAI_BASE_URL through the metering proxy."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
+
+from providers.profiles import Profile
+from reruns.engine import RunSpec, execute_run
+from reruns.events import AttemptOutput, RunEvent
+from reruns.retry import RetryPolicy
+
+REAL_KEY = "sk-test-REALKEY-command-0123456789"
+
+HARNESS = textwrap.dedent(
+    """
+    import json, os, subprocess, sys, time, urllib.error, urllib.request
+    task_id, attempt, result_path, env_dir = sys.argv[1:5]
+    with open(os.path.join(env_dir, f"{task_id}-{attempt}-{time.time_ns()}.json"), "w") as fh:
+        json.dump(dict(os.environ), fh)
+    print(f"harness starting {task_id}/{attempt}", flush=True)
+    if task_id == "crash":
+        print("something broke", file=sys.stderr)
+        sys.exit(2)
+    if task_id == "stuck":
+        child = subprocess.Popen(["sleep", "60"])
+        with open(os.path.join(env_dir, "stuck.pid"), "w") as fh:
+            fh.write(str(child.pid))
+        time.sleep(60)
+    body = json.dumps({"model": os.environ["DRIFTDESK_MODEL"], "stream": True,
+                       "messages": [{"role": "user", "content": os.environ["DRIFTDESK_PROMPT"]}]})
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body.encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                 "Content-Type": "application/json"})
+    try:
+        raw = urllib.request.urlopen(request, timeout=10).read().decode()
+    except urllib.error.HTTPError as exc:
+        print(f"provider said {exc.code}", file=sys.stderr)
+        sys.exit(3)
+    text = ""
+    for line in raw.splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:])["choices"]:
+                text += choice["delta"].get("content") or ""
+    print(f"answer {text}", flush=True)
+    with open(result_path, "w") as fh:
+        json.dump({"success": text.strip() == "42", "score": 1.0 if text.strip() == "42" else 0.0}, fh)
+    """
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+
+    def on_event(self, event: RunEvent) -> None:
+        self.events.append(event)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_command_agent_end_to_end_without_the_key_in_its_environment(
+    scripted: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parent's environment holds the key in two places: neither may reach the harness.
+    monkeypatch.setenv("OPENAI_API_KEY", REAL_KEY)
+    monkeypatch.setenv("SOME_TOOL_SECRET", REAL_KEY)
+    script = tmp_path / "harness.py"
+    script.write_text(HARNESS)
+    env_dir = tmp_path / "envs"
+    env_dir.mkdir()
+    suite = write_suite(
+        tmp_path / "suite.jsonl",
+        ["answer-42", "wrong", "unauthorized", "rate-limited", "crash", "stuck"],
+    )
+    recorder = Recorder()
+    outcome = await execute_run(
+        RunSpec(
+            profile=Profile(
+                name="local",
+                protocol="openai",
+                base_url=scripted.url,
+                model="test-model",
+                headers={"X-Extra": "from-profile"},
+            ),
+            suite=str(suite),
+            repeat=2,
+            concurrency=4,
+            timeout_s=2.0,
+            out_dir=tmp_path / "runs",
+            agent="command",
+            command=f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}",
+            api_key=REAL_KEY,
+            retry_policy=RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.02),
+        ),
+        recorder,
+    )
+    rows = {(r["task_id"], r["attempt"]): r for r in read_rows(outcome.run_dir / "attempts.jsonl")}
+    assert len(rows) == 12
+    for attempt in range(2):
+        assert rows["answer-42", attempt]["outcome"] == "pass"
+        assert rows["answer-42", attempt]["score"] == 1.0
+        assert rows["answer-42", attempt]["calls"] == 1
+        assert rows["answer-42", attempt]["total_tokens"] == 14
+        assert rows["wrong", attempt]["outcome"] == "fail"
+        unauthorized = rows["unauthorized", attempt]
+        assert (unauthorized["outcome"], unauthorized["error_code"]) == ("link_error", "401")
+        assert unauthorized["retries"] == 0
+        limited = rows["rate-limited", attempt]
+        assert (limited["outcome"], limited["error_code"], limited["retries"]) == (
+            "link_error",
+            "429",
+            2,
+        )
+        crash = rows["crash", attempt]
+        assert (crash["outcome"], crash["error_code"], crash["calls"]) == (
+            "harness_error",
+            "harness_crash",
+            0,
+        )
+        stuck = rows["stuck", attempt]
+        assert (stuck["outcome"], stuck["error_code"]) == ("harness_error", "timeout")
+    # The whole process group was killed at the timeout, grandchildren included.
+    assert not _alive(int((env_dir / "stuck.pid").read_text()))
+    # The server saw each retry of the rate-limited harness.
+    assert scripted.requests["rate-limited"] == 2 * 3
+
+    # The endpoint received the profile's real key; no harness environment held it.
+    assert scripted.authorizations and all(
+        a == f"Bearer {REAL_KEY}" for a in scripted.authorizations
+    )
+    dumps = list(env_dir.glob("*.json"))
+    assert len(dumps) >= 12
+    for dump in dumps:
+        env = json.loads(dump.read_text())
+        assert not any(REAL_KEY in value for value in env.values()), dump
+        assert env["OPENAI_API_KEY"].startswith("dd-run-")
+        assert env["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")
+
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert len(calls) == sum(scripted.requests.values())
+    ok = [c for c in calls if c["status"] == 200]
+    assert ok and all(c["total_tokens"] == 14 and c["streamed"] for c in ok)
+    assert {c["error_kind"] for c in calls} >= {"401", "429"}
+    for path in outcome.run_dir.rglob("*"):
+        if path.is_file():
+            assert REAL_KEY not in path.read_text(errors="replace"), path
+
+    # stdout/stderr reach the attempt's log and the live views.
+    log = (outcome.run_dir / "attempts" / "answer-42" / "0.log").read_text()
+    assert "[stdout] answer 42" in log
+    outputs = [e for e in recorder.events if isinstance(e, AttemptOutput)]
+    assert any(e.task_id == "crash" and e.stream == "stderr" for e in outputs)
+
+
+async def test_the_proxy_refuses_requests_without_the_run_token(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, os, sys, urllib.error, urllib.request
+            request = urllib.request.Request(
+                os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=b"{}",
+                headers={"Authorization": "Bearer sk-not-the-run-token"})
+            try:
+                urllib.request.urlopen(request, timeout=5)
+            except urllib.error.HTTPError as exc:
+                print(exc.code, exc.read().decode())
+                sys.exit(1)
+            """
+        )
+    )
+    suite = write_suite(tmp_path / "suite.jsonl", ["answer-42"])
+    outcome = await execute_run(
+        RunSpec(
+            profile=Profile(name="p", protocol="openai", base_url=scripted.url, model="m"),
+            suite=str(suite),
+            repeat=1,
+            out_dir=tmp_path / "runs",
+            agent="command",
+            command=f"{sys.executable} {script}",
+            api_key=REAL_KEY,
+        )
+    )
+    log = (outcome.run_dir / "attempts" / "answer-42" / "0.log").read_text()
+    assert "401" in log and "run's token" in log
+    assert sum(scripted.requests.values()) == 0  # nothing reached the provider
