@@ -15,15 +15,17 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
-import openai
 
 from driftdesk.secrets import redact
 from reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
 from reruns.retry import RetryPolicy, is_retryable, parse_retry_after
 from reruns.suites import Task, judge
+
+if TYPE_CHECKING:  # openai is imported lazily: it takes long to import, `run --help` must not
+    import openai
 
 T = TypeVar("T")
 ANTHROPIC_VERSION = "2023-06-01"
@@ -93,6 +95,8 @@ class AttemptContext:
 
 def link_error_from_openai(exc: Exception) -> LinkError:
     """Map the openai client's exceptions to our error codes."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return LinkError("timeout", f"request timed out: {exc}")
     if isinstance(exc, openai.APIStatusError):
@@ -145,6 +149,8 @@ async def _openai_turn(
     client: openai.AsyncOpenAI, ctx: AttemptContext, messages: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """One streamed chat completion; returns the assistant message. Raises ``LinkError``."""
+    import openai
+
     tools = _openai_tools(ctx.task)
     extra: dict[str, Any] = {"tools": tools} if tools else {}
     content: list[str] = []

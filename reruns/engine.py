@@ -22,10 +22,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
-import openai
 
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
@@ -58,6 +57,9 @@ from reruns.events import (
 from reruns.proxy import MeteringProxy
 from reruns.retry import RetryPolicy, is_retryable
 from reruns.suites import Suite, SuiteError, builtin_suites, load_suite
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +275,8 @@ class _Execution:
             if self.profile.protocol == "anthropic":
                 self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
             else:
+                import openai  # lazily: a slow import that setup errors should not pay for
+
                 # One client (one connection pool) for the run; attempts get cheap copies
                 # with their own base URL. max_retries=0: ours is the only retry layer.
                 self._openai = openai.AsyncOpenAI(
