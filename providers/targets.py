@@ -220,8 +220,8 @@ def edit_claude_settings(
     wanted = {k: v for k, v in env_values.items() if v is not None}
     if not value:
         # An empty object has no style to follow: write it out like a fresh file.
-        fresh = json.dumps({"env": wanted, "apiKeyHelper": helper}, indent=2, ensure_ascii=False)
-        return bom + text[: top.start] + fresh + text[top.end :]
+        body = json.dumps({"env": wanted, "apiKeyHelper": helper}, indent=2, ensure_ascii=False)
+        return bom + text[: top.start] + body + text[top.end :]
     if env is None:
         text = jsonsplice.set_member(
             text, top, "env", jsonsplice.nested_value_text(text, top, wanted)

@@ -6,7 +6,6 @@ import json
 import os
 import pty
 import select
-import shlex
 import signal
 import stat
 import subprocess
@@ -14,7 +13,6 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
