@@ -16,6 +16,7 @@ from providers.keys import get_key
 from providers.profiles import Profile
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
 # Variables that would shadow what the profile sets (Claude Code prefers ANTHROPIC_API_KEY).
 SHADOWING = {"anthropic": ("ANTHROPIC_API_KEY",), "openai": ()}
 
@@ -41,6 +42,16 @@ def profile_env(
     return env
 
 
+def _terminal_foreground() -> bool:
+    """Are we in the terminal's foreground process group (so the tty signals everyone)?"""
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            return os.tcgetpgrp(stream.fileno()) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
 def run_with_profile(profile: Profile, argv: Sequence[str]) -> int:
     """Run ``argv`` with the profile's variables; return its exit code (128+N if killed by N)."""
     env = profile_env(profile, get_key(profile.name))
@@ -55,6 +66,10 @@ def run_with_profile(profile: Profile, argv: Sequence[str]) -> int:
     del env
 
     def forward(signum: int, _frame: object) -> None:
+        # Ctrl+C / Ctrl+\\ at a terminal already reach the child (same process group): sending
+        # them again would look like a second keypress ("press again to force quit").
+        if signum in TERMINAL_SIGNALS and _terminal_foreground():
+            return
         if child.poll() is None:
             child.send_signal(signum)
 

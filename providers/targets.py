@@ -128,6 +128,7 @@ def plan_switch(
             f"{profile.name} -- CMD` to hand them the key"
         )
     diff = unified_diff(path, old, new)
+    secrets.extend(secret_values(target, old or "", path))
     return SwitchPlan(
         target=target,
         path=path,
@@ -139,6 +140,51 @@ def plan_switch(
         scope=scope,
         notes=notes,
     )
+
+
+_SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|auth|credential|cookie)")
+# Names that look secret but hold a command or a variable name, not a secret.
+_NOT_SECRET = {"apiKeyHelper", "env_key", "bearer_token_env_var", "env_key_instructions"}
+
+
+def secret_values(target: str, text: str, path: Path) -> list[str]:
+    """Values in the file stored under secret-looking names: the diff's context lines may show
+    them, and our output never shows a key (masked instead)."""
+    found: list[str] = []
+
+    def walk(node: Any, name: str = "") -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, str(key))
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, name)
+        elif (
+            isinstance(node, str)
+            and name not in _NOT_SECRET
+            and _SECRET_NAME.search(name)
+            and len(node) >= 8
+        ):
+            found.append(node)
+
+    try:
+        if target == "claude":
+            walk(json.loads(text.lstrip("\ufeff")) if text.strip() else {})
+        elif target == "codex":
+            import tomllib
+
+            walk(tomllib.loads(text))
+        else:
+            for line in parse_env_lines(text, path):
+                match = _ENV_LINE.match(line.text) if line.key else None
+                if match and line.key and _SECRET_NAME.search(line.key):
+                    value = _env_unquote(_split_env_comment(match.group("value"))[0])
+                    if len(value) >= 8:
+                        found.append(value)
+    except (ValueError, SwitchError):
+        pass  # an unparseable file was refused before we get here
+    # A command line like our own helper is not a secret.
+    return [v for v in found if "driftdesk" not in v]
 
 
 def apply_switch(plan: SwitchPlan) -> None:

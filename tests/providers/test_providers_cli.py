@@ -552,3 +552,43 @@ def test_no_key_in_any_file_or_output(
             for path in root.rglob("*"):
                 if path.is_file():
                     assert key.encode() not in path.read_bytes(), path
+
+
+def test_exec_forwards_sigint_sent_to_driftdesk_alone(home: Any, add_profile: Any) -> None:
+    # Not at a terminal (no tty foreground group): a SIGINT sent to driftdesk must reach the child.
+    add_profile("o", base_url="http://127.0.0.1:9/v1")
+    ready = home.root / "ready"
+    child = (
+        "import pathlib, time\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "try:\n"
+        "    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n"
+        "    raise SystemExit(42)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "driftdesk", "exec", "o", "--", sys.executable, "-c", child],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 42
+
+
+def test_diff_masks_secrets_shown_as_context(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    add_profile("o", base_url="http://127.0.0.1:9/v1")
+    other_secret = "plain-provider-secret-" + fresh_key()[8:20]  # no sk- prefix to pattern-match
+    env_file = home.project / ".env"
+    env_file.write_text(f"OPENAI_API_KEY={other_secret}\nOPENAI_MODEL=old\n")
+    result = cli("switch", "o", "--target", "env", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "OPENAI_API_KEY=" in result.stdout  # the context line is shown...
+    assert other_secret not in result.stdout  # ...masked
+    assert other_secret[-4:] in result.stdout
