@@ -66,7 +66,7 @@ def run_with_profile(profile: Profile, argv: Sequence[str]) -> int:
     del env
 
     def forward(signum: int, _frame: object) -> None:
-        # Ctrl+C / Ctrl+\\ at a terminal already reach the child (same process group): sending
+        # Ctrl+C / Ctrl+\ at a terminal already reach the child (same process group): sending
         # them again would look like a second keypress ("press again to force quit").
         if signum in TERMINAL_SIGNALS and _terminal_foreground():
             return

@@ -207,8 +207,13 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
     store.save(profile)
     print(f"added profile {profile.name} ({profile.protocol}, {profile.model})")
     if key is None:
+        why = (
+            "none entered"
+            if sys.stdin.isatty()
+            else "stdin is not a terminal and --key-stdin was not given"
+        )
         print(
-            "no key stored (stdin is not a terminal and --key-stdin was not given); "
+            f"no key stored ({why}); "
             f"add one with: driftdesk profile edit {profile.name} --key-stdin"
         )
     else:
@@ -336,6 +341,14 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
         ) from exc
     store.remove(args.name)
     print(f"removed profile {args.name}" + (" and its keyring entry" if had_key else ""))
+    from providers.status import collect_status
+
+    for row in collect_status():
+        if row.profile == args.name:
+            print(
+                f"note: {row.target} ({row.scope}) still points at {args.name} in {row.path}; "
+                "switch it to another profile"
+            )
     return 0
 
 

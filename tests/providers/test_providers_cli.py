@@ -592,3 +592,31 @@ def test_diff_masks_secrets_shown_as_context(
     assert "OPENAI_API_KEY=" in result.stdout  # the context line is shown...
     assert other_secret not in result.stdout  # ...masked
     assert other_secret[-4:] in result.stdout
+
+
+def test_key_command_loads_only_the_keyring(home: Any) -> None:
+    # Claude Code / Codex run `driftdesk key` on every refresh: it must not load the heavy cores.
+    probe = (
+        "import sys, driftdesk.cli as cli\n"
+        "cli.main(['key', 'nobody'])\n"
+        "heavy = ('tomlkit', 'aiohttp', 'openai', 'duckdb', 'textual', 'reruns', 'analysis',\n"
+        "         'tui', 'providers.profiles', 'providers.targets', 'providers.doctor')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+
+
+def test_import_without_a_name_picks_one(home: Any) -> None:
+    from providers.importer import import_profile
+
+    home.codex_config.parent.mkdir(parents=True)
+    home.codex_config.write_text('model = "m"\n[model_providers.openai]\nname = "x"\n')
+    first = import_profile("codex")
+    second = import_profile("codex")
+    assert first.profile.name == "codex-api.openai.com"
+    assert second.profile.name == "codex-api.openai.com-2"
+    assert first.profile.base_url == "https://api.openai.com/v1"
+    assert not first.key_stored and any("no key found" in n for n in first.notes)
