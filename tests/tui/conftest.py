@@ -141,3 +141,34 @@ def fixture_runs(runs_dir: Path) -> tuple[Path, Path]:
         write_run(runs_dir, "sandbox-sandbox-sim-20260101T100000Z", RUN_A, day=1),
         write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2),
     )
+
+
+# -- the real sandbox endpoint and a profile pointing at it --------------------------------------
+
+
+@pytest.fixture
+def sandbox(home):  # type: ignore[no-untyped-def]
+    """The simulated endpoint on 127.0.0.1 (zero latency) and a ``sandbox`` profile for it."""
+    from providers.profiles import Profile, ProfileStore
+    from reruns.sandbox import SIM_MODEL, SandboxServer
+
+    server = SandboxServer(latency_ms=0.0)
+    server.start()
+    ProfileStore().save(
+        Profile(name="sandbox", protocol="openai", base_url=server.base_url, model=SIM_MODEL)
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def wait_for_run():  # type: ignore[no-untyped-def]
+    return _wait_for_run
+
+
+async def _wait_for_run(app: DriftdeskApp, pilot, live) -> None:  # type: ignore[no-untyped-def]
+    """Wait for the worker executing ``live`` to end, then let the UI catch up."""
+    runs = [w for w in app.workers if w.group == "runs"]
+    await app.workers.wait_for_complete(runs)
+    await pilot.pause()
+    assert live.finished, live.status

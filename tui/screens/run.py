@@ -14,29 +14,15 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Label, ProgressBar, RichLog, Static
+from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, Static
 
 from tui.screens.base import PaletteCommand, WorkbenchScreen
 from tui.screens.launch import LaunchScreen
 from tui.screens.modals import ConfirmScreen
 from tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
+from tui.widgets.attempt_grid import AttemptGrid
 
 REDRAW_SECONDS = 0.3
-
-CELL_STYLES: dict[str, tuple[str, str]] = {
-    "pending": ("·", "dim"),
-    "running": ("▶", "bold cyan"),
-    "retrying": ("↻", "bold yellow"),
-    "pass": ("✔", "bold green"),
-    "fail": ("✘", "bold red"),
-    "link_error": ("⚡", "bold magenta"),
-    "harness_error": ("!", "bold bright_red"),
-}
-
-
-def cell_text(state: str) -> Text:
-    symbol, style = CELL_STYLES.get(state, ("?", ""))
-    return Text(symbol, style=style, justify="center")
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -80,7 +66,6 @@ class RunScreen(WorkbenchScreen):
         self.follow = True
         self.selected: AttemptKey | None = None
         self._drawn_version = -1
-        self._drawn_cells: dict[AttemptKey, str] = {}
         self._grid_run: str | None = None
         self._log_key: AttemptKey | None = None
         self._log_seen = 0
@@ -96,10 +81,7 @@ class RunScreen(WorkbenchScreen):
                 yield Label("", id="run-eta")
             yield Static("", id="run-counters")
             with Horizontal(id="run-panes"):
-                grid: DataTable[Any] = DataTable(
-                    id="run-grid", cursor_type="cell", zebra_stripes=False
-                )
-                yield grid
+                yield AttemptGrid(id="run-grid")
                 with Vertical(id="run-log-pane"):
                     yield Label("log", id="run-log-title")
                     yield RichLog(
@@ -116,7 +98,6 @@ class RunScreen(WorkbenchScreen):
         self.follow = True
         self.selected = None
         self._drawn_version = -1
-        self._drawn_cells = {}
         self._grid_run = None
         self._log_key = None
         self.redraw()
@@ -157,26 +138,13 @@ class RunScreen(WorkbenchScreen):
         self._draw_log(live)
 
     def _draw_grid(self, live: LiveRun) -> None:
-        grid = self.query_one("#run-grid", DataTable)
+        grid = self.query_one("#run-grid", AttemptGrid)
         if not live.task_ids:
             return
         if self._grid_run != live.run_id:
-            grid.clear(columns=True)
-            grid.add_column("task", key="task")
-            for attempt in range(live.repeat):
-                grid.add_column(str(attempt), key=f"a{attempt}", width=3)
-            for task_id in live.task_ids:
-                grid.add_row(task_id, *[cell_text("pending")] * live.repeat, key=task_id)
+            grid.set_run(live.task_ids, live.repeat)
             self._grid_run = live.run_id
-            self._drawn_cells = {}
-        cells = live.cells.copy()  # the engine thread may be inserting
-        for key, state in cells.items():
-            if self._drawn_cells.get(key) == state:
-                continue
-            task_id, attempt = key
-            if task_id in grid.rows and attempt < live.repeat:
-                grid.update_cell(task_id, f"a{attempt}", cell_text(state))
-                self._drawn_cells[key] = state
+        grid.update_cells(live.cells.copy())  # a snapshot: the engine thread may be inserting
 
     def _draw_log(self, live: LiveRun) -> None:
         key = (live.last_active or live.last_started) if self.follow else self.selected
@@ -196,18 +164,12 @@ class RunScreen(WorkbenchScreen):
             log.write(Text(line))
 
     # -- events / actions ----------------------------------------------------------------------
-    @on(DataTable.CellSelected, "#run-grid")
-    @on(DataTable.CellHighlighted, "#run-grid")
-    def _cell(self, event: DataTable.CellHighlighted | DataTable.CellSelected) -> None:
-        column = str(event.cell_key.column_key.value or "")
-        if not column.startswith("a") or event.cell_key.row_key.value is None:
-            return
-        key = (str(event.cell_key.row_key.value), int(column[1:]))
-        if self.live is not None and self.live.version and self.query_one("#run-grid").has_focus:
-            self.follow = False
-            self.selected = key
-            self._drawn_version = -1
-            self.redraw()
+    @on(AttemptGrid.Picked)
+    def _picked(self, event: AttemptGrid.Picked) -> None:
+        self.follow = False
+        self.selected = event.key
+        self._drawn_version = -1
+        self.redraw()
 
     def action_follow(self) -> None:
         self.follow = True

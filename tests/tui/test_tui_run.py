@@ -1,0 +1,103 @@
+"""Run screen: launching and watching real runs of the built-in suite against the sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from reruns.engine import RunSpec
+from tui.screens.launch import LaunchScreen
+from tui.screens.modals import ConfirmScreen
+from tui.screens.profiles import ProfilesScreen
+from tui.screens.run import RunScreen
+from tui.widgets.attempt_grid import SYMBOLS, AttemptGrid
+
+SIZE = (140, 42)
+THROWAWAY_KEY = "sk-test-throwaway-0123456789"  # the sandbox accepts any key
+FINAL = {SYMBOLS[k][0] for k in ("pass", "fail", "link_error", "harness_error")}
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+
+
+def _grid_symbols(screen: RunScreen) -> list[str]:
+    """What the grid draws in each attempt cell (rows below the header line)."""
+    grid = screen.query_one("#run-grid", AttemptGrid)
+    symbols = []
+    for row in range(len(grid.task_ids)):
+        line = grid.render_line(row + 1).text
+        symbols.extend(line[grid._label_width :: 2][: grid.repeat])
+    return symbols
+
+
+@pytest.mark.keyring
+async def test_launch_form_runs_to_completion(
+    home, sandbox, make_app, settle, wait_for_run, runs_dir
+) -> None:
+    from providers.keys import set_key
+
+    set_key("sandbox", THROWAWAY_KEY)
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("n")
+        assert isinstance(app.screen, LaunchScreen)
+        await settle(app, pilot)
+        form = app.screen
+        form.query_one("#repeat", Input).value = "2"
+        form.query_one("#concurrency", Input).value = "6"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, RunScreen)
+        live = app.screen.live
+        assert live is not None
+        await wait_for_run(app, pilot, live)
+        app.screen.redraw()
+        assert live.status == "completed"
+        rows = _rows(live.run_dir)
+        assert len(rows) == len(live.task_ids) * 2
+        # Every cell of the grid shows a final outcome, and the counters add up to the rows.
+        assert set(_grid_symbols(app.screen)) <= FINAL
+        assert sum(live.by_outcome.values()) == len(rows)
+        counters = str(app.screen.query_one("#run-counters").render())
+        assert f"passed {sum(r['outcome'] == 'pass' for r in rows)}" in counters
+
+
+async def test_many_concurrent_attempts_keep_the_app_responsive(
+    home, sandbox, make_app, settle, wait_for_run, runs_dir
+) -> None:
+    """64 attempts at once streaming events: key presses are still handled mid-run, and a
+    cancel interrupts the run cleanly (the manifest says interrupted, rows stay parseable)."""
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        spec = RunSpec(
+            profile="sandbox",
+            suite="basic",
+            repeat=40,
+            concurrency=64,
+            out_dir=runs_dir,
+            api_key=THROWAWAY_KEY,
+        )
+        live = app.start_run(spec)
+        run_screen = app.screen
+        assert isinstance(run_screen, RunScreen)
+        run_screen.show_run(live)
+        while live.done < 64:  # well under way: 64 slots busy
+            await pilot.pause(0.05)
+        await pilot.press("1")
+        assert isinstance(app.screen, ProfilesScreen)
+        await pilot.press("2", "x")
+        assert app.screen.is_modal and isinstance(app.screen, ConfirmScreen)
+        assert not live.finished  # the keys were handled while the run was going
+        await pilot.press("y")
+        await wait_for_run(app, pilot, live)
+        assert live.status == "interrupted"
+        manifest = json.loads((live.run_dir / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted"
+        rows = _rows(live.run_dir)
+        assert 64 <= len(rows) < len(live.task_ids) * 40
