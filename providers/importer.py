@@ -273,7 +273,8 @@ def _plan_move(found: ImportCandidate, profile: Profile) -> targets.SwitchPlan:
             if line.key not in ("OPENAI_API_KEY", *targets.CLAUDE_KEY_ENV)
         ]
         new = "".join(kept)
-    diff = redact(targets.unified_diff(path, old, new), [found.key])
+    shown_secrets = [found.key, *targets.secret_values(found.source, old, path)]
+    diff = redact(targets.unified_diff(path, old, new), shown_secrets)
     return targets.SwitchPlan(
         target=found.source,
         path=path,

@@ -199,7 +199,9 @@ def apply_switch(plan: SwitchPlan) -> None:
     data = plan.new_text.encode("utf-8")
     if plan.changed:
         state.back_up(plan.path, None if current is None else current.encode("utf-8"))
-        atomic_write_bytes(plan.path, data)
+        # Dotfile managers symlink these files: write through the link, keep the link.
+        destination = plan.path.resolve() if plan.path.is_symlink() else plan.path
+        atomic_write_bytes(destination, data)
     state.record_write(plan.path, plan.target, plan.profile, data)
 
 

@@ -620,3 +620,19 @@ def test_import_without_a_name_picks_one(home: Any) -> None:
     assert second.profile.name == "codex-api.openai.com-2"
     assert first.profile.base_url == "https://api.openai.com/v1"
     assert not first.key_stored and any("no key found" in n for n in first.notes)
+
+
+def test_symlinked_settings_stay_a_symlink(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    add_profile("a", protocol="anthropic", base_url="https://api.example.test/anthropic")
+    dotfiles = home.root / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "claude-settings.json"
+    real.write_text('{\n  "theme": "dark"\n}\n')
+    home.claude_settings.parent.mkdir(parents=True)
+    home.claude_settings.symlink_to(real)
+    assert cli("switch", "a", "--target", "claude").returncode == 0
+    assert home.claude_settings.is_symlink()
+    assert json.loads(real.read_text())["theme"] == "dark"
+    assert "apiKeyHelper" in json.loads(real.read_text())
