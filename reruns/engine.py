@@ -20,6 +20,7 @@ import os
 import random
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -185,6 +186,8 @@ class _Execution:
         self._openai: openai.AsyncOpenAI | None = None
         self._http: aiohttp.ClientSession | None = None
         self._attempts_file: JsonlAppender | None = None
+        self._calls_file: JsonlAppender | None = None
+        self._io: ThreadPoolExecutor | None = None
 
     # --- events -----------------------------------------------------------------------------
 
@@ -260,13 +263,17 @@ class _Execution:
 
     async def _start(self) -> None:
         self._attempts_file = JsonlAppender(self.run_dir / rundir.ATTEMPTS)
+        self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS)
+        # File writes and fsyncs run on one I/O thread, in submission order, so they never
+        # stall the event loop (and the proxy's streams with it).
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftdesk-run-io")
         self.proxy = MeteringProxy(
             run_id=self.run_id,
             upstream_base_url=self.profile.base_url,
             protocol=self.profile.protocol,
             real_key=self._real_key,
             extra_headers=self.profile.headers,
-            calls_file=JsonlAppender(self.run_dir / rundir.CALLS),
+            calls_file=_BackgroundRows(self._calls_file, self._io),
             on_call=self._on_call,
             call_counts=rundir.count_calls(self.run_dir),
         )
@@ -294,10 +301,11 @@ class _Execution:
             await self._http.close()
         if self.proxy is not None:
             await self.proxy.stop()
-            if self.proxy._calls_file is not None:
-                self.proxy._calls_file.close()
-        if self._attempts_file is not None:
-            self._attempts_file.close()
+        if self._io is not None:
+            self._io.shutdown(wait=True)  # every submitted row is on disk before we close
+        for appender in (self._calls_file, self._attempts_file):
+            if appender is not None:
+                appender.close()
 
     async def _worker(self, pending: deque[tuple[str, int]]) -> None:
         while pending:
@@ -342,14 +350,14 @@ class _Execution:
                 result, calls = await self._run_command(ctx, log_path)
             else:
                 result, calls, transcript = await self._run_builtin(ctx)
-                log_path.parent.mkdir(parents=True, exist_ok=True)
-                log_path.write_text(
-                    redact("\n".join(ctx.log_lines) + "\n", ctx.secrets), encoding="utf-8"
+                assert self._io is not None
+                self._io.submit(
+                    _write_attempt_files,
+                    log_path,
+                    redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
+                    transcript_path,
+                    transcript,
                 )
-                if transcript is not None:
-                    transcript_path.write_text(
-                        json.dumps(transcript, indent=1, ensure_ascii=False), encoding="utf-8"
-                    )
         finally:
             self.stats.running -= 1
         row = {
@@ -375,8 +383,9 @@ class _Execution:
             "model": self.profile.model,
             "base_url": self.profile.base_url,
         }
-        assert self._attempts_file is not None
-        self._attempts_file.append(row)
+        assert self._attempts_file is not None and self._io is not None
+        # Awaited: the row is fsynced before anyone hears the attempt finished.
+        await asyncio.get_running_loop().run_in_executor(self._io, self._attempts_file.append, row)
         self.stats.record_row(row)
         self.emit(AttemptFinished(self.run_id, row))
 
@@ -467,6 +476,28 @@ class _Execution:
                 await asyncio.sleep(delay)
                 continue
             return result, all_calls
+
+
+class _BackgroundRows:
+    """Appends rows on the run's I/O thread (in order) instead of on the event loop."""
+
+    def __init__(self, appender: JsonlAppender, io: ThreadPoolExecutor) -> None:
+        self._appender = appender
+        self._io = io
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._io.submit(self._appender.append, row)
+
+
+def _write_attempt_files(
+    log_path: Path, log_text: str, transcript_path: Path, transcript: list[dict[str, Any]] | None
+) -> None:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(log_text, encoding="utf-8")
+    if transcript is not None:
+        transcript_path.write_text(
+            json.dumps(transcript, indent=1, ensure_ascii=False), encoding="utf-8"
+        )
 
 
 def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:

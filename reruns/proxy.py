@@ -21,12 +21,11 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
 
-from driftdesk.fileio import JsonlAppender
 from reruns.retry import parse_retry_after
 from reruns.rundir import iso, utc_now
 
@@ -131,6 +130,12 @@ class _UsageMeter:
         return prompt, completion, total
 
 
+class RowSink(Protocol):
+    """Where call rows go: a ``JsonlAppender`` or anything with the same ``append``."""
+
+    def append(self, row: dict[str, Any]) -> None: ...
+
+
 @dataclass
 class AttemptCalls:
     """What the proxy saw for one attempt-token (one try of one (task, attempt) slot)."""
@@ -157,7 +162,7 @@ class MeteringProxy:
         protocol: str,
         real_key: str,
         extra_headers: dict[str, str] | None = None,
-        calls_file: JsonlAppender | None = None,
+        calls_file: RowSink | None = None,
         on_call: Callable[[dict[str, Any]], None] | None = None,
         call_counts: dict[tuple[str, int], int] | None = None,
     ) -> None:
