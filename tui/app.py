@@ -88,6 +88,7 @@ class DriftdeskApp(App[None]):
         self.demo_latency_ms = demo_latency_ms
         self.demo_run: LiveRun | None = None
         self.demo_api_key: str | None = None  # only when there is no keyring; never written
+        self.demo_spec: Any = None
         self.blink = blink  # tests and screenshots turn the cursor blink off
         self.live_runs: list[LiveRun] = []
         self.sandbox: Any = None
@@ -197,6 +198,7 @@ class DriftdeskApp(App[None]):
 
     @on(DemoReady)
     def _demo_ready(self, message: DemoReady) -> None:
+        self.demo_spec = message.spec
         self.demo_api_key = getattr(message.spec, "api_key", None)
         self.notify(message.note, title="demo", timeout=8)
         self.demo_run = self.start_run(message.spec, label="demo")

@@ -130,7 +130,9 @@ class VolatilityScreen(WorkbenchScreen):
                 with Horizontal(id="summary-row"):
                     yield Static("Select a run on the left.", id="summary")
                     yield Static("", id="plot")
-                yield Input(placeholder="filter tasks (/)", id="filter")
+                with Horizontal(id="filter-row"):
+                    yield Input(placeholder="filter tasks (/)", id="filter")
+                    yield Label("", id="table-state")
                 table: DataTable[Any] = DataTable(id="tasks", cursor_type="row")
                 table.add_column(" ", key="mark", width=1)
                 table.add_column("task", key="task")
@@ -175,25 +177,23 @@ class VolatilityScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, group="vol-report", exit_on_error=False)
     def load_report(self, run_dir: Path) -> None:
-        from analysis.plots import pass_hat_k_plot
         from analysis.volatility import build_report
 
         reports = build_report([run_dir], sort="spread")
         if not reports:
             raise ValueError(f"{run_dir} has no attempts yet")
         report = reports[0]
-        self.post_message(ReportReady(run_dir, report, pass_hat_k_plot(report, 48, 11)))
+        self.post_message(ReportReady(run_dir, report, _plot(report)))
 
     @work(thread=True, exclusive=True, group="vol-live", exit_on_error=False)
     def live_refresh(self, run_dir: Path) -> None:
         from analysis.live import LiveVolatility
-        from analysis.plots import pass_hat_k_plot
 
         live = self._live
         if live is None or Path(live.run_dir).resolve() != run_dir:
             live = self._live = LiveVolatility(run_dir)
         report = live.refresh()
-        self.post_message(ReportReady(run_dir, report, pass_hat_k_plot(report, 48, 11), live=True))
+        self.post_message(ReportReady(run_dir, report, _plot(report), live=True))
 
     @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False)
     def export_report(self, run_dir: Path) -> None:
@@ -369,9 +369,10 @@ class VolatilityScreen(WorkbenchScreen):
             )
         if current is not None and current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
-        self.query_one("#filter", Input).border_title = f"sorted by {self.sort_key}" + (
-            f" · {len(self.marked)} marked" if self.marked else ""
-        )
+        state = Text(f"{table.row_count} tasks · sorted by {self.sort_key} (o)")
+        if self.marked:
+            state.append(f" · {len(self.marked)} marked (R reruns)", style="bold cyan")
+        self.query_one("#table-state", Label).update(state)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -528,6 +529,19 @@ class VolatilityScreen(WorkbenchScreen):
                 "volatility: export", "Write the report as JSON and CSV", self.action_export
             ),
         ]
+
+
+PLOT_SIZE = (48, 12)
+
+
+def _plot(report: Any) -> str:
+    """The pass^k curve as text; a plot that fails must not hide the table, so say why instead."""
+    from analysis.plots import pass_hat_k_plot
+
+    try:
+        return pass_hat_k_plot(report, *PLOT_SIZE)
+    except Exception as exc:
+        return f"(pass^k plot unavailable: {type(exc).__name__}: {exc})"
 
 
 def _status_style(status: str) -> str:

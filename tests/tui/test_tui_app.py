@@ -1,0 +1,71 @@
+"""The shell: screens switch by key, every binding has an id and a description, the help screen
+lists them, the command palette runs `group: action` commands, and q quits cleanly."""
+
+from __future__ import annotations
+
+import pytest
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from tui.app import DriftdeskApp
+from tui.screens.compare import CompareScreen
+from tui.screens.modals import HelpScreen
+from tui.screens.profile_form import ProfileFormScreen
+from tui.screens.profiles import ProfilesScreen
+from tui.screens.run import RunScreen
+from tui.screens.task import TaskScreen
+from tui.screens.volatility import VolatilityScreen
+from tui.widgets.attempt_grid import AttemptGrid
+
+SIZE = (140, 42)
+SCREENS = [DriftdeskApp, ProfilesScreen, RunScreen, VolatilityScreen, TaskScreen, CompareScreen]
+
+
+@pytest.mark.parametrize("owner", [*SCREENS, AttemptGrid], ids=lambda c: c.__name__)
+def test_every_binding_has_an_id_and_a_description(owner: type) -> None:
+    bindings = [b for b in owner.BINDINGS if isinstance(b, Binding)]
+    assert bindings
+    for binding in bindings:
+        assert binding.id, f"{owner.__name__}: {binding.key} has no id"
+        assert binding.description, f"{owner.__name__}: {binding.key} has no description"
+    ids = [b.id for b in bindings]
+    assert len(ids) == len(set(ids))
+
+
+async def test_keys_switch_screens_and_help_lists_bindings(home, make_app, settle) -> None:
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+        await pilot.press("2")
+        assert isinstance(app.screen, RunScreen)
+        await pilot.press("3")
+        assert isinstance(app.screen, VolatilityScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        table = app.screen.query_one("#help-table", DataTable)
+        ids = {str(table.get_row(k)[2]) for k in table.rows}
+        assert {"volatility.rerun", "volatility.compare", "app.quit"} <= ids
+        await pilot.press("escape")
+        assert isinstance(app.screen, VolatilityScreen)
+
+
+async def test_command_palette_runs_a_screen_command(home, make_app, settle) -> None:
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"profiles: add")
+        await settle(app, pilot)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfileFormScreen)
+
+
+async def test_q_quits(home, make_app, settle) -> None:
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
