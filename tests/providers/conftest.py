@@ -43,7 +43,16 @@ def provider_server() -> Iterator[ProviderServer]:
     assert started.wait(10), "provider server did not start"
     yield server
     server.mode = "ok"
-    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
+
+    async def stop() -> None:
+        # Handlers still hanging (mode "hang") are cancelled, not left pending.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        await holder["runner"].cleanup()
+
+    asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
     loop.close()
