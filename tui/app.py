@@ -8,8 +8,8 @@ on a timer. One ``Worker.StateChanged`` handler turns any worker failure into a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -82,6 +82,7 @@ class DriftdeskApp(App[None]):
         dirs = [self.out_dir, *(runs_dirs or [Path.cwd() / "runs"])]
         self.runs_dirs: list[Path] = list(dict.fromkeys(p.resolve() for p in dirs))
         self.start_mode = start_mode
+        self.export_dir = Path.cwd() / "driftdesk-exports"
         self.demo = demo
         self.demo_repeat = demo_repeat
         self.demo_concurrency = demo_concurrency
@@ -92,7 +93,6 @@ class DriftdeskApp(App[None]):
         self.blink = blink  # tests and screenshots turn the cursor blink off
         self.live_runs: list[LiveRun] = []
         self.sandbox: Any = None
-        self._run_threads: list[threading.Thread] = []
         if demo:
             self.title = "driftdesk demo"
 
@@ -120,7 +120,6 @@ class DriftdeskApp(App[None]):
     def _execute_run(self, live: LiveRun, spec: Any) -> None:
         from reruns.engine import execute_run
 
-        self._run_threads.append(threading.current_thread())
         loop = asyncio.new_event_loop()
         try:
             live.loop = loop
@@ -253,21 +252,18 @@ class DriftdeskApp(App[None]):
 
     async def action_quit(self) -> None:
         """Cancel every run (they are marked interrupted), stop the sandbox, then exit."""
+        running = [w for w in self.workers if w.group == "runs" and w.is_running]
         for live in self.live_runs:
             live.request_cancel()
-        threads = [t for t in self._run_threads if t.is_alive()]
-        if threads:
-            self.notify("stopping runs…")
-            await asyncio.to_thread(_join_all, threads, 10.0)
+        if running:
+            self.notify("stopping runs (they are marked interrupted)…")
+            # The engine writes its manifest before the worker returns; do not cut that short.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.workers.wait_for_complete(running), 15.0)
         if self.sandbox is not None:
             sandbox, self.sandbox = self.sandbox, None
             await asyncio.to_thread(sandbox.stop)
         self.exit()
-
-
-def _join_all(threads: list[threading.Thread], timeout: float) -> None:
-    for thread in threads:
-        thread.join(timeout)
 
 
 def run_workbench(runs_dirs: list[Path] | None = None) -> int:

@@ -53,8 +53,8 @@ class RunScreen(WorkbenchScreen):
         Binding(
             "f", "follow", "Follow newest", id="run.follow", tooltip="Follow the newest attempt"
         ),
-        Binding("left_square_bracket", "cycle(-1)", "Prev run", id="run.prev"),
-        Binding("right_square_bracket", "cycle(1)", "Next run", id="run.next"),
+        Binding("left_square_bracket", "cycle(-1)", "Prev run", id="run.prev", show=False),
+        Binding("right_square_bracket", "cycle(1)", "Next run", id="run.next", show=False),
         Binding(
             "v", "volatility", "Volatility", id="run.volatility", tooltip="This run's volatility"
         ),

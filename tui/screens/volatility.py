@@ -102,7 +102,7 @@ class VolatilityScreen(WorkbenchScreen):
         Binding("a", "mark_volatile", "All volatile", id="volatility.mark_volatile"),
         Binding("R", "rerun", "Rerun marked", id="volatility.rerun", tooltip="Rerun marked tasks"),
         Binding("m", "compare", "Compare", id="volatility.compare", tooltip="Compare with a run"),
-        Binding("c", "copy_task", "Copy id", id="volatility.copy_task"),
+        Binding("c", "copy_task", "Copy id", id="volatility.copy_task", show=False),
         Binding("C", "copy_table", "Copy table", id="volatility.copy_table", show=False),
         Binding("e", "export", "Export", id="volatility.export", tooltip="Export JSON + CSV"),
         Binding("r", "rescan", "Refresh", id="volatility.refresh", show=False),
@@ -197,10 +197,28 @@ class VolatilityScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False)
     def export_report(self, run_dir: Path) -> None:
-        from analysis.export import export_report
+        """The report as JSON and its task table as CSV, both from the analysis core."""
+        import csv
+        import io
 
-        paths = export_report(run_dir)
-        self.app.call_from_thread(self.notify, "exported " + ", ".join(str(p) for p in paths))
+        from analysis.export import task_table
+        from analysis.volatility import build_report
+        from driftdesk.fileio import atomic_write_json, atomic_write_text
+
+        reports = build_report([run_dir])
+        report = reports[0]
+        out = self.workbench.export_dir
+        json_path = out / f"{report.run_id}.report.json"
+        csv_path = out / f"{report.run_id}.tasks.csv"
+        atomic_write_json(json_path, report.to_json())
+        table = task_table(reports)
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(list(table))
+        for row in zip(*table.values(), strict=True):
+            writer.writerow(["|".join(map(str, v)) if isinstance(v, list) else v for v in row])
+        atomic_write_text(csv_path, buffer.getvalue())
+        self.app.call_from_thread(self.notify, f"exported {json_path} and {csv_path.name}")
 
     # -- timers --------------------------------------------------------------------------------
     def _live_tick(self) -> None:
