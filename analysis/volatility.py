@@ -20,14 +20,55 @@ Definitions (the numbers the CLI, the TUI and ``docs/report-json.md`` promise):
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from analysis.metrics import (
+    TaskAggregate,
+    bootstrap_ci95,
+    coefficient_of_variation,
+    pass_curves,
+)
+from analysis.sources import (
+    OUTCOMES,
+    RunSource,
+    name_bad_records,
+    resolve_sources,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from analysis.prices import ModelPrice
 
 GroupBy = Literal["task", "scenario"]
 SortKey = Literal["spread", "success", "task"]
 Source = Path | str
+
+MAX_NAMED_SKIPPED_LINES = 1000  # per file; the count is always exact
+
+# Explicit types: a field missing from every row of a file is NULL, never a binder error, and
+# a value of the wrong type is NULL in that column only. ``attempt`` is read as text and
+# checked in SQL so 1.5 or true is rejected rather than rounded.
+ATTEMPT_COLUMNS: dict[str, str] = {
+    "task_id": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "attempt": "VARCHAR",
+    "outcome": "VARCHAR",
+    "error_code": "VARCHAR",
+    "prompt_tokens": "BIGINT",
+    "completion_tokens": "BIGINT",
+    "total_tokens": "BIGINT",
+    "latency_ms": "DOUBLE",
+    "model": "VARCHAR",
+}
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 @dataclass
@@ -43,8 +84,6 @@ class TaskStats:
     harness_errors: int
     success_rate: float | None  # passes / n; None when n == 0
     spread: float | None  # max − min of the counted 0/1 outcomes; None when n == 0
-    pass_hat_k: dict[int, float] = field(default_factory=dict)
-    pass_at_k: dict[int, float] = field(default_factory=dict)
     latency_mean_ms: float | None = None
     latency_cv: float | None = None  # coefficient of variation (population std / mean)
     tokens_mean: float | None = None
@@ -56,8 +95,38 @@ class TaskStats:
     def volatile(self) -> bool:
         return self.passes > 0 and self.n > self.passes
 
+    @property
+    def pass_hat_k(self) -> dict[int, float]:
+        """k -> C(c,k)/C(n,k) for k = 1..n (computed on demand, cached per (n, c))."""
+        return dict(enumerate(pass_curves(self.n, self.passes)[0], start=1)) if self.n else {}
+
+    @property
+    def pass_at_k(self) -> dict[int, float]:
+        """k -> 1 − C(n−c,k)/C(n,k) for k = 1..n."""
+        return dict(enumerate(pass_curves(self.n, self.passes)[1], start=1)) if self.n else {}
+
     def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
+        hat, at = pass_curves(self.n, self.passes) if self.n else ((), ())
+        return {
+            "task_id": self.task_id,
+            "scenario_id": self.scenario_id,
+            "n": self.n,
+            "passes": self.passes,
+            "fails": self.fails,
+            "link_errors": self.link_errors,
+            "harness_errors": self.harness_errors,
+            "success_rate": _round(self.success_rate),
+            "spread": self.spread,
+            "volatile": self.volatile,
+            "pass_hat_k": {str(k): round(v, 6) for k, v in enumerate(hat, start=1)},
+            "pass_at_k": {str(k): round(v, 6) for k, v in enumerate(at, start=1)},
+            "latency_mean_ms": _round(self.latency_mean_ms, 3),
+            "latency_cv": _round(self.latency_cv, 4),
+            "tokens_mean": _round(self.tokens_mean, 3),
+            "tokens_cv": _round(self.tokens_cv, 4),
+            "last_error_kinds": self.last_error_kinds,
+            "missing_attempts": self.missing_attempts,
+        }
 
 
 @dataclass
@@ -66,6 +135,14 @@ class ScenarioStats:
     tasks: int
     min_success_rate: float
     mean_success_rate: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario_id": self.scenario_id,
+            "tasks": self.tasks,
+            "min_success_rate": _round(self.min_success_rate),
+            "mean_success_rate": _round(self.mean_success_rate),
+        }
 
 
 @dataclass
@@ -77,6 +154,10 @@ class SkippedLine:
     reason: str
     torn: bool = False  # the unterminated last line of a file a writer was killed during
 
+    def __str__(self) -> str:
+        kind = "torn last line" if self.torn else "skipped line"
+        return f"{self.file}:{self.line}: {kind}: {self.reason}"
+
 
 @dataclass
 class RunReport:
@@ -84,14 +165,15 @@ class RunReport:
 
     run_id: str
     source: str  # the attempts.jsonl read
+    run_dir: str | None = None
     model: str | None = None
     status: str | None = None  # manifest status ("running", "completed", …) if known
     group_by: GroupBy = "task"
     include_link_errors: bool = False
     min_runs: int = 1
-    tasks_judged: int = 0
-    attempts_judged: int = 0
-    link_errors: int = 0
+    tasks_judged: int = 0  # tasks in the run metrics (n ≥ max(1, min_runs))
+    attempts_judged: int = 0  # their counted attempts
+    link_errors: int = 0  # winning rows with outcome link_error, all tasks
     harness_errors: int = 0
     link_errors_by_kind: dict[str, int] = field(default_factory=dict)
     link_error_rate: float | None = None  # link errors / attempt slots present
@@ -100,21 +182,78 @@ class RunReport:
     c_out: float | None = None
     pass_hat_k: dict[int, float] = field(default_factory=dict)
     pass_at_k: dict[int, float] = field(default_factory=dict)
-    pass_k_tasks: dict[int, int] = field(default_factory=dict)
+    pass_k_tasks: dict[int, int] = field(default_factory=dict)  # tasks averaged at each k
     ci95: dict[str, list[float] | None] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)  # prompt/completion/total, all rows
-    cost_usd: float | None = None  # None when any model has no price
+    cost_usd: float | None = None  # None when a model with tokens has no price
     unpriced_models: list[str] = field(default_factory=list)
-    tasks: list[TaskStats] = field(default_factory=list)
+    tasks: list[TaskStats] = field(default_factory=list)  # sorted, cut to ``top``
+    tasks_total: int = 0  # tasks in the run metrics before ``top``
     tasks_below_min_runs: list[TaskStats] = field(default_factory=list)
     missing_slots: list[dict[str, Any]] = field(default_factory=list)
     skipped_lines: list[SkippedLine] = field(default_factory=list)
+    skipped_line_count: int = 0
     task_goal_completion: float | None = None
     scenario_goal_completion: float | None = None
     scenarios: list[ScenarioStats] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
+        data: dict[str, Any] = {
+            "run_id": self.run_id,
+            "source": self.source,
+            "run_dir": self.run_dir,
+            "model": self.model,
+            "status": self.status,
+            "group_by": self.group_by,
+            "include_link_errors": self.include_link_errors,
+            "min_runs": self.min_runs,
+            "tasks_judged": self.tasks_judged,
+            "attempts_judged": self.attempts_judged,
+            "link_errors": self.link_errors,
+            "harness_errors": self.harness_errors,
+            "link_errors_by_kind": self.link_errors_by_kind,
+            "link_error_rate": _round(self.link_error_rate),
+            "success_rate": _round(self.success_rate),
+            "consistency_gap_pp": _round(self.consistency_gap_pp, 4),
+            "c_out": _round(self.c_out),
+            "pass_hat_k": {str(k): round(v, 6) for k, v in self.pass_hat_k.items()},
+            "pass_at_k": {str(k): round(v, 6) for k, v in self.pass_at_k.items()},
+            "pass_k_tasks": {str(k): v for k, v in self.pass_k_tasks.items()},
+            "ci95": {
+                name: None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
+                for name, ci in self.ci95.items()
+            },
+            "tokens": self.tokens,
+            "cost_usd": _round(self.cost_usd),
+            "unpriced_models": self.unpriced_models,
+            "tasks_total": self.tasks_total,
+            "tasks": [task.to_json() for task in self.tasks],
+            "tasks_below_min_runs": [task.to_json() for task in self.tasks_below_min_runs],
+            "missing_slots": self.missing_slots,
+            "skipped_line_count": self.skipped_line_count,
+            "skipped_lines": [
+                {"file": s.file, "line": s.line, "reason": s.reason, "torn": s.torn}
+                for s in self.skipped_lines
+            ],
+        }
+        if self.group_by == "scenario":
+            data["task_goal_completion"] = self.task_goal_completion
+            data["scenario_goal_completion"] = self.scenario_goal_completion
+            tgc, sgc = self.task_goal_completion, self.scenario_goal_completion
+            data["tgc_sgc_gap"] = None if tgc is None or sgc is None else round(tgc - sgc, 1)
+            data["scenarios"] = [s.to_json() for s in self.scenarios]
+        return data
+
+
+@dataclass
+class RunExtras:
+    """Run-level facts the reader gathers besides per-task aggregates."""
+
+    tokens_by_model: dict[str | None, tuple[int, int, int]] = field(default_factory=dict)
+    link_errors_by_kind: dict[str, int] = field(default_factory=dict)
+    missing_slots: list[tuple[str, int]] = field(default_factory=list)
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    skipped_line_count: int = 0
 
 
 def build_report(
@@ -125,17 +264,392 @@ def build_report(
     group_by: GroupBy = "task",
     sort: SortKey = "spread",
     top: int | None = None,
-    prices: dict[str, Any] | None = None,
+    prices: dict[str, ModelPrice] | None = None,
 ) -> list[RunReport]:
     """One ``RunReport`` per attempts file found in ``sources`` (in order).
 
-    A source is a run dir, an ``attempts.jsonl`` file, or a glob of either. All runs are read by
-    one DuckDB query. ``sort``/``top`` order and cut ``tasks`` only (run metrics always use every
-    task). ``prices`` overrides the price table (``analysis.prices.load_prices()``).
+    A source is a run dir, an ``attempts.jsonl`` file, or a glob of either. All files are read
+    by DuckDB once; aggregation happens in SQL. ``sort``/``top`` order and cut ``tasks`` only
+    (run metrics always use every task). ``prices`` overrides the price table
+    (default: ``analysis.prices.load_prices()``, which may raise ``PriceTableError``).
+    Raises ``analysis.sources.SourceError`` for a source that names no run.
     """
-    raise NotImplementedError
+    runs = resolve_sources(sources)
+    if prices is None:
+        from analysis.prices import load_prices
+
+        prices = load_prices()
+    aggregates, extras = read_runs(runs, include_link_errors=include_link_errors)
+    return [
+        assemble_report(
+            run,
+            aggregates[index],
+            extras[index],
+            min_runs=min_runs,
+            include_link_errors=include_link_errors,
+            group_by=group_by,
+            sort=sort,
+            top=top,
+            prices=prices,
+        )
+        for index, run in enumerate(runs)
+    ]
+
+
+def _scan_sql(index: int) -> str:
+    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in ATTEMPT_COLUMNS.items()) + "}"
+    return (
+        f"SELECT {index} AS f, ordinality AS ord, task_id, scenario_id, "
+        "CASE WHEN regexp_full_match(trim(attempt), '[0-9]+') "
+        "THEN CAST(trim(attempt) AS BIGINT) END AS attempt, "
+        "outcome, error_code, prompt_tokens, completion_tokens, "
+        "coalesce(total_tokens, prompt_tokens + completion_tokens) AS total_tokens, "
+        "latency_ms, model "
+        f"FROM read_json($p{index}, format='newline_delimited', records=true, "
+        f"columns={columns}, ignore_errors=true) WITH ORDINALITY"
+    )
+
+
+_OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
+_VALID = (
+    "coalesce(task_id IS NOT NULL AND task_id <> '' AND attempt IS NOT NULL "
+    f"AND outcome IN ({_OUTCOME_LIST}), FALSE)"
+)
+_EMPTY_SCAN = (
+    "SELECT NULL::INT AS f, NULL::BIGINT AS ord, NULL::VARCHAR AS task_id, "
+    "NULL::VARCHAR AS scenario_id, NULL::BIGINT AS attempt, NULL::VARCHAR AS outcome, "
+    "NULL::VARCHAR AS error_code, NULL::BIGINT AS prompt_tokens, "
+    "NULL::BIGINT AS completion_tokens, NULL::BIGINT AS total_tokens, "
+    "NULL::DOUBLE AS latency_ms, NULL::VARCHAR AS model WHERE FALSE"
+)
+
+
+def read_runs(
+    runs: Sequence[RunSource], *, include_link_errors: bool
+) -> tuple[list[list[TaskAggregate]], list[RunExtras]]:
+    """Per-task aggregates and run extras for each run, from one DuckDB scan of all files.
+
+    The scan folds rows into (task, attempt) slots keeping the last valid row in file order
+    (``arg_max`` over the record number: a hash aggregate, no sort), summing tokens over every
+    row of the slot (superseded rows cost money too) and collecting the record numbers of the
+    rows that are not usable. Everything else is computed from the slots.
+    """
+    import duckdb
+
+    aggregates: list[list[TaskAggregate]] = [[] for _ in runs]
+    extras = [RunExtras() for _ in runs]
+    readable = [i for i, run in enumerate(runs) if run.attempts_path.exists()]
+    con = duckdb.connect()
+    try:
+        con.execute("SET enable_progress_bar = false")
+        union = " UNION ALL ".join(_scan_sql(i) for i in readable) or _EMPTY_SCAN
+        params = {f"p{i}": str(runs[i].attempts_path) for i in readable}
+        con.execute(
+            f"""
+            CREATE TEMP TABLE slots AS
+            SELECT f, task_id, attempt,
+                   arg_max(struct_pack(outcome, scenario_id, error_code, latency_ms,
+                                       total_tokens, model), ord) FILTER (WHERE {_VALID}) AS w,
+                   max(ord) FILTER (WHERE {_VALID}) AS ord,
+                   sum(prompt_tokens) FILTER (WHERE {_VALID}) AS prompt_tokens,
+                   sum(completion_tokens) FILTER (WHERE {_VALID}) AS completion_tokens,
+                   sum(total_tokens) FILTER (WHERE {_VALID}) AS total_tokens,
+                   list(ord) FILTER (WHERE NOT {_VALID}) AS bad
+            FROM ({union}) GROUP BY f, task_id, attempt
+            """,
+            params,
+        )
+        _collect_skipped(con, runs, extras)
+        counted = "TRUE" if include_link_errors else "w.outcome IN ('pass', 'fail')"
+        task_rows = con.execute(
+            f"""
+            SELECT f, task_id,
+                   arg_max(w.scenario_id, ord) FILTER (WHERE w.scenario_id IS NOT NULL),
+                   count(*) FILTER (WHERE w.outcome = 'pass'),
+                   count(*) FILTER (WHERE w.outcome = 'fail'),
+                   count(*) FILTER (WHERE w.outcome = 'link_error'),
+                   count(*) FILTER (WHERE w.outcome = 'harness_error'),
+                   avg(w.latency_ms) FILTER (WHERE {counted}),
+                   stddev_pop(w.latency_ms) FILTER (WHERE {counted}),
+                   avg(w.total_tokens) FILTER (WHERE {counted}),
+                   stddev_pop(w.total_tokens) FILTER (WHERE {counted}),
+                   arg_max(coalesce(w.error_code, w.outcome), ord, 3)
+                       FILTER (WHERE w.outcome <> 'pass'),
+                   min(ord), count(*), min(attempt), max(attempt)
+            FROM slots WHERE w IS NOT NULL GROUP BY f, task_id ORDER BY f, min(ord)
+            """
+        ).fetchall()
+        incomplete: dict[int, list[str]] = defaultdict(list)
+        for row in task_rows:
+            f = row[0]
+            aggregates[f].append(
+                TaskAggregate(
+                    task_id=row[1],
+                    scenario_id=row[2],
+                    passes=row[3],
+                    fails=row[4],
+                    link_errors=row[5],
+                    harness_errors=row[6],
+                    latency_mean_ms=row[7],
+                    latency_std_ms=row[8],
+                    tokens_mean=row[9],
+                    tokens_std=row[10],
+                    last_error_kinds=list(row[11] or []),
+                    first_seen=row[12],
+                )
+            )
+            repeat = runs[f].manifest.get("repeat")
+            # Slots are distinct, so 0..repeat−1 all present <=> count, min and max agree.
+            if isinstance(repeat, int) and (row[13], row[14], row[15]) != (repeat, 0, repeat - 1):
+                incomplete[f].append(row[1])
+        for f, model, prompt, completion, total in con.execute(
+            "SELECT f, w.model, coalesce(sum(prompt_tokens), 0), "
+            "coalesce(sum(completion_tokens), 0), coalesce(sum(total_tokens), 0) "
+            "FROM slots WHERE w IS NOT NULL GROUP BY ALL"
+        ).fetchall():
+            extras[f].tokens_by_model[model] = (int(prompt), int(completion), int(total))
+        for f, kind, count in con.execute(
+            "SELECT f, coalesce(w.error_code, 'unknown'), count(*) FROM slots "
+            "WHERE w.outcome = 'link_error' GROUP BY ALL ORDER BY 1, 3 DESC, 2"
+        ).fetchall():
+            extras[f].link_errors_by_kind[kind] = count
+        _collect_missing_slots(con, runs, aggregates, extras, incomplete)
+    finally:
+        con.close()
+    return aggregates, extras
+
+
+def _collect_skipped(
+    con: duckdb.DuckDBPyConnection, runs: Sequence[RunSource], extras: list[RunExtras]
+) -> None:
+    bad: dict[int, set[int]] = defaultdict(set)
+    for f, ordinal in con.execute(
+        "SELECT f, unnest(bad) FROM slots WHERE bad IS NOT NULL"
+    ).fetchall():
+        bad[f].add(ordinal)
+    for index, ordinals in bad.items():
+        path = runs[index].attempts_path
+        problems = name_bad_records(path, ordinals)
+        extras[index].skipped_line_count = len(problems)
+        extras[index].skipped_lines = [
+            SkippedLine(str(path), p.line, p.reason, p.torn)
+            for p in problems[:MAX_NAMED_SKIPPED_LINES]
+        ]
+
+
+def _collect_missing_slots(
+    con: duckdb.DuckDBPyConnection,
+    runs: Sequence[RunSource],
+    aggregates: list[list[TaskAggregate]],
+    extras: list[RunExtras],
+    incomplete: dict[int, list[str]],
+) -> None:
+    """Manifest tasks × repeat minus the slots present (tasks without any row included).
+
+    Only tasks whose slot count or range is off are looked at slot by slot.
+    """
+    for index, run in enumerate(runs):
+        tasks = run.manifest.get("tasks")
+        repeat = run.manifest.get("repeat")
+        if not isinstance(tasks, list) or not isinstance(repeat, int) or repeat < 1:
+            continue
+        present: dict[str, set[int]] = {
+            agg.task_id: set(range(repeat)) for agg in aggregates[index]
+        }
+        if incomplete.get(index):
+            for task_id, attempts in con.execute(
+                f"SELECT task_id, list(attempt) FROM slots WHERE f = {index} AND w IS NOT NULL"
+                " AND task_id IN (SELECT unnest($tasks)) GROUP BY task_id",
+                {"tasks": incomplete[index]},
+            ).fetchall():
+                present[task_id] = set(attempts)
+        for task_id in (str(t) for t in tasks):
+            have = present.get(task_id, set())
+            extras[index].missing_slots.extend((task_id, a) for a in range(repeat) if a not in have)
+
+
+def assemble_report(
+    run: RunSource,
+    aggregates: list[TaskAggregate],
+    extras: RunExtras,
+    *,
+    min_runs: int,
+    include_link_errors: bool,
+    group_by: GroupBy,
+    sort: SortKey,
+    top: int | None,
+    prices: dict[str, ModelPrice],
+) -> RunReport:
+    """Turn per-task aggregates into the run's report (shared by cold and live reports)."""
+    from analysis.prices import price_for
+
+    report = RunReport(
+        run_id=run.run_id,
+        source=str(run.attempts_path),
+        run_dir=None if run.run_dir is None else str(run.run_dir),
+        model=run.manifest.get("model") if isinstance(run.manifest.get("model"), str) else None,
+        status=run.manifest.get("status") if isinstance(run.manifest.get("status"), str) else None,
+        group_by=group_by,
+        include_link_errors=include_link_errors,
+        min_runs=min_runs,
+    )
+    missing_by_task: dict[str, list[int]] = defaultdict(list)
+    for task_id, attempt in extras.missing_slots:
+        missing_by_task[task_id].append(attempt)
+    report.missing_slots = [{"task_id": t, "attempt": a} for t, a in extras.missing_slots]
+
+    by_task = {agg.task_id: agg for agg in aggregates}
+    # Manifest tasks without a single row are still tasks of the run: listed, never averaged.
+    for task_id in run.manifest.get("tasks") or []:
+        if isinstance(task_id, str) and task_id not in by_task:
+            by_task[task_id] = TaskAggregate(task_id, None, 0, 0, 0, 0, first_seen=1 << 62)
+
+    stats = [
+        _task_stats(agg, include_link_errors, missing_by_task.get(agg.task_id, []))
+        for agg in by_task.values()
+    ]
+    threshold = max(1, min_runs)
+    included = [t for t in stats if t.n >= threshold]
+    report.tasks_below_min_runs = [t for t in stats if t.n < threshold]
+    report.tasks_judged = len(included)
+    report.attempts_judged = sum(t.n for t in included)
+    report.link_errors = sum(t.link_errors for t in stats)
+    report.harness_errors = sum(t.harness_errors for t in stats)
+    report.link_errors_by_kind = dict(extras.link_errors_by_kind)
+    slots = sum(t.passes + t.fails + t.link_errors + t.harness_errors for t in stats)
+    report.link_error_rate = report.link_errors / slots if slots else None
+
+    if included:
+        success = [t.success_rate or 0.0 for t in included]
+        spread = [t.spread or 0.0 for t in included]
+        report.success_rate = sum(success) / len(success)
+        report.consistency_gap_pp = sum(spread) / len(spread) * 100
+        report.c_out = 1 - report.consistency_gap_pp / 100
+        report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(included)
+        ordered = sorted(included, key=lambda t: t.task_id)
+        report.ci95 = bootstrap_ci95(
+            {
+                "success_rate": [t.success_rate or 0.0 for t in ordered],
+                "consistency_gap_pp": [(t.spread or 0.0) * 100 for t in ordered],
+            }
+        )
+    else:
+        report.ci95 = {"success_rate": None, "consistency_gap_pp": None}
+
+    _apply_tokens_and_cost(report, extras, prices, price_for)
+    if group_by == "scenario":
+        _apply_scenarios(report, included)
+    report.tasks_total = len(included)
+    report.tasks = _sorted_tasks(included, sort)[: top if top is not None and top >= 0 else None]
+    report.skipped_lines = list(extras.skipped_lines)
+    report.skipped_line_count = extras.skipped_line_count
+    return report
+
+
+def _task_stats(agg: TaskAggregate, include_link_errors: bool, missing: list[int]) -> TaskStats:
+    n = agg.counted(include_link_errors)
+    success = agg.passes / n if n else None
+    spread = (1.0 if 0 < agg.passes < n else 0.0) if n else None
+    return TaskStats(
+        task_id=agg.task_id,
+        scenario_id=agg.scenario_id,
+        n=n,
+        passes=agg.passes,
+        fails=agg.fails,
+        link_errors=agg.link_errors,
+        harness_errors=agg.harness_errors,
+        success_rate=success,
+        spread=spread,
+        latency_mean_ms=agg.latency_mean_ms,
+        latency_cv=coefficient_of_variation(agg.latency_mean_ms, agg.latency_std_ms),
+        tokens_mean=agg.tokens_mean,
+        tokens_cv=coefficient_of_variation(agg.tokens_mean, agg.tokens_std),
+        last_error_kinds=agg.last_error_kinds,
+        missing_attempts=missing,
+    )
+
+
+def _run_curves(
+    tasks: list[TaskStats],
+) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
+    pairs: dict[tuple[int, int], int] = defaultdict(int)
+    for task in tasks:
+        pairs[(task.n, task.passes)] += 1
+    max_n = max(n for n, _ in pairs)
+    hat_sum = [0.0] * max_n
+    at_sum = [0.0] * max_n
+    count = [0] * max_n
+    for (n, c), times in pairs.items():
+        hat, at = pass_curves(n, c)
+        for k in range(n):
+            hat_sum[k] += hat[k] * times
+            at_sum[k] += at[k] * times
+            count[k] += times
+    return (
+        {k + 1: hat_sum[k] / count[k] for k in range(max_n)},
+        {k + 1: at_sum[k] / count[k] for k in range(max_n)},
+        {k + 1: count[k] for k in range(max_n)},
+    )
+
+
+def _apply_tokens_and_cost(
+    report: RunReport,
+    extras: RunExtras,
+    prices: dict[str, ModelPrice],
+    price_for: Any,
+) -> None:
+    prompt = completion = total = 0
+    cost = 0.0
+    unpriced: list[str] = []
+    for model, (p, c, t) in extras.tokens_by_model.items():
+        prompt, completion, total = prompt + p, completion + c, total + t
+        price = price_for(model, prices)
+        if price is None:
+            if p or c or t:
+                unpriced.append(model or "(no model)")
+            continue
+        cost += price.cost(p, c)
+    report.tokens = {"prompt": prompt, "completion": completion, "total": total}
+    report.unpriced_models = sorted(unpriced)
+    report.cost_usd = None if unpriced else cost
+
+
+def _apply_scenarios(report: RunReport, tasks: list[TaskStats]) -> None:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for task in tasks:
+        # A task without a scenario is a scenario of its own.
+        groups[task.scenario_id or task.task_id].append(task.success_rate or 0.0)
+    report.scenarios = [
+        ScenarioStats(sid, len(rates), min(rates), sum(rates) / len(rates))
+        for sid, rates in sorted(groups.items())
+    ]
+    if tasks:
+        rates = [t.success_rate or 0.0 for t in tasks]
+        report.task_goal_completion = round(sum(rates) / len(rates) * 100, 1)
+        mins = [s.min_success_rate for s in report.scenarios]
+        report.scenario_goal_completion = round(sum(mins) / len(mins) * 100, 1)
+
+
+def _sorted_tasks(tasks: list[TaskStats], sort: SortKey) -> list[TaskStats]:
+    if sort == "task":
+        return sorted(tasks, key=lambda t: t.task_id)
+    if sort == "success":
+        return sorted(tasks, key=lambda t: (t.success_rate or 0.0, t.task_id))
+    # Most volatile first; among equals, the ones closest to a coin flip.
+    return sorted(
+        tasks,
+        key=lambda t: (-(t.spread or 0.0), abs((t.success_rate or 0.0) - 0.5), t.task_id),
+    )
 
 
 def pooled_task_outcomes(run_dirs: Sequence[Path]) -> dict[str, tuple[int, int]]:
     """task_id -> (passes, fails) pooled over runs (last row per slot wins), in task order."""
-    raise NotImplementedError
+    runs = resolve_sources(list(run_dirs))
+    aggregates, _ = read_runs(runs, include_link_errors=False)
+    pooled: dict[str, tuple[int, int]] = {}
+    for run, run_aggs in zip(runs, aggregates, strict=True):
+        order = {t: i for i, t in enumerate(run.manifest.get("tasks") or [])}
+        for agg in sorted(run_aggs, key=lambda a: (order.get(a.task_id, len(order)), a.first_seen)):
+            passes, fails = pooled.get(agg.task_id, (0, 0))
+            pooled[agg.task_id] = (passes + agg.passes, fails + agg.fails)
+    return pooled

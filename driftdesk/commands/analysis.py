@@ -1,13 +1,363 @@
-"""CLI sub-commands for the analysis area. Handlers import their core lazily (fast start)."""
+"""CLI sub-commands for the analysis area: report, compare, tasks, plot, and results import.
+
+Handlers import their core lazily (fast start) and only format what ``analysis`` computes.
+Notices about skipped lines go to stderr so stdout stays machine-readable.
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analysis.compare import Comparison
+    from analysis.volatility import RunReport
+
+Handler = Callable[[argparse.Namespace], int]
+
+CSV_COLUMNS = (
+    "run_id",
+    "task_id",
+    "scenario_id",
+    "n",
+    "passes",
+    "fails",
+    "link_errors",
+    "harness_errors",
+    "success_rate",
+    "spread",
+    "latency_mean_ms",
+    "latency_cv",
+    "tokens_mean",
+    "tokens_cv",
+    "last_error_kinds",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's sub-commands to the top-level parser."""
+    p = sub.add_parser(
+        "report",
+        help="per-task volatility of one or more runs (pass^k, consistency gap, CIs)",
+        description="Per-task volatility of runs. RUN is a run dir, an attempts.jsonl or a glob.",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--format", default="table", choices=["table", "json", "csv", "parquet"])
+    p.add_argument("--out", help="write to this file (required for parquet)")
+    _add_metric_options(p)
+    p.add_argument("--group-by", default="task", choices=["task", "scenario"])
+    p.add_argument("--sort", default="spread", choices=["spread", "success", "task"])
+    p.add_argument("--top", type=int, help="list only the first N tasks (metrics use all)")
+    p.set_defaults(func=_guarded(cmd_report))
+
+    p = sub.add_parser("compare", help="two runs side by side: deltas, CIs, tasks that changed")
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("--format", default="table", choices=["table", "json"])
+    _add_metric_options(p)
+    p.set_defaults(func=_guarded(cmd_compare))
+
+    p = sub.add_parser("tasks", help="print task ids one a line (feed them to run --tasks)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--volatile", action="store_true", help="tasks with both passes and fails")
+    which.add_argument("--failed", action="store_true", help="tasks with at least one fail")
+    p.set_defaults(func=_guarded(cmd_tasks))
+
+    p = sub.add_parser("plot", help="pass^k curve and success histogram in the terminal")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--kind", default="both", choices=["pass-k", "histogram", "both"])
+    p.add_argument("--width", type=int, default=72)
+    p.add_argument("--height", type=int, default=18)
+    _add_metric_options(p)
+    p.set_defaults(func=_guarded(cmd_plot))
+
+
+def _add_metric_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--min-runs",
+        type=int,
+        default=1,
+        help="tasks with fewer counted attempts are listed apart, not averaged",
+    )
+    p.add_argument(
+        "--include-link-errors",
+        action="store_true",
+        help="count link and harness errors as failures (default: kept out of model metrics)",
+    )
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Turn the cores' input errors into one clear line and exit code 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from analysis.imports import ResultsImportError
+        from analysis.prices import PriceTableError
+        from analysis.sources import SourceError
+
+        try:
+            return handler(args)
+        except (SourceError, PriceTableError, ResultsImportError) as exc:
+            print(f"driftdesk: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> list[RunReport]:
+    from analysis.volatility import build_report
+
+    reports = build_report(
+        list(sources),
+        min_runs=args.min_runs,
+        include_link_errors=args.include_link_errors,
+        **extra,
+    )
+    for report in reports:
+        _warn_skipped(report)
+    return reports
+
+
+def _warn_skipped(report: RunReport) -> None:
+    for line in report.skipped_lines:
+        print(f"warning: {line}", file=sys.stderr)
+    hidden = report.skipped_line_count - len(report.skipped_lines)
+    if hidden > 0:
+        print(f"warning: {report.source}: {hidden} more lines skipped", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if args.format == "parquet" and not args.out:
+        print("driftdesk: --format parquet needs --out FILE", file=sys.stderr)
+        return 2
+    reports = _reports(args, args.runs, group_by=args.group_by, sort=args.sort, top=args.top)
+    if args.format == "parquet":
+        from analysis.export import write_parquet
+
+        write_parquet(reports, Path(args.out))
+        print(f"wrote {args.out}", file=sys.stderr)
+        return 0
+    if args.format == "json":
+        payload: Any = (
+            reports[0].to_json() if len(reports) == 1 else {"runs": [r.to_json() for r in reports]}
+        )
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"
+    elif args.format == "csv":
+        text = _csv_text(reports)
+    else:
+        text = "\n".join(render_report_table(r) for r in reports)
+    _emit(text, args.out)
+    return 0
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        from driftdesk.fileio import atomic_write_text
+
+        atomic_write_text(out, text, mode=0o644)
+    else:
+        sys.stdout.write(text)
+
+
+def _csv_text(reports: Sequence[RunReport]) -> str:
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for report in reports:
+        for task in [*report.tasks, *report.tasks_below_min_runs]:
+            row = task.to_json()
+            writer.writerow(
+                [report.run_id]
+                + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[1:-1]]
+                + [" ".join(task.last_error_kinds)]
+            )
+    return buffer.getvalue()
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def _num(value: float | None, fmt: str = ".3f") -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def _ci(ci: list[float] | None, scale: float = 1.0, fmt: str = ".1f") -> str:
+    if not ci:
+        return ""
+    return f" [95% CI {ci[0] * scale:{fmt}}–{ci[1] * scale:{fmt}}]"
+
+
+def _curve(curve: dict[int, float], limit: int = 8) -> str:
+    keys = sorted(curve)
+    if len(keys) > limit:
+        # The first few k, then the last: where the curve starts and where it ends.
+        keys = [*keys[: limit - 1], keys[-1]]
+    return "  ".join(f"k={k} {curve[k]:.3f}" for k in keys)
+
+
+def render_report_table(report: RunReport) -> str:
+    """The human report: run summary, then one line per task."""
+    lines = [
+        f"run {report.run_id}"
+        + (f"  model {report.model}" if report.model else "")
+        + (f"  status {report.status}" if report.status else ""),
+        f"  tasks judged {report.tasks_judged}  attempts judged {report.attempts_judged}"
+        f"  link errors {report.link_errors}"
+        + (
+            " (" + ", ".join(f"{k}: {v}" for k, v in report.link_errors_by_kind.items()) + ")"
+            if report.link_errors_by_kind
+            else ""
+        )
+        + (f"  harness errors {report.harness_errors}" if report.harness_errors else "")
+        + ("  [link errors counted as failures]" if report.include_link_errors else ""),
+        f"  success {_pct(report.success_rate)}{_ci(report.ci95.get('success_rate'), 100)}"
+        f"  consistency gap {_num(report.consistency_gap_pp, '.1f')} pp"
+        f"{_ci(report.ci95.get('consistency_gap_pp'))}  C_out {_num(report.c_out)}",
+    ]
+    if report.pass_hat_k:
+        lines.append(f"  pass^k  {_curve(report.pass_hat_k)}")
+        lines.append(f"  pass@k  {_curve(report.pass_at_k)}")
+    cost = (
+        f"${report.cost_usd:.4f}"
+        if report.cost_usd is not None
+        else "unknown (no price for " + ", ".join(report.unpriced_models) + ")"
+    )
+    if report.tokens.get("total"):
+        lines.append(f"  tokens {report.tokens['total']:,}  cost {cost}")
+    if report.group_by == "scenario" and report.task_goal_completion is not None:
+        tgc, sgc = report.task_goal_completion, report.scenario_goal_completion or 0.0
+        lines.append(
+            f"  TGC {tgc:.1f}%  SGC {sgc:.1f}%  gap {tgc - sgc:.1f}"
+            f"  ({len(report.scenarios)} scenarios)"
+        )
+    if report.missing_slots:
+        shown = ", ".join(f"{m['task_id']}#{m['attempt']}" for m in report.missing_slots[:10])
+        more = len(report.missing_slots) - 10
+        lines.append(
+            f"  missing slots {len(report.missing_slots)}: {shown}"
+            + (f" … (+{more})" if more > 0 else "")
+        )
+    if report.tasks_below_min_runs:
+        names = ", ".join(f"{t.task_id} (n={t.n})" for t in report.tasks_below_min_runs[:10])
+        lines.append(
+            f"  below --min-runs {report.min_runs}, not averaged: "
+            f"{len(report.tasks_below_min_runs)} tasks: {names}"
+        )
+    if report.skipped_line_count:
+        lines.append(f"  skipped lines {report.skipped_line_count} (see warnings)")
+    lines.append("")
+    width = max([len("TASK"), *(len(t.task_id) for t in report.tasks)])
+    lines.append(
+        f"  {'TASK':<{width}}  {'N':>4}  {'PASS':>4}  {'FAIL':>4}  {'LINK':>4}  "
+        f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'LAT_CV':>6}  LAST ERRORS"
+    )
+    for t in report.tasks:
+        lines.append(
+            f"  {t.task_id:<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
+            f"{t.link_errors:>4}  {_pct(t.success_rate):>7}  {_num(t.spread, '.0f'):>6}  "
+            f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.latency_cv, '.2f'):>6}  "
+            f"{' '.join(t.last_error_kinds)}"
+        )
+    if report.tasks_total > len(report.tasks):
+        lines.append(f"  … {report.tasks_total - len(report.tasks)} more tasks (--top)")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from analysis.compare import compare_runs
+
+    a, b = _reports(args, [args.run_a, args.run_b], sort="task")
+    comparison = compare_runs(a, b)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(comparison.to_json(), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_comparison(comparison))
+    return 0
+
+
+def render_comparison(comparison: Comparison) -> str:
+    a, b = comparison.a, comparison.b
+    lines = [f"A {a.run_id}", f"B {b.run_id}", ""]
+    lines.append(f"  {'METRIC':<22}  {'A':>10}  {'B':>10}  {'B − A':>10}  CI A / CI B")
+    for m in comparison.metrics:
+        ci = ""
+        if m.ci_a or m.ci_b:
+            ci = f"{_fmt_ci(m.ci_a)} / {_fmt_ci(m.ci_b)}"
+        fmt = "d" if isinstance(m.a, int) and isinstance(m.b, int) else ".4f"
+        lines.append(
+            f"  {m.name:<22}  {_num(m.a, fmt):>10}  {_num(m.b, fmt):>10}  "
+            f"{_num(m.delta, '+' + fmt):>10}  {ci}"
+        )
+    lines.append("")
+    if comparison.changed:
+        lines.append(f"  tasks that changed ({len(comparison.changed)}):")
+        width = max(len(c.task_id) for c in comparison.changed)
+        for c in comparison.changed:
+            lines.append(
+                f"  {c.task_id:<{width}}  {c.before:>8} → {c.after:<8}  "
+                f"{_pct(c.success_a):>6} → {_pct(c.success_b)}"
+            )
+    else:
+        lines.append("  no task changed behaviour")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_ci(ci: list[float] | None) -> str:
+    return "—" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from analysis.selection import select_task_ids
+
+    runs = [Path(r) for r in args.runs]
+    for task_id in select_task_ids(runs, "volatile" if args.volatile else "failed"):
+        sys.stdout.write(task_id + "\n")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from analysis.plots import pass_hat_k_plot, success_histogram
+
+    (report,) = _reports(args, [args.run])
+    parts = []
+    if args.kind in ("pass-k", "both"):
+        parts.append(pass_hat_k_plot(report, args.width, args.height))
+    if args.kind in ("histogram", "both"):
+        parts.append(success_histogram(report, args.width, args.height))
+    sys.stdout.write("\n".join(parts) + "\n")
+    return 0
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    """``driftdesk import RESULTS [--format ...]``: foreign results -> a driftdesk run dir."""
+    return _guarded(_import_results)(args)
+
+
+def _import_results(args: argparse.Namespace) -> int:
+    from analysis.imports import import_results
+
+    result = import_results(
+        Path(args.source),
+        fmt=args.format,
+        task_field=args.task_field,
+        success_field=args.success_field,
+        score_threshold=args.score_threshold,
+        out=Path(args.out),
+        run_id=args.run_id,
+    )
+    for problem in result.problems:
+        print(f"warning: {args.source}: {problem}", file=sys.stderr)
+    print(
+        f"imported {result.attempts} attempts of {result.tasks} tasks ({result.format}) "
+        f"into {result.run_dir}"
+        + (f"; {len(result.problems)} records skipped" if result.problems else "")
+    )
+    return 0

@@ -1,0 +1,546 @@
+"""Foreign results -> a driftdesk run dir, so every report works on them.
+
+Formats (``fmt``):
+
+- ``jsonl``: one attempt per line. Task from ``--task-field`` or ``task_id``/``task``; outcome
+  from ``outcome`` when it is one of ours, else success from ``--success-field`` or
+  ``success``/``pass``/``passed``, else ``score``/``reward`` ≥ ``--score-threshold``; a row with
+  an ``error_code`` and no verdict is a link error. Attempt from ``attempt``/``trial``, else
+  numbered per task in file order. Tokens, latency, model when present.
+- ``tau-bench``: the JSON list ``run.py`` saves (``task_id``, ``trial``, ``reward``, ``info``);
+  success = reward within 1e-6 of 1, as tau-bench scores it. A record whose ``info`` carries an
+  ``error`` (tau-bench stores the exception there, with reward 0) is a link error when the
+  error looks like the network or the provider (status code, rate limit, timeout,
+  connection), otherwise a harness error.
+- ``tau2``: ``results.json`` with ``simulations`` (or, in the dir format, ``simulation_index``);
+  ``reward_info.reward`` judged like tau-bench; ``termination_reason`` infrastructure_error
+  becomes a link error and context_window_exceeded a harness error: tau2 keeps both out of its
+  metric denominators, and so do we by default.
+- ``appworld``: an evaluation JSON whose ``individual`` maps task id -> ``{success, …}``; one
+  attempt per task; scenario id = the task id before its last ``_``.
+
+Bad records are reported (line number for JSONL, 1-based record number for JSON lists) and
+skipped; good ones are never dropped. The run dir is built in a hidden temp folder and renamed
+into place, so an interrupted import leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from analysis.sources import OUTCOMES
+
+Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld"]
+FORMATS = ("jsonl", "tau-bench", "tau2", "appworld")
+REWARD_TOLERANCE = 1e-6
+TASK_FIELDS = ("task_id", "task")
+SUCCESS_FIELDS = ("success", "pass", "passed")
+SCORE_FIELDS = ("score", "reward")
+ATTEMPT_FIELDS = ("attempt", "trial")
+TAU2_LINK_ERRORS = {"infrastructure_error"}
+TAU2_HARNESS_ERRORS = {"context_window_exceeded"}
+
+
+class ResultsImportError(ValueError):
+    """The file cannot be imported at all (unreadable, unknown format, no usable record)."""
+
+
+@dataclass
+class ImportResult:
+    run_dir: Path
+    format: str
+    attempts: int
+    tasks: int
+    problems: list[str] = field(default_factory=list)
+    published: dict[str, Any] = field(default_factory=dict)  # numbers the source file states
+
+
+@dataclass
+class _Attempt:
+    task_id: str
+    outcome: str
+    attempt: int | None = None
+    scenario_id: str | None = None
+    score: float | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    latency_ms: float | None = None
+    model: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+
+
+def import_results(
+    path: Path,
+    *,
+    fmt: Format = "auto",
+    task_field: str | None = None,
+    success_field: str | None = None,
+    score_threshold: float = 1.0,
+    out: Path = Path("runs"),
+    run_id: str | None = None,
+) -> ImportResult:
+    """Read ``path`` in ``fmt`` and write ``out/<run_id>/{manifest.json,attempts.jsonl}``."""
+    if not path.is_file():
+        raise ResultsImportError(f"{path}: no such file")
+    raw = path.read_bytes()
+    fmt_found, document = _detect(path, raw, fmt)
+    problems: list[str] = []
+    published: dict[str, Any] = {}
+    model: str | None = None
+    if fmt_found == "jsonl":
+        attempts = list(_from_jsonl(path, problems, task_field, success_field, score_threshold))
+    elif fmt_found == "tau-bench":
+        attempts = list(_from_tau_bench(document, problems))
+    elif fmt_found == "tau2":
+        model = _dig(document, "info", "agent_info", "llm")
+        attempts = list(_from_tau2(document, problems, model if isinstance(model, str) else None))
+    else:
+        attempts = list(_from_appworld(document, problems))
+        aggregate = document.get("aggregate") if isinstance(document, dict) else None
+        if isinstance(aggregate, dict):
+            published = {k: v for k, v in aggregate.items() if isinstance(v, int | float)}
+    if not attempts:
+        detail = f" ({len(problems)} bad records)" if problems else ""
+        raise ResultsImportError(f"{path}: no usable records{detail}")
+    _number_attempts(attempts)
+    models = {a.model for a in attempts if a.model}
+    if model is None and len(models) == 1:
+        model = models.pop()
+    run_dir = _write_run(
+        path, raw, fmt_found, attempts, out, run_id, model, published, len(problems)
+    )
+    tasks = {a.task_id for a in attempts}
+    return ImportResult(run_dir, fmt_found, len(attempts), len(tasks), problems, published)
+
+
+# --- format detection -------------------------------------------------------------------
+
+
+def _detect(path: Path, raw: bytes, fmt: Format) -> tuple[str, Any]:
+    if fmt == "jsonl":
+        return "jsonl", None
+    if fmt == "auto" and path.suffix.lower() in (".jsonl", ".ndjson"):
+        return "jsonl", None
+    try:
+        document = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        if fmt == "auto" and _looks_like_jsonl(raw):
+            return "jsonl", None
+        raise ResultsImportError(
+            f"{path}: not valid JSON ({exc}); for JSON lines use --format jsonl"
+        ) from exc
+    if fmt != "auto":
+        _check_shape(path, fmt, document)
+        return fmt, document
+    if isinstance(document, dict) and ("simulations" in document or "simulation_index" in document):
+        return "tau2", document
+    if isinstance(document, dict) and isinstance(document.get("individual"), dict):
+        return "appworld", document
+    if isinstance(document, list) and any(
+        isinstance(r, dict) and "reward" in r and "task_id" in r for r in document
+    ):
+        return "tau-bench", document
+    if isinstance(document, dict) and any(f in document for f in TASK_FIELDS):
+        return "jsonl", None  # a one-line JSONL file
+    raise ResultsImportError(
+        f"{path}: cannot tell the format (expected a tau-bench list, a tau2 results.json, an "
+        "AppWorld evaluation or JSON lines); pass --format"
+    )
+
+
+def _looks_like_jsonl(raw: bytes) -> bool:
+    first = raw.lstrip().split(b"\n", 1)[0]
+    try:
+        return isinstance(json.loads(first), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _check_shape(path: Path, fmt: str, document: Any) -> None:
+    ok = {
+        "tau-bench": isinstance(document, list),
+        "tau2": isinstance(document, dict)
+        and ("simulations" in document or "simulation_index" in document),
+        "appworld": isinstance(document, dict) and isinstance(document.get("individual"), dict),
+    }[fmt]
+    if not ok:
+        expected = {
+            "tau-bench": "a JSON list of results",
+            "tau2": "an object with 'simulations'",
+            "appworld": "an object with 'individual'",
+        }[fmt]
+        raise ResultsImportError(f"{path}: not a {fmt} file: expected {expected}")
+
+
+# --- readers ----------------------------------------------------------------------------
+
+
+def _from_jsonl(
+    path: Path,
+    problems: list[str],
+    task_field: str | None,
+    success_field: str | None,
+    threshold: float,
+) -> Iterator[_Attempt]:
+    from driftdesk.fileio import JsonlProblem, iter_jsonl
+
+    line_problems: list[JsonlProblem] = []
+    reported = 0
+    for number, row in iter_jsonl(path, line_problems):
+        while reported < len(line_problems):  # keep problems in line order
+            problems.append(str(line_problems[reported]))
+            reported += 1
+        try:
+            yield _generic_attempt(row, task_field, success_field, threshold)
+        except ValueError as exc:
+            problems.append(f"line {number}: {exc}")
+    problems.extend(str(p) for p in line_problems[reported:])
+
+
+def _generic_attempt(
+    row: dict[str, Any], task_field: str | None, success_field: str | None, threshold: float
+) -> _Attempt:
+    task_id = _first(row, (task_field,) if task_field else TASK_FIELDS)
+    if task_id is None or task_id == "":
+        wanted = task_field or " or ".join(TASK_FIELDS)
+        raise ValueError(f"no task id ({wanted})")
+    error_code = row.get("error_code")
+    outcome = row.get("outcome") if row.get("outcome") in OUTCOMES else None
+    score = _number(_first(row, SCORE_FIELDS))
+    if outcome is None:
+        verdict = _first(row, (success_field,) if success_field else SUCCESS_FIELDS)
+        if isinstance(verdict, bool):
+            outcome = "pass" if verdict else "fail"
+        elif isinstance(verdict, int | float) and verdict in (0, 1):
+            outcome = "pass" if verdict == 1 else "fail"
+        elif verdict is not None:
+            raise ValueError(f"success field is not a boolean: {verdict!r}")
+        elif score is not None:
+            outcome = "pass" if score >= threshold else "fail"
+        elif error_code is not None:
+            outcome = "link_error"
+        else:
+            raise ValueError("no verdict (outcome, success/pass, score/reward or error_code)")
+    usage: dict[str, Any] = row["usage"] if isinstance(row.get("usage"), dict) else {}
+    attempt = _first(row, ATTEMPT_FIELDS)
+    return _Attempt(
+        task_id=str(task_id),
+        outcome=outcome,
+        attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+        scenario_id=_str_or_none(row.get("scenario_id")),
+        score=score,
+        error_code=_str_or_none(error_code),
+        error_message=_str_or_none(row.get("error_message")),
+        prompt_tokens=_int(row.get("prompt_tokens", usage.get("prompt_tokens"))),
+        completion_tokens=_int(row.get("completion_tokens", usage.get("completion_tokens"))),
+        total_tokens=_int(row.get("total_tokens", usage.get("total_tokens"))),
+        latency_ms=_number(row.get("latency_ms")),
+        model=_str_or_none(row.get("model")),
+        started_at=_str_or_none(row.get("started_at")),
+        ended_at=_str_or_none(row.get("ended_at")),
+    )
+
+
+def _from_tau_bench(document: list[Any], problems: list[str]) -> Iterator[_Attempt]:
+    for number, record in enumerate(document, start=1):
+        if not isinstance(record, dict):
+            problems.append(f"record {number}: expected an object, got {type(record).__name__}")
+            continue
+        task_id = record.get("task_id")
+        reward = _number(record.get("reward"))
+        if task_id is None or isinstance(task_id, bool):
+            problems.append(f"record {number}: no task_id")
+            continue
+        if reward is None:
+            problems.append(f"record {number} (task {task_id}): reward is not a number")
+            continue
+        info: dict[str, Any] = record["info"] if isinstance(record.get("info"), dict) else {}
+        trial = record.get("trial")
+        attempt = _Attempt(
+            task_id=str(task_id),
+            outcome="pass" if abs(reward - 1.0) <= REWARD_TOLERANCE else "fail",
+            attempt=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
+            score=reward,
+        )
+        error = info.get("error")
+        if error:
+            code = _classify_error(str(error))
+            attempt.outcome = "harness_error" if code == "harness_crash" else "link_error"
+            attempt.error_code = code
+            attempt.error_message = str(error).splitlines()[0][:300] if str(error) else None
+        yield attempt
+
+
+def _from_tau2(
+    document: dict[str, Any], problems: list[str], model: str | None
+) -> Iterator[_Attempt]:
+    records = document.get("simulations") or []
+    index_only = not records and isinstance(document.get("simulation_index"), list)
+    if index_only:
+        records = document["simulation_index"]
+    if not isinstance(records, list):
+        problems.append("simulations: expected a list")
+        return
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            problems.append(f"record {number}: expected an object, got {type(record).__name__}")
+            continue
+        task_id = record.get("task_id")
+        if task_id is None or task_id == "":
+            problems.append(f"record {number}: no task_id")
+            continue
+        reason = record.get("termination_reason")
+        reward = _number(
+            record.get("reward") if index_only else _dig(record, "reward_info", "reward")
+        )
+        trial = record.get("trial")
+        attempt = _Attempt(
+            task_id=str(task_id),
+            outcome="fail",
+            attempt=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
+            score=reward,
+            latency_ms=_seconds_to_ms(record.get("duration")),
+            model=model,
+            started_at=_str_or_none(record.get("start_time")),
+            ended_at=_str_or_none(record.get("end_time")),
+        )
+        if reason in TAU2_LINK_ERRORS or reason in TAU2_HARNESS_ERRORS:
+            attempt.outcome = "link_error" if reason in TAU2_LINK_ERRORS else "harness_error"
+            attempt.error_code = str(reason)
+        elif reward is None:
+            problems.append(f"record {number} (task {task_id}): no reward_info.reward")
+            continue
+        else:
+            attempt.outcome = "pass" if abs(reward - 1.0) <= REWARD_TOLERANCE else "fail"
+        prompt, completion = _tau2_usage(record.get("messages"))
+        if prompt or completion:
+            attempt.prompt_tokens, attempt.completion_tokens = prompt, completion
+            attempt.total_tokens = prompt + completion
+        yield attempt
+
+
+def _tau2_usage(messages: Any) -> tuple[int, int]:
+    prompt = completion = 0
+    if isinstance(messages, list):
+        for message in messages:
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "assistant"
+                and isinstance(usage, dict)
+            ):
+                prompt += _int(usage.get("prompt_tokens")) or 0
+                completion += _int(usage.get("completion_tokens")) or 0
+    return prompt, completion
+
+
+def _from_appworld(document: dict[str, Any], problems: list[str]) -> Iterator[_Attempt]:
+    for number, (task_id, record) in enumerate(document["individual"].items(), start=1):
+        if not isinstance(record, dict) or not isinstance(record.get("success"), bool):
+            problems.append(f"record {number} (task {task_id}): no boolean 'success'")
+            continue
+        scenario = task_id.rsplit("_", 1)[0] if "_" in task_id else task_id
+        yield _Attempt(
+            task_id=task_id,
+            outcome="pass" if record["success"] else "fail",
+            attempt=0,
+            scenario_id=scenario,
+        )
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+_STATUS = re.compile(r"\b(4\d\d|5\d\d)\b")
+
+
+def _classify_error(text: str) -> str:
+    lowered = text.lower()
+    if "insufficient_quota" in lowered:
+        return "insufficient_quota"
+    if "ratelimit" in lowered or "rate limit" in lowered:
+        return "429"
+    match = _STATUS.search(text)
+    if match:
+        return match.group(1)
+    if "timeout" in lowered or "timed out" in lowered:
+        return "timeout"
+    if "connection" in lowered:
+        return "connection"
+    return "harness_crash"
+
+
+def _number_attempts(attempts: list[_Attempt]) -> None:
+    """Attempts without a number get the next free one of their task, in file order."""
+    used: dict[str, set[int]] = {}
+    for a in attempts:
+        if a.attempt is not None:
+            used.setdefault(a.task_id, set()).add(a.attempt)
+    next_free: dict[str, int] = {}
+    for a in attempts:
+        if a.attempt is None:
+            taken = used.setdefault(a.task_id, set())
+            candidate = next_free.get(a.task_id, 0)
+            while candidate in taken:
+                candidate += 1
+            a.attempt = candidate
+            taken.add(candidate)
+            next_free[a.task_id] = candidate + 1
+
+
+def _first(row: dict[str, Any], names: Iterable[str | None]) -> Any:
+    for name in names:
+        if name and row.get(name) is not None:
+            return row[name]
+    return None
+
+
+def _dig(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _seconds_to_ms(value: Any) -> float | None:
+    seconds = _number(value)
+    return None if seconds is None else seconds * 1000.0
+
+
+def _sanitise(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "import"
+
+
+def _write_run(
+    source: Path,
+    raw: bytes,
+    fmt: str,
+    attempts: list[_Attempt],
+    out: Path,
+    run_id: str | None,
+    model: str | None,
+    published: dict[str, Any],
+    skipped: int,
+) -> Path:
+    from driftdesk import __version__
+    from driftdesk.fileio import JsonlAppender, atomic_write_json
+
+    now = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = _sanitise(run_id or f"import-{fmt}-{source.stem}-{now}")
+    out.mkdir(parents=True, exist_ok=True)
+    final = out / base
+    suffix = 2
+    while final.exists():
+        final = out / f"{base}-{suffix}"
+        suffix += 1
+    staging = out / f".{final.name}.importing-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    try:
+        tasks: list[str] = []
+        seen: set[str] = set()
+        with JsonlAppender(staging / "attempts.jsonl", fsync=False) as appender:
+            for a in attempts:
+                if a.task_id not in seen:
+                    seen.add(a.task_id)
+                    tasks.append(a.task_id)
+                appender.append(_row(final.name, a))
+        _fsync_file(staging / "attempts.jsonl")  # once for the file, not once per row
+        repeat = max((a.attempt or 0) for a in attempts) + 1
+        manifest = {
+            "run_id": final.name,
+            "profile": None,
+            "protocol": None,
+            "base_url": None,
+            "model": model,
+            "suite": {
+                "path": str(source.resolve()),
+                "name": f"import:{fmt}",
+                "sha256": hashlib.sha256(raw).hexdigest(),
+            },
+            "repeat": repeat,
+            "concurrency": None,
+            "timeout_seconds": None,
+            "agent": f"import:{fmt}",
+            "command": None,
+            "seed": None,
+            "tasks": tasks,
+            "driftdesk_version": __version__,
+            "started_at": datetime.now(UTC).isoformat(),
+            "ended_at": datetime.now(UTC).isoformat(),
+            "status": "completed",
+            "imported_from": {
+                "path": str(source.resolve()),
+                "format": fmt,
+                "records": len(attempts),
+                "skipped": skipped,
+                "published": published,
+            },
+        }
+        atomic_write_json(staging / "manifest.json", manifest, mode=0o644)
+        os.rename(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _row(run_id: str, a: _Attempt) -> dict[str, Any]:
+    judged = a.outcome in ("pass", "fail")
+    return {
+        "run_id": run_id,
+        "task_id": a.task_id,
+        "scenario_id": a.scenario_id,
+        "attempt": a.attempt,
+        "outcome": a.outcome,
+        "success": (a.outcome == "pass") if judged else None,
+        "score": a.score,
+        "error_code": a.error_code,
+        "error_message": a.error_message,
+        "retries": 0,
+        "calls": None,
+        "prompt_tokens": a.prompt_tokens,
+        "completion_tokens": a.completion_tokens,
+        "total_tokens": a.total_tokens,
+        "latency_ms": a.latency_ms,
+        "started_at": a.started_at,
+        "ended_at": a.ended_at,
+        "model": a.model,
+        "base_url": None,
+    }

@@ -1,0 +1,113 @@
+"""Per-task and per-run arithmetic on aggregates (never on rows): pass^k, pass@k, bootstrap.
+
+The SQL in ``analysis.volatility`` and the incremental state in ``analysis.live`` both produce
+``TaskAggregate`` values; everything after that is shared, so both give identical numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_MAX_DRAWS = 2_000_000  # resamples × tasks; bounds the cost on huge runs
+BOOTSTRAP_MIN_RESAMPLES = 200
+BOOTSTRAP_SEED = 20240611
+
+
+@dataclass
+class TaskAggregate:
+    """What the reader knows about one task of one run (winning row per slot only)."""
+
+    task_id: str
+    scenario_id: str | None
+    passes: int
+    fails: int
+    link_errors: int
+    harness_errors: int
+    latency_mean_ms: float | None = None  # over counted attempts
+    latency_std_ms: float | None = None  # population std
+    tokens_mean: float | None = None
+    tokens_std: float | None = None
+    last_error_kinds: list[str] = field(default_factory=list)
+    attempts_present: list[int] = field(default_factory=list)
+    first_seen: int = 0  # file order of the task's first row, for stable ordering
+
+    def counted(self, include_link_errors: bool) -> int:
+        n = self.passes + self.fails
+        if include_link_errors:
+            n += self.link_errors + self.harness_errors
+        return n
+
+
+@lru_cache(maxsize=65536)
+def pass_curves(n: int, c: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(pass^k, pass@k) for k = 1..n with c passes out of n: C(c,k)/C(n,k), 1 − C(n−c,k)/C(n,k).
+
+    Built in O(n) as running products of (c−j)/(n−j), equal to the binomial ratios up to float
+    rounding. Cached per (n, c): a report of thousands of tasks has few distinct pairs.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"passes {c} out of {n} attempts")
+    hat: list[float] = []
+    at: list[float] = []
+    all_pass = all_fail = 1.0  # C(c,k)/C(n,k) and C(n−c,k)/C(n,k) for the current k
+    for j in range(n):
+        all_pass *= (c - j) / (n - j) if c > j else 0.0
+        all_fail *= (n - c - j) / (n - j) if n - c > j else 0.0
+        hat.append(all_pass)
+        at.append(1.0 - all_fail)
+    return tuple(hat), tuple(at)
+
+
+def coefficient_of_variation(mean: float | None, std: float | None) -> float | None:
+    if mean is None or std is None or mean == 0:
+        return None
+    return std / mean
+
+
+def resample_count(tasks: int) -> int:
+    if tasks == 0:
+        return 0
+    return max(BOOTSTRAP_MIN_RESAMPLES, min(BOOTSTRAP_RESAMPLES, BOOTSTRAP_MAX_DRAWS // tasks))
+
+
+def bootstrap_ci95(
+    columns: dict[str, list[float]], *, seed: int = BOOTSTRAP_SEED
+) -> dict[str, list[float] | None]:
+    """Percentile 95 % CIs of the mean of each column, resampling tasks with replacement.
+
+    Runs in DuckDB: resample b draws task ``hash(seed·2³² + b·T + i) % T`` for i in 0..T−1, so the
+    same values in the same order always give the same interval. Every column shares the same
+    resamples (a resample is a set of tasks). Fewer than 2 tasks: no interval.
+    """
+    names = list(columns)
+    tasks = len(next(iter(columns.values()))) if columns else 0
+    if tasks < 2:
+        return dict.fromkeys(names)
+    import duckdb
+
+    resamples = resample_count(tasks)
+    # One 64-bit hash per draw of a unique integer: multi-argument hash() combines its inputs
+    # too weakly in the low bits (resamples came out identical).
+    offset = (int(seed) % (1 << 30)) << 32
+    con = duckdb.connect()
+    try:
+        params: dict[str, object] = {f"v{i}": columns[name] for i, name in enumerate(names)}
+        picks = ", ".join(
+            f"avg(list_extract($v{i}, (1 + hash({offset} + b * {tasks} + i) % {tasks})::BIGINT))"
+            f" AS m{i}"
+            for i in range(len(names))
+        )
+        bounds = ", ".join(
+            f"quantile_cont(m{i}, 0.025), quantile_cont(m{i}, 0.975)" for i in range(len(names))
+        )
+        sql = (
+            f"WITH draws AS (SELECT b, {picks} FROM range({resamples}) r(b) "
+            f"CROSS JOIN range({tasks}) t(i) GROUP BY b) SELECT {bounds} FROM draws"
+        )
+        row = con.execute(sql, params).fetchone()
+    finally:
+        con.close()
+    assert row is not None
+    return {name: [float(row[2 * i]), float(row[2 * i + 1])] for i, name in enumerate(names)}
