@@ -2,12 +2,52 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
+
+from analysis.sources import ATTEMPTS_FILE, row_problem
+
+# The run-dir layout names a task's folder by its id with unsafe characters replaced
+# (attempts/<task>/<attempt>.log); the same rule as the writer of run dirs.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def task_folder_name(task_id: str) -> str:
+    return _UNSAFE.sub("-", task_id).strip("-.") or "x"
 
 
 def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
     """Rows of ``task_id`` in file order, each with ``line`` (1-based), ``superseded`` (a later
     row exists for the same slot), ``log_path`` and ``transcript_path`` (str, or None when the
-    file does not exist)."""
-    raise NotImplementedError
+    file does not exist). Malformed lines are skipped (the report names them)."""
+    run_dir = Path(run_dir)
+    path = run_dir / ATTEMPTS_FILE
+    if not path.exists():
+        return []
+    # A cheap byte test first: only lines that mention the id are parsed.
+    needle = json.dumps(task_id, ensure_ascii=False)[1:-1].encode("utf-8")
+    rows: list[dict[str, Any]] = []
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if needle not in raw:
+                continue
+            try:
+                row = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if row_problem(row) is not None or str(row["task_id"]) != task_id:
+                continue
+            rows.append({**row, "attempt": int(row["attempt"]), "line": number})
+    last_line: dict[int, int] = {}
+    for row in rows:
+        last_line[row["attempt"]] = row["line"]
+    folder = run_dir / "attempts" / task_folder_name(task_id)
+    for row in rows:
+        row["superseded"] = last_line[row["attempt"]] != row["line"]
+        log = folder / f"{row['attempt']}.log"
+        transcript = folder / f"{row['attempt']}.transcript.json"
+        row["log_path"] = str(log) if log.exists() else None
+        row["transcript_path"] = str(transcript) if transcript.exists() else None
+    return rows

@@ -19,6 +19,7 @@ from typing import Any
 ATTEMPTS_FILE = "attempts.jsonl"
 MANIFEST_FILE = "manifest.json"
 OUTCOMES = ("pass", "fail", "link_error", "harness_error")
+JSON_WHITESPACE = b" \t\r\n"
 
 
 class SourceError(ValueError):
@@ -54,7 +55,7 @@ def resolve_sources(sources: Sequence[Path | str]) -> list[RunSource]:
             if key in seen:
                 continue
             seen.add(key)
-            found.append(RunSource(attempts_path, run_dir, _read_manifest(run_dir)))
+            found.append(RunSource(attempts_path, run_dir, read_manifest(run_dir)))
     return found
 
 
@@ -86,7 +87,7 @@ def _one(path: Path, *, explicit: bool) -> tuple[Path, Path | None]:
     return path, run_dir
 
 
-def _read_manifest(run_dir: Path | None) -> dict[str, Any]:
+def read_manifest(run_dir: Path | None) -> dict[str, Any]:
     if run_dir is None:
         return {}
     path = run_dir / MANIFEST_FILE
@@ -114,6 +115,11 @@ def ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
+def is_blank(raw: bytes) -> bool:
+    """A line DuckDB's JSON reader skips: nothing but JSON whitespace."""
+    return not raw.strip(JSON_WHITESPACE)
+
+
 @dataclass
 class LineProblem:
     line: int
@@ -130,7 +136,8 @@ def row_problem(obj: Any) -> str | None:
         return "missing task_id"
     attempt = obj.get("attempt")
     if isinstance(attempt, bool) or not (
-        isinstance(attempt, int) or (isinstance(attempt, str) and attempt.strip().isdigit())
+        (isinstance(attempt, int) and attempt >= 0)
+        or (isinstance(attempt, str) and attempt.strip().isdigit())
     ):
         return f"attempt is not an integer: {attempt!r}"
     outcome = obj.get("outcome")
@@ -150,7 +157,7 @@ def name_bad_records(path: Path, ordinals: set[int]) -> list[LineProblem]:
     ordinal = 0
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
+            if is_blank(raw):
                 continue
             ordinal += 1
             if ordinal not in ordinals:
