@@ -1,0 +1,153 @@
+"""Bad lines never stop a report and are named by line number; live refresh reads new lines only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from analysis_fixtures import attempt_row, handmade_rows, write_handmade_run, write_run
+
+from analysis.attempts import task_attempts
+from analysis.live import LiveVolatility
+from analysis.volatility import build_report
+
+
+def _comparable(data: dict) -> dict:
+    return {k: v for k, v in data.items() if k not in ("skipped_lines", "skipped_line_count")}
+
+
+def test_malformed_lines_are_skipped_and_named(tmp_path: Path) -> None:
+    good = [json.dumps(attempt_row("m", "a", i, "pass")) for i in range(3)]
+    lines = [
+        good[0],  # 1
+        "",  # 2 blank: not a record, not a problem
+        "{not json",  # 3
+        json.dumps([1, 2]),  # 4 an array
+        json.dumps(attempt_row("m", "a", 9, "pass") | {"attempt": 1.5}),  # 5 not an integer
+        json.dumps(attempt_row("m", "a", 9, "maybe")),  # 6 unknown outcome
+        good[1],  # 7
+        "   ",  # 8 blank
+        json.dumps({k: v for k, v in attempt_row("m", "b", 0, "fail").items() if k != "task_id"}),
+        good[2],  # 10
+    ]
+    run = write_run(tmp_path, "m", list(lines))
+    (report,) = build_report([run])
+    assert [(s.line, s.torn) for s in report.skipped_lines] == [
+        (3, False),
+        (4, False),
+        (5, False),
+        (6, False),
+        (9, False),
+    ]
+    reasons = [s.reason for s in report.skipped_lines]
+    assert "Expecting property name" in reasons[0]
+    assert reasons[1] == "expected an object, got list"
+    assert reasons[2].startswith("attempt is not an integer")
+    assert reasons[3].startswith("outcome 'maybe'")
+    assert reasons[4] == "missing task_id"
+    # the good rows are all there
+    (task,) = report.tasks
+    assert (task.task_id, task.n, task.passes) == ("a", 3, 3)
+
+
+def test_torn_last_line_is_said_so(tmp_path: Path) -> None:
+    run = write_handmade_run(tmp_path)
+    with open(run / "attempts.jsonl", "ab") as fh:
+        fh.write(b'{"run_id": "handmade", "task_id": "t5", "attem')  # killed mid-write
+    (report,) = build_report([run])
+    (skipped,) = report.skipped_lines
+    assert (skipped.line, skipped.torn) == (19, True)
+    assert str(skipped).endswith(skipped.reason) and "torn last line" in str(skipped)
+    assert report.attempts_judged == 16  # nothing else lost
+
+
+def test_missing_optional_fields_do_not_break_the_reader(tmp_path: Path) -> None:
+    # rows from an older writer: only the required fields
+    rows = [
+        '{"task_id": "x", "attempt": 0, "outcome": "pass"}',
+        '{"task_id": "x", "attempt": "1", "outcome": "fail", "latency_ms": "slow"}',
+    ]
+    (report,) = build_report([write_run(tmp_path, "old", list(rows))])
+    (task,) = report.tasks
+    assert (task.n, task.passes, task.latency_mean_ms) == (2, 1, None)
+    assert report.tokens == {"prompt": 0, "completion": 0, "total": 0}
+    assert report.skipped_line_count == 0
+
+
+def test_live_refresh_matches_the_cold_report(tmp_path: Path) -> None:
+    run = write_handmade_run(tmp_path)
+    live = LiveVolatility(run)
+    assert _comparable(live.refresh().to_json()) == _comparable(build_report([run])[0].to_json())
+
+
+def test_live_refresh_reads_only_appended_lines(tmp_path: Path) -> None:
+    rows = handmade_rows("grow")
+    run = write_run(
+        tmp_path, "grow", list(rows[:5]), tasks=["t1", "t2", "t3", "t4", "t5"], repeat=4
+    )
+    live = LiveVolatility(run)
+    first = live.refresh()
+    assert live.lines_read_last_refresh == 5
+    assert first.attempts_judged == 4  # t4 #0 is a link error so far
+    path = run / "attempts.jsonl"
+    with open(path, "a") as fh:
+        for row in rows[5:12]:
+            fh.write(json.dumps(row) + "\n")
+        fh.write(json.dumps(rows[12])[:30])  # a row half written
+    second = live.refresh()
+    assert live.lines_read_last_refresh == 7  # the partial line waits
+    assert second.skipped_line_count == 0
+    with open(path, "a") as fh:
+        fh.write(json.dumps(rows[12])[30:] + "\n")
+        for row in rows[13:]:
+            fh.write(json.dumps(row) + "\n")
+    third = live.refresh()
+    assert live.lines_read_last_refresh == 6
+    assert _comparable(third.to_json()) == _comparable(build_report([run])[0].to_json())
+    assert live.refresh().to_json() == third.to_json()
+    assert live.lines_read_last_refresh == 0
+
+
+def test_live_refresh_starts_over_when_the_file_is_replaced(tmp_path: Path) -> None:
+    run = write_handmade_run(tmp_path)
+    live = LiveVolatility(run)
+    live.refresh()
+    (run / "attempts.jsonl").write_text(json.dumps(attempt_row("handmade", "t1", 0, "fail")) + "\n")
+    report = live.refresh()
+    assert [(t.task_id, t.n, t.passes) for t in report.tasks] == [("t1", 1, 0)]
+
+
+def test_live_names_malformed_lines(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "lm", [json.dumps(attempt_row("lm", "a", 0, "pass")), "oops"])
+    report = LiveVolatility(run).refresh()
+    assert [(s.line, s.reason[:9]) for s in report.skipped_lines] == [(2, "Expecting")]
+
+
+def test_task_attempts_drill_down(tmp_path: Path) -> None:
+    run = write_handmade_run(tmp_path)
+    folder = run / "attempts" / "t4"
+    folder.mkdir(parents=True)
+    (folder / "0.log").write_text("agent output\n")
+    (folder / "0.transcript.json").write_text("[]")
+    rows = task_attempts(run, "t4")
+    assert [(r["attempt"], r["outcome"], r["line"], r["superseded"]) for r in rows] == [
+        (0, "link_error", 4, True),
+        (1, "fail", 9, False),
+        (2, "link_error", 13, False),
+        (3, "pass", 17, False),
+        (0, "pass", 18, False),
+    ]
+    assert rows[0]["log_path"] == str(folder / "0.log")
+    assert rows[0]["transcript_path"] == str(folder / "0.transcript.json")
+    assert rows[1]["log_path"] is None
+    assert task_attempts(run, "t") == []  # a prefix of an id is not the id
+
+
+@pytest.mark.parametrize("missing", ["manifest", "attempts"])
+def test_partial_run_dirs(tmp_path: Path, missing: str) -> None:
+    run = write_handmade_run(tmp_path)
+    (run / ("manifest.json" if missing == "manifest" else "attempts.jsonl")).unlink()
+    (report,) = build_report([run])
+    assert report.run_id == "handmade"
+    assert report.tasks_judged == (5 if missing == "manifest" else 0)
