@@ -188,6 +188,11 @@ class _Execution:
         self._attempts_file: JsonlAppender | None = None
         self._calls_file: JsonlAppender | None = None
         self._io: ThreadPoolExecutor | None = None
+        self._files: ThreadPoolExecutor | None = None
+        self._rows_pending = 0
+        self._rows_flushed = asyncio.Event()
+        self._rows_flushed.set()
+        self._write_error: BaseException | None = None
 
     # --- events -----------------------------------------------------------------------------
 
@@ -246,6 +251,10 @@ class _Execution:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
                 raise
+            finally:
+                await self._rows_flushed.wait()  # finished attempts' rows are on disk
+            if self._write_error is not None:
+                raise self._write_error
             status = "completed"
         except asyncio.CancelledError:
             status = "interrupted"
@@ -263,10 +272,14 @@ class _Execution:
 
     async def _start(self) -> None:
         self._attempts_file = JsonlAppender(self.run_dir / rundir.ATTEMPTS)
-        self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS)
+        # calls.jsonl rows are written at once (a kill -9 keeps them: they are in the OS's
+        # page cache) but not fsynced one by one: only attempts.jsonl rows carry that cost.
+        self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS, fsync=False)
         # File writes and fsyncs run on one I/O thread, in submission order, so they never
         # stall the event loop (and the proxy's streams with it).
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftdesk-run-io")
+        # Logs and transcripts need no order; creating files is slow on some filesystems.
+        self._files = ThreadPoolExecutor(max_workers=4, thread_name_prefix="driftdesk-run-files")
         self.proxy = MeteringProxy(
             run_id=self.run_id,
             upstream_base_url=self.profile.base_url,
@@ -301,8 +314,9 @@ class _Execution:
             await self._http.close()
         if self.proxy is not None:
             await self.proxy.stop()
-        if self._io is not None:
-            self._io.shutdown(wait=True)  # every submitted row is on disk before we close
+        for pool in (self._io, self._files):
+            if pool is not None:
+                pool.shutdown(wait=True)  # every submitted write is done before we close
         for appender in (self._calls_file, self._attempts_file):
             if appender is not None:
                 appender.close()
@@ -350,8 +364,8 @@ class _Execution:
                 result, calls = await self._run_command(ctx, log_path)
             else:
                 result, calls, transcript = await self._run_builtin(ctx)
-                assert self._io is not None
-                self._io.submit(
+                assert self._files is not None
+                self._files.submit(
                     _write_attempt_files,
                     log_path,
                     redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
@@ -383,11 +397,32 @@ class _Execution:
             "model": self.profile.model,
             "base_url": self.profile.base_url,
         }
+        self._persist_row(row)
+
+    def _persist_row(self, row: dict[str, Any]) -> None:
+        """Append + fsync the row on the I/O thread; the worker moves on to its next slot.
+
+        ``AttemptFinished`` is emitted once the row is on disk. A kill before that loses
+        only rows not yet written, whose slots ``resume`` then runs again (never twice).
+        """
         assert self._attempts_file is not None and self._io is not None
-        # Awaited: the row is fsynced before anyone hears the attempt finished.
-        await asyncio.get_running_loop().run_in_executor(self._io, self._attempts_file.append, row)
-        self.stats.record_row(row)
-        self.emit(AttemptFinished(self.run_id, row))
+        loop = asyncio.get_running_loop()
+        self._rows_pending += 1
+        self._rows_flushed.clear()
+        future = self._io.submit(self._attempts_file.append, row)
+
+        def written(_: object) -> None:
+            self._rows_pending -= 1
+            error = future.exception()
+            if error is not None:
+                self._write_error = self._write_error or error
+            else:
+                self.stats.record_row(row)
+                self.emit(AttemptFinished(self.run_id, row))
+            if self._rows_pending == 0:
+                self._rows_flushed.set()
+
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(written, f))
 
     async def _run_builtin(
         self, ctx: AttemptContext
