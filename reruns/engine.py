@@ -605,23 +605,26 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         "status": "running",
         "resumes": [],
     }
-    rundir.write_manifest(run_dir, manifest)
-    execution = _Execution(
-        run_dir=run_dir,
-        manifest=manifest,
-        suite=suite,
-        profile=profile,
-        real_key=real_key,
-        agent=spec.agent,
-        command=spec.command,
-        timeout_s=spec.timeout_s,
-        concurrency=spec.concurrency,
-        seed=spec.seed,
-        policy=spec.retry_policy,
-        listener=listener,
-        notices=[],
-    )
-    return await execution.run(rundir.pending_slots(task_ids, spec.repeat, [], False))
+    lock = rundir.lock_run_dir(run_dir)
+    try:
+        rundir.write_manifest(run_dir, manifest)
+        return await _Execution(
+            run_dir=run_dir,
+            manifest=manifest,
+            suite=suite,
+            profile=profile,
+            real_key=real_key,
+            agent=spec.agent,
+            command=spec.command,
+            timeout_s=spec.timeout_s,
+            concurrency=spec.concurrency,
+            seed=spec.seed,
+            policy=spec.retry_policy,
+            listener=listener,
+            notices=[],
+        ).run(rundir.pending_slots(task_ids, spec.repeat, [], False))
+    finally:
+        rundir.unlock_run_dir(lock)
 
 
 def _load_suite_for(manifest: dict[str, Any]) -> Suite:
@@ -670,55 +673,58 @@ async def resume_run(
             model=str(manifest["model"]),
             headers=headers,
         )
-    suite = _load_suite_for(manifest)
-    notices: list[str] = []
-    for name in (rundir.ATTEMPTS, rundir.CALLS):
-        dropped = rundir.drop_torn_tail(run_dir / name)
-        if dropped:
-            notices.append(
-                f"{name}: dropped a torn last line ({dropped} bytes) left by an interrupted writer"
-            )
-    problems: list[JsonlProblem] = []
-    rows = rundir.read_attempt_rows(run_dir, problems)
-    notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
-    task_ids = [str(t) for t in manifest.get("tasks") or []]
-    slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
-    agent = str(manifest.get("agent", "builtin"))
-    command = manifest.get("command")
-    _check_agent(agent, command, suite, task_ids)
-    real_key = _resolve_key(profile.name, api_key)
-    policy_info = manifest.get("retry_policy") or {}
-    policy = RetryPolicy(
-        max_retries=int(policy_info.get("max_retries", RetryPolicy.max_retries)),
-        base_delay_s=float(policy_info.get("base_delay_seconds", RetryPolicy.base_delay_s)),
-        max_delay_s=float(policy_info.get("max_delay_seconds", RetryPolicy.max_delay_s)),
-    )
-    manifest["status"] = "running"
-    manifest.setdefault("resumes", []).append(
-        {
-            "started_at": rundir.iso(rundir.utc_now()),
-            "retry_link_errors": retry_link_errors,
-            "slots": len(slots),
-            "pid": os.getpid(),
-        }
-    )
-    rundir.write_manifest(run_dir, manifest)
-    execution = _Execution(
-        run_dir=run_dir,
-        manifest=manifest,
-        suite=suite,
-        profile=profile,
-        real_key=real_key,
-        agent=agent,
-        command=command,
-        timeout_s=float(manifest.get("timeout_seconds", 120.0)),
-        concurrency=concurrency or int(manifest.get("concurrency", 2)),
-        seed=int(manifest.get("seed", 0)),
-        policy=policy,
-        listener=listener,
-        notices=notices,
-    )
-    return await execution.run(slots)
+    lock = rundir.lock_run_dir(run_dir)  # before touching files: never under a live run
+    try:
+        suite = _load_suite_for(manifest)
+        notices: list[str] = []
+        for name in (rundir.ATTEMPTS, rundir.CALLS):
+            dropped = rundir.drop_torn_tail(run_dir / name)
+            if dropped:
+                notices.append(
+                    f"{name}: dropped a torn last line ({dropped} bytes) left by an interrupted writer"
+                )
+        problems: list[JsonlProblem] = []
+        rows = rundir.read_attempt_rows(run_dir, problems)
+        notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
+        task_ids = [str(t) for t in manifest.get("tasks") or []]
+        slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
+        agent = str(manifest.get("agent", "builtin"))
+        command = manifest.get("command")
+        _check_agent(agent, command, suite, task_ids)
+        real_key = _resolve_key(profile.name, api_key)
+        policy_info = manifest.get("retry_policy") or {}
+        policy = RetryPolicy(
+            max_retries=int(policy_info.get("max_retries", RetryPolicy.max_retries)),
+            base_delay_s=float(policy_info.get("base_delay_seconds", RetryPolicy.base_delay_s)),
+            max_delay_s=float(policy_info.get("max_delay_seconds", RetryPolicy.max_delay_s)),
+        )
+        manifest["status"] = "running"
+        manifest.setdefault("resumes", []).append(
+            {
+                "started_at": rundir.iso(rundir.utc_now()),
+                "retry_link_errors": retry_link_errors,
+                "slots": len(slots),
+                "pid": os.getpid(),
+            }
+        )
+        rundir.write_manifest(run_dir, manifest)
+        return await _Execution(
+            run_dir=run_dir,
+            manifest=manifest,
+            suite=suite,
+            profile=profile,
+            real_key=real_key,
+            agent=agent,
+            command=command,
+            timeout_s=float(manifest.get("timeout_seconds", 120.0)),
+            concurrency=concurrency or int(manifest.get("concurrency", 2)),
+            seed=int(manifest.get("seed", 0)),
+            policy=policy,
+            listener=listener,
+            notices=notices,
+        ).run(slots)
+    finally:
+        rundir.unlock_run_dir(lock)
 
 
 __all__ = [

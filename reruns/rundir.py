@@ -7,7 +7,9 @@ want one row per slot keep the last one (``latest_rows``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
 import re
@@ -140,3 +142,40 @@ def drop_torn_tail(path: Path) -> int:
         fh.flush()
         os.fsync(fh.fileno())
     return size - keep
+
+
+class RunDirBusy(RuntimeError):
+    """Another live process is running (or resuming) this run dir."""
+
+
+def lock_run_dir(run_dir: Path) -> int:
+    """Hold an exclusive lock on ``run_dir`` (released by ``unlock_run_dir`` or by the process
+    dying, even by ``kill -9``), so two processes never fill the same slots."""
+    fd = os.open(Path(run_dir) / ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunDirBusy(
+            f"{run_dir} is being run by another driftdesk process; wait for it or stop it first"
+        ) from None
+    return fd
+
+
+def unlock_run_dir(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def is_live(run_dir: Path) -> bool:
+    """True while some process holds the run dir's lock (a "running" manifest whose process
+    died — killed, crashed — reads as not live: it is resumable)."""
+    try:
+        fd = lock_run_dir(run_dir)
+    except RunDirBusy:
+        return True
+    except OSError:
+        return False
+    unlock_run_dir(fd)
+    return False

@@ -98,6 +98,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     from providers.profiles import ProfileError
     from reruns.engine import RunSetupError
     from reruns.progress import TextProgress, status_line
+    from reruns.rundir import RunDirBusy
     from reruns.suites import SuiteError
 
     progress = TextProgress()
@@ -124,6 +125,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         KeyMissing,
         KeyringUnavailable,
         RunSetupError,
+        RunDirBusy,
         SuiteError,
         FileNotFoundError,
         ValueError,

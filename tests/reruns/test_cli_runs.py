@@ -113,3 +113,46 @@ def test_sandbox_cli_says_it_is_simulated(home: object) -> None:
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=10)
     assert "SIMULATED" in err and process.returncode == 0
+
+
+@pytest.mark.keyring
+def test_ctrl_c_interrupts_cleanly_and_a_live_run_cannot_be_resumed_twice(
+    home: object, tmp_path: Path, cli: object
+) -> None:
+    with SandboxServer(seed=5, latency_ms=150) as server:
+        ProfileStore().save(
+            Profile(name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL)
+        )
+        set_key("sim", REAL_KEY)
+        out = tmp_path / "runs"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", "basic",
+             "--repeat", "2", "--concurrency", "3", "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        attempts: Path | None = None
+        while time.monotonic() < deadline:
+            found = list(out.glob("*/attempts.jsonl"))
+            if found and len(found[0].read_bytes().splitlines()) >= 3:
+                attempts = found[0]
+                break
+            time.sleep(0.02)
+        assert attempts is not None
+        busy = cli("resume", str(attempts.parent))  # type: ignore[operator]
+        assert busy.returncode == 2 and "another driftdesk process" in busy.stderr
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 130, err
+        assert f"driftdesk resume {attempts.parent}" in err
+        manifest = json.loads((attempts.parent / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted"
+        before = read_rows(attempts)
+        result = cli("resume", str(attempts.parent), "--concurrency", "8", timeout=120)  # type: ignore[operator]
+        assert result.returncode == 0, result.stderr
+    rows = read_rows(attempts)
+    slots = {(r["task_id"], r["attempt"]) for r in rows}
+    assert len(rows) == len(slots) == len(load_suite("basic").tasks) * 2
+    assert rows[: len(before)] == before
