@@ -57,7 +57,7 @@ def success_histogram(report: RunReport, width: int, height: int) -> str:
         fig.ruler("y").ticks(
             list(range(0, top + 1, step)), [str(v) for v in range(0, top + 1, step)]
         )
-        fig.title(f"{report.run_id}: tasks per success-rate bin (from the lower edge shown)")
+        fig.title(f"{report.run_id}: tasks by success rate")
         return str(fig.build().string(colorless=True))
 
 
