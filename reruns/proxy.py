@@ -175,6 +175,8 @@ class MeteringProxy:
         self._on_call = on_call
         self._call_counts = dict(call_counts or {})
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
+        self._token_prefix = secrets.token_hex(6) + "-"
+        self._attempt_counter = 0
         self._attempts: dict[str, AttemptCalls] = {}
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -210,7 +212,10 @@ class MeteringProxy:
     # --- attempts -------------------------------------------------------------------------
 
     def open_attempt(self, task_id: str, attempt: int) -> str:
-        token = secrets.token_urlsafe(12)
+        # Unguessable per run, unique per attempt: a random run prefix plus a counter (the
+        # run key, not this token, is what authorises a request).
+        self._attempt_counter += 1
+        token = f"{self._token_prefix}{self._attempt_counter:x}"
         self._attempts[token] = AttemptCalls(task_id, attempt)
         return token
 
