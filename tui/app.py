@@ -173,10 +173,23 @@ class DriftdeskApp(App[None]):
             if screen is not None and hasattr(screen, "run_ended"):
                 screen.run_ended(live)
         if self.demo and live is self.demo_run and live.run_dir is not None:
-            self.switch_mode("volatility")
-            volatility = self._screen_for_mode("volatility")
-            if isinstance(volatility, VolatilityScreen):
-                volatility.select_run(live.run_dir)
+            self.show_volatility(live.run_dir)
+
+    @work(group="navigate", exclusive=True, exit_on_error=False)
+    async def show_live_run(self, live: LiveRun) -> None:
+        """Switch to the Run screen (mounting it if needed) and show ``live`` there."""
+        await self.switch_mode("run")
+        screen = self._screen_for_mode("run")
+        if isinstance(screen, RunScreen):
+            screen.show_run(live)
+
+    @work(group="navigate", exclusive=True, exit_on_error=False)
+    async def show_volatility(self, run_dir: Path) -> None:
+        """Switch to the Volatility screen (mounting it if needed) with ``run_dir`` selected."""
+        await self.switch_mode("volatility")
+        screen = self._screen_for_mode("volatility")
+        if isinstance(screen, VolatilityScreen):
+            screen.select_run(run_dir)
 
     def _screen_for_mode(self, mode: str) -> Any:
         stack = self._screen_stacks.get(mode)

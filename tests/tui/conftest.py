@@ -53,17 +53,17 @@ async def _settle(app: DriftdeskApp, pilot) -> None:  # type: ignore[no-untyped-
 # task -> outcomes of attempts 0..n-1 ("pass", "fail", "link_error:429", ...)
 RUN_A: dict[str, list[str]] = {
     "arith-01": ["pass", "pass", "pass", "pass"],
-    "dates-02": ["pass", "fail", "pass", "fail"],
-    "json-03": ["fail", "fail", "fail", "fail"],
-    "regex-04": ["pass", "link_error:429", "pass", "fail"],
-    "units-05": ["pass", "pass", "pass", "pass"],
+    "arith-02": ["pass", "fail", "pass", "fail"],
+    "lookup-01": ["fail", "fail", "fail", "fail"],
+    "format-01": ["pass", "link_error:429", "pass", "fail"],
+    "travel-2_1": ["pass", "pass", "pass", "pass"],
 }
 RUN_B: dict[str, list[str]] = {
     "arith-01": ["pass", "pass", "pass", "pass"],
-    "dates-02": ["pass", "pass", "pass", "pass"],
-    "json-03": ["fail", "pass", "fail", "fail"],
-    "regex-04": ["pass", "pass", "pass", "pass"],
-    "units-05": ["pass", "fail", "pass", "pass"],
+    "arith-02": ["pass", "pass", "pass", "pass"],
+    "lookup-01": ["fail", "pass", "fail", "fail"],
+    "format-01": ["pass", "pass", "pass", "pass"],
+    "travel-2_1": ["pass", "fail", "pass", "pass"],
 }
 
 

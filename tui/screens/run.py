@@ -77,7 +77,8 @@ class RunScreen(WorkbenchScreen):
                 "No run yet — press n to launch one (or run `driftdesk demo`).", id="run-title"
             )
             with Horizontal(id="run-progress-row"):
-                yield ProgressBar(total=None, show_eta=False, id="run-progress")
+                # total=100 until a run starts: an indeterminate bar animates forever
+                yield ProgressBar(total=100, show_eta=False, id="run-progress")
                 yield Label("", id="run-eta")
             yield Static("", id="run-counters")
             with Horizontal(id="run-panes"):
@@ -109,7 +110,7 @@ class RunScreen(WorkbenchScreen):
     # -- drawing --------------------------------------------------------------------------------
     def redraw(self) -> None:
         live = self.live
-        if live is None or live.version == self._drawn_version:
+        if live is None or live.version == self._drawn_version or not self.is_mounted:
             return
         self._drawn_version = live.version
         runs = self.workbench.live_runs
@@ -216,13 +217,10 @@ class RunScreen(WorkbenchScreen):
 
     def action_volatility(self) -> None:
         live = self.live
-        self.app.switch_mode("volatility")
         if live is not None and live.run_dir is not None:
-            from tui.screens.volatility import VolatilityScreen
-
-            screen = self.app.screen
-            if isinstance(screen, VolatilityScreen):
-                screen.select_run(live.run_dir)
+            self.workbench.show_volatility(live.run_dir)
+        else:
+            self.app.switch_mode("volatility")
 
     def palette_commands(self) -> list[PaletteCommand]:
         commands = [

@@ -309,9 +309,7 @@ class VolatilityScreen(WorkbenchScreen):
             text.append(value)
             bounds = ci.get(key)
             if bounds:
-                text.append(
-                    f"  (95% CI {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f})", style="dim"
-                )
+                text.append(f"  CI95 {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f}", style="dim")
             text.append("\n")
 
         with_ci("success", _pct(report.success_rate), "success_rate")
@@ -462,11 +460,7 @@ class VolatilityScreen(WorkbenchScreen):
             if yes:
                 live = self.workbench.rerun_tasks(info.manifest, tasks)
                 self.notify(f"rerunning {len(tasks)} task(s) as a new run")
-                self.app.switch_mode("run")
-                from tui.screens.run import RunScreen
-
-                if isinstance(self.app.screen, RunScreen):
-                    self.app.screen.show_run(live)
+                self.workbench.show_live_run(live)
 
         repeat = info.manifest.get("repeat", "?")
         self.app.push_screen(

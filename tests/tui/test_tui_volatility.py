@@ -1,0 +1,147 @@
+"""Volatility screen on fixed run dirs: runs list, sorting and filtering, drill-down into a task,
+compare two runs, and rerunning the volatile tasks as a new real run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from textual.widgets import DataTable, OptionList, RichLog
+
+from tui.screens.compare import CompareScreen
+from tui.screens.modals import ConfirmScreen, PickScreen
+from tui.screens.run import RunScreen
+from tui.screens.task import TaskScreen
+from tui.screens.volatility import VolatilityScreen
+
+SIZE = (140, 42)
+
+
+def _task_column(screen: VolatilityScreen) -> list[str]:
+    table = screen.query_one("#tasks", DataTable)
+    return [str(table.get_row(key)[1]) for key in table.rows]
+
+
+async def _open_run_a(app, pilot, settle) -> VolatilityScreen:  # type: ignore[no-untyped-def]
+    await settle(app, pilot)
+    screen = app.screen
+    assert isinstance(screen, VolatilityScreen)
+    runs = screen.query_one("#runs", OptionList)
+    assert runs.option_count == 2
+    runs.focus()
+    await pilot.press("down")  # newest first: the second entry is run A (day 1)
+    await settle(app, pilot)
+    assert screen.run_dir is not None and screen.run_dir.name.endswith("20260101T100000Z")
+    return screen
+
+
+async def test_sort_and_filter(home, fixture_runs, make_app, settle) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_run_a(app, pilot, settle)
+        # spread first: the two volatile tasks lead
+        assert set(_task_column(screen)[:2]) == {"arith-02", "format-01"}
+        await pilot.press("o")  # success, lowest first
+        assert _task_column(screen)[0] == "lookup-01"
+        await pilot.press("o")  # task id
+        assert _task_column(screen) == sorted(_task_column(screen))
+        await pilot.press("slash", *"arith")
+        assert _task_column(screen) == ["arith-01", "arith-02"]
+        summary = str(screen.query_one("#summary").render())
+        assert "volatile tasks" in summary
+
+
+async def test_drill_into_a_task(home, fixture_runs, make_app, settle) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_run_a(app, pilot, settle)
+        await pilot.press("slash", *"arith-02", "enter")  # filter, then back to the table
+        assert _task_column(screen) == ["arith-02"]
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, TaskScreen)
+        assert app.screen.task_id == "arith-02"
+        attempts = app.screen.query_one("#attempts", DataTable)
+        outcomes = [str(attempts.get_row(k)[1]) for k in attempts.rows]
+        assert outcomes == ["pass", "fail", "pass", "fail"]
+        log = app.screen.query_one("#attempt-log", RichLog)
+        assert any("Answer for arith-02, attempt 0" in line.text for line in log.lines)
+        await pilot.press("down")
+        await settle(app, pilot)
+        assert any("attempt 1" in line.text for line in log.lines)
+        await pilot.press("escape")
+        assert isinstance(app.screen, VolatilityScreen)
+
+
+async def test_compare_two_runs(home, fixture_runs, make_app, settle) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _open_run_a(app, pilot, settle)
+        await pilot.press("m")
+        assert isinstance(app.screen, PickScreen)
+        await pilot.press("enter")  # the only other run: B
+        await settle(app, pilot)
+        assert isinstance(app.screen, CompareScreen)
+        changed = app.screen.query_one("#changed", DataTable)
+        rows = {str(changed.get_row(k)[0]): changed.get_row(k) for k in changed.rows}
+        # arith-02 went from volatile (2/4) to always passing (4/4) in B
+        assert str(rows["arith-02"][1]) == "volatile" and str(rows["arith-02"][2]) == "pass"
+        assert "arith-01" not in rows  # passed everywhere: unchanged
+        metrics = app.screen.query_one("#metrics", DataTable)
+        assert metrics.row_count > 0
+
+
+@pytest.mark.keyring
+async def test_rerun_all_volatile_tasks(
+    home, sandbox, fixture_runs, make_app, settle, wait_for_run, runs_dir
+) -> None:
+    from providers.keys import set_key
+
+    set_key("sandbox", "sk-test-throwaway-0123456789")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_run_a(app, pilot, settle)
+        screen.query_one("#tasks", DataTable).focus()
+        await pilot.press("a")  # mark all volatile
+        assert screen.marked == {"arith-02", "format-01"}
+        await pilot.press("R")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.pause()
+        assert isinstance(app.screen, RunScreen)
+        live = app.screen.live
+        assert live is not None
+        await wait_for_run(app, pilot, live)
+        assert live.status == "completed"
+        manifest = json.loads((live.run_dir / "manifest.json").read_text())
+        assert manifest["tasks"] == ["arith-02", "format-01"]
+        rows = (live.run_dir / "attempts.jsonl").read_text().splitlines()
+        assert len(rows) == 2 * 4  # the same repeat as run A
+
+
+async def test_export_and_copy(home, fixture_runs, make_app, settle) -> None:
+    import csv
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_run_a(app, pilot, settle)
+        await pilot.press("e")
+        await settle(app, pilot)
+        screen.query_one("#tasks", DataTable).focus()
+        await pilot.press("c")
+        assert app.clipboard in _task_column(screen)
+        await pilot.press("C")
+        assert app.clipboard.splitlines()[0].startswith("task\t")
+        assert len(app.clipboard.splitlines()) == 1 + 5
+    exports = home.project / "driftdesk-exports"
+    report = json.loads((exports / f"{screen.run_dir.name}.report.json").read_text())
+    assert report["run_id"] == screen.run_dir.name
+    with open(exports / f"{screen.run_dir.name}.tasks.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["task_id"] for r in rows} == {
+        "arith-01",
+        "arith-02",
+        "lookup-01",
+        "format-01",
+        "travel-2_1",
+    }
