@@ -37,6 +37,7 @@ class ProfileRow:
     masked_key: str
     active_on: str
     drift: str
+    extra: str = ""  # tier models, headers (names only), notes
 
 
 @dataclass
@@ -89,6 +90,8 @@ class ProfilesScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._rows: dict[str, ProfileRow] = {}
+        self._note = ""
         self.load_profiles()
 
     def on_screen_resume(self) -> None:
@@ -122,6 +125,7 @@ class ProfilesScreen(WorkbenchScreen):
                     masked_key=masked,
                     active_on=", ".join(active.get(p.name, [])) or "-",
                     drift="; ".join(drift.get(p.name, [])) or "-",
+                    extra=_profile_extra(p),
                 )
             )
         self.post_message(ProfilesLoaded(rows, note=" ".join(x for x in (note, keyring_note) if x)))
@@ -193,6 +197,8 @@ class ProfilesScreen(WorkbenchScreen):
     def _show_profiles(self, message: ProfilesLoaded) -> None:
         table = self.query_one("#profiles-table", DataTable)
         selected = self.selected_profile()
+        self._rows = {row.name: row for row in message.rows}
+        self._note = message.note
         table.clear()
         for row in message.rows:
             table.add_row(
@@ -215,6 +221,23 @@ class ProfilesScreen(WorkbenchScreen):
             )
         elif message.note:
             self._detail("note", message.note)
+
+    @on(DataTable.RowHighlighted, "#profiles-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        row = self._rows.get(str(event.row_key.value))
+        if row is None:
+            return
+        body = Text()
+        body.append(f"{row.protocol} · {row.base_url} · {row.model} · key {row.masked_key}\n")
+        body.append(f"active on: {row.active_on}\n")
+        if row.drift != "-":
+            body.append(f"drift: {row.drift}\n", style="yellow")
+        if row.extra:
+            body.append(row.extra + "\n", style="dim")
+        body.append("s switch a target to it · t test connection · e edit", style="dim")
+        if self._note:
+            body.append("\n" + self._note, style="yellow")
+        self._detail(row.name, body)
 
     @on(DetailReady)
     def _show_detail(self, message: DetailReady) -> None:
@@ -314,6 +337,23 @@ class ProfilesScreen(WorkbenchScreen):
             PaletteCommand("profiles: import", "Import a live config", self.action_import),
             PaletteCommand("profiles: refresh", "Reload profiles and status", self.action_refresh),
         ]
+
+
+def _profile_extra(p: Any) -> str:
+    parts = [
+        f"{tier} model {value}"
+        for tier, value in (
+            ("haiku", p.haiku_model),
+            ("sonnet", p.sonnet_model),
+            ("opus", p.opus_model),
+        )
+        if value
+    ]
+    if p.headers:
+        parts.append("headers: " + ", ".join(sorted(p.headers)))  # names only: values may be secret
+    if p.notes:
+        parts.append(f"notes: {p.notes}")
+    return " · ".join(parts)
 
 
 def _target_status() -> tuple[dict[str, list[str]], dict[str, list[str]], str]:
