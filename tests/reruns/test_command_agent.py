@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -205,3 +206,73 @@ async def test_the_proxy_refuses_requests_without_the_run_token(
     log = (outcome.run_dir / "attempts" / "answer-42" / "0.log").read_text()
     assert "401" in log and "run's token" in log
     assert sum(scripted.requests.values()) == 0  # nothing reached the provider
+
+
+async def test_a_call_in_flight_at_the_timeout_is_a_link_timeout_and_is_retried(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    script = tmp_path / "harness.py"
+    script.write_text(HARNESS)
+    env_dir = tmp_path / "envs"
+    env_dir.mkdir()
+    suite = write_suite(tmp_path / "suite.jsonl", ["hang"])
+    outcome = await execute_run(
+        RunSpec(
+            profile=Profile(name="p", protocol="openai", base_url=scripted.url, model="m"),
+            suite=str(suite),
+            repeat=1,
+            timeout_s=0.8,
+            out_dir=tmp_path / "runs",
+            agent="command",
+            command=f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}",
+            api_key=REAL_KEY,
+            retry_policy=RetryPolicy(max_retries=1, base_delay_s=0.01, max_delay_s=0.02),
+        )
+    )
+    (row,) = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert (row["outcome"], row["error_code"], row["retries"]) == ("link_error", "timeout", 1)
+    assert scripted.requests["hang"] == 2
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert len(calls) == 2 and all(c["error_kind"] == "client_closed" for c in calls)
+
+
+async def test_cancelling_a_command_run_kills_the_harness_and_records_nothing(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    script = tmp_path / "harness.py"
+    script.write_text(HARNESS)
+    env_dir = tmp_path / "envs"
+    env_dir.mkdir()
+    suite = write_suite(tmp_path / "suite.jsonl", ["stuck"])
+    task = asyncio.create_task(
+        execute_run(
+            RunSpec(
+                profile=Profile(name="p", protocol="openai", base_url=scripted.url, model="m"),
+                suite=str(suite),
+                repeat=1,
+                timeout_s=60,
+                out_dir=tmp_path / "runs",
+                agent="command",
+                command=f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}",
+                api_key=REAL_KEY,
+            )
+        )
+    )
+    pid_file = env_dir / "stuck.pid"
+    for _ in range(300):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.02)
+    grandchild = int(pid_file.read_text())
+    assert _alive(grandchild)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert read_rows(run_dir / "attempts.jsonl") == []
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    for _ in range(100):
+        if not _alive(grandchild):
+            break
+        await asyncio.sleep(0.02)
+    assert not _alive(grandchild)
