@@ -88,7 +88,11 @@ async def _shoot() -> list[Path]:
         await pilot.pause(0.3)
 
     async with app.run_test(size=SIZE) as pilot:
-        while app.demo_run is None or app.demo_run.done < app.demo_run.total * 0.45:
+        while (
+            app.demo_run is None
+            or not app.demo_run.total
+            or app.demo_run.done < app.demo_run.total * 0.45
+        ):
             await pilot.pause(0.1)
         await pilot.pause(0.4)
         shot("run-live")

@@ -145,3 +145,47 @@ async def test_export_and_copy(home, fixture_runs, make_app, settle) -> None:
         "format-01",
         "travel-2_1",
     }
+
+
+async def test_volatility_is_live_while_a_run_is_going(
+    home, make_app, settle, wait_for_run, runs_dir
+) -> None:
+    from providers.profiles import Profile, ProfileStore
+    from reruns.engine import RunSpec
+    from reruns.sandbox import SIM_MODEL, SandboxServer
+
+    server = SandboxServer(latency_ms=60.0)  # slow enough to be seen half-done
+    server.start()
+    try:
+        ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
+        app = make_app(start_mode="volatility")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            spec = RunSpec(
+                profile="slow",
+                suite="basic",
+                repeat=3,
+                concurrency=4,
+                out_dir=runs_dir,
+                api_key="sk-test-throwaway-0123456789",
+            )
+            live = app.start_run(spec)
+            while live.run_dir is None:
+                await pilot.pause(0.05)
+            screen = app.screen
+            assert isinstance(screen, VolatilityScreen)
+            screen.select_run(live.run_dir)
+            seen_live: list[int] = []
+            while not live.finished:
+                await pilot.pause(0.2)
+                report = screen.report
+                if report is not None and "LIVE" in str(screen.query_one("#summary").render()):
+                    seen_live.append(report.attempts_judged)
+            await wait_for_run(app, pilot, live)
+            await settle(app, pilot)
+            while "LIVE" in str(screen.query_one("#summary").render()):
+                await pilot.pause(0.2)  # the final report replaces the live one
+            assert seen_live and min(seen_live) < len(live.task_ids) * 3
+            assert screen.report.attempts_judged == len(live.task_ids) * 3
+    finally:
+        server.stop()

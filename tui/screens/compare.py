@@ -24,10 +24,17 @@ class ComparisonReady(Message):
     comparison: Any
 
 
-def _fmt(value: float | None) -> str:
+def _fmt(value: float | None, metric: str = "") -> str:
+    """Counts as integers, percentage points with one decimal, rates with three."""
     if value is None:
         return "-"
-    return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    if metric.endswith("_pp"):
+        return f"{value:.1f}"
+    if metric == "cost_usd":
+        return f"${value:.4f}"
+    if metric in ("tasks_judged", "attempts_judged", "link_errors") and float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3f}"
 
 
 class CompareScreen(WorkbenchScreen):
@@ -80,13 +87,14 @@ class CompareScreen(WorkbenchScreen):
             style = "" if not m.delta else ("green" if m.delta > 0 else "red")
             if m.name in ("consistency_gap_pp", "link_error_rate") and m.delta:
                 style = "red" if m.delta > 0 else "green"  # lower is better
+            n = m.name
             metrics.add_row(
-                m.name,
-                _fmt(m.a),
-                _fmt(m.b),
-                Text(("+" if (m.delta or 0) > 0 else "") + _fmt(m.delta), style=style),
-                "-" if not m.ci_a else f"{_fmt(m.ci_a[0])}–{_fmt(m.ci_a[1])}",
-                "-" if not m.ci_b else f"{_fmt(m.ci_b[0])}–{_fmt(m.ci_b[1])}",
+                n,
+                _fmt(m.a, n),
+                _fmt(m.b, n),
+                Text(("+" if (m.delta or 0) > 0 else "") + _fmt(m.delta, n), style=style),
+                "-" if not m.ci_a else f"{_fmt(m.ci_a[0], n)}–{_fmt(m.ci_a[1], n)}",
+                "-" if not m.ci_b else f"{_fmt(m.ci_b[0], n)}–{_fmt(m.ci_b[1], n)}",
             )
         changed = self.query_one("#changed", DataTable)
         changed.clear()

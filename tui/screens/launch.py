@@ -76,8 +76,8 @@ class LaunchScreen(ModalScreen[Any]):
                     )
             yield Label("", id="form-error")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Launch [ctrl+s]", variant="primary", id="launch")
-                yield Button("Cancel [esc]", id="cancel")
+                yield Button("Launch (ctrl+s)", variant="primary", id="launch")
+                yield Button("Cancel (esc)", id="cancel")
 
     def on_mount(self) -> None:
         self.load_choices()

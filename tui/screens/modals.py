@@ -43,8 +43,8 @@ class ConfirmScreen(ModalScreen[bool]):
                 else:
                     yield Static(Text(self._body), id="dialog-text")
             with Horizontal(id="dialog-buttons"):
-                yield Button(f"{self._yes} [y]", variant="primary", id="yes")
-                yield Button("Cancel [n]", id="no")
+                yield Button(f"{self._yes} (y)", variant="primary", id="yes")
+                yield Button("Cancel (n)", id="no")
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

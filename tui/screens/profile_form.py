@@ -56,8 +56,8 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
             yield Input("", id="key", password=True, placeholder="sk-…")
             yield Label("", id="form-error")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Save [ctrl+s]", variant="primary", id="save")
-                yield Button("Cancel [esc]", id="cancel")
+                yield Button("Save (ctrl+s)", variant="primary", id="save")
+                yield Button("Cancel (esc)", id="cancel")
 
     @on(Button.Pressed, "#save")
     def action_save(self) -> None:

@@ -119,6 +119,7 @@ class VolatilityScreen(WorkbenchScreen):
         self.marked: set[str] = set()
         self._wanted_run: Path | None = None
         self._live: Any = None  # LiveVolatility of the selected run while it is running
+        self._focus_tasks = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -258,6 +259,9 @@ class VolatilityScreen(WorkbenchScreen):
                     if options.highlighted != index:
                         options.highlighted = index
                     if self._wanted_run is not None or self.run_dir is None:
+                        # a run chosen for the user (the demo, "v" on the Run screen): start
+                        # in its task table
+                        self._focus_tasks = self._wanted_run is not None
                         self._wanted_run = None
                         self._open_run(run.path)
                     # a run that just finished: take the final report
@@ -295,6 +299,9 @@ class VolatilityScreen(WorkbenchScreen):
         self.query_one("#summary", Static).update(self._summary(message.report, message.live))
         self.query_one("#plot", Static).update(Text.from_ansi(message.plot))
         self._fill_table()
+        if self._focus_tasks:
+            self._focus_tasks = False
+            self.query_one("#tasks", DataTable).focus()
 
     def _summary(self, report: Any, live: bool) -> Text:
         ci = report.ci95 or {}
@@ -380,7 +387,8 @@ class VolatilityScreen(WorkbenchScreen):
                 Text(_num(t.spread, "{:.2f}"), style=spread_style),
                 _num(t.latency_mean_ms),
                 _num(t.tokens_mean),
-                ", ".join(t.last_error_kinds),
+                # a judged "fail" is model behaviour, not an error: list only error kinds
+                ", ".join(k for k in t.last_error_kinds if k != "fail"),
                 key=t.task_id,
             )
         if current is not None and current in table.rows:
