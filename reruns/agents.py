@@ -378,7 +378,7 @@ async def _pump(
         line = await stream.readline()
         if not line:
             return
-        text = line.decode("utf-8", "replace").rstrip("\n")
+        text = redact(line.decode("utf-8", "replace").rstrip("\n"), ctx.secrets)
         log.write(f"[{name}] {text}\n")
         log.flush()
         ctx.emit_output(name, text)
@@ -501,7 +501,3 @@ def command_outcome(result_path: Path, attempt_try: CommandTry, calls: AttemptCa
         error_code="harness_crash",
         error_message=f"the command exited with {attempt_try.returncode}",
     )
-
-
-def scrub(text: str | None, ctx: AttemptContext) -> str | None:
-    return None if text is None else redact(text, ctx.secrets)
