@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ class LiveVolatility:
         sort: SortKey = "spread",
         top: int | None = None,
         prices: dict[str, ModelPrice] | None = None,
+        ci_interval_s: float = 5.0,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.include_link_errors = include_link_errors
@@ -58,9 +60,15 @@ class LiveVolatility:
         self.sort: SortKey = sort
         self.top = top
         self._prices = prices
+        # The bootstrap costs more than the rest of a refresh on big runs; intervals move
+        # slowly, so they are recomputed at most this often (0: every refresh).
+        self.ci_interval_s = ci_interval_s
+        self._ci: dict[str, list[float] | None] | None = None
+        self._ci_at = 0.0
         self._reset()
 
     def _reset(self) -> None:
+        self._ci = None  # recompute the intervals after a reset
         self._offset = 0  # bytes consumed (always at a line boundary)
         self._line = 0  # physical lines consumed
         self._records = 0  # non-blank lines consumed
@@ -208,7 +216,10 @@ class LiveVolatility:
                 extras.missing_slots.extend((task_id, a) for a in range(repeat) if a not in present)
         aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
         assert self._prices is not None
-        return assemble_report(
+        now = time.monotonic()
+        fresh = self._ci is not None and now - self._ci_at < self.ci_interval_s
+        reuse = self._ci if fresh else None
+        report = assemble_report(
             RunSource(self.path, self.run_dir, manifest),
             aggregates,
             extras,
@@ -218,7 +229,11 @@ class LiveVolatility:
             sort=self.sort,
             top=self.top,
             prices=self._prices,
+            ci95=reuse,
         )
+        if reuse is None:
+            self._ci, self._ci_at = report.ci95, now
+        return report
 
 
 def _int(value: Any) -> int | None:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_MAX_DRAWS = 2_000_000  # resamples × tasks; bounds the cost on huge runs
-BOOTSTRAP_MIN_RESAMPLES = 200
+BOOTSTRAP_MAX_DRAWS = 5_000_000  # resamples × tasks: bounds the cost on huge runs, where the
+BOOTSTRAP_MIN_RESAMPLES = 100  # interval is narrow anyway; never fewer than 100 resamples
 BOOTSTRAP_SEED = 20240611
 
 
@@ -77,9 +77,11 @@ def bootstrap_ci95(
 ) -> dict[str, list[float] | None]:
     """Percentile 95 % CIs of the mean of each column, resampling tasks with replacement.
 
-    Runs in DuckDB: resample b draws task ``hash(seed·2³² + b·T + i) % T`` for i in 0..T−1, so the
-    same values in the same order always give the same interval. Every column shares the same
-    resamples (a resample is a set of tasks). Fewer than 2 tasks: no interval.
+    Runs in DuckDB: draw i of resample b picks task ``hash(seed·2³² + b·T + i) % T`` (one
+    64-bit hash of a unique integer per draw; multi-argument ``hash()`` mixes its inputs too
+    weakly in the low bits), joined to the values, so the same values in the same order always
+    give the same interval. All columns share the resamples (a resample is a set of tasks).
+    Fewer than 2 tasks: no interval.
     """
     names = list(columns)
     tasks = len(next(iter(columns.values()))) if columns else 0
@@ -88,25 +90,28 @@ def bootstrap_ci95(
     import duckdb
 
     resamples = resample_count(tasks)
-    # One 64-bit hash per draw of a unique integer: multi-argument hash() combines its inputs
-    # too weakly in the low bits (resamples came out identical).
     offset = (int(seed) % (1 << 30)) << 32
     con = duckdb.connect()
     try:
-        params: dict[str, object] = {f"v{i}": columns[name] for i, name in enumerate(names)}
-        picks = ", ".join(
-            f"avg(list_extract($v{i}, (1 + hash({offset} + b * {tasks} + i) % {tasks})::BIGINT))"
-            f" AS m{i}"
-            for i in range(len(names))
+        con.execute("SET enable_progress_bar = false")
+        unnest = ", ".join(f"unnest($v{i}) AS c{i}" for i in range(len(names)))
+        con.execute(
+            f"CREATE TEMP TABLE vals AS SELECT {unnest}, generate_subscripts($v0, 1) - 1 AS idx",
+            {f"v{i}": [float(v) for v in columns[name]] for i, name in enumerate(names)},
         )
+        means = ", ".join(f"avg(c{i}) AS m{i}" for i in range(len(names)))
         bounds = ", ".join(
             f"quantile_cont(m{i}, 0.025), quantile_cont(m{i}, 0.975)" for i in range(len(names))
         )
-        sql = (
-            f"WITH draws AS (SELECT b, {picks} FROM range({resamples}) r(b) "
-            f"CROSS JOIN range({tasks}) t(i) GROUP BY b) SELECT {bounds} FROM draws"
-        )
-        row = con.execute(sql, params).fetchone()
+        row = con.execute(
+            f"""
+            WITH draws AS (
+                SELECT b, hash({offset}::UBIGINT + b * {tasks} + i) % {tasks} AS idx
+                FROM range({resamples}) r(b) CROSS JOIN range({tasks}) t(i)),
+            resampled AS (SELECT b, {means} FROM draws JOIN vals USING (idx) GROUP BY b)
+            SELECT {bounds} FROM resampled
+            """
+        ).fetchone()
     finally:
         con.close()
     assert row is not None

@@ -31,6 +31,7 @@ from analysis.metrics import (
     bootstrap_ci95,
     coefficient_of_variation,
     pass_curves,
+    resample_count,
 )
 from analysis.sources import (
     OUTCOMES,
@@ -105,9 +106,10 @@ class TaskStats:
         """k -> 1 − C(n−c,k)/C(n,k) for k = 1..n."""
         return dict(enumerate(pass_curves(self.n, self.passes)[1], start=1)) if self.n else {}
 
-    def to_json(self) -> dict[str, Any]:
-        hat, at = pass_curves(self.n, self.passes) if self.n else ((), ())
-        return {
+    def to_json(self, *, curves: bool = False) -> dict[str, Any]:
+        """The task's JSON; ``curves`` adds pass^k / pass@k for k = 1..n (a function of n and
+        passes, left out by default: on big runs they would be most of the output)."""
+        data: dict[str, Any] = {
             "task_id": self.task_id,
             "scenario_id": self.scenario_id,
             "n": self.n,
@@ -118,8 +120,6 @@ class TaskStats:
             "success_rate": _round(self.success_rate),
             "spread": self.spread,
             "volatile": self.volatile,
-            "pass_hat_k": {str(k): round(v, 6) for k, v in enumerate(hat, start=1)},
-            "pass_at_k": {str(k): round(v, 6) for k, v in enumerate(at, start=1)},
             "latency_mean_ms": _round(self.latency_mean_ms, 3),
             "latency_cv": _round(self.latency_cv, 4),
             "tokens_mean": _round(self.tokens_mean, 3),
@@ -127,6 +127,11 @@ class TaskStats:
             "last_error_kinds": self.last_error_kinds,
             "missing_attempts": self.missing_attempts,
         }
+        if curves:
+            hat, at = pass_curves(self.n, self.passes) if self.n else ((), ())
+            data["pass_hat_k"] = {str(k): round(v, 6) for k, v in enumerate(hat, start=1)}
+            data["pass_at_k"] = {str(k): round(v, 6) for k, v in enumerate(at, start=1)}
+        return data
 
 
 @dataclass
@@ -184,6 +189,7 @@ class RunReport:
     pass_at_k: dict[int, float] = field(default_factory=dict)
     pass_k_tasks: dict[int, int] = field(default_factory=dict)  # tasks averaged at each k
     ci95: dict[str, list[float] | None] = field(default_factory=dict)
+    ci_resamples: int = 0
     tokens: dict[str, int] = field(default_factory=dict)  # prompt/completion/total, all rows
     cost_usd: float | None = None  # None when a model with tokens has no price
     unpriced_models: list[str] = field(default_factory=list)
@@ -197,7 +203,9 @@ class RunReport:
     scenario_goal_completion: float | None = None
     scenarios: list[ScenarioStats] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, task_curves: bool = False) -> dict[str, Any]:
+        """The documented report JSON (docs/report-json.md); ``task_curves`` adds each task's
+        pass^k / pass@k."""
         data: dict[str, Any] = {
             "run_id": self.run_id,
             "source": self.source,
@@ -227,8 +235,11 @@ class RunReport:
             "cost_usd": _round(self.cost_usd),
             "unpriced_models": self.unpriced_models,
             "tasks_total": self.tasks_total,
-            "tasks": [task.to_json() for task in self.tasks],
-            "tasks_below_min_runs": [task.to_json() for task in self.tasks_below_min_runs],
+            "ci_resamples": self.ci_resamples,
+            "tasks": [task.to_json(curves=task_curves) for task in self.tasks],
+            "tasks_below_min_runs": [
+                task.to_json(curves=task_curves) for task in self.tasks_below_min_runs
+            ],
             "missing_slots": self.missing_slots,
             "skipped_line_count": self.skipped_line_count,
             "skipped_lines": [
@@ -453,9 +464,8 @@ def _collect_missing_slots(
         repeat = run.manifest.get("repeat")
         if not isinstance(tasks, list) or not isinstance(repeat, int) or repeat < 1:
             continue
-        present: dict[str, set[int]] = {
-            agg.task_id: set(range(repeat)) for agg in aggregates[index]
-        }
+        known = {agg.task_id for agg in aggregates[index]}
+        present: dict[str, set[int]] = {}
         if incomplete.get(index):
             for task_id, attempts in con.execute(
                 f"SELECT task_id, list(attempt) FROM slots WHERE f = {index} AND w IS NOT NULL"
@@ -464,6 +474,8 @@ def _collect_missing_slots(
             ).fetchall():
                 present[task_id] = set(attempts)
         for task_id in (str(t) for t in tasks):
+            if task_id in known and task_id not in present:
+                continue  # all of 0..repeat−1 present
             have = present.get(task_id, set())
             extras[index].missing_slots.extend((task_id, a) for a in range(repeat) if a not in have)
 
@@ -479,8 +491,12 @@ def assemble_report(
     sort: SortKey,
     top: int | None,
     prices: dict[str, ModelPrice],
+    ci95: dict[str, list[float] | None] | None = None,
 ) -> RunReport:
-    """Turn per-task aggregates into the run's report (shared by cold and live reports)."""
+    """Turn per-task aggregates into the run's report (shared by cold and live reports).
+
+    ``ci95`` reuses intervals computed earlier (the live view refreshes them less often).
+    """
     from analysis.prices import price_for
 
     report = RunReport(
@@ -526,13 +542,17 @@ def assemble_report(
         report.consistency_gap_pp = sum(spread) / len(spread) * 100
         report.c_out = 1 - report.consistency_gap_pp / 100
         report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(included)
-        ordered = sorted(included, key=lambda t: t.task_id)
-        report.ci95 = bootstrap_ci95(
-            {
-                "success_rate": [t.success_rate or 0.0 for t in ordered],
-                "consistency_gap_pp": [(t.spread or 0.0) * 100 for t in ordered],
-            }
-        )
+        report.ci_resamples = resample_count(len(included))
+        if ci95 is not None:
+            report.ci95 = ci95
+        else:
+            ordered = sorted(included, key=lambda t: t.task_id)
+            report.ci95 = bootstrap_ci95(
+                {
+                    "success_rate": [t.success_rate or 0.0 for t in ordered],
+                    "consistency_gap_pp": [(t.spread or 0.0) * 100 for t in ordered],
+                }
+            )
     else:
         report.ci95 = {"success_rate": None, "consistency_gap_pp": None}
 

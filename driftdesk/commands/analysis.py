@@ -53,6 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group-by", default="task", choices=["task", "scenario"])
     p.add_argument("--sort", default="spread", choices=["spread", "success", "task"])
     p.add_argument("--top", type=int, help="list only the first N tasks (metrics use all)")
+    p.add_argument(
+        "--task-curves",
+        action="store_true",
+        help="json: add each task's pass^k and pass@k for k = 1..n",
+    )
     p.set_defaults(func=_guarded(cmd_report))
 
     p = sub.add_parser("compare", help="two runs side by side: deltas, CIs, tasks that changed")
@@ -143,8 +148,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     if args.format == "json":
+        curves = args.task_curves
         payload: Any = (
-            reports[0].to_json() if len(reports) == 1 else {"runs": [r.to_json() for r in reports]}
+            reports[0].to_json(task_curves=curves)
+            if len(reports) == 1
+            else {"runs": [r.to_json(task_curves=curves) for r in reports]}
         )
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"
     elif args.format == "csv":

@@ -39,6 +39,10 @@ def test_report_json_one_run_and_several(cli, runs: Path) -> None:  # type: igno
     assert data["consistency_gap_pp"] == 40.0
     assert data["pass_hat_k"] == {"1": 0.633333, "2": 0.375, "3": 0.25, "4": 0.333333}
     assert [t["task_id"] for t in data["tasks"]] == ["t2", "t4", "t1", "t3", "t5"]
+    curves = json.loads(
+        cli("report", str(runs / "handmade"), "--format", "json", "--task-curves").stdout
+    )
+    assert curves["tasks"][0]["pass_at_k"]["2"] == round(5 / 6, 6)
     both = json.loads(cli("report", str(runs / "*"), "--format", "json").stdout)
     assert [r["run_id"] for r in both["runs"]] == ["after", "handmade"]
 

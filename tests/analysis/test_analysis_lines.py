@@ -86,7 +86,7 @@ def test_live_refresh_reads_only_appended_lines(tmp_path: Path) -> None:
     run = write_run(
         tmp_path, "grow", list(rows[:5]), tasks=["t1", "t2", "t3", "t4", "t5"], repeat=4
     )
-    live = LiveVolatility(run)
+    live = LiveVolatility(run, ci_interval_s=0)
     first = live.refresh()
     assert live.lines_read_last_refresh == 5
     assert first.attempts_judged == 4  # t4 #0 is a link error so far
@@ -151,3 +151,16 @@ def test_partial_run_dirs(tmp_path: Path, missing: str) -> None:
     (report,) = build_report([run])
     assert report.run_id == "handmade"
     assert report.tasks_judged == (5 if missing == "manifest" else 0)
+
+
+def test_live_reuses_intervals_within_ci_interval(tmp_path: Path) -> None:
+    rows = handmade_rows("ci")
+    run = write_run(tmp_path, "ci", list(rows[:10]))
+    cached, always = LiveVolatility(run, ci_interval_s=3600), LiveVolatility(run, ci_interval_s=0)
+    first_cached, first_always = cached.refresh(), always.refresh()
+    assert first_cached.ci95 == first_always.ci95
+    with open(run / "attempts.jsonl", "a") as fh:
+        for row in rows[10:]:
+            fh.write(json.dumps(row) + "\n")
+    assert cached.refresh().ci95 == first_cached.ci95  # reused: computed under an hour ago
+    assert always.refresh().ci95 == build_report([run])[0].ci95  # recomputed

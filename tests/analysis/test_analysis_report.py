@@ -197,7 +197,12 @@ def test_json_contract(handmade: Path) -> None:
     for key in ("task_id", "n", "passes", "success_rate", "spread"):
         assert key in first
     assert first["task_id"] == "t2"
-    assert first["pass_hat_k"] == {"1": 0.5, "2": round(1 / 6, 6), "3": 0.0, "4": 0.0}
+    assert "pass_hat_k" not in first  # per-task curves only on request (they are big)
+    curves = report_of(handmade).to_json(task_curves=True)["tasks"][0]
+    # t2: c = 2 of n = 4: pass^2 = C(2,2)/C(4,2) = 1/6; pass@2 = 1 − C(2,2)/C(4,2) = 5/6
+    assert curves["pass_hat_k"] == {"1": 0.5, "2": round(1 / 6, 6), "3": 0.0, "4": 0.0}
+    assert curves["pass_at_k"] == {"1": 0.5, "2": round(5 / 6, 6), "3": 1.0, "4": 1.0}
+    assert data["ci_resamples"] == 1000
 
 
 def test_several_runs_and_globs(tmp_path: Path) -> None:
