@@ -6,6 +6,7 @@ is printed at most every ``plain_interval_s`` seconds and at the end, so logs st
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from typing import TextIO
@@ -132,6 +133,8 @@ class TextProgress:
             return
         self._last_draw = now
         if self.is_tty:
-            self._write("\r" + status_line(stats) + "\x1b[K")
+            # Never wider than the terminal: a wrapped line cannot be redrawn in place.
+            width = shutil.get_terminal_size((120, 24)).columns - 1
+            self._write("\r" + status_line(stats)[:width] + "\x1b[K")
         else:
             self._write(status_line(stats, bar=False) + "\n")
