@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from textual.widgets import DataTable
 
 from providers.profiles import Profile, ProfileStore
@@ -96,3 +97,44 @@ async def test_add_profile_form_validates_and_saves(home, make_app, settle) -> N
         "m-2",
         "openai",
     )
+
+
+async def test_unparseable_settings_is_refused_and_left_untouched(home, make_app, settle) -> None:
+    _store_profile()
+    home.claude_settings.parent.mkdir(parents=True)
+    broken = '{"env": {"A": 1,, }\n'
+    home.claude_settings.write_text(broken)
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)  # no confirm: nothing to confirm
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert errors and "settings.json" in errors[-1].message
+    assert home.claude_settings.read_text() == broken
+
+
+@pytest.mark.keyring
+async def test_key_typed_in_the_form_goes_to_the_keyring_only(home, make_app, settle) -> None:
+    from driftdesk.secrets import mask_key
+    from providers.keys import get_key
+
+    key = "sk-live-abcdefghijklmnop1234"
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        form = app.screen
+        form.query_one("#name").value = "keyed"  # type: ignore[attr-defined]
+        form.query_one("#base_url").value = "http://127.0.0.1:7/v1"  # type: ignore[attr-defined]
+        form.query_one("#model").value = "m"  # type: ignore[attr-defined]
+        form.query_one("#key").focus()
+        await pilot.press(*key)
+        assert key not in str(form.query_one("#key").render())  # typed masked
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        table = app.screen.query_one("#profiles-table", DataTable)
+        assert str(table.get_row("keyed")[4]) == mask_key(key)
+    assert get_key("keyed") == key
+    assert key not in (home.config_dir / "config.toml").read_text()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from textual.screen import Screen
+from textual.worker import Worker
 
 if TYPE_CHECKING:
     from tui.app import DriftdeskApp
@@ -19,7 +20,16 @@ class PaletteCommand:
     callback: Callable[[], Any]
 
 
-class WorkbenchScreen(Screen[None]):
+class ForwardsWorkerFailures:
+    """Worker state messages do not bubble: screens hand them to the app's one handler."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        handler = getattr(self.app, "on_worker_state_changed", None)  # type: ignore[attr-defined]
+        if handler is not None and self is not self.app:  # type: ignore[attr-defined]
+            handler(event)
+
+
+class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
     HELP_INTRO = ""
     SCREEN_NAME = ""
 

@@ -16,6 +16,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
+from tui.screens.base import ForwardsWorkerFailures
+
 
 @dataclass
 class LaunchChoices(Message):
@@ -23,7 +25,7 @@ class LaunchChoices(Message):
     suites: list[str]
 
 
-class LaunchScreen(ModalScreen[Any]):
+class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="launch.cancel"),
         Binding("ctrl+s", "launch", "Launch", id="launch.go"),

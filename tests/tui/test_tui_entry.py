@@ -1,0 +1,64 @@
+"""Entry points: `driftdesk` lists runs from the data dir and ./runs; the demo quits cleanly
+mid-run (runs interrupted, sandbox stopped) and uses the keyring when there is one."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from textual.widgets import OptionList
+
+from driftdesk import paths
+from tui.app import DriftdeskApp
+from tui.screens.volatility import VolatilityScreen
+
+SIZE = (140, 42)
+
+
+async def test_default_app_lists_runs_from_data_dir_and_cwd(home, settle) -> None:
+    from conftest import RUN_A, RUN_B, write_run  # tests/tui/conftest.py helpers
+
+    write_run(paths.data_dir() / "runs", "in-data-dir", RUN_A, day=1)
+    write_run(Path.cwd() / "runs", "in-cwd", RUN_B, day=2)
+    app = DriftdeskApp(blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert isinstance(app.screen, VolatilityScreen)
+        options = app.screen.query_one("#runs", OptionList)
+        assert options.option_count == 2
+        assert [r.run_id for r in app.screen.runs] == ["in-cwd", "in-data-dir"]
+
+
+async def test_demo_quits_mid_run_cleanly(home, make_app, settle, runs_dir) -> None:
+    app = make_app(demo=True, demo_repeat=5, demo_concurrency=2, demo_latency_ms=80.0)
+    async with app.run_test(size=SIZE) as pilot:
+        while app.demo_run is None or app.demo_run.done < 2:
+            await pilot.pause(0.05)
+        live = app.demo_run
+        base_url = app.sandbox.base_url
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert live.status == "interrupted"
+    manifest = json.loads((live.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    with pytest.raises(urllib.error.URLError):  # the sandbox is gone
+        urllib.request.urlopen(base_url + "/models", timeout=2)
+
+
+@pytest.mark.keyring
+async def test_demo_keeps_its_key_in_the_keyring_when_there_is_one(
+    home, make_app, settle, wait_for_run
+) -> None:
+    from providers.keys import get_key
+
+    app = make_app(demo=True, demo_repeat=1, demo_concurrency=8, demo_latency_ms=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        while app.demo_run is None:
+            await pilot.pause(0.05)
+        assert app.demo_spec.api_key is None  # not in memory: the keyring has it
+        assert get_key("sandbox").startswith("sk-sandbox-")
+        await wait_for_run(app, pilot, app.demo_run)
+        assert app.demo_run.status == "completed"
