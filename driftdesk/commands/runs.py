@@ -198,12 +198,17 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
         faults=faults,
         retry_after_s=args.retry_after,
     )
-    base_url = server.start()
-    print(BANNER.format(model=SIM_MODEL), file=sys.stderr)
-    print(f"base URL: {base_url}   model: {SIM_MODEL}   (Ctrl-C to stop)", file=sys.stderr)
-    print(base_url, flush=True)
+    # Everything after start() sits inside the try: a Ctrl-C at any point stops cleanly.
     try:
-        threading.Event().wait()
+        base_url = server.start()
+        print(BANNER.format(model=SIM_MODEL), file=sys.stderr)
+        print(f"base URL: {base_url}   model: {SIM_MODEL}   (Ctrl-C to stop)", file=sys.stderr)
+        print(base_url, flush=True)
+        forever = threading.Event()
+        # Wake now and then so the main thread handles Ctrl-C at once, whichever thread the
+        # kernel delivered the signal to.
+        while not forever.wait(0.2):
+            pass
     except KeyboardInterrupt:
         pass
     finally:
