@@ -136,6 +136,18 @@ def write_run(runs_dir: Path, run_id: str, outcomes: dict[str, list[str]], day: 
 
 
 @pytest.fixture
+def run_writer():  # type: ignore[no-untyped-def]
+    """``write(runs_dir, run_id, which)`` with which "A" or "B": a fixed run dir anywhere."""
+
+    def write(base: Path, run_id: str, which: str) -> Path:
+        return write_run(
+            base, run_id, RUN_A if which == "A" else RUN_B, day=1 if which == "A" else 2
+        )
+
+    return write
+
+
+@pytest.fixture
 def fixture_runs(runs_dir: Path) -> tuple[Path, Path]:
     return (
         write_run(runs_dir, "sandbox-sandbox-sim-20260101T100000Z", RUN_A, day=1),

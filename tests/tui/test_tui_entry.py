@@ -18,11 +18,9 @@ from tui.screens.volatility import VolatilityScreen
 SIZE = (140, 42)
 
 
-async def test_default_app_lists_runs_from_data_dir_and_cwd(home, settle) -> None:
-    from conftest import RUN_A, RUN_B, write_run  # tests/tui/conftest.py helpers
-
-    write_run(paths.data_dir() / "runs", "in-data-dir", RUN_A, day=1)
-    write_run(Path.cwd() / "runs", "in-cwd", RUN_B, day=2)
+async def test_default_app_lists_runs_from_data_dir_and_cwd(home, settle, run_writer) -> None:
+    run_writer(paths.data_dir() / "runs", "in-data-dir", "A")
+    run_writer(Path.cwd() / "runs", "in-cwd", "B")
     app = DriftdeskApp(blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)

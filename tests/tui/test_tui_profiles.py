@@ -138,3 +138,47 @@ async def test_key_typed_in_the_form_goes_to_the_keyring_only(home, make_app, se
         assert str(table.get_row("keyed")[4]) == mask_key(key)
     assert get_key("keyed") == key
     assert key not in (home.config_dir / "config.toml").read_text()
+
+
+async def test_doctor_results_show_inline(home, make_app, settle) -> None:
+    # An anthropic base URL ending in /v1 is a classic mistake the doctor names.
+    _store_profile()
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("t")
+        await settle(app, pilot)
+        detail = str(app.screen.query_one("#profile-detail-text").render())
+        assert "doctor work" in detail
+        assert "work: base URL" in detail and "/v1/v1/messages" in detail
+
+
+@pytest.mark.keyring
+async def test_import_claude_settings_as_a_profile(home, make_app, settle) -> None:
+    from providers.keys import get_key
+
+    home.claude_settings.parent.mkdir(parents=True)
+    home.claude_settings.write_text(
+        json.dumps(
+            {
+                "env": {
+                    "ANTHROPIC_BASE_URL": "https://gw.example.com/anthropic",
+                    "ANTHROPIC_MODEL": "claude-x",
+                    "ANTHROPIC_AUTH_TOKEN": "sk-ant-imported-0123456789",
+                }
+            }
+        )
+    )
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("i")
+        assert isinstance(app.screen, PickScreen)
+        await pilot.press("enter")  # Claude Code
+        await settle(app, pilot)
+        table = app.screen.query_one("#profiles-table", DataTable)
+        names = [str(table.get_row(k)[0]) for k in table.rows]
+        assert len(names) == 1
+    profile = ProfileStore().get(names[0])
+    assert (profile.base_url, profile.model) == ("https://gw.example.com/anthropic", "claude-x")
+    assert get_key(names[0]) == "sk-ant-imported-0123456789"
