@@ -516,8 +516,8 @@ def assemble_report(
 
     by_task = {agg.task_id: agg for agg in aggregates}
     # Manifest tasks without a single row are still tasks of the run: listed, never averaged.
-    for task_id in run.manifest.get("tasks") or []:
-        if isinstance(task_id, str) and task_id not in by_task:
+    for task_id in (str(t) for t in run.manifest.get("tasks") or []):
+        if task_id not in by_task:
             by_task[task_id] = TaskAggregate(task_id, None, 0, 0, 0, 0, first_seen=1 << 62)
 
     stats = [

@@ -128,7 +128,9 @@ def timed_child(argv: list[str]) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--attempts", type=int, default=20, help="attempts per task")
+    parser.add_argument(
+        "--attempts", type=int, default=100, help="attempts per task (default: 10k tasks × 100)"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
