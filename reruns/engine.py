@@ -2,8 +2,10 @@
 
 One run = one run dir (see docs/ARCHITECTURE.md). Slots are (task_id, attempt) pairs, run by
 ``concurrency`` workers, attempt-major (all tasks' attempt 0 first) so partial runs cover the
-suite evenly. Each finished attempt becomes one attempts.jsonl row, appended and fsynced;
-cancelled attempts write nothing, so ``resume_run`` redoes exactly the missing slots.
+suite evenly. Each finished attempt becomes one attempts.jsonl row, appended and fsynced on
+the run's I/O thread (``AttemptFinished`` is emitted once it is on disk); cancelled attempts
+write nothing, so ``resume_run`` redoes exactly the missing slots. A run dir is locked while a
+process runs it (``rundir.lock_run_dir``), so a live run is never resumed twice.
 
 Cancelling the task running ``execute_run``/``resume_run`` (Ctrl-C in the CLI, a worker
 cancel in the TUI) cancels the in-flight attempts, marks the manifest ``interrupted`` and
