@@ -190,7 +190,6 @@ class _Execution:
         self._attempts_file: JsonlAppender | None = None
         self._calls_file: JsonlAppender | None = None
         self._io: ThreadPoolExecutor | None = None
-        self._files: ThreadPoolExecutor | None = None
         self._rows_pending = 0
         self._rows_flushed = asyncio.Event()
         self._rows_flushed.set()
@@ -278,10 +277,9 @@ class _Execution:
         # page cache) but not fsynced one by one: only attempts.jsonl rows carry that cost.
         self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS, fsync=False)
         # File writes and fsyncs run on one I/O thread, in submission order, so they never
-        # stall the event loop (and the proxy's streams with it).
+        # stall the event loop (and the proxy's streams with it). One thread: on a small
+        # machine more threads only compete with the loop for the cores.
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftdesk-run-io")
-        # Logs and transcripts need no order; creating files is slow on some filesystems.
-        self._files = ThreadPoolExecutor(max_workers=4, thread_name_prefix="driftdesk-run-files")
         self.proxy = MeteringProxy(
             run_id=self.run_id,
             upstream_base_url=self.profile.base_url,
@@ -316,9 +314,8 @@ class _Execution:
             await self._http.close()
         if self.proxy is not None:
             await self.proxy.stop()
-        for pool in (self._io, self._files):
-            if pool is not None:
-                pool.shutdown(wait=True)  # every submitted write is done before we close
+        if self._io is not None:
+            self._io.shutdown(wait=True)  # every submitted write is done before we close
         for appender in (self._calls_file, self._attempts_file):
             if appender is not None:
                 appender.close()
@@ -366,8 +363,8 @@ class _Execution:
                 result, calls = await self._run_command(ctx, log_path)
             else:
                 result, calls, transcript = await self._run_builtin(ctx)
-                assert self._files is not None
-                self._files.submit(
+                assert self._io is not None
+                self._io.submit(
                     _write_attempt_files,
                     log_path,
                     redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
