@@ -10,7 +10,7 @@ numbers for the same file.
 from __future__ import annotations
 
 import json
-import statistics
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,10 +187,10 @@ class LiveVolatility:
             fails=sum(s.outcome == "fail" for s in slots),
             link_errors=sum(s.outcome == "link_error" for s in slots),
             harness_errors=sum(s.outcome == "harness_error" for s in slots),
-            latency_mean_ms=statistics.fmean(latencies) if latencies else None,
-            latency_std_ms=statistics.pstdev(latencies) if latencies else None,
-            tokens_mean=statistics.fmean(tokens) if tokens else None,
-            tokens_std=statistics.pstdev(tokens) if tokens else None,
+            latency_mean_ms=_mean(latencies),
+            latency_std_ms=_pstdev(latencies),
+            tokens_mean=_mean(tokens),
+            tokens_std=_pstdev(tokens),
             last_error_kinds=[s.error_code or s.outcome for s in errors[:3]],
             first_seen=min(s.ord for s in slots),
         )
@@ -234,6 +234,18 @@ class LiveVolatility:
         if reuse is None:
             self._ci, self._ci_at = report.ci95, now
         return report
+
+
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _pstdev(values: list[float]) -> float | None:
+    """Population standard deviation in floats (statistics.pstdev is exact, and slow)."""
+    if not values:
+        return None
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
 
 
 def _int(value: Any) -> int | None:
