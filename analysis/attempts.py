@@ -20,8 +20,9 @@ def task_folder_name(task_id: str) -> str:
 
 def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
     """Rows of ``task_id`` in file order, each with ``line`` (1-based), ``superseded`` (a later
-    row exists for the same slot), ``log_path`` and ``transcript_path`` (str, or None when the
-    file does not exist). Malformed lines are skipped (the report names them)."""
+    row exists for the same slot), ``log_path``, ``transcript_path`` and ``result_path`` (the
+    command agent's result file) — str, or None when the file does not exist. Malformed lines
+    are skipped (the report names them)."""
     run_dir = Path(run_dir)
     path = run_dir / ATTEMPTS_FILE
     if not path.exists():
@@ -48,6 +49,8 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
         row["superseded"] = last_line[row["attempt"]] != row["line"]
         log = folder / f"{row['attempt']}.log"
         transcript = folder / f"{row['attempt']}.transcript.json"
+        result = folder / f"{row['attempt']}.result.json"
         row["log_path"] = str(log) if log.exists() else None
         row["transcript_path"] = str(transcript) if transcript.exists() else None
+        row["result_path"] = str(result) if result.exists() else None
     return rows

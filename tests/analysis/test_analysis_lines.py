@@ -130,6 +130,7 @@ def test_task_attempts_drill_down(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     (folder / "0.log").write_text("agent output\n")
     (folder / "0.transcript.json").write_text("[]")
+    (folder / "1.result.json").write_text('{"success": false}')
     rows = task_attempts(run, "t4")
     assert [(r["attempt"], r["outcome"], r["line"], r["superseded"]) for r in rows] == [
         (0, "link_error", 4, True),
@@ -141,6 +142,8 @@ def test_task_attempts_drill_down(tmp_path: Path) -> None:
     assert rows[0]["log_path"] == str(folder / "0.log")
     assert rows[0]["transcript_path"] == str(folder / "0.transcript.json")
     assert rows[1]["log_path"] is None
+    assert rows[1]["result_path"] == str(folder / "1.result.json")
+    assert rows[0]["result_path"] is None
     assert task_attempts(run, "t") == []  # a prefix of an id is not the id
 
 
