@@ -73,6 +73,8 @@ class LiveVolatility:
         self._line = 0  # physical lines consumed
         self._records = 0  # non-blank lines consumed
         self._slots: dict[str, dict[int, _Slot]] = {}
+        self._max_attempt: dict[str, int] = {}
+        self._link_kinds: dict[str, int] = {}  # winning link_error slots by error code
         self._aggregates: dict[str, TaskAggregate] = {}
         self._tokens: dict[str | None, list[int]] = {}
         self._skipped: list[SkippedLine] = []
@@ -153,6 +155,7 @@ class LiveVolatility:
         if old is not None:
             # The slot's tokens follow its winning row's model, as in the cold report.
             self._add_tokens(old.model, old, -1)
+            self._count_link_kind(old, -1)
             new.prompt_sum, new.completion_sum, new.total_sum = (
                 old.prompt_sum,
                 old.completion_sum,
@@ -162,8 +165,17 @@ class LiveVolatility:
         new.completion_sum += completion or 0
         new.total_sum += total or 0
         self._add_tokens(new.model, new, +1)
+        self._count_link_kind(new, +1)
         slots[attempt] = new
+        self._max_attempt[task_id] = max(attempt, self._max_attempt.get(task_id, attempt))
         return task_id
+
+    def _count_link_kind(self, slot: _Slot, sign: int) -> None:
+        if slot.outcome == "link_error":
+            kind = slot.error_code or "unknown"
+            self._link_kinds[kind] = self._link_kinds.get(kind, 0) + sign
+            if not self._link_kinds[kind]:
+                del self._link_kinds[kind]
 
     def _add_tokens(self, model: str | None, slot: _Slot, sign: int) -> None:
         sums = self._tokens.setdefault(model, [0, 0, 0])
@@ -202,17 +214,16 @@ class LiveVolatility:
             skipped_lines=list(self._skipped),
             skipped_line_count=len(self._skipped),
         )
-        kinds: dict[str, int] = {}
-        for slots in self._slots.values():
-            for slot in slots.values():
-                if slot.outcome == "link_error":
-                    kind = slot.error_code or "unknown"
-                    kinds[kind] = kinds.get(kind, 0) + 1
-        extras.link_errors_by_kind = dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        # Kept up to date slot by slot: a refresh costs O(tasks), never O(rows).
+        extras.link_errors_by_kind = dict(
+            sorted(self._link_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
         tasks, repeat = manifest.get("tasks"), manifest.get("repeat")
         if isinstance(tasks, list) and isinstance(repeat, int) and repeat > 0:
             for task_id in (str(t) for t in tasks):
                 present = self._slots.get(task_id, {})
+                if len(present) == repeat and self._max_attempt[task_id] == repeat - 1:
+                    continue  # distinct non-negative attempts: exactly 0..repeat−1
                 extras.missing_slots.extend((task_id, a) for a in range(repeat) if a not in present)
         aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
         assert self._prices is not None
