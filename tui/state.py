@@ -61,6 +61,9 @@ class LiveRun:
     last_started: AttemptKey | None = None
     last_active: AttemptKey | None = None  # the attempt that most recently logged something
     error: str | None = None
+    # From analysis (prices × tokens), refreshed by the Run screen: None until known.
+    cost_text: str | None = None
+    cost_final: bool = False
     version: int = 0
     started_monotonic: float = field(default_factory=time.monotonic)
     ended_monotonic: float | None = None

@@ -79,10 +79,10 @@ async def test_add_profile_form_validates_and_saves(home, make_app, settle) -> N
         await settle(app, pilot)
         await pilot.press("a")
         assert isinstance(app.screen, ProfileFormScreen)
-        await pilot.press(*"local")
-        await pilot.press("tab", "tab")  # protocol select -> base URL
-        await pilot.press(*"not-a-url")
-        await pilot.press("tab", *"m-2")
+        await pilot.press(*"local")  # typed into the focused name field
+        form = app.screen
+        form.query_one("#base_url").value = "not-a-url"  # type: ignore[attr-defined]
+        form.query_one("#model").value = "m-2"  # type: ignore[attr-defined]
         await pilot.press("ctrl+s")
         assert isinstance(app.screen, ProfileFormScreen)  # refused: bad URL
         assert "invalid base URL" in str(app.screen.query_one("#form-error").render())

@@ -5,6 +5,7 @@ clock and no cursor blink. Update after an intended UI change with
 from __future__ import annotations
 
 import pytest
+from textual.widgets import DataTable
 
 from tui.screens.compare import CompareScreen
 from tui.screens.volatility import VolatilityScreen
@@ -15,6 +16,12 @@ SIZE = (140, 42)
 async def _settled(app, pilot, settle) -> None:  # type: ignore[no-untyped-def]
     await settle(app, pilot)
     app.clear_notifications()
+    # DataTables measure new rows on their next idle; a picture taken before that shows
+    # header-width columns.
+    for _ in range(100):
+        if not any(t._require_update_dimensions for t in app.screen.query(DataTable)):
+            break
+        await pilot.pause(0.01)
     await pilot.pause()
 
 
@@ -73,16 +80,26 @@ def test_help_screen(snap_compare, fixture_runs, make_app, settle) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-@pytest.mark.keyring  # the key column reads the keyring
-def test_profiles_screen(snap_compare, home, make_app, settle) -> None:
-    from providers.keys import set_key
+@pytest.fixture
+def no_keyring():  # type: ignore[no-untyped-def]
+    """The keyring library's own fail backend: the screen as on a machine without a keyring
+    (the same picture with or without the test keyring, so the snapshot is deterministic)."""
+    import keyring
+    from keyring.backends import fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    yield
+    keyring.set_keyring(previous)
+
+
+def test_profiles_screen(snap_compare, home, no_keyring, make_app, settle) -> None:
     from providers.profiles import Profile, ProfileStore
 
     ProfileStore().save(Profile("sandbox", "openai", "http://127.0.0.1:8765/v1", "driftdesk-sim-1"))
     ProfileStore().save(
         Profile("gateway", "anthropic", "https://gw.example.com/anthropic", "claude-sonnet-4-5")
     )
-    set_key("gateway", "sk-ant-0123456789abcdef")
     app = make_app(start_mode="profiles")
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ from tui.screens.base import PaletteCommand, WorkbenchScreen
 from tui.screens.modals import ConfirmScreen, PickScreen
 from tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
 
+COLUMNS = ("profile", "protocol", "base URL", "model", "key", "active on", "drift")
 TARGETS: tuple[tuple[str, str], ...] = (
     ("claude", "Claude Code (~/.claude/settings.json)"),
     ("codex", "Codex (~/.codex/config.toml)"),
@@ -81,9 +82,7 @@ class ProfilesScreen(WorkbenchScreen):
         yield Header()
         with Vertical():
             table: DataTable[Any] = DataTable(id="profiles-table", cursor_type="row")
-            table.add_columns(
-                "profile", "protocol", "base URL", "model", "key", "active on", "drift"
-            )
+            table.add_columns(*COLUMNS)
             yield table
             with VerticalScroll(id="profile-detail"):
                 yield Static("", id="profile-detail-text")
@@ -92,7 +91,7 @@ class ProfilesScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self._rows: dict[str, ProfileRow] = {}
         self._note = ""
-        self.load_profiles()
+        # (ScreenResume follows the first mount too: that is where the profiles get loaded.)
 
     def on_screen_resume(self) -> None:
         self.load_profiles()
@@ -199,7 +198,9 @@ class ProfilesScreen(WorkbenchScreen):
         selected = self.selected_profile()
         self._rows = {row.name: row for row in message.rows}
         self._note = message.note
-        table.clear()
+        # Columns too: auto widths then follow the new content (a refill can shrink them).
+        table.clear(columns=True)
+        table.add_columns(*COLUMNS)
         for row in message.rows:
             table.add_row(
                 row.name,

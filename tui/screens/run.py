@@ -7,13 +7,16 @@ on a timer, touching only the cells and log lines that changed since the last ti
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, Static
 
 from tui.screens.base import PaletteCommand, WorkbenchScreen
@@ -23,6 +26,14 @@ from tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
 from tui.widgets.attempt_grid import AttemptGrid
 
 REDRAW_SECONDS = 0.3
+COST_SECONDS = 2.0
+
+
+@dataclass
+class CostUpdated(Message):
+    live: LiveRun
+    text: str
+    final: bool  # computed after the run had finished
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -69,6 +80,7 @@ class RunScreen(WorkbenchScreen):
         self._grid_run: str | None = None
         self._log_key: AttemptKey | None = None
         self._log_seen = 0
+        self._live_reports: dict[Path, Any] = {}  # LiveVolatility per run dir (for the cost)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -92,6 +104,41 @@ class RunScreen(WorkbenchScreen):
 
     def on_mount(self) -> None:
         self.set_interval(REDRAW_SECONDS, self.redraw)
+        self.set_interval(COST_SECONDS, self._cost_tick)
+
+    def _cost_tick(self) -> None:
+        live = self.live
+        if live is None or live.run_dir is None or not self.is_current:
+            return
+        if live.finished and live.cost_text is not None and live.cost_final:
+            return
+        if (live.run_dir / "attempts.jsonl").exists():
+            self.refresh_cost(live)
+
+    @work(thread=True, exclusive=True, group="run-cost", exit_on_error=False)
+    def refresh_cost(self, live: LiveRun) -> None:
+        """Cost so far from the analysis core (its price table × tokens), read incrementally."""
+        from analysis.live import LiveVolatility
+
+        assert live.run_dir is not None
+        finished = live.finished
+        tracker = self._live_reports.get(live.run_dir)
+        if tracker is None:
+            tracker = self._live_reports[live.run_dir] = LiveVolatility(live.run_dir)
+        report = tracker.refresh()
+        if report.cost_usd is not None:
+            text = f"${report.cost_usd:.4f}"
+        elif report.unpriced_models:
+            text = "n/a (no price for " + ", ".join(report.unpriced_models) + ")"
+        else:
+            text = "n/a"
+        self.post_message(CostUpdated(live, text, finished))
+
+    @on(CostUpdated)
+    def _cost_updated(self, message: CostUpdated) -> None:
+        message.live.cost_text = message.text
+        message.live.cost_final = message.final
+        message.live.version += 1
 
     # -- what the app calls ---------------------------------------------------------------------
     def show_run(self, live: LiveRun) -> None:
@@ -266,6 +313,7 @@ def _counters(live: LiveRun) -> Text:
     parts.append((f"retries {live.retries}", "yellow"))
     parts.append((f"calls {live.calls}", ""))
     parts.append((f"tokens {live.tokens:,}", ""))
+    parts.append((f"cost {live.cost_text or '…'}", ""))
     for i, (part, style) in enumerate(parts):
         if i:
             text.append("  │  ", style="dim")

@@ -39,6 +39,26 @@ class RunInfo:
     manifest: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
+TASK_COLUMNS = (
+    ("task", "task"),
+    ("n", "n"),
+    ("pass", "pass"),
+    ("fail", "fail"),
+    ("link", "link"),
+    ("success", "success"),
+    ("spread", "spread"),
+    ("latency ms", "latency"),
+    ("tokens", "tokens"),
+    ("error kinds", "errors"),
+)
+
+
+def _add_task_columns(table: DataTable[Any]) -> None:
+    table.add_column(" ", key="mark", width=1)
+    for label, key in TASK_COLUMNS:
+        table.add_column(label, key=key)
+
+
 def discover_runs(dirs: list[Path]) -> list[RunInfo]:
     """Run dirs (folders with a manifest) under ``dirs``, newest first."""
     from reruns.rundir import read_manifest
@@ -135,20 +155,7 @@ class VolatilityScreen(WorkbenchScreen):
                     yield Input(placeholder="filter tasks (/)", id="filter")
                     yield Label("", id="table-state")
                 table: DataTable[Any] = DataTable(id="tasks", cursor_type="row")
-                table.add_column(" ", key="mark", width=1)
-                table.add_column("task", key="task")
-                for label, key in (
-                    ("n", "n"),
-                    ("pass", "pass"),
-                    ("fail", "fail"),
-                    ("link", "link"),
-                    ("success", "success"),
-                    ("spread", "spread"),
-                    ("latency ms", "latency"),
-                    ("tokens", "tokens"),
-                    ("recent errors", "errors"),
-                ):
-                    table.add_column(label, key=key)
+                _add_task_columns(table)
                 yield table
         yield Footer()
 
@@ -370,7 +377,9 @@ class VolatilityScreen(WorkbenchScreen):
     def _fill_table(self) -> None:
         table = self.query_one("#tasks", DataTable)
         current = self.selected_task()
-        table.clear()
+        # Columns too: auto widths then follow the new content (a refill can shrink them).
+        table.clear(columns=True)
+        _add_task_columns(table)
         for t in self._visible_tasks():
             spread_style = "bold yellow" if t.volatile else ""
             success_style = (
