@@ -9,7 +9,8 @@ from textual.widgets import DataTable
 
 from tui.app import DriftdeskApp
 from tui.screens.compare import CompareScreen
-from tui.screens.modals import HelpScreen
+from tui.screens.launch import LaunchScreen
+from tui.screens.modals import ConfirmScreen, HelpScreen, PickScreen
 from tui.screens.profile_form import ProfileFormScreen
 from tui.screens.profiles import ProfilesScreen
 from tui.screens.run import RunScreen
@@ -19,9 +20,10 @@ from tui.widgets.attempt_grid import AttemptGrid
 
 SIZE = (140, 42)
 SCREENS = [DriftdeskApp, ProfilesScreen, RunScreen, VolatilityScreen, TaskScreen, CompareScreen]
+MODALS = [ConfirmScreen, PickScreen, HelpScreen, ProfileFormScreen, LaunchScreen]
 
 
-@pytest.mark.parametrize("owner", [*SCREENS, AttemptGrid], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("owner", [*SCREENS, *MODALS, AttemptGrid], ids=lambda c: c.__name__)
 def test_every_binding_has_an_id_and_a_description(owner: type) -> None:
     bindings = [b for b in owner.BINDINGS if isinstance(b, Binding)]
     assert bindings

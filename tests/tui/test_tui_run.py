@@ -101,3 +101,20 @@ async def test_many_concurrent_attempts_keep_the_app_responsive(
         assert manifest["status"] == "interrupted"
         rows = _rows(live.run_dir)
         assert 64 <= len(rows) < len(live.task_ids) * 40
+
+
+async def test_a_run_that_cannot_start_is_reported_not_hidden(
+    home, sandbox, make_app, settle, wait_for_run, runs_dir
+) -> None:
+    # No key anywhere (no keyring, or a keyring without this profile's key): the engine
+    # refuses, the run is marked failed and the user is told why.
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        live = app.start_run(RunSpec(profile="sandbox", suite="basic", out_dir=runs_dir))
+        app.screen.show_run(live)
+        await wait_for_run(app, pilot, live)
+        await settle(app, pilot)
+        assert live.status == "failed" and live.error
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert errors and "key" in errors[-1].message.lower()
