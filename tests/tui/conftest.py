@@ -180,12 +180,13 @@ def wait_for_run():  # type: ignore[no-untyped-def]
 
 async def _wait_for_run(app: DriftdeskApp, pilot, live) -> None:  # type: ignore[no-untyped-def]
     """Wait for the worker executing ``live`` to end, then let the UI catch up."""
+    import contextlib
+
     from textual.worker import WorkerFailed
 
     runs = [w for w in app.workers if w.group == "runs"]
-    try:
+    # a run that failed: the test looks at how it was reported
+    with contextlib.suppress(WorkerFailed):
         await app.workers.wait_for_complete(runs)
-    except WorkerFailed:
-        pass  # a run that failed: the test looks at how it was reported
     await pilot.pause()
     assert live.finished, live.status

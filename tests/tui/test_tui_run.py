@@ -118,3 +118,35 @@ async def test_a_run_that_cannot_start_is_reported_not_hidden(
         assert live.status == "failed" and live.error
         errors = [n for n in app._notifications if n.severity == "error"]
         assert errors and "key" in errors[-1].message.lower()
+
+
+@pytest.mark.keyring
+async def test_launch_only_volatile_tasks_of_an_earlier_run(
+    home, sandbox, fixture_runs, make_app, settle, wait_for_run
+) -> None:
+    from textual.widgets import Select
+
+    from providers.keys import set_key
+
+    set_key("sandbox", THROWAWAY_KEY)
+    run_a, _ = fixture_runs
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("n")
+        await settle(app, pilot)
+        form = app.screen
+        assert isinstance(form, LaunchScreen)
+        form.query_one("#repeat", Input).value = "1"
+        form.query_one("#only", Select).value = "volatile"
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, LaunchScreen)  # refused: which earlier run?
+        assert "earlier run" in str(form.query_one("#form-error").render())
+        form.query_one("#earlier", Select).value = str(run_a)
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        live = app.screen.live
+        await wait_for_run(app, pilot, live)
+        assert live.status == "completed"
+        manifest = json.loads((live.run_dir / "manifest.json").read_text())
+        assert sorted(manifest["tasks"]) == ["arith-02", "format-01"]
