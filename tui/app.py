@@ -116,7 +116,7 @@ class DriftdeskApp(App[None]):
         self._execute_run(live, spec)
         return live
 
-    @work(thread=True, group="runs", exit_on_error=False)
+    @work(thread=True, group="runs", exit_on_error=False, name="the run")
     def _execute_run(self, live: LiveRun, spec: Any) -> None:
         from reruns.engine import execute_run
 
@@ -175,7 +175,7 @@ class DriftdeskApp(App[None]):
         if self.demo and live is self.demo_run and live.run_dir is not None:
             self.show_volatility(live.run_dir)
 
-    @work(group="navigate", exclusive=True, exit_on_error=False)
+    @work(group="navigate", exclusive=True, exit_on_error=False, name="navigation")
     async def show_live_run(self, live: LiveRun) -> None:
         """Switch to the Run screen (mounting it if needed) and show ``live`` there."""
         await self.switch_mode("run")
@@ -183,7 +183,7 @@ class DriftdeskApp(App[None]):
         if isinstance(screen, RunScreen):
             screen.show_run(live)
 
-    @work(group="navigate", exclusive=True, exit_on_error=False)
+    @work(group="navigate", exclusive=True, exit_on_error=False, name="navigation")
     async def show_volatility(self, run_dir: Path) -> None:
         """Switch to the Volatility screen (mounting it if needed) with ``run_dir`` selected."""
         await self.switch_mode("volatility")
@@ -196,7 +196,7 @@ class DriftdeskApp(App[None]):
         return stack[0] if stack else None
 
     # -- demo ------------------------------------------------------------------------------------
-    @work(thread=True, group="demo", exclusive=True, exit_on_error=False)
+    @work(thread=True, group="demo", exclusive=True, exit_on_error=False, name="starting the demo")
     def start_demo(self) -> None:
         from tui.demo import DEMO_LATENCY_MS, prepare_demo
 

@@ -72,7 +72,7 @@ class CompareScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.compare()
 
-    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False, name="comparing runs")
     def compare(self) -> None:
         from analysis.compare import compare_runs
 

@@ -84,7 +84,13 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
     def on_mount(self) -> None:
         self.load_choices()
 
-    @work(thread=True, exclusive=True, group="launch-choices", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="launch-choices",
+        exit_on_error=False,
+        name="loading profiles and suites",
+    )
     def load_choices(self) -> None:
         from providers.profiles import ProfileStore
 

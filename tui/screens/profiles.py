@@ -97,7 +97,13 @@ class ProfilesScreen(WorkbenchScreen):
         self.load_profiles()
 
     # -- workers -------------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="profiles-load", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="profiles-load",
+        exit_on_error=False,
+        name="loading profiles",
+    )
     def load_profiles(self) -> None:
         from driftdesk.secrets import mask_key
         from providers.keys import KeyMissing, KeyringUnavailable, get_key
@@ -129,7 +135,13 @@ class ProfilesScreen(WorkbenchScreen):
             )
         self.post_message(ProfilesLoaded(rows, note=" ".join(x for x in (note, keyring_note) if x)))
 
-    @work(thread=True, exclusive=True, group="profiles-save", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="profiles-save",
+        exit_on_error=False,
+        name="saving the profile",
+    )
     def save_profile(self, result: ProfileFormResult) -> None:
         from providers.keys import set_key
         from providers.profiles import ProfileStore
@@ -140,7 +152,9 @@ class ProfilesScreen(WorkbenchScreen):
         self.app.call_from_thread(self.notify, f"profile {result.profile.name} saved")
         self.load_profiles()
 
-    @work(thread=True, exclusive=True, group="profiles-doctor", exit_on_error=False)
+    @work(
+        thread=True, exclusive=True, group="profiles-doctor", exit_on_error=False, name="the doctor"
+    )
     def run_doctor(self, name: str) -> None:
         from providers.doctor import run_doctor
 
@@ -148,7 +162,9 @@ class ProfilesScreen(WorkbenchScreen):
         checks = run_doctor(name, probe=True)
         self.post_message(DetailReady(f"doctor {name}", _checks_text(checks)))
 
-    @work(thread=True, exclusive=True, group="profiles-switch", exit_on_error=False)
+    @work(
+        thread=True, exclusive=True, group="profiles-switch", exit_on_error=False, name="the switch"
+    )
     def plan_switch(self, name: str, target: str) -> None:
         from providers.profiles import ProfileStore
         from providers.targets import plan_switch
@@ -162,7 +178,9 @@ class ProfilesScreen(WorkbenchScreen):
         diff = plan.diff + "".join(f"\n# note: {note}" for note in plan.notes)
         self.post_message(SwitchPlanned(name, target, plan, diff))
 
-    @work(thread=True, exclusive=True, group="profiles-switch", exit_on_error=False)
+    @work(
+        thread=True, exclusive=True, group="profiles-switch", exit_on_error=False, name="the switch"
+    )
     def apply_switch(self, plan: Any, name: str, target: str) -> None:
         from providers.targets import apply_switch
 
@@ -175,7 +193,9 @@ class ProfilesScreen(WorkbenchScreen):
         )
         self.load_profiles()
 
-    @work(thread=True, exclusive=True, group="profiles-import", exit_on_error=False)
+    @work(
+        thread=True, exclusive=True, group="profiles-import", exit_on_error=False, name="the import"
+    )
     def import_current(self, source: str) -> None:
         from providers.importer import import_profile
 

@@ -115,7 +115,7 @@ class RunScreen(WorkbenchScreen):
         if (live.run_dir / "attempts.jsonl").exists():
             self.refresh_cost(live)
 
-    @work(thread=True, exclusive=True, group="run-cost", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="run-cost", exit_on_error=False, name="the cost")
     def refresh_cost(self, live: LiveRun) -> None:
         """Cost so far from the analysis core (its price table × tokens), read incrementally."""
         from analysis.live import LiveVolatility

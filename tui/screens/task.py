@@ -76,13 +76,21 @@ class TaskScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.load_attempts()
 
-    @work(thread=True, exclusive=True, group="task-attempts", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="task-attempts",
+        exit_on_error=False,
+        name="loading attempts",
+    )
     def load_attempts(self) -> None:
         from analysis.attempts import task_attempts
 
         self.post_message(AttemptsLoaded(task_attempts(self.run_dir, self.task_id)))
 
-    @work(thread=True, exclusive=True, group="task-log", exit_on_error=False)
+    @work(
+        thread=True, exclusive=True, group="task-log", exit_on_error=False, name="reading the log"
+    )
     def load_text(self, row: dict[str, Any]) -> None:
         title = f"attempt {row.get('attempt')}"
         transcript = row.get("transcript_path")

@@ -179,11 +179,17 @@ class VolatilityScreen(WorkbenchScreen):
         self.rescan()
 
     # -- workers -------------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False, name="listing runs")
     def rescan(self) -> None:
         self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs)))
 
-    @work(thread=True, exclusive=True, group="vol-report", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="vol-report",
+        exit_on_error=False,
+        name="the volatility report",
+    )
     def load_report(self, run_dir: Path) -> None:
         from analysis.volatility import build_report
 
@@ -193,7 +199,9 @@ class VolatilityScreen(WorkbenchScreen):
         report = reports[0]
         self.post_message(ReportReady(run_dir, report, _plot(report)))
 
-    @work(thread=True, exclusive=True, group="vol-live", exit_on_error=False)
+    @work(
+        thread=True, exclusive=True, group="vol-live", exit_on_error=False, name="the live report"
+    )
     def live_refresh(self, run_dir: Path) -> None:
         from analysis.live import LiveVolatility
 
@@ -203,7 +211,7 @@ class VolatilityScreen(WorkbenchScreen):
         report = live.refresh()
         self.post_message(ReportReady(run_dir, report, _plot(report), live=True))
 
-    @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False, name="the export")
     def export_report(self, run_dir: Path) -> None:
         """The report as JSON and its task table as CSV, both from the analysis core."""
         import csv
