@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
+from textual.widgets import DataTable
 
 from tui.app import DriftdeskApp
 
@@ -36,16 +38,35 @@ def settle():  # type: ignore[no-untyped-def]
     return _settle
 
 
+def _busy(app: DriftdeskApp) -> bool:
+    workers = [
+        w for w in app.workers if w.group != "runs" and (w.is_running or w.state.name == "PENDING")
+    ]
+    # DataTables measure new rows on their next idle: until then columns are header-wide.
+    tables = [t for t in app.screen.query(DataTable) if t._require_update_dimensions]
+    return bool(workers or tables)
+
+
 async def _settle(app: DriftdeskApp, pilot) -> None:  # type: ignore[no-untyped-def]
-    """Wait until every worker that is not a run has finished, and the UI has caught up."""
-    await pilot.pause()
-    for _ in range(100):
-        busy = [w for w in app.workers if w.group not in ("runs",) and w.is_running]
-        if not busy:
-            break
-        await app.workers.wait_for_complete(busy)
+    """Wait until no worker (other than runs) is pending or running and the screen's tables
+    are measured — twice in a row, since a finished worker's message can start another."""
+    from textual.worker import WorkerFailed
+
+    quiet = 0
+    for _ in range(200):
         await pilot.pause()
-    await pilot.pause()
+        if _busy(app):
+            quiet = 0
+            busy = [w for w in app.workers if w.group != "runs" and w.is_running]
+            if busy:
+                with contextlib.suppress(WorkerFailed):
+                    await app.workers.wait_for_complete(busy)
+            else:
+                await pilot.pause(0.01)
+            continue
+        quiet += 1
+        if quiet == 2:
+            break
 
 
 # -- fixed run dirs (the documented run-dir layout, deterministic content) ----------------------

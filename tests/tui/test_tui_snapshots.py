@@ -5,7 +5,6 @@ clock and no cursor blink. Update after an intended UI change with
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable
 
 from tui.screens.compare import CompareScreen
 from tui.screens.volatility import VolatilityScreen
@@ -16,13 +15,7 @@ SIZE = (140, 42)
 async def _settled(app, pilot, settle) -> None:  # type: ignore[no-untyped-def]
     await settle(app, pilot)
     app.clear_notifications()
-    # DataTables measure new rows on their next idle; a picture taken before that shows
-    # header-width columns.
-    for _ in range(100):
-        if not any(t._require_update_dimensions for t in app.screen.query(DataTable)):
-            break
-        await pilot.pause(0.01)
-    await pilot.pause()
+    await settle(app, pilot)  # again: nothing new since the notifications went
 
 
 async def _run_a(app, pilot, settle) -> VolatilityScreen:  # type: ignore[no-untyped-def]

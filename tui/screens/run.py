@@ -103,6 +103,9 @@ class RunScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Nothing to draw into until a run is shown.
+        for selector in ("#run-panes", "#run-progress-row", "#run-counters"):
+            self.query_one(selector).display = self.live is not None
         self.set_interval(REDRAW_SECONDS, self.redraw)
         self.set_interval(COST_SECONDS, self._cost_tick)
 
@@ -143,6 +146,9 @@ class RunScreen(WorkbenchScreen):
     # -- what the app calls ---------------------------------------------------------------------
     def show_run(self, live: LiveRun) -> None:
         self.live = live
+        if self.is_mounted:
+            for selector in ("#run-panes", "#run-progress-row", "#run-counters"):
+                self.query_one(selector).display = True
         self.follow = True
         self.selected = None
         self._drawn_version = -1
