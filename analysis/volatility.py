@@ -34,15 +34,13 @@ from analysis.metrics import (
     resample_count,
 )
 from analysis.sources import (
-    OUTCOMES,
     RunSource,
     name_bad_records,
     resolve_sources,
 )
 
 if TYPE_CHECKING:
-    import duckdb
-
+    from analysis.attempt_table import TaskRow
     from analysis.prices import ModelPrice
 
 GroupBy = Literal["task", "scenario"]
@@ -50,22 +48,6 @@ SortKey = Literal["spread", "success", "task"]
 Source = Path | str
 
 MAX_NAMED_SKIPPED_LINES = 1000  # per file; the count is always exact
-
-# Explicit types: a field missing from every row of a file is NULL, never a binder error, and
-# a value of the wrong type is NULL in that column only. ``attempt`` is read as text and
-# checked in SQL so 1.5 or true is rejected rather than rounded.
-ATTEMPT_COLUMNS: dict[str, str] = {
-    "task_id": "VARCHAR",
-    "scenario_id": "VARCHAR",
-    "attempt": "VARCHAR",
-    "outcome": "VARCHAR",
-    "error_code": "VARCHAR",
-    "prompt_tokens": "BIGINT",
-    "completion_tokens": "BIGINT",
-    "total_tokens": "BIGINT",
-    "latency_ms": "DOUBLE",
-    "model": "VARCHAR",
-}
 
 
 def _round(value: float | None, digits: int = 6) -> float | None:
@@ -307,177 +289,112 @@ def build_report(
     ]
 
 
-def _scan_sql(index: int) -> str:
-    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in ATTEMPT_COLUMNS.items()) + "}"
-    return (
-        f"SELECT {index} AS f, ordinality AS ord, task_id, scenario_id, "
-        "CASE WHEN regexp_full_match(trim(attempt), '[0-9]+') "
-        "THEN CAST(trim(attempt) AS BIGINT) END AS attempt, "
-        "outcome, error_code, prompt_tokens, completion_tokens, "
-        "coalesce(total_tokens, prompt_tokens + completion_tokens) AS total_tokens, "
-        "latency_ms, model "
-        f"FROM read_json($p{index}, format='newline_delimited', records=true, "
-        f"columns={columns}, ignore_errors=true) WITH ORDINALITY"
-    )
-
-
-_OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
-_VALID = (
-    "coalesce(task_id IS NOT NULL AND task_id <> '' AND attempt IS NOT NULL "
-    f"AND outcome IN ({_OUTCOME_LIST}), FALSE)"
-)
-_EMPTY_SCAN = (
-    "SELECT NULL::INT AS f, NULL::BIGINT AS ord, NULL::VARCHAR AS task_id, "
-    "NULL::VARCHAR AS scenario_id, NULL::BIGINT AS attempt, NULL::VARCHAR AS outcome, "
-    "NULL::VARCHAR AS error_code, NULL::BIGINT AS prompt_tokens, "
-    "NULL::BIGINT AS completion_tokens, NULL::BIGINT AS total_tokens, "
-    "NULL::DOUBLE AS latency_ms, NULL::VARCHAR AS model WHERE FALSE"
-)
-
-
 def read_runs(
     runs: Sequence[RunSource], *, include_link_errors: bool
 ) -> tuple[list[list[TaskAggregate]], list[RunExtras]]:
-    """Per-task aggregates and run extras for each run, from one DuckDB scan of all files.
+    """Per-task aggregates and run extras for each run, from one parallel DuckDB scan per file.
 
-    The scan folds rows into (task, attempt) slots keeping the last valid row in file order
-    (``arg_max`` over the record number: a hash aggregate, no sort), summing tokens over every
-    row of the slot (superseded rows cost money too) and collecting the record numbers of the
-    rows that are not usable. Everything else is computed from the slots.
+    The rows land in one table in file order (``analysis.attempt_table``); per-task aggregates
+    keep the last valid row of each (task, attempt) slot, token sums count every valid row
+    (superseded rows cost money too), and the rows that are not usable are named by line.
     """
     import duckdb
 
+    from analysis import attempt_table
+
     aggregates: list[list[TaskAggregate]] = [[] for _ in runs]
     extras = [RunExtras() for _ in runs]
-    readable = [i for i, run in enumerate(runs) if run.attempts_path.exists()]
     con = duckdb.connect()
     try:
-        con.execute("SET enable_progress_bar = false")
-        union = " UNION ALL ".join(_scan_sql(i) for i in readable) or _EMPTY_SCAN
-        params = {f"p{i}": str(runs[i].attempts_path) for i in readable}
-        con.execute(
-            f"""
-            CREATE TEMP TABLE slots AS
-            SELECT f, task_id, attempt,
-                   arg_max(struct_pack(outcome, scenario_id, error_code, latency_ms,
-                                       total_tokens, model), ord) FILTER (WHERE {_VALID}) AS w,
-                   max(ord) FILTER (WHERE {_VALID}) AS ord,
-                   sum(prompt_tokens) FILTER (WHERE {_VALID}) AS prompt_tokens,
-                   sum(completion_tokens) FILTER (WHERE {_VALID}) AS completion_tokens,
-                   sum(total_tokens) FILTER (WHERE {_VALID}) AS total_tokens,
-                   list(ord) FILTER (WHERE NOT {_VALID}) AS bad
-            FROM ({union}) GROUP BY f, task_id, attempt
-            """,
-            params,
-        )
-        _collect_skipped(con, runs, extras)
-        counted = "TRUE" if include_link_errors else "w.outcome IN ('pass', 'fail')"
-        task_rows = con.execute(
-            f"""
-            SELECT f, task_id,
-                   arg_max(w.scenario_id, ord) FILTER (WHERE w.scenario_id IS NOT NULL),
-                   count(*) FILTER (WHERE w.outcome = 'pass'),
-                   count(*) FILTER (WHERE w.outcome = 'fail'),
-                   count(*) FILTER (WHERE w.outcome = 'link_error'),
-                   count(*) FILTER (WHERE w.outcome = 'harness_error'),
-                   avg(w.latency_ms) FILTER (WHERE {counted}),
-                   stddev_pop(w.latency_ms) FILTER (WHERE {counted}),
-                   avg(w.total_tokens) FILTER (WHERE {counted}),
-                   stddev_pop(w.total_tokens) FILTER (WHERE {counted}),
-                   arg_max(coalesce(w.error_code, w.outcome), ord, 3)
-                       FILTER (WHERE w.outcome <> 'pass'),
-                   min(ord), count(*), min(attempt), max(attempt)
-            FROM slots WHERE w IS NOT NULL GROUP BY f, task_id ORDER BY f, min(ord)
-            """
-        ).fetchall()
-        incomplete: dict[int, list[str]] = defaultdict(list)
-        for row in task_rows:
-            f = row[0]
-            aggregates[f].append(
-                TaskAggregate(
-                    task_id=row[1],
-                    scenario_id=row[2],
-                    passes=row[3],
-                    fails=row[4],
-                    link_errors=row[5],
-                    harness_errors=row[6],
-                    latency_mean_ms=row[7],
-                    latency_std_ms=row[8],
-                    tokens_mean=row[9],
-                    tokens_std=row[10],
-                    last_error_kinds=list(row[11] or []),
-                    first_seen=row[12],
-                )
+        attempt_table.create_table(con)
+        bases: dict[int, int] = {}
+        loaded = 0
+        for index, run in enumerate(runs):
+            if run.attempts_path.exists():
+                bases[index] = loaded
+                loaded += attempt_table.load_file(con, run.attempts_path, index)
+        bad: dict[int, set[int]] = defaultdict(set)
+        for f, rowid in attempt_table.bad_rowids(con):
+            bad[f].add(rowid - bases[f] + 1)  # the k-th record of its file
+        for index, ordinals in bad.items():
+            extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
+                runs[index].attempts_path, ordinals
             )
-            repeat = runs[f].manifest.get("repeat")
+        result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
+        incomplete: dict[int, list[str]] = defaultdict(list)
+        for row in result.tasks:
+            aggregates[row.f].append(task_aggregate(row))
+            repeat = runs[row.f].manifest.get("repeat")
             # Slots are distinct, so 0..repeat−1 all present <=> count, min and max agree.
-            if isinstance(repeat, int) and (row[13], row[14], row[15]) != (repeat, 0, repeat - 1):
-                incomplete[f].append(row[1])
-        for f, model, prompt, completion, total in con.execute(
-            "SELECT f, w.model, coalesce(sum(prompt_tokens), 0), "
-            "coalesce(sum(completion_tokens), 0), coalesce(sum(total_tokens), 0) "
-            "FROM slots WHERE w IS NOT NULL GROUP BY ALL"
-        ).fetchall():
-            extras[f].tokens_by_model[model] = (int(prompt), int(completion), int(total))
-        for f, kind, count in con.execute(
-            "SELECT f, coalesce(w.error_code, 'unknown'), count(*) FROM slots "
-            "WHERE w.outcome = 'link_error' GROUP BY ALL ORDER BY 1, 3 DESC, 2"
-        ).fetchall():
+            if isinstance(repeat, int) and (row.slots, row.min_attempt, row.max_attempt) != (
+                repeat,
+                0,
+                repeat - 1,
+            ):
+                incomplete[row.f].append(row.task_id)
+        for (f, model), sums in result.tokens.items():
+            extras[f].tokens_by_model[model] = sums
+        for (f, kind), count in result.link_kinds.items():
             extras[f].link_errors_by_kind[kind] = count
-        _collect_missing_slots(con, runs, aggregates, extras, incomplete)
+        for index, run in enumerate(runs):
+            present = (
+                attempt_table.present_attempts(con, index, incomplete[index])
+                if incomplete.get(index)
+                else {}
+            )
+            extras[index].missing_slots = missing_slots(
+                run.manifest, {agg.task_id for agg in aggregates[index]}, present
+            )
     finally:
         con.close()
     return aggregates, extras
 
 
-def _collect_skipped(
-    con: duckdb.DuckDBPyConnection, runs: Sequence[RunSource], extras: list[RunExtras]
-) -> None:
-    bad: dict[int, set[int]] = defaultdict(set)
-    for f, ordinal in con.execute(
-        "SELECT f, unnest(bad) FROM slots WHERE bad IS NOT NULL"
-    ).fetchall():
-        bad[f].add(ordinal)
-    for index, ordinals in bad.items():
-        path = runs[index].attempts_path
-        problems = name_bad_records(path, ordinals)
-        extras[index].skipped_line_count = len(problems)
-        extras[index].skipped_lines = [
-            SkippedLine(str(path), p.line, p.reason, p.torn)
-            for p in problems[:MAX_NAMED_SKIPPED_LINES]
-        ]
+def task_aggregate(row: TaskRow) -> TaskAggregate:
+    return TaskAggregate(
+        task_id=row.task_id,
+        scenario_id=row.scenario_id,
+        passes=row.passes,
+        fails=row.fails,
+        link_errors=row.link_errors,
+        harness_errors=row.harness_errors,
+        latency_mean_ms=row.latency_mean_ms,
+        latency_std_ms=row.latency_std_ms,
+        tokens_mean=row.tokens_mean,
+        tokens_std=row.tokens_std,
+        last_error_kinds=row.last_error_kinds,
+        attempts_present=row.attempts_present,
+        first_seen=row.first_seen,
+    )
 
 
-def _collect_missing_slots(
-    con: duckdb.DuckDBPyConnection,
-    runs: Sequence[RunSource],
-    aggregates: list[list[TaskAggregate]],
-    extras: list[RunExtras],
-    incomplete: dict[int, list[str]],
-) -> None:
+def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
+    """(count, named lines) for the ``ordinals``-th records of ``path`` (streams the file)."""
+    problems = name_bad_records(path, ordinals)
+    return len(problems), [
+        SkippedLine(str(path), p.line, p.reason, p.torn) for p in problems[:MAX_NAMED_SKIPPED_LINES]
+    ]
+
+
+def missing_slots(
+    manifest: dict[str, Any], complete: set[str], present: dict[str, set[int]]
+) -> list[tuple[str, int]]:
     """Manifest tasks × repeat minus the slots present (tasks without any row included).
 
-    Only tasks whose slot count or range is off are looked at slot by slot.
+    ``complete`` holds the tasks known to have all of 0..repeat−1 unless listed in ``present``
+    (the attempts of the tasks whose slot count or range is off).
     """
-    for index, run in enumerate(runs):
-        tasks = run.manifest.get("tasks")
-        repeat = run.manifest.get("repeat")
-        if not isinstance(tasks, list) or not isinstance(repeat, int) or repeat < 1:
-            continue
-        known = {agg.task_id for agg in aggregates[index]}
-        present: dict[str, set[int]] = {}
-        if incomplete.get(index):
-            for task_id, attempts in con.execute(
-                f"SELECT task_id, list(attempt) FROM slots WHERE f = {index} AND w IS NOT NULL"
-                " AND task_id IN (SELECT unnest($tasks)) GROUP BY task_id",
-                {"tasks": incomplete[index]},
-            ).fetchall():
-                present[task_id] = set(attempts)
-        for task_id in (str(t) for t in tasks):
-            if task_id in known and task_id not in present:
-                continue  # all of 0..repeat−1 present
-            have = present.get(task_id, set())
-            extras[index].missing_slots.extend((task_id, a) for a in range(repeat) if a not in have)
+    tasks = manifest.get("tasks")
+    repeat = manifest.get("repeat")
+    if not isinstance(tasks, list) or not isinstance(repeat, int) or repeat < 1:
+        return []
+    missing: list[tuple[str, int]] = []
+    for task_id in (str(t) for t in tasks):
+        if task_id in complete and task_id not in present:
+            continue  # all of 0..repeat−1 present
+        have = present.get(task_id, set())
+        missing.extend((task_id, a) for a in range(repeat) if a not in have)
+    return missing
 
 
 def assemble_report(

@@ -47,8 +47,9 @@ print(duckdb.sql(f"SELECT count(*) FROM read_json('{sys.argv[1]}')").fetchall())
 
 
 def write_synthetic_run(root: Path, rows: int, attempts_per_task: int, seed: int = 7) -> Path:
-    """A run dir with ``rows`` attempt rows: tasks × attempts, ~1 % link errors of which half
-    were retried by a resume (a later row for the same slot), every field of the schema."""
+    """A run dir with ``rows`` attempt rows (tasks × attempts), ~1 % link errors of which half
+    were retried by a resume: ~0.5 % more rows appended, each a later row for a slot already
+    written, so the report's dedup path is exercised. Every field of the schema."""
     rng = random.Random(seed)
     tasks = rows // attempts_per_task
     run_dir = root / "bench-run"
@@ -71,7 +72,7 @@ def write_synthetic_run(root: Path, rows: int, attempts_per_task: int, seed: int
                     outcome, code = ("pass" if rng.random() < difficulty[index] else "fail"), None
                 fh.write(json.dumps(_row(task_id, attempt, outcome, code, rng)) + "\n")
                 written += 1
-        for index, attempt in retried[: max(0, rows - written)]:
+        for index, attempt in retried:
             outcome = "pass" if rng.random() < difficulty[index] else "fail"
             fh.write(json.dumps(_row(task_ids[index], attempt, outcome, None, rng)) + "\n")
     manifest = {

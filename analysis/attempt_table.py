@@ -1,0 +1,278 @@
+"""The rows of attempts files in one DuckDB table, and the per-task SQL over it.
+
+Shared by the cold report (``analysis.volatility``) and the live view (``analysis.live``), so
+both give the same numbers from the same SQL.
+
+Why a table: "the last row of a slot wins" and "the newest error kinds" need file order.
+``read_json ... WITH ORDINALITY`` numbers rows with a streaming window that runs the whole scan
+on one thread; inserting the scan into a table keeps file order in ``rowid`` (insertion order
+is preserved) while the JSON is parsed on every core, and the table is then aggregated many
+times over at memory speed.
+
+Duplicate slots are rare (a resume with ``--retry-link-errors``), so the aggregates run on the
+rows directly; only tasks a cheap per-task test cannot clear of duplicates are deduplicated
+slot by slot, and the rows they supersede are excluded by ``rowid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analysis.sources import OUTCOMES
+
+if TYPE_CHECKING:
+    import duckdb
+
+# Explicit types: a field missing from every row of a file is NULL, never a binder error, and
+# a value of the wrong type is NULL in that column only. ``attempt`` is read as text and
+# checked in SQL so 1.5 or true is rejected rather than rounded.
+ATTEMPT_COLUMNS: dict[str, str] = {
+    "task_id": "VARCHAR",
+    "scenario_id": "VARCHAR",
+    "attempt": "VARCHAR",
+    "outcome": "VARCHAR",
+    "error_code": "VARCHAR",
+    "prompt_tokens": "BIGINT",
+    "completion_tokens": "BIGINT",
+    "total_tokens": "BIGINT",
+    "latency_ms": "DOUBLE",
+    "model": "VARCHAR",
+}
+
+_OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
+_COLUMNS_ARG = "{" + ", ".join(f"'{k}': '{v}'" for k, v in ATTEMPT_COLUMNS.items()) + "}"
+
+CREATE_TABLE = """
+CREATE TEMP TABLE attempts (
+    f INTEGER, task_id VARCHAR, scenario_id VARCHAR, attempt BIGINT, outcome VARCHAR,
+    error_code VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT,
+    latency_ms DOUBLE, model VARCHAR, valid BOOLEAN)
+"""
+
+# One row per non-blank line (a bad line is a row of NULLs: ``ignore_errors``), in file order.
+_INSERT = f"""
+INSERT INTO attempts
+SELECT $f, task_id, scenario_id, attempt, outcome, error_code, prompt_tokens, completion_tokens,
+       total_tokens, latency_ms, model,
+       coalesce(task_id IS NOT NULL AND task_id <> '' AND attempt IS NOT NULL
+                AND outcome IN ({_OUTCOME_LIST}), FALSE)
+FROM (
+    SELECT task_id, scenario_id,
+           CASE WHEN regexp_full_match(trim(attempt), '[0-9]+')
+                THEN CAST(trim(attempt) AS BIGINT) END AS attempt,
+           outcome, error_code, prompt_tokens, completion_tokens,
+           coalesce(total_tokens, prompt_tokens + completion_tokens) AS total_tokens,
+           latency_ms, model
+    FROM read_json($path, format='newline_delimited', records=true,
+                   columns={_COLUMNS_ARG}, ignore_errors=true))
+"""
+
+# A task can hold two rows of one slot only if this is true: for attempts < 128 the sum of
+# 2^attempt equals their bitwise or exactly when no attempt repeats (two 64-bit halves).
+_MAY_HAVE_DUPLICATES = """
+max(attempt) >= 128
+OR sum(CASE WHEN attempt < 64 THEN 1::UBIGINT << attempt::UBIGINT ELSE 0::UBIGINT END)
+   <> bit_or(CASE WHEN attempt < 64 THEN 1::UBIGINT << attempt::UBIGINT ELSE 0::UBIGINT END)
+OR sum(CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::UBIGINT
+            ELSE 0::UBIGINT END)
+   <> bit_or(CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::UBIGINT
+                  ELSE 0::UBIGINT END)
+"""
+
+
+@dataclass
+class TaskRow:
+    """One task's aggregates over its winning rows (one per slot)."""
+
+    f: int
+    task_id: str
+    scenario_id: str | None
+    passes: int
+    fails: int
+    link_errors: int
+    harness_errors: int
+    latency_mean_ms: float | None
+    latency_std_ms: float | None
+    tokens_mean: float | None
+    tokens_std: float | None
+    last_error_kinds: list[str]
+    first_seen: int
+    slots: int
+    min_attempt: int
+    max_attempt: int
+    attempts_present: list[int] = field(default_factory=list)  # only when asked for
+
+
+@dataclass
+class TableAggregates:
+    tasks: list[TaskRow]
+    # (f, [task_id,] model) -> (prompt, completion, total): every valid row of a slot counts,
+    # under the model of the slot's winning row.
+    tokens: dict[tuple[Any, ...], tuple[int, int, int]]
+    # (f, [task_id,] kind) -> winning link_error slots, in (f, count desc, kind) order
+    link_kinds: dict[tuple[Any, ...], int]
+
+
+def create_table(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("SET enable_progress_bar = false")
+    con.execute(CREATE_TABLE)
+
+
+def load_file(con: duckdb.DuckDBPyConnection, path: Path, f: int) -> int:
+    """Append the rows of one JSONL file (file order kept in ``rowid``); returns the count."""
+    row = con.execute(_INSERT, {"f": f, "path": str(path)}).fetchone()
+    return int(row[0]) if row else 0
+
+
+def table_size(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute("SELECT count(*) FROM attempts").fetchone()
+    return int(row[0]) if row else 0
+
+
+def bad_rowids(con: duckdb.DuckDBPyConnection, since: int = 0) -> list[tuple[int, int]]:
+    """(f, rowid) of the rows that are not usable attempts, from ``rowid`` ``since`` on."""
+    return [
+        (int(f), int(rowid))
+        for f, rowid in con.execute(
+            "SELECT f, rowid FROM attempts WHERE NOT valid AND rowid >= $since ORDER BY rowid",
+            {"since": since},
+        ).fetchall()
+    ]
+
+
+def aggregate(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    include_link_errors: bool,
+    tasks: Sequence[tuple[int, str]] | None = None,
+    per_task_extras: bool = False,
+    with_attempts: bool = False,
+) -> TableAggregates:
+    """Per-task aggregates (last row per slot wins) for all tasks or only ``tasks``.
+
+    ``per_task_extras`` keys token sums and link-error kinds by task too (the live view keeps
+    them per task to update a few tasks at a time); ``with_attempts`` lists each task's
+    attempts present.
+    """
+    scope = ""
+    con.execute("CREATE OR REPLACE TEMP TABLE scope_tasks (f INTEGER, task_id VARCHAR)")
+    if tasks is not None:
+        con.executemany("INSERT INTO scope_tasks VALUES (?, ?)", [list(t) for t in tasks])
+        scope = "AND (f, task_id) IN (SELECT (f, task_id) FROM scope_tasks)"
+    # Tasks that may hold two rows for one slot; only their slots are looked at one by one.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE dup_tasks AS
+        SELECT f, task_id FROM attempts WHERE valid {scope}
+        GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES}
+        """
+    )
+    dup_row = con.execute("SELECT count(*) FROM dup_tasks").fetchone()
+    has_dups = bool(dup_row and dup_row[0])
+    if has_dups:
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE superseded AS
+            SELECT a.rowid AS rid, s.model AS winner_model
+            FROM attempts a JOIN (
+                SELECT f, task_id, attempt, max(rowid) AS win,
+                       arg_max_null(model, rowid) AS model
+                FROM attempts
+                WHERE valid AND (f, task_id) IN (SELECT (f, task_id) FROM dup_tasks)
+                GROUP BY f, task_id, attempt HAVING count(*) > 1
+            ) s USING (f, task_id, attempt)
+            WHERE a.valid AND a.rowid < s.win
+            """
+        )
+        winners = (
+            f"SELECT rowid AS ord, * FROM attempts WHERE valid {scope} "
+            "AND rowid NOT IN (SELECT rid FROM superseded)"
+        )
+    else:
+        winners = f"SELECT rowid AS ord, * FROM attempts WHERE valid {scope}"
+
+    counted = "TRUE" if include_link_errors else "outcome IN ('pass', 'fail')"
+    present = ", list(attempt ORDER BY attempt)" if with_attempts else ""
+    task_rows = con.execute(
+        f"""
+        SELECT f, task_id,
+               arg_max(scenario_id, ord) FILTER (WHERE scenario_id IS NOT NULL),
+               count(*) FILTER (WHERE outcome = 'pass'),
+               count(*) FILTER (WHERE outcome = 'fail'),
+               count(*) FILTER (WHERE outcome = 'link_error'),
+               count(*) FILTER (WHERE outcome = 'harness_error'),
+               favg(latency_ms) FILTER (WHERE {counted}),
+               stddev_pop(latency_ms) FILTER (WHERE {counted}),
+               favg(total_tokens) FILTER (WHERE {counted}),
+               stddev_pop(total_tokens) FILTER (WHERE {counted}),
+               arg_max(coalesce(error_code, outcome), ord, 3) FILTER (WHERE outcome <> 'pass'),
+               min(ord), count(*), min(attempt), max(attempt){present}
+        FROM ({winners}) GROUP BY f, task_id ORDER BY f, min(ord)
+        """
+    ).fetchall()
+    result = TableAggregates(
+        tasks=[
+            TaskRow(
+                f=row[0],
+                task_id=row[1],
+                scenario_id=row[2],
+                passes=row[3],
+                fails=row[4],
+                link_errors=row[5],
+                harness_errors=row[6],
+                latency_mean_ms=row[7],
+                latency_std_ms=row[8],
+                tokens_mean=row[9],
+                tokens_std=row[10],
+                last_error_kinds=list(row[11] or []),
+                first_seen=row[12],
+                slots=row[13],
+                min_attempt=row[14],
+                max_attempt=row[15],
+                attempts_present=list(row[16]) if with_attempts else [],
+            )
+            for row in task_rows
+        ],
+        tokens={},
+        link_kinds={},
+    )
+    keys = "f, task_id" if per_task_extras else "f"
+    if has_dups:
+        # A superseded row's tokens count under the model of its slot's winning row.
+        token_source = (
+            "SELECT a.f, a.task_id, a.prompt_tokens, a.completion_tokens, a.total_tokens, "
+            "CASE WHEN s.rid IS NULL THEN a.model ELSE s.winner_model END AS model "
+            f"FROM attempts a LEFT JOIN superseded s ON a.rowid = s.rid WHERE a.valid {scope}"
+        )
+    else:
+        token_source = f"SELECT * FROM attempts WHERE valid {scope}"
+    for row in con.execute(
+        f"SELECT {keys}, model, coalesce(sum(prompt_tokens), 0), "
+        "coalesce(sum(completion_tokens), 0), coalesce(sum(total_tokens), 0) "
+        f"FROM ({token_source}) GROUP BY ALL"
+    ).fetchall():
+        result.tokens[tuple(row[:-3])] = (int(row[-3]), int(row[-2]), int(row[-1]))
+    for row in con.execute(
+        f"SELECT {keys}, coalesce(error_code, 'unknown') AS kind, count(*) AS n "
+        f"FROM ({winners}) WHERE outcome = 'link_error' GROUP BY ALL "
+        f"ORDER BY {keys}, n DESC, kind"
+    ).fetchall():
+        result.link_kinds[tuple(row[:-1])] = int(row[-1])
+    return result
+
+
+def present_attempts(
+    con: duckdb.DuckDBPyConnection, f: int, task_ids: Sequence[str]
+) -> dict[str, set[int]]:
+    """The attempts with at least one valid row, for the given tasks of file ``f``."""
+    return {
+        task_id: set(attempts)
+        for task_id, attempts in con.execute(
+            "SELECT task_id, list(DISTINCT attempt) FROM attempts WHERE valid AND f = $f "
+            "AND task_id IN (SELECT unnest($tasks)) GROUP BY task_id",
+            {"f": f, "tasks": list(task_ids)},
+        ).fetchall()
+    }
