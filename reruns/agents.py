@@ -145,6 +145,23 @@ def _judged(task: Task, answer: str) -> AgentResult:
     )
 
 
+def _final_answer(ctx: AttemptContext, turn: int, answer: str) -> AgentResult:
+    """Judge the model's final text; an empty one is the link's fault, not the model's."""
+    ctx.log("turn", f"{turn}: answer {answer!r}")
+    if not answer.strip():
+        raise LinkError("empty_response", "the model returned an empty answer")
+    return _judged(ctx.task, answer)
+
+
+def _out_of_turns(ctx: AttemptContext) -> AgentResult:
+    return AgentResult(
+        outcome="fail",
+        success=False,
+        score=0.0,
+        error_message=f"no final answer within {ctx.task.max_turns} turns",
+    )
+
+
 async def _openai_turn(
     client: openai.AsyncOpenAI, ctx: AttemptContext, messages: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -225,19 +242,8 @@ async def run_builtin_openai(
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
             continue
         answer = str(message.get("content") or "")
-        ctx.log("turn", f"{turn}: answer {answer!r}")
-        if not answer.strip():
-            raise LinkError("empty_response", "the model returned an empty answer")
-        return _judged(ctx.task, answer), messages
-    return (
-        AgentResult(
-            outcome="fail",
-            success=False,
-            score=0.0,
-            error_message=f"no final answer within {ctx.task.max_turns} turns",
-        ),
-        messages,
-    )
+        return _final_answer(ctx, turn, answer), messages
+    return _out_of_turns(ctx), messages
 
 
 async def _anthropic_turn(
@@ -313,19 +319,8 @@ async def run_builtin_anthropic(
             messages.append({"role": "user", "content": results})
             continue
         answer = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        ctx.log("turn", f"{turn}: answer {answer!r}")
-        if not answer.strip():
-            raise LinkError("empty_response", "the model returned an empty answer")
-        return _judged(ctx.task, answer), messages
-    return (
-        AgentResult(
-            outcome="fail",
-            success=False,
-            score=0.0,
-            error_message=f"no final answer within {ctx.task.max_turns} turns",
-        ),
-        messages,
-    )
+        return _final_answer(ctx, turn, answer), messages
+    return _out_of_turns(ctx), messages
 
 
 # --- command agent ------------------------------------------------------------------------
