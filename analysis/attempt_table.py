@@ -147,20 +147,24 @@ def aggregate(
     con: duckdb.DuckDBPyConnection,
     *,
     include_link_errors: bool,
-    tasks: Sequence[tuple[int, str]] | None = None,
+    touched_since: int | None = None,
     per_task_extras: bool = False,
     with_attempts: bool = False,
 ) -> TableAggregates:
-    """Per-task aggregates (last row per slot wins) for all tasks or only ``tasks``.
+    """Per-task aggregates (last row per slot wins) for all tasks, or with ``touched_since``
+    only for the tasks with a valid row at ``rowid >= touched_since`` (the rows just added).
 
     ``per_task_extras`` keys token sums and link-error kinds by task too (the live view keeps
     them per task to update a few tasks at a time); ``with_attempts`` lists each task's
     attempts present.
     """
     scope = ""
-    con.execute("CREATE OR REPLACE TEMP TABLE scope_tasks (f INTEGER, task_id VARCHAR)")
-    if tasks is not None:
-        con.executemany("INSERT INTO scope_tasks VALUES (?, ?)", [list(t) for t in tasks])
+    if touched_since is not None:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE scope_tasks AS SELECT DISTINCT f, task_id "
+            "FROM attempts WHERE valid AND rowid >= $since",
+            {"since": touched_since},
+        )
         scope = "AND (f, task_id) IN (SELECT (f, task_id) FROM scope_tasks)"
     # Tasks that may hold two rows for one slot; only their slots are looked at one by one.
     con.execute(

@@ -1,45 +1,47 @@
 """Volatility of a run that is still being written, refreshed from the new lines only.
 
-``LiveVolatility`` keeps the winning row of every (task, attempt) slot and per-task aggregates;
-``refresh()`` reads the bytes appended since the last call (up to the last complete line, so a
-row being written is picked up next time), updates only the tasks those lines touch, and
-assembles the report with the same code as the cold DuckDB report, so both give the same
-numbers for the same file.
+``LiveVolatility`` keeps the rows read so far in a DuckDB table (``analysis.attempt_table``,
+the same table and SQL as the cold report) and per-task aggregates. ``refresh()`` reads the
+bytes appended since the last call up to the last complete line (a row being written is picked
+up next time), loads them into the table, re-aggregates in SQL only the tasks those lines
+touch, and assembles the report with the cold report's code, so both give the same numbers.
+The first refresh of a long file is one parallel DuckDB scan, like a cold report.
 """
 
 from __future__ import annotations
 
-import json
-import math
+import os
+import re
+import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from analysis.metrics import TaskAggregate
-from analysis.sources import ATTEMPTS_FILE, RunSource, is_blank, read_manifest, row_problem
-from analysis.volatility import GroupBy, RunExtras, RunReport, SkippedLine, SortKey, assemble_report
+from analysis import attempt_table
+from analysis.sources import ATTEMPTS_FILE, RunSource, is_blank, name_bad_records, read_manifest
+from analysis.volatility import (
+    GroupBy,
+    RunExtras,
+    RunReport,
+    SkippedLine,
+    SortKey,
+    assemble_report,
+    missing_slots,
+    task_aggregate,
+)
 
 if TYPE_CHECKING:
+    import duckdb
+
+    from analysis.attempt_table import TaskRow
     from analysis.prices import ModelPrice
 
-
-@dataclass
-class _Slot:
-    outcome: str
-    scenario_id: str | None
-    error_code: str | None
-    latency_ms: float | None
-    total_tokens: int | None
-    model: str | None
-    ord: int  # record number of the winning row (non-blank lines counted, like DuckDB)
-    prompt_sum: int = 0  # tokens of every row of the slot, superseded ones included
-    completion_sum: int = 0
-    total_sum: int = 0
+_BLOCK = 1 << 24  # bytes read at a time when counting lines
+_BLANK_START = re.compile(rb"\n[\n \t\r]")  # a newline a blank line may follow
 
 
 class LiveVolatility:
-    """Incremental report of one run dir; call ``refresh()`` on a timer."""
+    """Incremental report of one run dir; call ``refresh()`` on a timer, ``close()`` when done."""
 
     def __init__(
         self,
@@ -65,20 +67,28 @@ class LiveVolatility:
         self.ci_interval_s = ci_interval_s
         self._ci: dict[str, list[float] | None] | None = None
         self._ci_at = 0.0
+        self._con: duckdb.DuckDBPyConnection | None = None
         self._reset()
 
     def _reset(self) -> None:
+        self.close()
         self._ci = None  # recompute the intervals after a reset
         self._offset = 0  # bytes consumed (always at a line boundary)
-        self._line = 0  # physical lines consumed
-        self._records = 0  # non-blank lines consumed
-        self._slots: dict[str, dict[int, _Slot]] = {}
-        self._max_attempt: dict[str, int] = {}
-        self._link_kinds: dict[str, int] = {}  # winning link_error slots by error code
-        self._aggregates: dict[str, TaskAggregate] = {}
-        self._tokens: dict[str | None, list[int]] = {}
+        self._line: int | None = 0  # physical lines consumed (None: not counted yet)
+        self._rows = 0  # rows in the table (records read; blank lines are not records)
+        self._tasks: dict[str, TaskRow] = {}
+        self._task_tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
+        self._task_kinds: dict[str, dict[str, int]] = {}
+        self._tokens: dict[str | None, list[int]] = {}  # run totals, kept up to date per task
+        self._link_kinds: dict[str, int] = {}
         self._skipped: list[SkippedLine] = []
-        self.lines_read_last_refresh = 0
+        self._lines_read: int | None = 0
+
+    def close(self) -> None:
+        """Free the table (a later ``refresh()`` reads the file again)."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     @property
     def path(self) -> Path:
@@ -90,122 +100,151 @@ class LiveVolatility:
             from analysis.prices import load_prices
 
             self._prices = load_prices()
-        touched = self._read_new_lines()
-        for task_id in touched:
-            self._aggregates[task_id] = self._aggregate(task_id)
+        since = self._read_new_lines()
+        if since is not None:
+            self._update_tasks(since)
         return self._report()
 
-    def _read_new_lines(self) -> set[str]:
-        touched: set[str] = set()
-        self.lines_read_last_refresh = 0
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            import duckdb
+
+            self._con = duckdb.connect()
+            attempt_table.create_table(self._con)
+        return self._con
+
+    @property
+    def lines_read_last_refresh(self) -> int:
+        """Physical lines the last ``refresh()`` consumed (counted on demand after a first
+        load, which does not need them)."""
+        if self._lines_read is None:
+            self._lines_read = self._lines_consumed()
+        return self._lines_read
+
+    def _lines_consumed(self) -> int:
+        if self._line is None:
+            self._line = _scan_lines(self.path, 0, self._offset)[0]
+        return self._line
+
+    def _read_new_lines(self) -> int | None:
+        """Load the complete lines appended since the last call; the first new ``rowid`` (None
+        when nothing new)."""
+        self._lines_read = 0
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:
-            return touched
+            return None
         if size < self._offset:  # replaced or truncated: start over
             self._reset()
         if size == self._offset:
-            return touched
+            return None
+        if self._offset == 0:
+            return self._load_whole_file(size)
         with open(self.path, "rb") as fh:
             fh.seek(self._offset)
             chunk = fh.read(size - self._offset)
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return touched  # only a partial line so far
-        complete = chunk[: end + 1]
-        self._offset += len(complete)
-        for raw in complete.split(b"\n")[:-1]:
-            self._line += 1
-            self.lines_read_last_refresh += 1
-            if is_blank(raw):
-                continue
-            self._records += 1
-            task_id = self._apply(raw)
-            if task_id is not None:
-                touched.add(task_id)
-        return touched
-
-    def _apply(self, raw: bytes) -> str | None:
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        if not complete:
+            return None  # only a partial line so far
+        # A few new lines: DuckDB reads a copy of just those bytes.
+        con = self._connection()
+        since = self._rows
+        first_line = self._lines_consumed()
+        fd, name = tempfile.mkstemp(prefix="driftdesk-live-", suffix=".jsonl")
         try:
-            row: Any = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            self._skipped.append(SkippedLine(str(self.path), self._line, str(exc)))
+            with os.fdopen(fd, "wb") as out:
+                out.write(complete)
+            self._rows += attempt_table.load_file(con, Path(name), 0)
+            self._name_bad_rows(Path(name), since, first_line)
+        finally:
+            os.unlink(name)
+        lines = complete.count(b"\n")
+        self._offset += len(complete)
+        self._line = first_line + lines
+        self._lines_read = lines
+        return since
+
+    def _load_whole_file(self, size: int) -> int | None:
+        """First load: DuckDB reads the file in place, in parallel (one scan, like a cold
+        report). Lines a writer appends meanwhile may be read too; they are dropped here and
+        read again next time."""
+        end = _last_line_end(self.path, size)
+        if end == 0:
             return None
-        problem = row_problem(row)
-        if problem is not None:
-            self._skipped.append(SkippedLine(str(self.path), self._line, problem))
-            return None
-        task_id = str(row["task_id"])
-        attempt = int(str(row["attempt"]).strip())
-        prompt, completion = _int(row.get("prompt_tokens")), _int(row.get("completion_tokens"))
-        total = _int(row.get("total_tokens"))
-        if total is None and prompt is not None and completion is not None:
-            total = prompt + completion
-        slots = self._slots.setdefault(task_id, {})
-        old = slots.get(attempt)
-        new = _Slot(
-            outcome=row["outcome"],
-            scenario_id=_str(row.get("scenario_id")),
-            error_code=_str(row.get("error_code")),
-            latency_ms=_float(row.get("latency_ms")),
-            total_tokens=total,
-            model=_str(row.get("model")),
-            ord=self._records,
+        con = self._connection()
+        loaded = attempt_table.load_file(con, self.path, 0)
+        try:
+            after = self.path.stat().st_size
+        except FileNotFoundError:
+            after = -1
+        if end == size == after:
+            records = loaded  # nothing was appended: DuckDB read exactly the complete lines
+            self._line = None  # counted if ever needed
+            self._lines_read = None
+        else:
+            lines, maybe_blank = _scan_lines(self.path, 0, end)
+            records = lines - (_blank_lines(self.path, end) if maybe_blank else 0)
+            if loaded > records:
+                con.execute(
+                    "UPDATE attempts SET valid = FALSE, f = -1 WHERE rowid >= $first",
+                    {"first": records},
+                )
+            records = min(loaded, records)
+            self._line = self._lines_read = lines
+        self._name_bad_rows(self.path, 0, 0)
+        self._rows = records
+        self._offset = end
+        return 0
+
+    def _name_bad_rows(self, source: Path, since: int, first_line: int) -> None:
+        assert self._con is not None
+        ordinals = {
+            rowid - since + 1 for f, rowid in attempt_table.bad_rowids(self._con, since) if f >= 0
+        }
+        if ordinals:
+            for problem in name_bad_records(source, ordinals):
+                self._skipped.append(
+                    SkippedLine(str(self.path), first_line + problem.line, problem.reason)
+                )
+
+    def _update_tasks(self, since: int) -> None:
+        """Re-aggregate the tasks with rows at ``rowid >= since`` and fold them into the totals."""
+        result = attempt_table.aggregate(
+            self._connection(),
+            include_link_errors=self.include_link_errors,
+            touched_since=None if since == 0 else since,
+            per_task_extras=True,
+            with_attempts=True,
         )
-        if old is not None:
-            # The slot's tokens follow its winning row's model, as in the cold report.
-            self._add_tokens(old.model, old, -1)
-            self._count_link_kind(old, -1)
-            new.prompt_sum, new.completion_sum, new.total_sum = (
-                old.prompt_sum,
-                old.completion_sum,
-                old.total_sum,
-            )
-        new.prompt_sum += prompt or 0
-        new.completion_sum += completion or 0
-        new.total_sum += total or 0
-        self._add_tokens(new.model, new, +1)
-        self._count_link_kind(new, +1)
-        slots[attempt] = new
-        self._max_attempt[task_id] = max(attempt, self._max_attempt.get(task_id, attempt))
-        return task_id
+        tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
+        for (_, task_id, model), sums in result.tokens.items():
+            tokens.setdefault(task_id, {})[model] = sums
+        kinds: dict[str, dict[str, int]] = {}
+        for (_, task_id, kind), count in result.link_kinds.items():
+            kinds.setdefault(task_id, {})[kind] = count
+        for row in result.tasks:
+            task_id = row.task_id
+            for model, sums in self._task_tokens.get(task_id, {}).items():
+                self._add_tokens(model, sums, -1)
+            for kind, count in self._task_kinds.get(task_id, {}).items():
+                self._add_kind(kind, -count)
+            self._tasks[task_id] = row
+            self._task_tokens[task_id] = tokens.get(task_id, {})
+            self._task_kinds[task_id] = kinds.get(task_id, {})
+            for model, sums in self._task_tokens[task_id].items():
+                self._add_tokens(model, sums, +1)
+            for kind, count in self._task_kinds[task_id].items():
+                self._add_kind(kind, count)
 
-    def _count_link_kind(self, slot: _Slot, sign: int) -> None:
-        if slot.outcome == "link_error":
-            kind = slot.error_code or "unknown"
-            self._link_kinds[kind] = self._link_kinds.get(kind, 0) + sign
-            if not self._link_kinds[kind]:
-                del self._link_kinds[kind]
+    def _add_tokens(self, model: str | None, sums: tuple[int, int, int], sign: int) -> None:
+        totals = self._tokens.setdefault(model, [0, 0, 0])
+        for i in range(3):
+            totals[i] += sign * sums[i]
 
-    def _add_tokens(self, model: str | None, slot: _Slot, sign: int) -> None:
-        sums = self._tokens.setdefault(model, [0, 0, 0])
-        sums[0] += sign * slot.prompt_sum
-        sums[1] += sign * slot.completion_sum
-        sums[2] += sign * slot.total_sum
-
-    def _aggregate(self, task_id: str) -> TaskAggregate:
-        slots = list(self._slots[task_id].values())
-        counted = [s for s in slots if self.include_link_errors or s.outcome in ("pass", "fail")]
-        latencies = [s.latency_ms for s in counted if s.latency_ms is not None]
-        tokens = [float(s.total_tokens) for s in counted if s.total_tokens is not None]
-        errors = sorted((s for s in slots if s.outcome != "pass"), key=lambda s: -s.ord)
-        with_scenario = [s for s in slots if s.scenario_id is not None]
-        return TaskAggregate(
-            task_id=task_id,
-            scenario_id=max(with_scenario, key=lambda s: s.ord).scenario_id
-            if with_scenario
-            else None,
-            passes=sum(s.outcome == "pass" for s in slots),
-            fails=sum(s.outcome == "fail" for s in slots),
-            link_errors=sum(s.outcome == "link_error" for s in slots),
-            harness_errors=sum(s.outcome == "harness_error" for s in slots),
-            latency_mean_ms=_mean(latencies),
-            latency_std_ms=_pstdev(latencies),
-            tokens_mean=_mean(tokens),
-            tokens_std=_pstdev(tokens),
-            last_error_kinds=[s.error_code or s.outcome for s in errors[:3]],
-            first_seen=min(s.ord for s in slots),
-        )
+    def _add_kind(self, kind: str, count: int) -> None:
+        self._link_kinds[kind] = self._link_kinds.get(kind, 0) + count
+        if not self._link_kinds[kind]:
+            del self._link_kinds[kind]
 
     def _report(self) -> RunReport:
         manifest = read_manifest(self.run_dir)
@@ -214,18 +253,25 @@ class LiveVolatility:
             skipped_lines=list(self._skipped),
             skipped_line_count=len(self._skipped),
         )
-        # Kept up to date slot by slot: a refresh costs O(tasks), never O(rows).
+        # Kept up to date task by task: a refresh costs O(tasks), never O(rows).
         extras.link_errors_by_kind = dict(
             sorted(self._link_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         )
-        tasks, repeat = manifest.get("tasks"), manifest.get("repeat")
-        if isinstance(tasks, list) and isinstance(repeat, int) and repeat > 0:
-            for task_id in (str(t) for t in tasks):
-                present = self._slots.get(task_id, {})
-                if len(present) == repeat and self._max_attempt[task_id] == repeat - 1:
-                    continue  # distinct non-negative attempts: exactly 0..repeat−1
-                extras.missing_slots.extend((task_id, a) for a in range(repeat) if a not in present)
-        aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
+        repeat = manifest.get("repeat")
+        if isinstance(repeat, int):
+            # Slots are distinct, so 0..repeat−1 all present <=> count, min and max agree.
+            complete = {
+                t
+                for t, row in self._tasks.items()
+                if (row.slots, row.min_attempt, row.max_attempt) == (repeat, 0, repeat - 1)
+            }
+            present = {
+                t: set(row.attempts_present) for t, row in self._tasks.items() if t not in complete
+            }
+            extras.missing_slots = missing_slots(manifest, complete, present)
+        aggregates = sorted(
+            (task_aggregate(row) for row in self._tasks.values()), key=lambda a: a.first_seen
+        )
         assert self._prices is not None
         now = time.monotonic()
         fresh = self._ci is not None and now - self._ci_at < self.ci_interval_s
@@ -247,25 +293,51 @@ class LiveVolatility:
         return report
 
 
-def _mean(values: list[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+def _last_line_end(path: Path, size: int) -> int:
+    """Offset just after the last newline in the first ``size`` bytes (0 if none)."""
+    with open(path, "rb") as fh:
+        position = size
+        while position > 0:
+            start = max(0, position - (1 << 16))
+            fh.seek(start)
+            block = fh.read(position - start)
+            last = block.rfind(b"\n")
+            if last >= 0:
+                return start + last + 1
+            position = start
+    return 0
 
 
-def _pstdev(values: list[float]) -> float | None:
-    """Population standard deviation in floats (statistics.pstdev is exact, and slow)."""
-    if not values:
-        return None
-    mean = math.fsum(values) / len(values)
-    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+def _scan_lines(path: Path, start: int, end: int) -> tuple[int, bool]:
+    """(lines, whether a blank line may be among them) in the bytes ``start..end`` of
+    ``path``, which end at a line boundary; read in blocks, counted at C speed."""
+    lines, maybe_blank = 0, False
+    previous = b"\n"  # a line starts at ``start``
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        position = start
+        while position < end:
+            block = fh.read(min(_BLOCK, end - position))
+            if not block:
+                break
+            lines += block.count(b"\n")
+            if not maybe_blank and (
+                _BLANK_START.search(previous + block[:1]) or _BLANK_START.search(block)
+            ):
+                maybe_blank = True
+            previous = block[-1:]
+            position += len(block)
+    return lines, maybe_blank
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
+def _blank_lines(path: Path, end: int) -> int:
+    """Blank lines (JSON whitespace only) among the lines before offset ``end``."""
+    blank = 0
+    with open(path, "rb") as fh:
+        remaining = end
+        for raw in fh:
+            if remaining <= 0:
+                break
+            remaining -= len(raw)
+            blank += is_blank(raw)
+    return blank
