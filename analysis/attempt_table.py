@@ -161,11 +161,11 @@ def aggregate(
     scope = ""
     if touched_since is not None:
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE scope_tasks AS SELECT DISTINCT f, task_id "
+            "CREATE OR REPLACE TEMP TABLE scope_tasks AS SELECT DISTINCT task_id "
             "FROM attempts WHERE valid AND rowid >= $since",
             {"since": touched_since},
         )
-        scope = "AND (f, task_id) IN (SELECT (f, task_id) FROM scope_tasks)"
+        scope = "AND task_id IN (SELECT task_id FROM scope_tasks)"
     # Tasks that may hold two rows for one slot; only their slots are looked at one by one.
     con.execute(
         f"""

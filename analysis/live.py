@@ -14,6 +14,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +76,8 @@ class LiveVolatility:
         self._ci = None  # recompute the intervals after a reset
         self._offset = 0  # bytes consumed (always at a line boundary)
         self._line: int | None = 0  # physical lines consumed (None: not counted yet)
+        self._first_load_end = 0  # with _line None: lines before it not counted yet,
+        self._line_extra = 0  # and lines counted after it
         self._rows = 0  # rows in the table (records read; blank lines are not records)
         self._tasks: dict[str, TaskRow] = {}
         self._task_tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
@@ -122,8 +125,8 @@ class LiveVolatility:
         return self._lines_read
 
     def _lines_consumed(self) -> int:
-        if self._line is None:
-            self._line = _scan_lines(self.path, 0, self._offset)[0]
+        if self._line is None:  # after a first load that did not need to count them
+            self._line = _scan_lines(self.path, 0, self._first_load_end)[0] + self._line_extra
         return self._line
 
     def _read_new_lines(self) -> int | None:
@@ -149,18 +152,20 @@ class LiveVolatility:
         # A few new lines: DuckDB reads a copy of just those bytes.
         con = self._connection()
         since = self._rows
-        first_line = self._lines_consumed()
         fd, name = tempfile.mkstemp(prefix="driftdesk-live-", suffix=".jsonl")
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(complete)
             self._rows += attempt_table.load_file(con, Path(name), 0)
-            self._name_bad_rows(Path(name), since, first_line)
+            self._name_bad_rows(Path(name), since, self._lines_consumed)
         finally:
             os.unlink(name)
         lines = complete.count(b"\n")
         self._offset += len(complete)
-        self._line = first_line + lines
+        if self._line is None:
+            self._line_extra += lines
+        else:
+            self._line += lines
         self._lines_read = lines
         return since
 
@@ -181,6 +186,7 @@ class LiveVolatility:
             records = loaded  # nothing was appended: DuckDB read exactly the complete lines
             self._line = None  # counted if ever needed
             self._lines_read = None
+            self._first_load_end, self._line_extra = end, 0
         else:
             lines, maybe_blank = _scan_lines(self.path, 0, end)
             records = lines - (_blank_lines(self.path, end) if maybe_blank else 0)
@@ -191,17 +197,20 @@ class LiveVolatility:
                 )
             records = min(loaded, records)
             self._line = self._lines_read = lines
-        self._name_bad_rows(self.path, 0, 0)
+        self._name_bad_rows(self.path, 0, lambda: 0)
         self._rows = records
         self._offset = end
         return 0
 
-    def _name_bad_rows(self, source: Path, since: int, first_line: int) -> None:
+    def _name_bad_rows(self, source: Path, since: int, lines_before: Callable[[], int]) -> None:
+        """Name the bad rows from ``since`` on; their lines in ``source`` follow
+        ``lines_before()`` lines of the attempts file (counted only if there are any)."""
         assert self._con is not None
         ordinals = {
             rowid - since + 1 for f, rowid in attempt_table.bad_rowids(self._con, since) if f >= 0
         }
         if ordinals:
+            first_line = lines_before()
             for problem in name_bad_records(source, ordinals):
                 self._skipped.append(
                     SkippedLine(str(self.path), first_line + problem.line, problem.reason)
