@@ -158,48 +158,48 @@ def aggregate(
     them per task to update a few tasks at a time); ``with_attempts`` lists each task's
     attempts present.
     """
-    scope = ""
-    if touched_since is not None:
+    if touched_since is None:
+        rows = "(SELECT rowid AS ord, * FROM attempts WHERE valid)"
+    else:
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE scope_tasks AS SELECT DISTINCT task_id "
-            "FROM attempts WHERE valid AND rowid >= $since",
+            "CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT task_id FROM attempts "
+            "WHERE valid AND rowid >= $since",
             {"since": touched_since},
         )
-        scope = "AND task_id IN (SELECT task_id FROM scope_tasks)"
+        rows = (
+            "(SELECT rowid AS ord, * FROM attempts "
+            "WHERE valid AND task_id IN (SELECT task_id FROM touched))"
+        )
     # Tasks that may hold two rows for one slot; only their slots are looked at one by one.
-    con.execute(
+    dup_row = con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE dup_tasks AS
-        SELECT f, task_id FROM attempts WHERE valid {scope}
-        GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES}
+        SELECT count(*) FROM (
+            SELECT f, task_id FROM {rows} GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
         """
-    )
-    dup_row = con.execute("SELECT count(*) FROM dup_tasks").fetchone()
+    ).fetchone()
     has_dups = bool(dup_row and dup_row[0])
     if has_dups:
         con.execute(
-            """
+            f"""
             CREATE OR REPLACE TEMP TABLE superseded AS
-            SELECT a.rowid AS rid, s.model AS winner_model
-            FROM attempts a JOIN (
-                SELECT f, task_id, attempt, max(rowid) AS win,
-                       arg_max_null(model, rowid) AS model
-                FROM attempts
-                WHERE valid AND (f, task_id) IN (SELECT (f, task_id) FROM dup_tasks)
+            SELECT a.ord AS rid, s.model AS winner_model
+            FROM {rows} a JOIN (
+                SELECT f, task_id, attempt, max(ord) AS win, arg_max_null(model, ord) AS model
+                FROM {rows}
+                WHERE (f, task_id) IN (
+                    SELECT (f, task_id) FROM {rows}
+                    GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
                 GROUP BY f, task_id, attempt HAVING count(*) > 1
             ) s USING (f, task_id, attempt)
-            WHERE a.valid AND a.rowid < s.win
+            WHERE a.ord < s.win
             """
         )
-        winners = (
-            f"SELECT rowid AS ord, * FROM attempts WHERE valid {scope} "
-            "AND rowid NOT IN (SELECT rid FROM superseded)"
-        )
+        winners = f"(SELECT * FROM {rows} WHERE ord NOT IN (SELECT rid FROM superseded))"
     else:
-        winners = f"SELECT rowid AS ord, * FROM attempts WHERE valid {scope}"
+        winners = rows
 
     counted = "TRUE" if include_link_errors else "outcome IN ('pass', 'fail')"
-    present = ", list(attempt ORDER BY attempt)" if with_attempts else ""
+    present = ", list(attempt)" if with_attempts else ""
     task_rows = con.execute(
         f"""
         SELECT f, task_id,
@@ -214,7 +214,7 @@ def aggregate(
                stddev_pop(total_tokens) FILTER (WHERE {counted}),
                arg_max(coalesce(error_code, outcome), ord, 3) FILTER (WHERE outcome <> 'pass'),
                min(ord), count(*), min(attempt), max(attempt){present}
-        FROM ({winners}) GROUP BY f, task_id ORDER BY f, min(ord)
+        FROM {winners} GROUP BY f, task_id ORDER BY f, min(ord)
         """
     ).fetchall()
     result = TableAggregates(
@@ -247,21 +247,21 @@ def aggregate(
     if has_dups:
         # A superseded row's tokens count under the model of its slot's winning row.
         token_source = (
-            "SELECT a.f, a.task_id, a.prompt_tokens, a.completion_tokens, a.total_tokens, "
+            "(SELECT a.f, a.task_id, a.prompt_tokens, a.completion_tokens, a.total_tokens, "
             "CASE WHEN s.rid IS NULL THEN a.model ELSE s.winner_model END AS model "
-            f"FROM attempts a LEFT JOIN superseded s ON a.rowid = s.rid WHERE a.valid {scope}"
+            f"FROM {rows} a LEFT JOIN superseded s ON a.ord = s.rid)"
         )
     else:
-        token_source = f"SELECT * FROM attempts WHERE valid {scope}"
+        token_source = rows
     for row in con.execute(
         f"SELECT {keys}, model, coalesce(sum(prompt_tokens), 0), "
         "coalesce(sum(completion_tokens), 0), coalesce(sum(total_tokens), 0) "
-        f"FROM ({token_source}) GROUP BY ALL"
+        f"FROM {token_source} GROUP BY ALL"
     ).fetchall():
         result.tokens[tuple(row[:-3])] = (int(row[-3]), int(row[-2]), int(row[-1]))
     for row in con.execute(
         f"SELECT {keys}, coalesce(error_code, 'unknown') AS kind, count(*) AS n "
-        f"FROM ({winners}) WHERE outcome = 'link_error' GROUP BY ALL "
+        f"FROM {winners} WHERE outcome = 'link_error' GROUP BY ALL "
         f"ORDER BY {keys}, n DESC, kind"
     ).fetchall():
         result.link_kinds[tuple(row[:-1])] = int(row[-1])
