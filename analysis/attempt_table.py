@@ -17,10 +17,11 @@ slot by slot, and the rows they supersede are excluded by ``rowid``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.metrics import TaskAggregate
 from analysis.sources import OUTCOMES
 
 if TYPE_CHECKING:
@@ -84,31 +85,8 @@ OR sum(CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::U
 
 
 @dataclass
-class TaskRow:
-    """One task's aggregates over its winning rows (one per slot)."""
-
-    f: int
-    task_id: str
-    scenario_id: str | None
-    passes: int
-    fails: int
-    link_errors: int
-    harness_errors: int
-    latency_mean_ms: float | None
-    latency_std_ms: float | None
-    tokens_mean: float | None
-    tokens_std: float | None
-    last_error_kinds: list[str]
-    first_seen: int
-    slots: int
-    min_attempt: int
-    max_attempt: int
-    attempts_present: list[int] = field(default_factory=list)  # only when asked for
-
-
-@dataclass
 class TableAggregates:
-    tasks: list[TaskRow]
+    tasks: list[TaskAggregate]  # in (f, first_seen) order
     # (f, [task_id,] model) -> (prompt, completion, total): every valid row of a slot counts,
     # under the model of the slot's winning row.
     tokens: dict[tuple[Any, ...], tuple[int, int, int]]
@@ -219,7 +197,7 @@ def aggregate(
     ).fetchall()
     result = TableAggregates(
         tasks=[
-            TaskRow(
+            TaskAggregate(
                 f=row[0],
                 task_id=row[1],
                 scenario_id=row[2],

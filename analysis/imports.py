@@ -26,14 +26,11 @@ into place, so an interrupted import leaves nothing half-written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -449,6 +446,11 @@ def _write_run(
     published: dict[str, Any],
     skipped: int,
 ) -> Path:
+    # Imported here: the report path imports this module for its error type only.
+    import hashlib
+    import shutil
+    from datetime import UTC, datetime
+
     from driftdesk import __version__
     from driftdesk.fileio import JsonlAppender, atomic_write_json
 

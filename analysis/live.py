@@ -28,13 +28,11 @@ from analysis.volatility import (
     SortKey,
     assemble_report,
     missing_slots,
-    task_aggregate,
 )
 
 if TYPE_CHECKING:
     import duckdb
 
-    from analysis.attempt_table import TaskRow
     from analysis.metrics import TaskAggregate
     from analysis.prices import ModelPrice
 
@@ -80,8 +78,7 @@ class LiveVolatility:
         self._first_load_end = 0  # with _line None: lines before it not counted yet,
         self._line_extra = 0  # and lines counted after it
         self._rows = 0  # rows in the table (records read; blank lines are not records)
-        self._tasks: dict[str, TaskRow] = {}
-        self._aggregates: dict[str, TaskAggregate] = {}  # the same, as the report takes them
+        self._tasks: dict[str, TaskAggregate] = {}
         self._task_tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
         self._task_kinds: dict[str, dict[str, int]] = {}
         self._tokens: dict[str | None, list[int]] = {}  # run totals, kept up to date per task
@@ -240,7 +237,6 @@ class LiveVolatility:
             for kind, count in self._task_kinds.get(task_id, {}).items():
                 self._add_kind(kind, -count)
             self._tasks[task_id] = row
-            self._aggregates[task_id] = task_aggregate(row)
             self._task_tokens[task_id] = tokens.get(task_id, {})
             self._task_kinds[task_id] = kinds.get(task_id, {})
             for model, sums in self._task_tokens[task_id].items():
@@ -281,7 +277,7 @@ class LiveVolatility:
                 t: set(row.attempts_present) for t, row in self._tasks.items() if t not in complete
             }
             extras.missing_slots = missing_slots(manifest, complete, present)
-        aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
+        aggregates = sorted(self._tasks.values(), key=lambda a: a.first_seen)
         assert self._prices is not None
         now = time.monotonic()
         fresh = self._ci is not None and now - self._ci_at < self.ci_interval_s

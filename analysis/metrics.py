@@ -32,6 +32,10 @@ class TaskAggregate:
     last_error_kinds: list[str] = field(default_factory=list)
     attempts_present: list[int] = field(default_factory=list)
     first_seen: int = 0  # file order of the task's first row, for stable ordering
+    f: int = 0  # index of the run (file) among those read together
+    slots: int = 0  # slots with a row; with min/max attempt, tells whether 0..repeat−1 are all
+    min_attempt: int | None = None  # present without listing them
+    max_attempt: int | None = None
 
     def counted(self, include_link_errors: bool) -> int:
         n = self.passes + self.fails

@@ -40,7 +40,6 @@ from analysis.sources import (
 )
 
 if TYPE_CHECKING:
-    from analysis.attempt_table import TaskRow
     from analysis.prices import ModelPrice
 
 GroupBy = Literal["task", "scenario"]
@@ -323,7 +322,7 @@ def read_runs(
         result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
         incomplete: dict[int, list[str]] = defaultdict(list)
         for row in result.tasks:
-            aggregates[row.f].append(task_aggregate(row))
+            aggregates[row.f].append(row)
             repeat = runs[row.f].manifest.get("repeat")
             # Slots are distinct, so 0..repeat−1 all present <=> count, min and max agree.
             if isinstance(repeat, int) and (row.slots, row.min_attempt, row.max_attempt) != (
@@ -348,24 +347,6 @@ def read_runs(
     finally:
         con.close()
     return aggregates, extras
-
-
-def task_aggregate(row: TaskRow) -> TaskAggregate:
-    return TaskAggregate(
-        task_id=row.task_id,
-        scenario_id=row.scenario_id,
-        passes=row.passes,
-        fails=row.fails,
-        link_errors=row.link_errors,
-        harness_errors=row.harness_errors,
-        latency_mean_ms=row.latency_mean_ms,
-        latency_std_ms=row.latency_std_ms,
-        tokens_mean=row.tokens_mean,
-        tokens_std=row.tokens_std,
-        last_error_kinds=row.last_error_kinds,
-        attempts_present=row.attempts_present,
-        first_seen=row.first_seen,
-    )
 
 
 def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
