@@ -15,7 +15,10 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label
 
 from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.widgets.tables import fill_table
 
+METRIC_COLUMNS = [(c, c) for c in ("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")]
+CHANGED_COLUMNS = [(c, c) for c in ("task", "before", "after", "success A", "success B")]
 CLASS_STYLES = {"pass": "green", "fail": "red", "volatile": "yellow", "absent": "dim"}
 
 
@@ -61,11 +64,11 @@ class CompareScreen(WorkbenchScreen):
                 id="compare-title",
             )
             metrics: DataTable[Any] = DataTable(id="metrics", cursor_type="row")
-            metrics.add_columns("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")
+            fill_table(metrics, METRIC_COLUMNS, [])
             yield metrics
             yield Label("tasks that changed", classes="pane-title")
             changed: DataTable[Any] = DataTable(id="changed", cursor_type="row")
-            changed.add_columns("task", "before", "after", "success A", "success B")
+            fill_table(changed, CHANGED_COLUMNS, [])
             yield changed
         yield Footer()
 
@@ -82,13 +85,13 @@ class CompareScreen(WorkbenchScreen):
     def _ready(self, message: ComparisonReady) -> None:
         self.comparison = comparison = message.comparison
         metrics = self.query_one("#metrics", DataTable)
-        metrics.clear()
+        metric_rows: list[tuple[str, tuple[Any, ...]]] = []
         for m in comparison.metrics:
             style = "" if not m.delta else ("green" if m.delta > 0 else "red")
             if m.name in ("consistency_gap_pp", "link_error_rate") and m.delta:
                 style = "red" if m.delta > 0 else "green"  # lower is better
             n = m.name
-            metrics.add_row(
+            metric_cells = (
                 n,
                 _fmt(m.a, n),
                 _fmt(m.b, n),
@@ -96,18 +99,21 @@ class CompareScreen(WorkbenchScreen):
                 "-" if not m.ci_a else f"{_fmt(m.ci_a[0], n)}–{_fmt(m.ci_a[1], n)}",
                 "-" if not m.ci_b else f"{_fmt(m.ci_b[0], n)}–{_fmt(m.ci_b[1], n)}",
             )
-        changed = self.query_one("#changed", DataTable)
-        changed.clear()
+            metric_rows.append((n, metric_cells))
+        fill_table(metrics, METRIC_COLUMNS, metric_rows)
+        changed_rows: list[tuple[str, tuple[Any, ...]]] = []
         for c in comparison.changed:
-            changed.add_row(
+            changed_cells = (
                 c.task_id,
                 Text(c.before, style=CLASS_STYLES.get(c.before, "")),
                 Text(c.after, style=CLASS_STYLES.get(c.after, "")),
                 _fmt(c.success_a),
                 _fmt(c.success_b),
             )
+            changed_rows.append((c.task_id, changed_cells))
         if not comparison.changed:
-            changed.add_row("(no task changed class)", "", "", "", "")
+            changed_rows.append(("-", ("(no task changed class)", "", "", "", "")))
+        fill_table(self.query_one("#changed", DataTable), CHANGED_COLUMNS, changed_rows)
 
     def action_copy(self) -> None:
         if self.comparison is None:

@@ -15,6 +15,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui.widgets.tables import fill_table
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Ask yes/no about an action, showing what it will do (e.g. a unified diff)."""
@@ -96,9 +98,11 @@ class HelpScreen(ModalScreen[None]):
             yield Label("Help — keys (ctrl+p opens the command palette)", id="dialog-title")
             yield Static(self._intro, id="help-intro")
             table: DataTable[str] = DataTable(id="help-table", cursor_type="row")
-            table.add_columns("key", "does", "binding id")
-            for key, description, binding_id in self._key_rows:
-                table.add_row(key, description, binding_id)
+            fill_table(
+                table,
+                [("key", "key"), ("does", "does"), ("binding id", "id")],
+                [(str(i), row) for i, row in enumerate(self._key_rows)],
+            )
             yield table
 
     async def action_dismiss(self, result: None = None) -> None:

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from tui.screens.base import PaletteCommand, WorkbenchScreen
 from tui.screens.modals import ConfirmScreen, PickScreen
 from tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
+from tui.widgets.tables import fill_table
 
 COLUMNS = ("profile", "protocol", "base URL", "model", "key", "active on", "drift")
 TARGETS: tuple[tuple[str, str], ...] = (
@@ -82,7 +83,7 @@ class ProfilesScreen(WorkbenchScreen):
         yield Header()
         with Vertical():
             table: DataTable[Any] = DataTable(id="profiles-table", cursor_type="row")
-            table.add_columns(*COLUMNS)
+            fill_table(table, [(label, label) for label in COLUMNS], [])
             yield table
             with VerticalScroll(id="profile-detail"):
                 yield Static("", id="profile-detail-text")
@@ -218,20 +219,25 @@ class ProfilesScreen(WorkbenchScreen):
         selected = self.selected_profile()
         self._rows = {row.name: row for row in message.rows}
         self._note = message.note
-        # Columns too: auto widths then follow the new content (a refill can shrink them).
-        table.clear(columns=True)
-        table.add_columns(*COLUMNS)
-        for row in message.rows:
-            table.add_row(
-                row.name,
-                row.protocol,
-                row.base_url,
-                row.model,
-                row.masked_key,
-                row.active_on,
-                Text(row.drift, style="yellow" if row.drift != "-" else ""),
-                key=row.name,
-            )
+        fill_table(
+            table,
+            [(label, label) for label in COLUMNS],
+            [
+                (
+                    row.name,
+                    (
+                        row.name,
+                        row.protocol,
+                        row.base_url,
+                        row.model,
+                        row.masked_key,
+                        row.active_on,
+                        Text(row.drift, style="yellow" if row.drift != "-" else ""),
+                    ),
+                )
+                for row in message.rows
+            ],
+        )
         if selected is not None and selected in {r.name for r in message.rows}:
             table.move_cursor(row=table.get_row_index(selected))
         if not message.rows:

@@ -17,7 +17,12 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label, RichLog
 
 from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.widgets.tables import fill_table
 
+ATTEMPT_COLUMNS = [
+    (label, label)
+    for label in ("#", "outcome", "error", "retries", "calls", "tokens", "latency ms", "ended")
+]
 OUTCOME_STYLES = {
     "pass": "bold green",
     "fail": "bold red",
@@ -65,9 +70,7 @@ class TaskScreen(WorkbenchScreen):
                 id="task-title",
             )
             table: DataTable[Any] = DataTable(id="attempts", cursor_type="row")
-            table.add_columns(
-                "#", "outcome", "error", "retries", "calls", "tokens", "latency ms", "ended"
-            )
+            fill_table(table, ATTEMPT_COLUMNS, [])
             yield table
             yield Label("transcript / log", id="attempt-log-title")
             yield RichLog(id="attempt-log", wrap=True, markup=False, max_lines=5000)
@@ -116,14 +119,14 @@ class TaskScreen(WorkbenchScreen):
     def _attempts(self, message: AttemptsLoaded) -> None:
         self.rows = message.rows
         table = self.query_one("#attempts", DataTable)
-        table.clear()
+        rows: list[tuple[str, tuple[Any, ...]]] = []
         for index, row in enumerate(message.rows):
             outcome = str(row.get("outcome"))
             dim = "dim " if row.get("superseded") else ""
             error = row.get("error_code") or ""
             if row.get("error_message"):
                 error = f"{error} {row['error_message']}".strip()
-            table.add_row(
+            cells = (
                 str(row.get("attempt")),
                 Text(
                     outcome + (" (superseded)" if row.get("superseded") else ""),
@@ -135,8 +138,9 @@ class TaskScreen(WorkbenchScreen):
                 str(row.get("total_tokens") if row.get("total_tokens") is not None else "-"),
                 f"{float(row.get('latency_ms') or 0):.0f}",
                 str(row.get("ended_at") or "")[:19],
-                key=str(index),
             )
+            rows.append((str(index), cells))
+        fill_table(table, ATTEMPT_COLUMNS, rows)
         if message.rows:
             self.load_text(message.rows[0])
         else:

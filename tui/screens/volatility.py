@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 
 from tui.screens.base import PaletteCommand, WorkbenchScreen
 from tui.screens.modals import ConfirmScreen, PickScreen
+from tui.widgets.tables import fill_table
 
 SORT_KEYS = ("spread", "success", "task")
 LIVE_REFRESH_SECONDS = 1.0
@@ -40,6 +41,7 @@ class RunInfo:
 
 
 TASK_COLUMNS = (
+    (" ", "mark"),
     ("task", "task"),
     ("n", "n"),
     ("pass", "pass"),
@@ -51,12 +53,6 @@ TASK_COLUMNS = (
     ("tokens", "tokens"),
     ("error kinds", "errors"),
 )
-
-
-def _add_task_columns(table: DataTable[Any]) -> None:
-    table.add_column(" ", key="mark", width=1)
-    for label, key in TASK_COLUMNS:
-        table.add_column(label, key=key)
 
 
 def discover_runs(dirs: list[Path]) -> list[RunInfo]:
@@ -155,7 +151,7 @@ class VolatilityScreen(WorkbenchScreen):
                     yield Input(placeholder="filter tasks (/)", id="filter")
                     yield Label("", id="table-state")
                 table: DataTable[Any] = DataTable(id="tasks", cursor_type="row")
-                _add_task_columns(table)
+                fill_table(table, TASK_COLUMNS, [], fixed={"mark": 1})
                 yield table
         yield Footer()
 
@@ -385,15 +381,13 @@ class VolatilityScreen(WorkbenchScreen):
     def _fill_table(self) -> None:
         table = self.query_one("#tasks", DataTable)
         current = self.selected_task()
-        # Columns too: auto widths then follow the new content (a refill can shrink them).
-        table.clear(columns=True)
-        _add_task_columns(table)
+        rows: list[tuple[str, tuple[Any, ...]]] = []
         for t in self._visible_tasks():
             spread_style = "bold yellow" if t.volatile else ""
             success_style = (
                 "green" if t.success_rate == 1 else ("red" if t.success_rate == 0 else "")
             )
-            table.add_row(
+            cells = (
                 Text("●", style="bold cyan") if t.task_id in self.marked else "",
                 t.task_id,
                 str(t.n),
@@ -406,8 +400,9 @@ class VolatilityScreen(WorkbenchScreen):
                 _num(t.tokens_mean),
                 # a judged "fail" is model behaviour, not an error: list only error kinds
                 ", ".join(k for k in t.last_error_kinds if k != "fail"),
-                key=t.task_id,
             )
+            rows.append((t.task_id, cells))
+        fill_table(table, TASK_COLUMNS, rows, fixed={"mark": 1})
         if current is not None and current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
         state = Text(f"{table.row_count} tasks · sorted by {self.sort_key} (o)")
