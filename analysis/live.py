@@ -26,6 +26,7 @@ from analysis.volatility import (
     RunReport,
     SkippedLine,
     SortKey,
+    TaskStats,
     assemble_report,
     missing_slots,
 )
@@ -79,6 +80,8 @@ class LiveVolatility:
         self._line_extra = 0  # and lines counted after it
         self._rows = 0  # rows in the table (records read; blank lines are not records)
         self._tasks: dict[str, TaskAggregate] = {}
+        # TaskStats of the tasks whose aggregate object did not change since last time
+        self._stats_cache: dict[str, tuple[TaskAggregate, tuple[int, ...], TaskStats]] = {}
         self._task_tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
         self._task_kinds: dict[str, dict[str, int]] = {}
         self._tokens: dict[str | None, list[int]] = {}  # run totals, kept up to date per task
@@ -293,6 +296,7 @@ class LiveVolatility:
             top=self.top,
             prices=self._prices,
             ci95=reuse,
+            stats_cache=self._stats_cache,
         )
         if reuse is None:
             self._ci, self._ci_at = report.ci95, now

@@ -390,10 +390,13 @@ def assemble_report(
     top: int | None,
     prices: dict[str, ModelPrice],
     ci95: dict[str, list[float] | None] | None = None,
+    stats_cache: dict[str, tuple[TaskAggregate, tuple[int, ...], TaskStats]] | None = None,
 ) -> RunReport:
     """Turn per-task aggregates into the run's report (shared by cold and live reports).
 
     ``ci95`` reuses intervals computed earlier (the live view refreshes them less often).
+    ``stats_cache`` (task id -> the aggregate and missing attempts a ``TaskStats`` was made
+    from) lets a caller that keeps unchanged aggregate objects skip rebuilding their stats.
     """
     from analysis.prices import price_for
 
@@ -418,10 +421,20 @@ def assemble_report(
         if task_id not in by_task:
             by_task[task_id] = TaskAggregate(task_id, None, 0, 0, 0, 0, first_seen=1 << 62)
 
-    stats = [
-        _task_stats(agg, include_link_errors, missing_by_task.get(agg.task_id, []))
-        for agg in by_task.values()
-    ]
+    if stats_cache is None:
+        stats = [
+            _task_stats(agg, include_link_errors, missing_by_task.get(agg.task_id, []))
+            for agg in by_task.values()
+        ]
+    else:
+        stats = []
+        for agg in by_task.values():
+            missing = missing_by_task.get(agg.task_id, [])
+            cached = stats_cache.get(agg.task_id)
+            if cached is None or cached[0] is not agg or cached[1] != tuple(missing):
+                cached = (agg, tuple(missing), _task_stats(agg, include_link_errors, missing))
+                stats_cache[agg.task_id] = cached
+            stats.append(cached[2])
     threshold = max(1, min_runs)
     included = [t for t in stats if t.n >= threshold]
     report.tasks_below_min_runs = [t for t in stats if t.n < threshold]
