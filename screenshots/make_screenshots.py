@@ -11,6 +11,7 @@ key path) against the real sandbox endpoint; nothing touches your own config. PN
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -84,7 +85,10 @@ async def _shoot() -> list[Path]:
         await pilot.pause(0.2)
         busy = [w for w in app.workers if w.group != "runs" and w.is_running]
         if busy:
-            await app.workers.wait_for_complete(busy)
+            from textual.worker import WorkerCancelled, WorkerFailed
+
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await app.workers.wait_for_complete(busy)
         await pilot.pause(0.3)
 
     async with app.run_test(size=SIZE) as pilot:

@@ -50,7 +50,7 @@ def _busy(app: DriftdeskApp) -> bool:
 async def _settle(app: DriftdeskApp, pilot) -> None:  # type: ignore[no-untyped-def]
     """Wait until no worker (other than runs) is pending or running and the screen's tables
     are measured — twice in a row, since a finished worker's message can start another."""
-    from textual.worker import WorkerFailed
+    from textual.worker import WorkerCancelled, WorkerFailed
 
     quiet = 0
     for _ in range(200):
@@ -59,7 +59,8 @@ async def _settle(app: DriftdeskApp, pilot) -> None:  # type: ignore[no-untyped-
             quiet = 0
             busy = [w for w in app.workers if w.group != "runs" and w.is_running]
             if busy:
-                with contextlib.suppress(WorkerFailed):
+                # an exclusive worker replaced by a newer one ends cancelled: fine here
+                with contextlib.suppress(WorkerFailed, WorkerCancelled):
                     await app.workers.wait_for_complete(busy)
             else:
                 await pilot.pause(0.01)
