@@ -167,3 +167,30 @@ def test_live_reuses_intervals_within_ci_interval(tmp_path: Path) -> None:
             fh.write(json.dumps(row) + "\n")
     assert cached.refresh().ci95 == first_cached.ci95  # reused: computed under an hour ago
     assert always.refresh().ci95 == build_report([run])[0].ci95  # recomputed
+
+
+def test_live_matches_cold_when_appended_rows_supersede_slots(tmp_path: Path) -> None:
+    # A resume appends rows for slots already written (the later row wins, its model takes
+    # the slot's tokens), with a bad line and a blank line among them.
+    rows = handmade_rows("sup")
+    run = write_run(tmp_path, "sup", list(rows), tasks=["t1", "t2", "t3", "t4", "t5"], repeat=4)
+    incremental = LiveVolatility(run, ci_interval_s=0)
+    incremental.refresh()
+    with open(run / "attempts.jsonl", "a") as fh:
+        for row in (
+            attempt_row("sup", "t2", 1, "pass", latency_ms=900.0, model="other-model"),
+            attempt_row("sup", "t4", 2, "fail"),
+        ):
+            fh.write(json.dumps(row) + "\n")
+        fh.write("{broken\n\n")
+        fh.write(json.dumps(attempt_row("sup", "t5", 1, "link_error", error_code="500")) + "\n")
+    for include in (False, True):
+        live = incremental if not include else LiveVolatility(run, include_link_errors=True)
+        report = live.refresh()
+        cold = build_report([run], include_link_errors=include)[0]
+        assert report.to_json(task_curves=True) == cold.to_json(task_curves=True)
+        assert [(s.line, s.reason[:9]) for s in report.skipped_lines] == [(21, "Expecting")]
+        t2 = next(t for t in report.tasks if t.task_id == "t2")
+        assert (t2.n, t2.passes) == (4, 3)  # slot #1: fail superseded by a pass
+        assert report.unpriced_models == ["other-model"] and report.cost_usd is None
+        live.close()
