@@ -298,5 +298,5 @@ def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8)
     )
     app.run()
     if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
-        print(f"demo run saved in {app.demo_run.run_dir}")
+        print(f"demo run ({app.demo_run.status}) saved in {app.demo_run.run_dir}")
     return 0

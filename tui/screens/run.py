@@ -132,7 +132,7 @@ class RunScreen(WorkbenchScreen):
         if report.cost_usd is not None:
             text = f"${report.cost_usd:.4f}"
         elif report.unpriced_models:
-            text = "n/a (no price for " + ", ".join(report.unpriced_models) + ")"
+            text = "n/a (unpriced model)"
         else:
             text = "n/a"
         self.post_message(CostUpdated(live, text, finished))
