@@ -189,3 +189,20 @@ async def test_volatility_is_live_while_a_run_is_going(
             assert screen.report.attempts_judged == len(live.task_ids) * 3
     finally:
         server.stop()
+
+
+async def test_plot_in_colour_and_histogram_only_when_wide(
+    home, fixture_runs, make_app, settle
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(200, 42)) as pilot:
+        screen = await _open_run_a(app, pilot, settle)
+        plot = screen.query_one("#plot").render()
+        assert "pass^k" in str(plot) and any(span.style for span in plot.spans)  # type: ignore[union-attr]
+        histogram = screen.query_one("#histogram")
+        assert histogram.display and "tasks by success rate" in str(histogram.render())
+        summary = str(screen.query_one("#summary").render())
+        assert " %  CI95 " in summary and " pp  CI95 " in summary
+        await pilot.resize_terminal(140, 42)
+        await settle(app, pilot)
+        assert not histogram.display

@@ -92,6 +92,7 @@ class ReportReady(Message):
     run_dir: Path
     report: Any
     plot: str
+    histogram: str
     live: bool = False
 
 
@@ -147,6 +148,7 @@ class VolatilityScreen(WorkbenchScreen):
                 with Horizontal(id="summary-row"):
                     yield Static("Select a run on the left.", id="summary")
                     yield Static("", id="plot")
+                    yield Static("", id="histogram")
                 with Horizontal(id="filter-row"):
                     yield Input(placeholder="filter tasks (/)", id="filter")
                     yield Label("", id="table-state")
@@ -156,12 +158,17 @@ class VolatilityScreen(WorkbenchScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.on_resize()
         self.rescan()
         self.set_interval(LIVE_REFRESH_SECONDS, self._live_tick)
         self.set_interval(RUNS_RESCAN_SECONDS, self._rescan_tick)
 
     def on_screen_resume(self) -> None:
         self.rescan()
+
+    def on_resize(self) -> None:
+        wide = self.app.size.width >= HISTOGRAM_MIN_WIDTH
+        self.query_one("#histogram", Static).display = wide
 
     # -- what the app calls ---------------------------------------------------------------------
     def select_run(self, run_dir: Path) -> None:
@@ -193,7 +200,7 @@ class VolatilityScreen(WorkbenchScreen):
         if not reports:
             raise ValueError(f"{run_dir} has no attempts yet")
         report = reports[0]
-        self.post_message(ReportReady(run_dir, report, _plot(report)))
+        self.post_message(ReportReady(run_dir, report, _plot(report), _histogram(report)))
 
     @work(
         thread=True, exclusive=True, group="vol-live", exit_on_error=False, name="the live report"
@@ -205,7 +212,9 @@ class VolatilityScreen(WorkbenchScreen):
         if live is None or Path(live.run_dir).resolve() != run_dir:
             live = self._live = LiveVolatility(run_dir)
         report = live.refresh()
-        self.post_message(ReportReady(run_dir, report, _plot(report), live=True))
+        self.post_message(
+            ReportReady(run_dir, report, _plot(report), _histogram(report), live=True)
+        )
 
     @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False, name="the export")
     def export_report(self, run_dir: Path) -> None:
@@ -309,6 +318,7 @@ class VolatilityScreen(WorkbenchScreen):
         self.report = message.report
         self.query_one("#summary", Static).update(self._summary(message.report, message.live))
         self.query_one("#plot", Static).update(Text.from_ansi(message.plot))
+        self.query_one("#histogram", Static).update(Text.from_ansi(message.histogram))
         self._fill_table()
         if self._focus_tasks:
             self._focus_tasks = False
@@ -330,7 +340,11 @@ class VolatilityScreen(WorkbenchScreen):
                 text.append(f"  CI95 {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f}", style="dim")
             text.append("\n")
 
-        with_ci("success", _pct(report.success_rate), "success_rate")
+        with_ci(
+            "success",
+            "-" if report.success_rate is None else f"{report.success_rate * 100:.1f} %",
+            "success_rate",
+        )
         with_ci(
             "consistency gap",
             "-" if report.consistency_gap_pp is None else f"{report.consistency_gap_pp:.1f} pp",
@@ -564,6 +578,10 @@ class VolatilityScreen(WorkbenchScreen):
 
 
 PLOT_SIZE = (48, 12)
+HISTOGRAM_SIZE = (40, 12)
+# The histogram sits beside the pass^k plot only when the screen is this wide (app.tcss
+# hides it below: the summary needs its ~44 columns first).
+HISTOGRAM_MIN_WIDTH = 180
 
 
 def _plot(report: Any) -> str:
@@ -571,9 +589,18 @@ def _plot(report: Any) -> str:
     from analysis.plots import pass_hat_k_plot
 
     try:
-        return pass_hat_k_plot(report, *PLOT_SIZE)
+        return pass_hat_k_plot(report, *PLOT_SIZE, color=True)
     except Exception as exc:
         return f"(pass^k plot unavailable: {type(exc).__name__}: {exc})"
+
+
+def _histogram(report: Any) -> str:
+    from analysis.plots import success_histogram
+
+    try:
+        return success_histogram(report, *HISTOGRAM_SIZE, color=True)
+    except Exception as exc:
+        return f"(histogram unavailable: {type(exc).__name__}: {exc})"
 
 
 def _status_style(status: str) -> str:
