@@ -157,19 +157,26 @@ def aggregate(
     ).fetchone()
     has_dups = bool(dup_row and dup_row[0])
     if has_dups:
+        # Only the rows of the suspect tasks are grouped by slot; a superseded row keeps the
+        # model of its slot's winning row (its tokens are counted under that model).
         con.execute(
             f"""
+            CREATE OR REPLACE TEMP TABLE suspect_rows AS
+            SELECT ord, f, task_id, attempt, model FROM {rows}
+            WHERE (f, task_id) IN (
+                SELECT (f, task_id) FROM {rows}
+                GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
+            """
+        )
+        con.execute(
+            """
             CREATE OR REPLACE TEMP TABLE superseded AS
-            SELECT a.ord AS rid, s.model AS winner_model
-            FROM {rows} a JOIN (
+            SELECT r.ord AS rid, s.model AS winner_model
+            FROM suspect_rows r JOIN (
                 SELECT f, task_id, attempt, max(ord) AS win, arg_max_null(model, ord) AS model
-                FROM {rows}
-                WHERE (f, task_id) IN (
-                    SELECT (f, task_id) FROM {rows}
-                    GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
-                GROUP BY f, task_id, attempt HAVING count(*) > 1
+                FROM suspect_rows GROUP BY f, task_id, attempt HAVING count(*) > 1
             ) s USING (f, task_id, attempt)
-            WHERE a.ord < s.win
+            WHERE r.ord < s.win
             """
         )
         winners = f"(SELECT * FROM {rows} WHERE ord NOT IN (SELECT rid FROM superseded))"
@@ -186,13 +193,14 @@ def aggregate(
                count(*) FILTER (WHERE outcome = 'fail'),
                count(*) FILTER (WHERE outcome = 'link_error'),
                count(*) FILTER (WHERE outcome = 'harness_error'),
-               favg(latency_ms) FILTER (WHERE {counted}),
-               stddev_pop(latency_ms) FILTER (WHERE {counted}),
-               favg(total_tokens) FILTER (WHERE {counted}),
-               stddev_pop(total_tokens) FILTER (WHERE {counted}),
+               favg(counted_latency), stddev_pop(counted_latency),
+               favg(counted_tokens), stddev_pop(counted_tokens),
                arg_max(coalesce(error_code, outcome), ord, 3) FILTER (WHERE outcome <> 'pass'),
                min(ord), count(*), min(attempt), max(attempt){present}
-        FROM {winners} GROUP BY f, task_id ORDER BY f, min(ord)
+        FROM (SELECT *, CASE WHEN {counted} THEN latency_ms END AS counted_latency,
+                     CASE WHEN {counted} THEN total_tokens END AS counted_tokens
+              FROM {winners})
+        GROUP BY f, task_id ORDER BY f, min(ord)
         """
     ).fetchall()
     result = TableAggregates(
