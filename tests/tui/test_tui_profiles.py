@@ -182,3 +182,48 @@ async def test_import_claude_settings_as_a_profile(home, make_app, settle) -> No
     profile = ProfileStore().get(names[0])
     assert (profile.base_url, profile.model) == ("https://gw.example.com/anthropic", "claude-x")
     assert get_key(names[0]) == "sk-ant-imported-0123456789"
+
+
+@pytest.mark.keyring
+async def test_edit_tiers_headers_and_notes_keeps_the_key(home, make_app, settle) -> None:
+    from providers.keys import get_key, set_key
+
+    key = "sk-edit-" + "k" * 20
+    _store_profile()
+    set_key("work", key)
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("e")
+        form = app.screen
+        assert isinstance(form, ProfileFormScreen)
+        assert form.query_one("#key").value == ""  # type: ignore[attr-defined]
+        form.query_one("#haiku_model").value = "claude-haiku-x"  # type: ignore[attr-defined]
+        form.query_one("#sonnet_model").value = "claude-sonnet-x"  # type: ignore[attr-defined]
+        form.query_one("#opus_model").value = "claude-opus-x"  # type: ignore[attr-defined]
+        headers = form.query_one("#headers")
+        headers.text = "Authorization: Bearer nope\n"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, ProfileFormScreen)  # refused: the key's header
+        assert "API key field" in str(form.query_one("#form-error").render())
+        headers.text = "X-Team: evals\n\nanthropic-beta: tools-2025\n"  # type: ignore[attr-defined]
+        form.query_one("#notes").value = "gateway, EU region"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+        # reopened, the form shows what was saved
+        await pilot.press("e")
+        assert "X-Team: evals" in app.screen.query_one("#headers").text  # type: ignore[attr-defined]
+        await pilot.press("escape")
+    saved = ProfileStore().get("work")
+    assert (saved.haiku_model, saved.sonnet_model, saved.opus_model) == (
+        "claude-haiku-x",
+        "claude-sonnet-x",
+        "claude-opus-x",
+    )
+    assert saved.headers == {"X-Team": "evals", "anthropic-beta": "tools-2025"}
+    assert saved.notes == "gateway, EU region"
+    assert (saved.base_url, saved.model) == ("http://127.0.0.1:9/v1", "m-1")
+    config = (home.config_dir / "config.toml").read_text()
+    assert "claude-opus-x" in config and "X-Team" in config and key not in config
+    assert get_key("work") == key  # an empty key field leaves the keyring alone

@@ -1,7 +1,13 @@
-"""Add or edit a provider profile; the key is typed masked and goes to the keyring only."""
+"""Add or edit a provider profile; the key is typed masked and goes to the keyring only.
+
+Extra headers are edited as ``Name: value`` lines. They are stored in the config file in plain
+text, so a header that would carry the key (Authorization, x-api-key…) is refused: the key
+belongs in the keyring field.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -9,17 +15,46 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Input, Label, Select, TextArea
 
 from providers.profiles import PROTOCOLS, Profile, ProfileError
+
+# RFC 9110 token characters.
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# Headers that carry credentials: their value would land in config.toml in plain text.
+KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+TIERS = (("haiku_model", "Haiku"), ("sonnet_model", "Sonnet"), ("opus_model", "Opus"))
 
 
 @dataclass
 class ProfileFormResult:
     profile: Profile
     key: str | None  # None: leave the stored key as it is
+
+
+def parse_headers(text: str) -> dict[str, str]:
+    """``Name: value`` lines (blank lines skipped) as a dict; ProfileError names the bad line."""
+    headers: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, colon, value = line.partition(":")
+        name, value = name.strip(), value.strip()
+        if not colon or not _HEADER_NAME_RE.match(name):
+            raise ProfileError(f"header line {number}: expected 'Name: value', got {line!r}")
+        if name.lower() in KEY_HEADERS:
+            raise ProfileError(
+                f"header line {number}: {name} would carry the key in the config file; "
+                "type the key in the API key field (it goes to the OS keyring)"
+            )
+        headers[name] = value
+    return headers
+
+
+def format_headers(headers: dict[str, str]) -> str:
+    return "".join(f"{name}: {value}\n" for name, value in headers.items())
 
 
 class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
@@ -35,51 +70,87 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
     def compose(self) -> ComposeResult:
         p = self._profile
         editing = p is not None
-        with Vertical(id="dialog", classes="form"):
+        with VerticalScroll(id="dialog", classes="form"):
             yield Label(f"Edit profile {p.name}" if p else "Add a profile", id="dialog-title")
-            yield Label("Name")
-            yield Input(p.name if p else "", id="name", disabled=editing, placeholder="my-provider")
-            yield Label("Protocol")
-            yield Select(
-                [(name, name) for name in PROTOCOLS],
-                value=p.protocol if p else "openai",
-                allow_blank=False,
-                id="protocol",
-            )
+            with Horizontal(classes="row"):
+                with Vertical():
+                    yield Label("Name")
+                    yield Input(
+                        p.name if p else "", id="name", disabled=editing, placeholder="my-provider"
+                    )
+                with Vertical():
+                    yield Label("Protocol")
+                    yield Select(
+                        [(name, name) for name in PROTOCOLS],
+                        value=p.protocol if p else "openai",
+                        allow_blank=False,
+                        id="protocol",
+                    )
             yield Label("Base URL")
             yield Input(
                 p.base_url if p else "", id="base_url", placeholder="https://api.example.com/v1"
             )
-            yield Label("Model")
-            yield Input(p.model if p else "", id="model", placeholder="model-id")
-            yield Label("API key (stored in the OS keyring; leave empty to keep the current one)")
-            yield Input("", id="key", password=True, placeholder="sk-…")
+            with Horizontal(classes="row"):
+                with Vertical():
+                    yield Label("Model")
+                    yield Input(p.model if p else "", id="model", placeholder="model-id")
+                with Vertical():
+                    yield Label("API key (keyring; empty keeps it)")
+                    # Never prefilled: the stored key is not shown, not even masked, here.
+                    yield Input("", id="key", password=True, placeholder="sk-…")
+            yield Label("Claude Code tier models (anthropic; empty: the main model)")
+            with Horizontal(classes="row"):
+                for field_name, tier in TIERS:
+                    with Vertical():
+                        yield Label(tier, classes="tier-label")
+                        yield Input(
+                            (getattr(p, field_name) or "") if p else "",
+                            id=field_name,
+                            placeholder=tier.lower() + " model",
+                        )
+            yield Label("Extra headers (one 'Name: value' per line; not for the key)")
+            yield TextArea(
+                format_headers(p.headers) if p else "",
+                id="headers",
+                soft_wrap=False,
+                show_line_numbers=False,
+            )
+            yield Label("Notes")
+            yield Input(p.notes if p else "", id="notes", placeholder="free text")
             yield Label("", id="form-error")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Save (ctrl+s)", variant="primary", id="save")
                 yield Button("Cancel (esc)", id="cancel")
 
+    def on_mount(self) -> None:
+        # The scrolling dialog would take the focus first: start in the first field to type.
+        self.query_one("#base_url" if self._profile else "#name", Input).focus()
+
+    def _value(self, widget_id: str) -> str:
+        return self.query_one(f"#{widget_id}", Input).value.strip()
+
     @on(Button.Pressed, "#save")
     def action_save(self) -> None:
         protocol = self.query_one("#protocol", Select).value
-        base = self._profile
-        profile = Profile(
-            name=self.query_one("#name", Input).value.strip(),
-            protocol=str(protocol),
-            base_url=self.query_one("#base_url", Input).value.strip(),
-            model=self.query_one("#model", Input).value.strip(),
-            haiku_model=base.haiku_model if base else None,
-            sonnet_model=base.sonnet_model if base else None,
-            opus_model=base.opus_model if base else None,
-            headers=dict(base.headers) if base else {},
-            notes=base.notes if base else "",
-        )
+        error = self.query_one("#form-error", Label)
         try:
+            headers = parse_headers(self.query_one("#headers", TextArea).text)
+            profile = Profile(
+                name=self._value("name"),
+                protocol=str(protocol),
+                base_url=self._value("base_url"),
+                model=self._value("model"),
+                haiku_model=self._value("haiku_model") or None,
+                sonnet_model=self._value("sonnet_model") or None,
+                opus_model=self._value("opus_model") or None,
+                headers=headers,
+                notes=self._value("notes"),
+            )
             profile.validate()
         except ProfileError as exc:
-            self.query_one("#form-error", Label).update(Text(str(exc), style="bold red"))
+            error.update(Text(str(exc), style="bold red"))
             return
-        key = self.query_one("#key", Input).value.strip() or None
+        key = self._value("key") or None
         self.dismiss(ProfileFormResult(profile, key))
 
     @on(Button.Pressed, "#cancel")
