@@ -118,8 +118,10 @@ def _count_lines(path: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 24), b""))
 
 
-def timed_child(argv: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one child process, stdout discarded."""
+def timed_child(argv: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (bytes) of one child process,
+    stdout discarded. CPU time says how much work a contender does when other processes
+    share the cores (wall time then depends on the load)."""
     start = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
         proc = subprocess.Popen(argv, stdout=devnull, stderr=subprocess.PIPE)
@@ -130,7 +132,7 @@ def timed_child(argv: list[str]) -> tuple[float, int]:
         proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{argv[:4]} failed: {stderr}")
-    return elapsed, usage.ru_maxrss * 1024  # Linux reports KiB
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024  # Linux: KiB
 
 
 def main() -> None:
@@ -159,17 +161,23 @@ def main() -> None:
             "duckdb count": [python, "-c", DUCKDB_COUNT, str(attempts)],
         }
         times: dict[str, list[float]] = {name: [] for name in contenders}
+        cpus: dict[str, list[float]] = {name: [] for name in contenders}
         peaks: dict[str, int] = dict.fromkeys(contenders, 0)
         for _ in range(args.repeat):
             for name, argv in contenders.items():
-                elapsed, peak = timed_child(argv)
+                elapsed, cpu, peak = timed_child(argv)
                 times[name].append(elapsed)
+                cpus[name].append(cpu)
                 peaks[name] = max(peaks[name], peak)
         best = {name: statistics.median(values) for name, values in times.items()}
-        print(f"\n{'':14}{'median s':>9}{'runs (s)':>34}{'peak RSS':>12}")
+        cpu = {name: statistics.median(values) for name, values in cpus.items()}
+        print(f"\n{'':14}{'median s':>9}{'runs (s)':>34}{'median CPU s':>14}{'peak RSS':>12}")
         for name in contenders:
             runs = " ".join(f"{t:.2f}" for t in times[name])
-            print(f"{name:14}{best[name]:>9.2f}{runs:>34}{peaks[name] / 2**20:>9.0f} MiB")
+            print(
+                f"{name:14}{best[name]:>9.2f}{runs:>34}{cpu[name]:>14.2f}"
+                f"{peaks[name] / 2**20:>9.0f} MiB"
+            )
         speedup = best["python loop"] / best["report"]
         vs_count = best["report"] / best["duckdb count"]
         print(
@@ -179,6 +187,13 @@ def main() -> None:
         print(
             f"report vs duckdb count(*): {vs_count:.2f}× (target ≤ 1.5×) "
             f"{'OK' if vs_count <= 1.5 else 'MISSED'}"
+        )
+        print(
+            f"CPU time: python loop / report {cpu['python loop'] / cpu['report']:.2f}×, "
+            f"report / duckdb count {cpu['report'] / cpu['duckdb count']:.2f}×"
+        )
+        print(
+            f"machine load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
         )
         peak_gib = peaks["report"] / 2**30
         print(
