@@ -1,18 +1,22 @@
 """Regenerate the README's screenshots: drive the workbench headless at a fixed size and save
 an SVG (and a PNG) of each main screen.
 
-    .venv/bin/python screenshots/make_screenshots.py
+    dbus-run-session -- bash tests/with-keyring.sh .venv/bin/python screenshots/make_screenshots.py
 
-Everything happens in a throwaway home (temp HOME/XDG dirs, no keyring: the demo's in-memory
-key path) against the real sandbox endpoint; nothing touches your own config. PNGs need
-``rsvg-convert`` (Debian: librsvg2-bin) or ``cairosvg`` — dev-time tools, not dependencies.
+Everything happens in a throwaway home (temp HOME/XDG dirs) and a keyring service of its own in
+the private, temporary keyring that tests/with-keyring.sh unlocks, against the real sandbox
+endpoint; nothing touches your own config or keyring. The keys are obviously fake and shown
+masked. PNGs need ``rsvg-convert`` (Debian: librsvg2-bin) or ``cairosvg`` — dev-time tools, not
+dependencies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,19 +29,23 @@ SIZE = (140, 42)
 
 def _throwaway_home(root: Path) -> None:
     for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "XDG_", "DRIFTDESK_")):
+        if name.startswith(("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "DRIFTDESK_")) or (
+            name.startswith("XDG_") and name != "XDG_RUNTIME_DIR"  # the D-Bus session needs it
+        ):
             del os.environ[name]
     os.environ["HOME"] = str(root / "home")
     os.environ["XDG_CONFIG_HOME"] = str(root / "home" / ".config")
     os.environ["XDG_DATA_HOME"] = str(root / "home" / ".local" / "share")
-    # No keyring: the demo then keeps its throwaway key in memory (and says so).
-    os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+    # Our own service name: even in a real keyring these entries could not meet a user's.
+    os.environ["DRIFTDESK_KEYRING_SERVICE"] = f"driftdesk-screenshots-{os.getpid()}"
     (root / "project").mkdir(parents=True)
     os.chdir(root / "project")
 
 
 def _seed_profiles() -> None:
-    """A second profile, switched into Claude Code, so the Profiles screen shows a target."""
+    """A second profile, switched into Claude Code, so the Profiles screen shows a target, with
+    an obviously fake key in the keyring (shown masked: ``sk-…7f3a``)."""
+    from providers.keys import KeyringUnavailable, set_key
     from providers.profiles import Profile, ProfileStore
     from providers.targets import apply_switch, plan_switch
 
@@ -46,19 +54,73 @@ def _seed_profiles() -> None:
         protocol="anthropic",
         base_url="https://llm-gateway.example.com/anthropic",
         model="claude-sonnet-4-5",
+        haiku_model="claude-haiku-4-5",
+        opus_model="claude-opus-4-1",
+        headers={"X-Team": "evals"},
         notes="team gateway",
     )
     ProfileStore().save(work)
+    try:
+        set_key(work.name, "sk-demo-" + "7f3a")
+    except KeyringUnavailable as exc:
+        raise SystemExit(
+            f"no usable keyring ({exc}).\nRun: dbus-run-session -- bash tests/with-keyring.sh "
+            ".venv/bin/python screenshots/make_screenshots.py"
+        ) from exc
     apply_switch(plan_switch(work, "claude"))
+
+
+_TEXT_RE = re.compile(
+    r'(<text\b[^>]*?\bx=")([0-9.]+)("[^>]*?\btextLength=")([0-9.]+)("[^>]*>)([^<]*)(</text>)'
+)
+_NBSP = "&#160;"
+
+
+def _svg_for_rsvg(svg: str) -> str:
+    """The SVG with the no-break spaces at either end of a text run dropped (x and textLength
+    moved to match): rsvg-convert draws such runs shifted ("^p palette" came out as
+    "^pp alette", "74.1%  CI95" as "74.1%CI95"). Blank runs over the background go entirely."""
+
+    def fix(match: re.Match[str]) -> str:
+        start, x, mid, length, head, content, end = match.groups()
+        cells = len(html.unescape(content))
+        if not cells:
+            return match.group(0)
+        cell = float(length) / cells
+        stripped = content
+        lead = 0
+        while stripped.startswith(_NBSP):
+            stripped, lead = stripped[len(_NBSP) :], lead + 1
+        trail = 0
+        while stripped.endswith(_NBSP):
+            stripped, trail = stripped[: -len(_NBSP)], trail + 1
+        if not stripped:
+            return ""
+        new_x = float(x) + lead * cell
+        new_length = float(length) - (lead + trail) * cell
+        chars = html.unescape(stripped)
+        if any("\u2800" <= ch <= "\u28ff" for ch in chars):
+            # Braille comes from a proportional fallback font whose wider glyphs rsvg does not
+            # squeeze into textLength: one element per cell keeps the plot inside its frame.
+            return "".join(
+                f"{start}{new_x + i * cell:g}{mid}{cell:g}{head}{html.escape(ch)}{end}"
+                for i, ch in enumerate(chars)
+            )
+        return f"{start}{new_x:g}{mid}{new_length:g}{head}{stripped}{end}"
+
+    return _TEXT_RE.sub(fix, svg)
 
 
 def _to_png(svg: Path) -> None:
     png = svg.with_suffix(".png")
     if shutil.which("rsvg-convert"):
-        subprocess.run(["rsvg-convert", str(svg), "-o", str(png)], check=True)
+        with tempfile.NamedTemporaryFile("w", suffix=".svg", encoding="utf-8") as fixed:
+            fixed.write(_svg_for_rsvg(svg.read_text(encoding="utf-8")))
+            fixed.flush()
+            subprocess.run(["rsvg-convert", fixed.name, "-o", str(png)], check=True)
         return
     try:
-        import cairosvg  # type: ignore[import-not-found]
+        import cairosvg
     except ImportError:
         print(f"  (no rsvg-convert or cairosvg: {png.name} not written)", file=sys.stderr)
         return
@@ -66,6 +128,8 @@ def _to_png(svg: Path) -> None:
 
 
 async def _shoot() -> list[Path]:
+    from textual.pilot import Pilot
+
     from tui.app import DriftdeskApp
     from tui.screens.compare import CompareScreen
     from tui.screens.task import TaskScreen
@@ -81,7 +145,7 @@ async def _shoot() -> list[Path]:
         saved.append(HERE / f"{name}.svg")
         print(f"  {name}.svg")
 
-    async def idle(pilot) -> None:  # type: ignore[no-untyped-def]
+    async def idle(pilot: Pilot[None]) -> None:
         await pilot.pause(0.2)
         busy = [w for w in app.workers if w.group != "runs" and w.is_running]
         if busy:

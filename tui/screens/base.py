@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from tui.app import DriftdeskApp
 
 
+# Textual's default "⭘" is missing from common monospace fonts (a tofu box in screenshots and
+# many terminals); "≡" is in all of them and reads as "menu" (a click opens the palette).
+HEADER_ICON = "≡"
+
+
 @dataclass(frozen=True)
 class PaletteCommand:
     title: str  # "group: action"

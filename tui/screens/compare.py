@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label
 
-from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from tui.widgets.tables import fill_table
 
 METRIC_COLUMNS = [(c, c) for c in ("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")]
@@ -57,7 +57,7 @@ class CompareScreen(WorkbenchScreen):
         self.comparison: Any = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon=HEADER_ICON)
         with Vertical(id="compare-body"):
             yield Label(
                 Text.assemble(("A ", "bold"), self.a.name, ("   →   B ", "bold"), self.b.name),

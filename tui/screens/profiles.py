@@ -17,7 +17,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Static
 
-from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from tui.screens.modals import ConfirmScreen, PickScreen
 from tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
 from tui.widgets.tables import fill_table
@@ -80,7 +80,7 @@ class ProfilesScreen(WorkbenchScreen):
     ]
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon=HEADER_ICON)
         with Vertical():
             table: DataTable[Any] = DataTable(id="profiles-table", cursor_type="row")
             fill_table(table, [(label, label) for label in COLUMNS], [])

@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, Static
 
-from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from tui.screens.launch import LaunchScreen
 from tui.screens.modals import ConfirmScreen
 from tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
@@ -83,7 +83,7 @@ class RunScreen(WorkbenchScreen):
         self._live_reports: dict[Path, Any] = {}  # LiveVolatility per run dir (for the cost)
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon=HEADER_ICON)
         with Vertical(id="run-body"):
             yield Label(
                 "No run yet — press n to launch one (or run `driftdesk demo`).", id="run-title"

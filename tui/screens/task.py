@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label, RichLog
 
-from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from tui.widgets.tables import fill_table
 
 ATTEMPT_COLUMNS = [
@@ -61,7 +61,7 @@ class TaskScreen(WorkbenchScreen):
         self.rows: list[dict[str, Any]] = []
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon=HEADER_ICON)
         with Vertical(id="task-body"):
             yield Label(
                 Text.assemble(

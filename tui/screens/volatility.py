@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.screens.base import PaletteCommand, WorkbenchScreen
+from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from tui.screens.modals import ConfirmScreen, PickScreen
 from tui.widgets.tables import fill_table
 
@@ -139,7 +139,7 @@ class VolatilityScreen(WorkbenchScreen):
         self._focus_tasks = False
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon=HEADER_ICON)
         with Horizontal(id="vol-body"):
             with Vertical(id="runs-pane"):
                 yield Label("Runs", classes="pane-title")
