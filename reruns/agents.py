@@ -338,16 +338,36 @@ def render_command(template: str, values: dict[str, str]) -> str:
         ) from None
 
 
+# What lets a process reach the OS keyring (the session bus, our service name): a harness,
+# or a Codex / Claude Code it launches, must not run ``driftdesk key`` and get the real key.
+_KEYRING_ACCESS = ("DBUS_SESSION_BUS_ADDRESS", "DRIFTDESK_KEYRING_SERVICE", "GNOME_KEYRING_CONTROL")
+# Set in every harness's environment; ``driftdesk key`` refuses to print a key when it is set.
+RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"
+
+
+def _is_credential(name: str) -> bool:
+    upper = name.upper()
+    if upper.endswith(("_API_KEY", "_AUTH_TOKEN")):
+        return True
+    return upper.startswith(("OPENAI_", "ANTHROPIC_")) and ("KEY" in upper or "TOKEN" in upper)
+
+
 def child_environment(
-    protocol: str, proxy_base_url: str, throwaway_key: str, real_key: str, extra: dict[str, str]
+    protocol: str,
+    proxy_base_url: str,
+    throwaway_key: str,
+    real_key: str,
+    extra: dict[str, str],
+    *,
+    run_id: str,
 ) -> dict[str, str]:
-    """The harness's environment: ours, minus anything holding the real key or a provider
-    credential, plus the proxy's URL and the run's throwaway key."""
+    """The harness's environment: ours, minus anything holding the real key, a credential
+    (``*_API_KEY``, ``*_AUTH_TOKEN``…) or a way to the keyring, plus the proxy's URL, the
+    run's throwaway key and ``DRIFTDESK_RUN_CHILD=<run_id>``."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if real_key not in v
-        and not (k.startswith(("OPENAI_", "ANTHROPIC_")) and ("KEY" in k or "TOKEN" in k))
+        if real_key not in v and k not in _KEYRING_ACCESS and not _is_credential(k)
     }
     if protocol == "anthropic":
         env["ANTHROPIC_BASE_URL"] = proxy_base_url
@@ -356,6 +376,7 @@ def child_environment(
         env["OPENAI_BASE_URL"] = proxy_base_url
         env["OPENAI_API_KEY"] = throwaway_key
     env.update(extra)
+    env[RUN_CHILD_ENV] = run_id
     return env
 
 

@@ -486,6 +486,7 @@ class _Execution:
                         "DRIFTDESK_RESULT_PATH": str(result_path),
                         "DRIFTDESK_PROMPT": ctx.task.prompt_text,
                     },
+                    run_id=self.run_id,
                 )
                 outcome = await run_command_once(
                     command, env, log_path, ctx, self.proxy.attempt_calls(token)

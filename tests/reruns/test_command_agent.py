@@ -276,3 +276,69 @@ async def test_cancelling_a_command_run_kills_the_harness_and_records_nothing(
             break
         await asyncio.sleep(0.02)
     assert not _alive(grandchild)
+
+
+KEY_PROBE = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    out_dir, profile = sys.argv[1:3]
+    probe = subprocess.run([sys.executable, "-m", "driftdesk", "key", profile],
+                           capture_output=True, text=True, timeout=30)
+    with open(os.path.join(out_dir, "probe.txt"), "w") as fh:
+        fh.write(f"rc={probe.returncode}\\n{probe.stdout}\\n{probe.stderr}")
+    with open(os.path.join(out_dir, "env.json"), "w") as fh:
+        json.dump(dict(os.environ), fh)
+    print(probe.stdout, probe.stderr)
+    sys.exit(1)
+    """
+)
+
+
+@pytest.mark.keyring
+async def test_a_harness_cannot_fetch_the_real_key_with_driftdesk_key(
+    home: object, scripted: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from providers.keys import get_key, set_key
+    from providers.profiles import ProfileStore
+
+    ProfileStore().save(Profile(name="up", protocol="openai", base_url=scripted.url, model="m"))
+    set_key("up", REAL_KEY)
+    assert get_key("up") == REAL_KEY  # the parent itself can read it
+    assert os.environ.get("DBUS_SESSION_BUS_ADDRESS")  # the keyring is on the session bus
+    # Credentials of other tools inherited from the parent never reach a harness either.
+    monkeypatch.setenv("GITHUB_AUTH_TOKEN", "gh-token-not-for-harnesses")
+    monkeypatch.setenv("MISTRAL_API_KEY", "mistral-key-not-for-harnesses")
+    script = tmp_path / "probe.py"
+    script.write_text(KEY_PROBE)
+    out_dir = tmp_path / "probe"
+    out_dir.mkdir()
+    outcome = await execute_run(
+        RunSpec(
+            profile="up",
+            suite=str(write_suite(tmp_path / "suite.jsonl", ["answer-42"])),
+            repeat=1,
+            timeout_s=30,
+            out_dir=tmp_path / "runs",
+            agent="command",
+            command=f"{sys.executable} {script} {out_dir} up",
+        )
+    )
+    (row,) = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert row["outcome"] == "fail"  # the probe ran to its end
+    probe = (out_dir / "probe.txt").read_text()
+    assert not probe.startswith("rc=0")
+    env = json.loads((out_dir / "env.json").read_text())
+    assert env["DRIFTDESK_RUN_CHILD"] == outcome.run_id
+    for name in (
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DRIFTDESK_KEYRING_SERVICE",
+        "GNOME_KEYRING_CONTROL",
+        "GITHUB_AUTH_TOKEN",
+        "MISTRAL_API_KEY",
+    ):
+        assert name not in env, name
+    assert env["OPENAI_API_KEY"].startswith("dd-run-")
+    # Whatever the reason it failed, the key is nowhere the harness could write it.
+    for path in [*out_dir.rglob("*"), *outcome.run_dir.rglob("*")]:
+        if path.is_file():
+            assert REAL_KEY not in path.read_text(errors="replace"), path
