@@ -15,10 +15,18 @@ import keyring.errors
 from keyring.backend import KeyringBackend
 
 DEFAULT_SERVICE = "driftdesk"
+# Set by the rerun engine in every harness process it starts: such a process (and any Codex or
+# Claude Code it launches, whose key helper runs `driftdesk key`) talks to the metering proxy
+# with a throwaway key and must never obtain the real one.
+RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"
 
 
 class KeyringUnavailable(RuntimeError):
     """No usable OS keyring (no Secret Service, locked, or a fail/plaintext backend)."""
+
+
+class KeyWithheld(KeyringUnavailable):
+    """This process runs inside a driftdesk run (``DRIFTDESK_RUN_CHILD``): no real key for it."""
 
 
 class KeyMissing(LookupError):
@@ -67,8 +75,19 @@ def _call(action: str, fn: Callable[..., Any], *args: Any) -> Any:
         ) from exc
 
 
+def refuse_in_run_child() -> None:
+    """Raise ``KeyWithheld`` when called from a process a driftdesk run started."""
+    if RUN_CHILD_ENV in os.environ:
+        raise KeyWithheld(
+            f"{RUN_CHILD_ENV} is set: this process was started by a driftdesk run, which gives "
+            "its harness a throwaway key and the metering proxy's URL; the real key is never "
+            "handed out inside a run (so no call can bypass the proxy)"
+        )
+
+
 def get_key(profile: str) -> str:
-    """The key for ``profile``; ``KeyMissing`` if none is stored."""
+    """The key for ``profile``; ``KeyMissing`` if none is stored; ``KeyWithheld`` in a run child."""
+    refuse_in_run_child()
     kr = backend()
     value = _call("read a key", kr.get_password, service_name(), profile)
     if not value:

@@ -22,7 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's sub-commands to the top-level parser."""
     _register_profile(sub)
 
-    p = sub.add_parser("key", help="print a profile's key on stdout (the helper tools call)")
+    p = sub.add_parser(
+        "key",
+        help="print a profile's key on stdout (the helper tools call)",
+        description="Print a profile's key on stdout: the command Claude Code's apiKeyHelper "
+        "and Codex's auth.command run. Refused (exit 1, nothing on stdout) when "
+        "DRIFTDESK_RUN_CHILD is set, i.e. inside a harness a driftdesk run started: a harness "
+        "gets a throwaway key and the metering proxy's URL, never the real key.",
+    )
     p.add_argument("name")
     p.set_defaults(func=cmd_key)
 
@@ -51,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "exec",
         help="run a command with the profile's base URL, model and key in its environment",
         usage="driftdesk exec NAME -- CMD [ARGS...]",
+        description="Run CMD with the profile's base URL, model and key in its environment. "
+        "Refused when DRIFTDESK_RUN_CHILD is set (inside a driftdesk run's harness).",
     )
     p.add_argument("name")
     p.add_argument("cmd", nargs=argparse.REMAINDER)

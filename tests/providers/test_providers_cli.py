@@ -52,6 +52,29 @@ def test_add_show_list_key(home: Any, cli: Callable[..., Any], add_profile: Any)
     assert keys.get_key("work") == key  # in the keyring, under the test's service
 
 
+def test_key_is_refused_inside_a_run_child(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    # The rerun engine sets DRIFTDESK_RUN_CHILD in every harness: a harness (or the Codex /
+    # Claude Code it starts, whose helper runs `driftdesk key`) must never get the real key.
+    key = add_profile("up", protocol="anthropic", base_url="https://api.example.test/x")
+    assert cli("switch", "up", "--target", "claude").returncode == 0
+    helper = json.loads(home.claude_settings.read_text())["apiKeyHelper"]
+    for value in ("1", "run-123"):
+        child = _env(DRIFTDESK_RUN_CHILD=value)
+        refused = cli("key", "up", env=child)
+        assert refused.returncode != 0
+        assert refused.stdout == ""
+        assert "DRIFTDESK_RUN_CHILD" in refused.stderr and "throwaway key" in refused.stderr
+        assert key not in refused.stderr
+        ran = subprocess.run(["sh", "-c", helper], capture_output=True, text=True, env=child)
+        assert ran.returncode != 0 and key not in ran.stdout + ran.stderr
+        leaked = cli("exec", "up", "--", "sh", "-c", "echo $ANTHROPIC_AUTH_TOKEN", env=child)
+        assert leaked.returncode != 0 and key not in leaked.stdout + leaked.stderr
+    assert "DRIFTDESK_RUN_CHILD" in cli("key", "--help").stdout
+    assert cli("key", "up").stdout == key + "\n"  # outside a run it still works
+
+
 def test_add_without_tty_stores_no_key_and_says_so(
     home: Any, cli: Callable[..., Any], add_profile: Any
 ) -> None:
