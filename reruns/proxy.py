@@ -19,6 +19,7 @@ import json
 import re
 import secrets
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import web
 
+from driftdesk.secrets import redact
 from reruns.retry import parse_retry_after
 from reruns.rundir import iso, utc_now
 
@@ -43,6 +45,7 @@ _HOP_BY_HOP = {
 _DROP_REQUEST = _HOP_BY_HOP | {"host", "authorization", "x-api-key", "content-length"}
 _DROP_RESPONSE = _HOP_BY_HOP | {"content-length"}
 _MAX_METERED_BODY = 16 * 1024 * 1024
+_MAX_ERROR_BODY = 64 * 1024  # an error body is buffered (to scrub it) up to this size
 _FINISHED_SSE = re.compile(
     rb'"finish_reason"\s*:\s*"|"type"\s*:\s*"message_stop"|^data:\s*\[DONE\]'
 )
@@ -80,6 +83,25 @@ def error_kind_for(status: int, body: bytes) -> str:
     if status == 429 and b"insufficient_quota" in body:
         return "insufficient_quota"
     return str(status)
+
+
+async def _read_bounded(content: aiohttp.StreamReader, limit: int) -> tuple[bytes, bool]:
+    """Up to ``limit`` bytes of a body, and whether there was more (left unread)."""
+    body = bytearray()
+    try:
+        while len(body) < limit:
+            chunk = await content.read(limit - len(body))
+            if not chunk:
+                return bytes(body), False
+            body += chunk
+        return bytes(body), not content.at_eof()
+    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+        return bytes(body), True
+
+
+def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
+    # The scrubbed body is sent as plain bytes with its own length.
+    return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
 
 
 class _UsageMeter:
@@ -283,6 +305,32 @@ class MeteringProxy:
         headers["Accept-Encoding"] = "identity"  # plain bytes, so usage can be read
         return headers
 
+    def _scrub_error_body(self, raw: bytes, truncated: bool, headers: dict[str, str]) -> bytes:
+        """The error body without the real key (masked), decoded first if it was compressed."""
+        encoding = (
+            next((v for k, v in headers.items() if k.lower() == "content-encoding"), "identity")
+            .strip()
+            .lower()
+        )
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            try:
+                wbits = 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS
+                raw = zlib.decompressobj(wbits).decompress(raw, _MAX_ERROR_BODY)
+            except zlib.error:
+                raw = b""
+        elif encoding not in ("", "identity"):
+            raw = b""  # cannot read it, so cannot scrub it: withhold it
+        if not raw:
+            return b""
+        text = raw.decode("utf-8", "surrogateescape")
+        key = self._real_key
+        # A body cut at the bound may end with the start of the key: drop that tail too.
+        for size in range(min(len(key), len(text)) if truncated else 0, 3, -1):
+            if text.endswith(key[:size]):
+                text = text[:-size]
+                break
+        return redact(text, [key]).encode("utf-8", "surrogateescape")
+
     async def _forward(self, request: web.Request, calls: AttemptCalls) -> web.StreamResponse:
         assert self._session is not None
         tail = request.match_info["tail"]
@@ -309,12 +357,25 @@ class MeteringProxy:
                 ttfb_ms = (time.perf_counter() - t0) * 1000
                 content_type = upstream.headers.get("content-type", "")
                 meter = _UsageMeter(streamed=content_type.startswith("text/event-stream"))
+                headers = {
+                    k: v
+                    for k, v in upstream.headers.items()
+                    if k.lower() not in _DROP_RESPONSE and self._real_key not in v
+                }
+                if status >= 400:
+                    # Error bodies are small and may echo what the upstream received (the real
+                    # key): buffer a bounded body, scrub it, then answer in one piece.
+                    raw, truncated = await _read_bounded(upstream.content, _MAX_ERROR_BODY)
+                    error_kind = error_kind_for(status, raw)
+                    calls.last_retry_after_s = parse_retry_after(upstream.headers)
+                    return web.Response(
+                        status=status,
+                        reason=redact(upstream.reason or "", [self._real_key]) or None,
+                        headers=_scrubbed_error_headers(headers),
+                        body=self._scrub_error_body(raw, truncated, headers),
+                    )
                 response = web.StreamResponse(
-                    status=upstream.status,
-                    reason=upstream.reason,
-                    headers={
-                        k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE
-                    },
+                    status=upstream.status, reason=upstream.reason, headers=headers
                 )
                 await response.prepare(request)
                 try:
@@ -324,10 +385,7 @@ class MeteringProxy:
                 except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
                     error_kind = "truncated"
                 meter.close()
-                if status >= 400:
-                    error_kind = error_kind_for(status, bytes(meter.body))
-                    calls.last_retry_after_s = parse_retry_after(upstream.headers)
-                elif error_kind is None and meter.streamed and not meter.finished:
+                if error_kind is None and meter.streamed and not meter.finished:
                     error_kind = "truncated"
                 await response.write_eof()
                 return response

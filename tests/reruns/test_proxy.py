@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +34,7 @@ class Upstream:
         app = web.Application()
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_post("/v1/json", self.json_body)
+        app.router.add_post("/v1/echo/{variant}", self.echo_error)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -67,6 +69,32 @@ class Upstream:
         await event("message_stop", {"type": "message_stop"})
         await response.write_eof()
         return response
+
+    async def echo_error(self, request: web.Request) -> web.Response:
+        """A careless provider: its error echoes the credentials it received."""
+        self._seen(request)
+        received = request.headers.get("Authorization", "") + request.headers.get("x-api-key", "")
+        variant = request.match_info["variant"]
+        message = f"Incorrect API key provided: {received}"
+        if variant == "quota":
+            body = b'data: {"error": {"code": "insufficient_quota", "message": "%s"}}\n\n' % (
+                message.encode()
+            )
+            return web.Response(
+                status=429, body=body, headers={"Content-Type": "text/event-stream"}
+            )
+        body = json.dumps({"error": {"message": message, "code": "invalid_api_key"}}).encode()
+        headers = {"x-echo": received, "Content-Type": "application/json"}
+        if variant == "streamed":
+            headers["Content-Type"] = "text/event-stream"
+        elif variant == "gzip":
+            body = gzip.compress(body)
+            headers["Content-Encoding"] = "gzip"
+        elif variant == "cut":
+            # The key straddles the proxy's 64 KiB bound: its start must not get through.
+            padding = 64 * 1024 - len('{"m": "') - 20
+            body = ('{"m": "' + "x" * padding + received + '"}').encode()
+        return web.Response(status=401, body=body, headers=headers)
 
     async def json_body(self, request: web.Request) -> web.Response:
         self._seen(request)
@@ -174,3 +202,89 @@ async def test_requests_without_the_run_token_are_refused(
         await proxy.stop()
     assert "run's token" in body["error"]["message"]
     assert upstream.seen_headers == []  # nothing was forwarded
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+@pytest.mark.parametrize("variant", ["plain", "streamed", "gzip", "cut"])
+async def test_error_responses_reach_the_agent_without_the_real_key(
+    upstream: Upstream, tmp_path: Path, protocol: str, variant: str
+) -> None:
+    proxy = await _proxy(upstream, protocol, tmp_path)
+    token = proxy.open_attempt("t", 0)
+    try:
+        async with (
+            aiohttp.ClientSession(auto_decompress=False) as session,
+            session.post(
+                proxy.base_url_for(token) + f"/v1/echo/{variant}",
+                json={},
+                headers={"Authorization": f"Bearer {proxy.run_key}"},
+            ) as response,
+        ):
+            status = response.status
+            seen = (await response.read()).decode("utf-8", "replace")
+            seen += json.dumps(dict(response.headers)) + (response.reason or "")
+        await proxy.settle(token)
+    finally:
+        await proxy.stop()
+    # The upstream did receive (and echo) the real key: the scrubbing is what keeps it out.
+    assert REAL in json.dumps(upstream.seen_headers)
+    assert status == 401
+    assert REAL not in seen and REAL[:12] not in seen, seen[-300:]
+    if variant != "cut":
+        assert "Incorrect API key provided" in seen  # the provider's message still arrives
+    (call,) = read_rows(tmp_path / "calls.jsonl")
+    assert (call["status"], call["error_kind"]) == (401, "401")
+    assert REAL not in (tmp_path / "calls.jsonl").read_text()
+
+
+async def test_a_streamed_429_insufficient_quota_is_recognised(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    proxy = await _proxy(upstream, "openai", tmp_path)
+    token = proxy.open_attempt("t", 0)
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                proxy.base_url_for(token) + "/v1/echo/quota",
+                json={"stream": True},
+                headers={"Authorization": f"Bearer {proxy.run_key}"},
+            ) as response,
+        ):
+            assert response.status == 429
+            body = await response.text()
+        await proxy.settle(token)
+    finally:
+        await proxy.stop()
+    assert "insufficient_quota" in body and REAL not in body
+    (call,) = read_rows(tmp_path / "calls.jsonl")
+    assert (call["status"], call["error_kind"]) == (429, "insufficient_quota")
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+async def test_the_run_key_never_reaches_the_upstream(
+    upstream: Upstream, tmp_path: Path, protocol: str
+) -> None:
+    proxy = await _proxy(upstream, protocol, tmp_path)
+    token = proxy.open_attempt("t", 0)
+    try:
+        async with aiohttp.ClientSession() as session:
+            # Both header forms at once, and each alone.
+            for headers in (
+                {"Authorization": f"Bearer {proxy.run_key}", "x-api-key": proxy.run_key},
+                {"Authorization": f"Bearer {proxy.run_key}"},
+                {"x-api-key": proxy.run_key},
+            ):
+                async with session.post(
+                    proxy.base_url_for(token) + "/v1/json", json={}, headers=headers
+                ) as response:
+                    assert response.status == 200
+        await proxy.settle(token)
+    finally:
+        await proxy.stop()
+    assert len(upstream.seen_headers) == 3
+    for seen in upstream.seen_headers:
+        lowered = {k.lower(): v for k, v in seen.items()}
+        assert proxy.run_key not in json.dumps(seen)
+        credential = lowered.get("x-api-key") or lowered.get("authorization")
+        assert credential in (REAL, f"Bearer {REAL}")
