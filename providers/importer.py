@@ -17,7 +17,7 @@ from typing import Any
 from driftdesk.secrets import mask_key, redact
 from providers import locations, targets
 from providers.keys import backend, set_key
-from providers.profiles import Profile, ProfileError, ProfileStore
+from providers.profiles import Profile, ProfileError, ProfileStore, is_credential_header
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -213,9 +213,19 @@ def import_profile(
         name = _default_name(store, source, str(found.profile_fields["base_url"]))
     if store.exists(name):
         raise ProfileError(f"profile {name!r} exists; pick another --name or remove it first")
-    profile = Profile(name=name, **found.profile_fields)
-    profile.validate()
     notes = list(found.notes)
+    fields = dict(found.profile_fields)
+    headers = dict(fields.get("headers") or {})
+    for header in [h for h in headers if is_credential_header(h)]:
+        # Kept out of the profile (stored in plain text); a switch rewrites the file's headers.
+        del headers[header]
+        notes.append(
+            f"header {header} carries a credential and was not imported; "
+            f"put the key in the keyring: driftdesk profile edit {name} --key-stdin"
+        )
+    fields["headers"] = headers
+    profile = Profile(name=name, **fields)
+    profile.validate()
     plan = None
     if found.key and move_key and found.key_in_file:
         plan = _plan_move(found, profile)  # refuses before anything is stored

@@ -20,6 +20,24 @@ from driftdesk.fileio import atomic_write_text
 Protocol = Literal["openai", "anthropic"]
 PROTOCOLS: tuple[str, ...] = ("openai", "anthropic")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+# Extra headers are stored in plain text (config file, Claude's ANTHROPIC_CUSTOM_HEADERS, Codex's
+# http_headers): none may carry a credential.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key"})
+_CREDENTIAL_WORDS = ("token", "secret", "key", "cookie")
+
+
+def is_credential_header(name: str) -> bool:
+    """Does a header of this name carry a credential (so it must never be stored in a file)?"""
+    lowered = name.strip().lower()
+    return lowered in CREDENTIAL_HEADERS or any(word in lowered for word in _CREDENTIAL_WORDS)
+
+
+def credential_header_problem(profile_name: str, header: str) -> str:
+    return (
+        f"header {header!r} carries a credential, and extra headers are stored in plain text; "
+        "keys live in the OS keyring only (driftdesk sends the key as Authorization / x-api-key "
+        f"itself): driftdesk profile edit {profile_name} --key-stdin"
+    )
 
 
 class ProfileError(ValueError):
@@ -60,6 +78,12 @@ class Profile:
             raise ProfileError(f"invalid base URL {self.base_url!r}: expected http(s)://host/...")
         if not self.model:
             raise ProfileError("a profile needs a model")
+        for header in self.headers:
+            if is_credential_header(header):
+                raise ProfileError(
+                    credential_header_problem(self.name, header)
+                    + " (remove stored ones with --clear-headers)"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

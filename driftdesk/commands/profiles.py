@@ -89,7 +89,9 @@ def _register_profile(sub: argparse._SubParsersAction) -> None:
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help="extra HTTP header sent to the provider (repeatable)",
+            help="extra HTTP header sent to the provider (repeatable; stored in plain text, so "
+            "never a credential: Authorization, x-api-key and names with token, secret, key or "
+            "cookie are refused; the key goes to the OS keyring)",
         )
         p.add_argument("--notes")
         p.add_argument("--key-stdin", action="store_true", help="read the key from stdin")
@@ -159,14 +161,17 @@ def cmd_key(args: argparse.Namespace) -> int:
 # --- profile --------------------------------------------------------------------------------
 
 
-def _headers(pairs: list[str]) -> dict[str, str]:
-    from providers.profiles import ProfileError
+def _headers(profile_name: str, pairs: list[str]) -> dict[str, str]:
+    from providers.profiles import ProfileError, credential_header_problem, is_credential_header
 
     out: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            raise ProfileError(f"--header expects NAME=VALUE, got {pair!r}")
+            # Never echo the pair: it may be a secret typed in the wrong place.
+            raise ProfileError(f"--header expects NAME=VALUE, got {name.strip()[:40]!r}...")
+        if is_credential_header(name):
+            raise ProfileError("--header: " + credential_header_problem(profile_name, name.strip()))
         out[name.strip()] = value.strip()
     return out
 
@@ -205,7 +210,7 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
         haiku_model=args.haiku_model,
         sonnet_model=args.sonnet_model,
         opus_model=args.opus_model,
-        headers=_headers(args.header),
+        headers=_headers(args.name, args.header),
         notes=args.notes or "",
     )
     profile.validate()
@@ -238,8 +243,14 @@ def _masked(key: str | None) -> str:
 
 def _profile_view(profile: Profile) -> dict[str, Any]:
     from providers.keys import KeyMissing, KeyringUnavailable, get_key
+    from providers.profiles import is_credential_header
 
     view = profile.to_dict()
+    # A hand-edited config may still hold one: shown masked, never raw.
+    view["headers"] = {
+        name: _masked(value) if is_credential_header(name) else value
+        for name, value in profile.headers.items()
+    }
     try:
         key: str | None = get_key(profile.name)
         view["key"] = _masked(key)
@@ -286,7 +297,7 @@ def cmd_profile_show(args: argparse.Namespace) -> int:
     if view.get("opus_model"):
         print(f"{'opus_model':<13} {view['opus_model']}")
     for header, value in view["headers"].items():
-        print(f"{'header':<13} {header}: {value}")
+        print(f"{'header':<13} {header}: {value}")  # view() masked credential headers
     if view["notes"]:
         print(f"{'notes':<13} {view['notes']}")
     if view["key_present"] is None:
@@ -321,7 +332,7 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
         profile.headers = {}
         changed.append("headers")
     if args.header:
-        profile.headers.update(_headers(args.header))
+        profile.headers.update(_headers(args.name, args.header))
         changed.append("headers")
     key = _read_key(args, args.name, prompt=args.prompt_key)
     if changed:

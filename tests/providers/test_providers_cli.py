@@ -191,6 +191,61 @@ def test_bad_profile_input_is_a_clear_error(home: Any, cli: Callable[..., Any]) 
     assert result.stderr.startswith("driftdesk: error: invalid profile name")
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Authorization",
+        "proxy-authorization",
+        "X-API-KEY",
+        "api-key",
+        "X-Auth-Token",
+        "x-client-secret",
+        "Cookie",
+        "X-Goog-Api-Key",
+    ],
+)
+def test_headers_carrying_credentials_are_refused(
+    home: Any, cli: Callable[..., Any], add_profile: Any, header: str
+) -> None:
+    from providers.profiles import Profile, ProfileError
+
+    secret = fresh_key()
+    args = ("--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    added = cli("profile", "add", "p", *args, "--header", f"{header}={secret}", input="")
+    assert added.returncode == 1
+    assert header in added.stderr and "keyring" in added.stderr
+    assert not ProfileStore().exists("p")
+    add_profile("q")
+    edited = cli("profile", "edit", "q", "--header", f"{header}=Bearer {secret}")
+    assert edited.returncode == 1 and "keyring" in edited.stderr
+    assert ProfileStore().get("q").headers == {}
+    with pytest.raises(ProfileError, match="keyring"):
+        Profile("r", "openai", "http://127.0.0.1:9/v1", "m", headers={header: "x"}).validate()
+    for path in home.root.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert secret not in added.stdout + added.stderr + edited.stdout + edited.stderr
+
+
+def test_harmless_headers_are_kept(home: Any, cli: Callable[..., Any], add_profile: Any) -> None:
+    add_profile("p", extra=("--header", "X-Title=driftdesk", "--header", "HTTP-Referer=x"))
+    assert ProfileStore().get("p").headers == {"X-Title": "driftdesk", "HTTP-Referer": "x"}
+
+
+def test_import_leaves_credential_headers_out(home: Any, cli: Callable[..., Any]) -> None:
+    secret = fresh_key()
+    home.claude_settings.parent.mkdir(parents=True)
+    headers = f"X-Title: mine\nAuthorization: Bearer {secret}"
+    home.claude_settings.write_text(
+        json.dumps({"env": {"ANTHROPIC_MODEL": "m", "ANTHROPIC_CUSTOM_HEADERS": headers}})
+    )
+    result = cli("import", "claude", "--name", "imp")
+    assert result.returncode == 0, result.stderr
+    assert ProfileStore().get("imp").headers == {"X-Title": "mine"}
+    assert "Authorization" in result.stdout and "not imported" in result.stdout
+    assert secret not in home.config_dir.joinpath("config.toml").read_text()
+
+
 def test_keyring_unavailable_is_refused_without_plaintext_fallback(
     home: Any, cli: Callable[..., Any]
 ) -> None:
