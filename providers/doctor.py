@@ -43,6 +43,7 @@ class ProbeResult:
     latency_ms: float
     model_found: bool | None  # None: the endpoint did not list models
     error: str | None = None  # "timeout" | "connection: ..." when status is None
+    redirect_to: str | None = None  # the Location of a 3xx answer (never followed)
 
 
 def run_doctor(
@@ -302,9 +303,14 @@ async def probe_endpoint(profile: Profile, key: str, timeout: float = 10.0) -> P
     url = models_url
     try:
         async with aiohttp.ClientSession(timeout=client_timeout) as session:
-            async with session.get(models_url, headers=headers) as response:
+            # Never follow a redirect: the key would go to wherever it points (aiohttp strips
+            # only Authorization across origins, not x-api-key or the profile's headers).
+            async with session.get(models_url, headers=headers, allow_redirects=False) as response:
                 status_code = response.status
+                location = response.headers.get("Location")
                 body = await response.read()
+            if 300 <= status_code < 400:
+                return _redirected(models_url, status_code, started, location)
             if status_code == 200:
                 return ProbeResult(
                     models_url,
@@ -321,15 +327,39 @@ async def probe_endpoint(profile: Profile, key: str, timeout: float = 10.0) -> P
                     "messages": [{"role": "user", "content": "ping"}],
                 }
                 started = time.perf_counter()
-                async with session.post(request_url, headers=headers, json=payload) as response:
+                async with session.post(
+                    request_url, headers=headers, json=payload, allow_redirects=False
+                ) as response:
                     status_code = response.status
+                    location = response.headers.get("Location")
                     await response.read()
+                if 300 <= status_code < 400:
+                    return _redirected(request_url, status_code, started, location)
             return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
     except TimeoutError:
         return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, "timeout")
     except aiohttp.ClientError as exc:
         message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
         return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, message)
+
+
+def _redirected(url: str, status_code: int, started: float, location: str | None) -> ProbeResult:
+    from urllib.parse import urljoin
+
+    target = urljoin(url, location) if location else None
+    return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None, None, target)
+
+
+def redirect_base_url(profile: Profile, result: ProbeResult) -> str | None:
+    """The base URL the redirect implies: its Location minus the path the probe appended."""
+    if not result.redirect_to:
+        return None
+    base = profile.base_url.rstrip("/")
+    suffix = result.url[len(base) :] if result.url.startswith(base) else ""
+    target = urlsplit(result.redirect_to)._replace(query="", fragment="").geturl()
+    if suffix and target.endswith(suffix):
+        return target[: -len(suffix)]
+    return None
 
 
 def probe_endpoint_sync(profile: Profile, key: str, timeout: float = 10.0) -> ProbeResult:
@@ -395,6 +425,19 @@ def probe_check(profile: Profile, result: ProbeResult) -> Check:
             )
         found = " (model listed)" if result.model_found else ""
         return Check(name, "ok", f"HTTP {result.status} from {where}{found}")
+    if 300 <= result.status < 400:
+        host = urlsplit(result.redirect_to).netloc if result.redirect_to else "(no Location)"
+        final = redirect_base_url(profile, result)
+        return Check(
+            name,
+            "error",
+            f"HTTP {result.status} from {where}: the base URL redirects to {host}: use the final "
+            "URL (driftdesk does not follow redirects, so the key is never sent to another place)",
+            f"driftdesk profile edit {profile.name} --base-url {final}"
+            if final
+            else f"find the final URL (the redirect points at {result.redirect_to}) and set it: "
+            f"driftdesk profile edit {profile.name} --base-url URL",
+        )
     message, fix = _ADVICE.get(
         result.status,
         (

@@ -15,6 +15,16 @@ from providers_testkit import ProviderServer, fresh_key
 
 @pytest.fixture
 def provider_server() -> Iterator[ProviderServer]:
+    yield from _serve()
+
+
+@pytest.fixture
+def second_server() -> Iterator[ProviderServer]:
+    """Another provider server on its own port (e.g. the target of a redirect)."""
+    yield from _serve()
+
+
+def _serve() -> Iterator[ProviderServer]:
     server = ProviderServer()
     loop = asyncio.new_event_loop()
     started = threading.Event()

@@ -26,6 +26,8 @@ class ProviderServer:
     mode: str = "ok"
     models: list[str] = field(default_factory=lambda: ["model-a", "model-b"])
     seen: list[dict[str, Any]] = field(default_factory=list)  # method, path, headers, body
+    redirect_to: str = ""  # set: answer 307 to this base URL + the request's path
+    redirect_methods: tuple[str, ...] = ("GET", "POST")
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -37,6 +39,8 @@ class ProviderServer:
                 "body": body.decode("utf-8", "replace"),
             }
         )
+        if self.redirect_to and request.method in self.redirect_methods:
+            raise web.HTTPTemporaryRedirect(self.redirect_to + request.path_qs)
         if self.mode == "hang":
             await asyncio.sleep(3600)
         if self.mode.isdigit():

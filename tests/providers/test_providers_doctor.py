@@ -87,6 +87,57 @@ def test_probe_timeout_and_refused_connection(home: Any, provider_server: Provid
     assert refused.level == "error" and "could not reach" in refused.message
 
 
+@pytest.mark.parametrize(("protocol", "methods"), [("openai", ("GET",)), ("anthropic", ("POST",))])
+def test_probe_never_follows_a_redirect(
+    home: Any,
+    provider_server: ProviderServer,
+    second_server: ProviderServer,
+    protocol: str,
+    methods: tuple[str, ...],
+) -> None:
+    # The first server redirects to the second (the one-token request too, when the models list
+    # is missing); the second records every header it gets and must never see the key.
+    provider_server.redirect_to = second_server.base_url + "/elsewhere"
+    provider_server.redirect_methods = methods
+    if methods == ("POST",):
+        provider_server.mode = "no-models"
+    base = provider_server.base_url + ("/v1" if protocol == "openai" else "")
+    profile = Profile("p", protocol, base, "model-a")
+    key = fresh_key()
+    result = doctor.probe_endpoint_sync(profile, key, timeout=5)
+    assert result.status == 307
+    assert provider_server.seen, "the probe must reach the first server"
+    assert second_server.seen == []
+    check = doctor.probe_check(profile, result)
+    host = second_server.base_url.removeprefix("http://")
+    assert check.level == "error"
+    assert f"redirects to {host}: use the final URL" in check.message
+    assert check.fix.endswith(
+        f"--base-url {second_server.base_url}/elsewhere" + base[len(provider_server.base_url) :]
+    )
+    assert key not in check.message + check.fix
+
+
+@pytest.mark.keyring
+def test_doctor_cli_reports_a_redirect_without_sending_the_key_on(
+    home: Any,
+    provider_server: ProviderServer,
+    second_server: ProviderServer,
+    cli: Callable[..., Any],
+) -> None:
+    provider_server.redirect_to = second_server.base_url
+    profile = _profile("an", provider_server.base_url, protocol="anthropic")
+    key = fresh_key()
+    set_key(profile.name, key)
+    result = cli("doctor", "an")
+    assert result.returncode == 1
+    assert "the base URL redirects to 127.0.0.1:" in result.stdout
+    assert f"--base-url {second_server.base_url}" in result.stdout
+    assert provider_server.seen[0]["headers"]["x-api-key"] == key  # the real probe went out
+    assert second_server.seen == []
+    assert key not in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize(
     ("protocol", "url", "level", "words"),
     [
