@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible endpoint on 127.0.0.1 whose behaviour is chosen per task.
 
 The first user message names a behaviour (``behave:NAME``); the endpoint counts every request
-per behaviour and records the Authorization header it received, so tests can compare what the
+per behaviour and records the Authorization and x-api-key headers it received (its 401
+echoes the key back), so tests can compare what the
 engine reports with what the server actually saw.
 """
 
@@ -29,6 +30,7 @@ class ScriptedEndpoint:
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
         self.authorizations: list[str] = []
+        self.api_key_headers: list[str] = []
         self.url = ""
         self.runner: web.AppRunner | None = None
         self.overrides: dict[str, str] = {}  # behaviour -> behaviour (flip a task mid-test)
@@ -54,8 +56,17 @@ class ScriptedEndpoint:
         n = self.requests[behaviour]
         self.requests[behaviour] += 1
         self.authorizations.append(request.headers.get("Authorization", ""))
+        self.api_key_headers.append(request.headers.get("x-api-key", ""))
         if behaviour == "unauthorized":
-            return _error(401, "invalid_api_key", "Incorrect API key provided")
+            # Like a careless provider: the 401 echoes the credential it received, in the body
+            # and a header, so only the proxy's scrubbing keeps the key from the agent.
+            received = request.headers.get("Authorization", "")
+            return _error(
+                401,
+                "invalid_api_key",
+                f"Incorrect API key provided: {received}",
+                {"x-echo": received},
+            )
         if behaviour == "no-quota":
             return _error(429, "insufficient_quota", "You exceeded your current quota")
         if behaviour == "rate-limited":

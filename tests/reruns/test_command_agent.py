@@ -43,7 +43,11 @@ HARNESS = textwrap.dedent(
     try:
         raw = urllib.request.urlopen(request, timeout=10).read().decode()
     except urllib.error.HTTPError as exc:
-        print(f"provider said {exc.code}", file=sys.stderr)
+        # Everything the provider's error said goes to the log and a file of the harness.
+        said = exc.read().decode() + json.dumps(dict(exc.headers))
+        with open(os.path.join(env_dir, f"said-{task_id}-{attempt}-{time.time_ns()}.txt"), "w") as fh:
+            fh.write(said)
+        print(f"provider said {exc.code}: {said}", file=sys.stderr)
         sys.exit(3)
     text = ""
     for line in raw.splitlines():
@@ -148,6 +152,12 @@ async def test_command_agent_end_to_end_without_the_key_in_its_environment(
     assert scripted.authorizations and all(
         a == f"Bearer {REAL_KEY}" for a in scripted.authorizations
     )
+    assert not any(scripted.api_key_headers)  # nor the run's throwaway key, in either form
+    # The endpoint echoed the key in its 401s; the harness saw the echo, but masked.
+    said = [p.read_text() for p in env_dir.glob("said-unauthorized-*.txt")]
+    assert said and all("Incorrect API key provided" in text for text in said)
+    for path in env_dir.iterdir():
+        assert REAL_KEY not in path.read_text(errors="replace"), path
     dumps = list(env_dir.glob("*.json"))
     assert len(dumps) >= 12
     for dump in dumps:
