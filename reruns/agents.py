@@ -385,19 +385,61 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+MAX_LOGGED_LINE = 8 * 1024  # bytes of one output line kept in the log and the live views
+_READ_SIZE = 64 * 1024
+
+
+def _drop_secret_start(text: str, secrets: tuple[str, ...]) -> str:
+    """A line cut short may end with the first characters of a secret: drop them too."""
+    for secret in secrets:
+        if not secret or len(secret) < 4:
+            continue
+        for size in range(min(len(secret), len(text)), 3, -1):
+            if text.endswith(secret[:size]):
+                return text[:-size]
+    return text
+
+
 async def _pump(
     stream: asyncio.StreamReader | None, name: str, ctx: AttemptContext, log: Any
 ) -> None:
+    """Log and emit the stream line by line. Read in chunks, not ``readline`` (whose 64 KiB
+    limit raises on a longer line): a line over ``MAX_LOGGED_LINE`` bytes keeps its start
+    and a note of its length, so any output a harness prints costs bounded memory."""
     if stream is None:
         return
-    while True:
-        line = await stream.readline()
-        if not line:
-            return
-        text = redact(line.decode("utf-8", "replace").rstrip("\n"), ctx.secrets)
+
+    def emit(line: bytes, size: int) -> None:
+        text = line.decode("utf-8", "replace").rstrip("\r")
+        if size > len(line):
+            text = _drop_secret_start(text, ctx.secrets) + f" [line truncated: {size} bytes]"
+        text = redact(text, ctx.secrets)
         log.write(f"[{name}] {text}\n")
         log.flush()
         ctx.emit_output(name, text)
+
+    line = bytearray()  # the current line's kept start
+    size = 0  # the current line's full length so far
+    while True:
+        chunk = await stream.read(_READ_SIZE)
+        if not chunk:
+            break
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            size += len(piece)
+            room = MAX_LOGGED_LINE - len(line)
+            if room > 0:
+                line += piece[:room]
+            if end < 0:
+                break
+            emit(bytes(line), size)
+            line.clear()
+            size = 0
+            start = end + 1
+    if size:
+        emit(bytes(line), size)
 
 
 @dataclass

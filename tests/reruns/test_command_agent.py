@@ -352,3 +352,51 @@ async def test_a_harness_cannot_fetch_the_real_key_with_driftdesk_key(
     for path in [*out_dir.rglob("*"), *outcome.run_dir.rglob("*")]:
         if path.is_file():
             assert REAL_KEY not in path.read_text(errors="replace"), path
+
+
+LONG_LINES = textwrap.dedent(
+    """
+    import json, os, sys
+    key = os.environ["OPENAI_API_KEY"]  # a secret of the run: it straddles the 8 KiB cut
+    sys.stdout.write("x" * (8 * 1024 - 10) + key + "y" * (200_000 - len(key)) + "\\n")
+    sys.stdout.write("after the long line\\n")
+    sys.stderr.write("e" * 300_000)  # no newline at all before exit
+    sys.stdout.flush(); sys.stderr.flush()
+    with open(sys.argv[1], "w") as fh:
+        json.dump({"success": True}, fh)
+    """
+)
+
+
+async def test_a_200_kb_output_line_is_logged_truncated_and_the_run_completes(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    script = tmp_path / "long.py"
+    script.write_text(LONG_LINES)
+    recorder = Recorder()
+    outcome = await execute_run(
+        RunSpec(
+            profile=Profile(name="p", protocol="openai", base_url=scripted.url, model="m"),
+            suite=str(write_suite(tmp_path / "suite.jsonl", ["answer-42"])),
+            repeat=2,
+            out_dir=tmp_path / "runs",
+            agent="command",
+            command=f"{sys.executable} {script} {{result_path}}",
+            api_key=REAL_KEY,
+        ),
+        recorder,
+    )
+    assert outcome.status == "completed"
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert sorted((r["attempt"], r["outcome"]) for r in rows) == [(0, "pass"), (1, "pass")]
+    log_path = outcome.run_dir / "attempts" / "answer-42" / "0.log"
+    log = log_path.read_text()
+    stdout_lines = [line for line in log.splitlines() if line.startswith("[stdout]")]
+    assert len(stdout_lines) == 2
+    assert stdout_lines[0].endswith(f"[line truncated: {8 * 1024 - 10 + 200_000} bytes]")
+    assert stdout_lines[1] == "[stdout] after the long line"
+    assert "[line truncated: 300000 bytes]" in log
+    assert log_path.stat().st_size < 3 * 8 * 1024
+    assert "dd-run-" not in log  # not even the start of the run key cut at 8 KiB
+    outputs = [e.text for e in recorder.events if isinstance(e, AttemptOutput)]
+    assert max(len(text) for text in outputs) < 8 * 1024 + 100
