@@ -283,6 +283,16 @@ def _plan_move(found: ImportCandidate, profile: Profile) -> targets.SwitchPlan:
             if line.key not in ("OPENAI_API_KEY", *targets.CLAUDE_KEY_ENV)
         ]
         new = "".join(kept)
+    other_keys = targets.unsaved_keys(
+        targets.removed_keys(found.source, old, new), saved=(found.key,)
+    )
+    if other_keys:
+        # Moving one key out must not destroy another (backups keep keys masked).
+        raise ImportProblem(
+            f"{path} also holds {', '.join(other_keys)}, another key that --move-key would "
+            "remove and that no profile has in the keyring; keep only the key you want to "
+            "import in the file (or import without --move-key); nothing was changed"
+        )
     shown_secrets = [found.key, *targets.secret_values(found.source, old, path)]
     diff = redact(targets.unified_diff(path, old, new), shown_secrets)
     return targets.SwitchPlan(

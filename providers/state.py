@@ -3,8 +3,14 @@
 ``state.json`` maps each file we wrote to the target, profile and sha256 of the bytes we wrote,
 so ``status`` can tell whether someone changed the file since. ``backups/<slug>/original`` is
 the file as it was before driftdesk first touched it (kept forever); ``backups/<slug>/history/``
-keeps the last few versions we replaced. Nothing here ever holds a key we put there: we never
-write keys into target files, so neither state nor backups can contain one of ours.
+keeps the last few versions we replaced.
+
+A backup is a copy of a *user's* file, which may hold keys the user typed there (an
+``ANTHROPIC_API_KEY`` in settings.json, an ``OPENAI_API_KEY`` line in .env, a Codex
+``experimental_bearer_token``). Keys live in the OS keyring only, so every copy is written with
+those values masked (``sk-…7f3a``, see ``providers.masking``), and ``<copy>.masked.json`` beside
+it records which entries were masked. A backup therefore restores everything but the keys.
+Copies taken by older versions (no ``.masked.json``) are masked the next time we back up the file.
 """
 
 from __future__ import annotations
@@ -95,11 +101,14 @@ def backup_folder(path: Path) -> Path:
     return backups_dir() / f"{slug}-{digest}"
 
 
-def back_up(path: Path, current: bytes | None) -> Path:
-    """Keep ``current`` (the bytes about to be replaced; ``None``: the file does not exist).
+def back_up(path: Path, current: bytes | None, kind: str | None = None) -> Path:
+    """Keep ``current`` (the bytes about to be replaced; ``None``: the file does not exist),
+    with key-like values masked. ``kind`` ("claude", "codex", "env") says how to read the file;
+    None guesses from its name.
 
     The first call for a file also stores it as ``original``, never overwritten afterwards.
     """
+    kind = kind or guess_kind(path)
     folder = backup_folder(path)
     folder.mkdir(parents=True, exist_ok=True)
     original = folder / "original"
@@ -109,17 +118,63 @@ def back_up(path: Path, current: bytes | None) -> Path:
         if current is None:
             atomic_write_bytes(absent, b"")
         else:
-            atomic_write_bytes(original, current)
+            _write_masked(original, current, kind)
         return folder  # the original is the first version: no history entry yet
+    _mask_old_copies(folder, kind)
     if current is None:
         return folder
     history = folder / "history"
     history.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    atomic_write_bytes(history / f"{stamp}.bak", current)
+    _write_masked(history / f"{stamp}.bak", current, kind)
     for old in sorted(history.glob("*.bak"))[:-HISTORY_KEEP]:
         old.unlink(missing_ok=True)
+        _sidecar(old).unlink(missing_ok=True)
     return folder
+
+
+def guess_kind(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".json"):
+        return "claude"
+    if name.endswith(".toml"):
+        return "codex"
+    return "env"
+
+
+MASKED_SUFFIX = ".masked.json"
+
+
+def _sidecar(copy: Path) -> Path:
+    return copy.with_name(copy.name + MASKED_SUFFIX)
+
+
+def _write_masked(copy: Path, data: bytes, kind: str) -> None:
+    from providers.masking import mask_secrets
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "replace")  # we never write a file that is not UTF-8
+    masked_text, masked = mask_secrets(kind, text)
+    atomic_write_bytes(copy, masked_text.encode("utf-8"), mode=0o600)
+    atomic_write_json(
+        _sidecar(copy),
+        {
+            "masked": masked,
+            "note": "key-like values were masked in this copy: keys live in the OS keyring "
+            "only (driftdesk key NAME), never in a backup",
+        },
+        mode=0o600,
+    )
+
+
+def _mask_old_copies(folder: Path, kind: str) -> None:
+    """Mask copies an older driftdesk kept verbatim (they have no sidecar)."""
+    copies = [folder / "original", *sorted((folder / "history").glob("*.bak"))]
+    for copy in copies:
+        if copy.is_file() and not _sidecar(copy).exists():
+            _write_masked(copy, copy.read_bytes(), kind)
 
 
 def _now() -> str:

@@ -14,7 +14,12 @@ What driftdesk owns, per target (everything else stays byte-for-byte):
 
 - claude: ``apiKeyHelper``; in ``env``: ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_MODEL``,
   ``ANTHROPIC_DEFAULT_{HAIKU,SONNET,OPUS}_MODEL``, ``ANTHROPIC_CUSTOM_HEADERS``; it removes
-  ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_AUTH_TOKEN`` (they would beat the helper).
+  ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_AUTH_TOKEN`` (they would beat the helper). A removed
+  key that no profile holds in the keyring is the user's only copy (backups keep keys masked):
+  the plan lists it in ``unsaved_keys`` and ``apply_switch`` refuses (``UnsavedKeys``) unless
+  called with ``discard_unsaved_keys=True``. We do not import it on our own: it may belong to
+  another provider than the profile switched in, so the user picks the profile (``driftdesk
+  import claude --move-key``) or discards it.
 - codex: top-level ``model`` and ``model_provider``; ``[model_providers.driftdesk-NAME]``.
 - env: ``OPENAI_BASE_URL`` and ``OPENAI_MODEL`` lines.
 """
@@ -28,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from driftdesk.secrets import redact
+from driftdesk.secrets import mask_key, redact
 from providers import jsonsplice, locations, state
 from providers.profiles import Profile
 
@@ -60,6 +65,11 @@ class TargetChanged(SwitchError):
     """The file changed between plan and apply; nothing was written."""
 
 
+class UnsavedKeys(SwitchError):
+    """The switch would remove keys that exist nowhere else (not in the keyring; backups keep
+    keys masked); nothing was written. Apply with ``discard_unsaved_keys=True`` to go on."""
+
+
 @dataclass
 class SwitchPlan:
     target: str
@@ -71,6 +81,12 @@ class SwitchPlan:
     profile: str
     scope: str = "user"
     notes: list[str] = field(default_factory=list)
+    # Keys the edit removes that no profile holds in the keyring: "env.ANTHROPIC_API_KEY
+    # (sk-…7f3a)" (masked). Applying needs discard_unsaved_keys=True (the CLI's --yes).
+    unsaved_keys: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # old_text may hold a user's key
+        return f"SwitchPlan({self.target!r}, {str(self.path)!r}, changed={self.changed})"
 
 
 def codex_provider_id(profile_name: str) -> str:
@@ -139,58 +155,82 @@ def plan_switch(
         profile=profile.name,
         scope=scope,
         notes=notes,
+        unsaved_keys=unsaved_keys(removed_keys(target, old, new)),
     )
 
 
-_SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|auth|credential|cookie)")
-# Names that look secret but hold a command or a variable name, not a secret.
-_NOT_SECRET = {"apiKeyHelper", "env_key", "bearer_token_env_var", "env_key_instructions"}
+def removed_keys(target: str, old: str | None, new: str) -> list[tuple[str, str]]:
+    """(where, value) of keys in ``old`` that ``new`` no longer holds."""
+    from providers.masking import secret_entries
+
+    if not old:
+        return []
+    if target == "claude":
+        # Only the variables the switch removes: other secret-named entries stay as they are.
+        entries = [e for e in secret_entries(target, old) if e.where.startswith("env.ANTHROPIC_")]
+    else:
+        entries = secret_entries(target, old)
+    return [(e.where, e.value) for e in entries if e.value not in new]
+
+
+def unsaved_keys(removed: list[tuple[str, str]], saved: tuple[str, ...] = ()) -> list[str]:
+    """The removed keys that no profile holds in the keyring, as "where (masked)"."""
+    candidates = [(where, value) for where, value in removed if value not in saved]
+    if not candidates:
+        return []
+    held = keys_in_keyring({value for _, value in candidates})
+    return [f"{where} ({mask_key(value)})" for where, value in candidates if value not in held]
+
+
+def keys_in_keyring(values: set[str]) -> set[str]:
+    """Which of ``values`` some profile's keyring entry holds (none if the keyring is unusable)."""
+    from providers.keys import KeyMissing, KeyringUnavailable, get_key
+    from providers.profiles import ProfileError, ProfileStore
+
+    held: set[str] = set()
+    try:
+        names = ProfileStore().names()
+    except ProfileError:
+        return held
+    for name in names:
+        try:
+            key = get_key(name)
+        except KeyMissing:
+            continue
+        except KeyringUnavailable:
+            break
+        if key in values:
+            held.add(key)
+    return held
+
+
+def unsaved_keys_message(plan: SwitchPlan) -> str:
+    """The warning a face shows before discarding ``plan.unsaved_keys``."""
+    return (
+        f"{plan.path} holds {', '.join(plan.unsaved_keys)}, a key no driftdesk profile has in "
+        "the OS keyring; the switch removes it and backups keep keys masked, so this would "
+        "destroy your only copy. Keep it first: driftdesk import "
+        f"{plan.target} {plan.path} --name NAME --move-key (then switch again), or discard it: "
+        "switch again with --yes"
+    )
 
 
 def secret_values(target: str, text: str, path: Path) -> list[str]:
     """Values in the file stored under secret-looking names: the diff's context lines may show
     them, and our output never shows a key (masked instead)."""
-    found: list[str] = []
+    from providers.masking import secret_entries
 
-    def walk(node: Any, name: str = "") -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, str(key))
-        elif isinstance(node, list):
-            for value in node:
-                walk(value, name)
-        elif (
-            isinstance(node, str)
-            and name not in _NOT_SECRET
-            and _SECRET_NAME.search(name)
-            and len(node) >= 8
-        ):
-            found.append(node)
-
-    try:
-        if target == "claude":
-            walk(json.loads(text.lstrip("\ufeff")) if text.strip() else {})
-        elif target == "codex":
-            import tomllib
-
-            walk(tomllib.loads(text))
-        else:
-            for line in parse_env_lines(text, path):
-                match = _ENV_LINE.match(line.text) if line.key else None
-                if match and line.key and _SECRET_NAME.search(line.key):
-                    value = _env_unquote(_split_env_comment(match.group("value"))[0])
-                    if len(value) >= 8:
-                        found.append(value)
-    except (ValueError, SwitchError):
-        pass  # an unparseable file was refused before we get here
-    # A command line like our own helper is not a secret.
-    return [v for v in found if "driftdesk" not in v]
+    return [entry.value for entry in secret_entries(target, text)]
 
 
-def apply_switch(plan: SwitchPlan) -> None:
-    """Write ``plan``: refuse if the file changed since planned, back up, write atomically."""
+def apply_switch(plan: SwitchPlan, discard_unsaved_keys: bool = False) -> None:
+    """Write ``plan``: refuse if the file changed since planned, or (``UnsavedKeys``) if it would
+    destroy keys held nowhere else unless ``discard_unsaved_keys``; back up (keys masked), write
+    atomically."""
     from driftdesk.fileio import atomic_write_bytes
 
+    if plan.unsaved_keys and not discard_unsaved_keys:
+        raise UnsavedKeys(unsaved_keys_message(plan) + "; nothing was written")
     current = read_text(plan.path)
     if current != plan.old_text:
         raise TargetChanged(
@@ -198,7 +238,9 @@ def apply_switch(plan: SwitchPlan) -> None:
         )
     data = plan.new_text.encode("utf-8")
     if plan.changed:
-        state.back_up(plan.path, None if current is None else current.encode("utf-8"))
+        state.back_up(
+            plan.path, None if current is None else current.encode("utf-8"), kind=plan.target
+        )
         # Dotfile managers symlink these files: write through the link, keep the link.
         destination = plan.path.resolve() if plan.path.is_symlink() else plan.path
         atomic_write_bytes(destination, data)

@@ -48,6 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--env-file", help="the .env file for --target env (default ./.env)")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="claude: go on although the file holds an ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN "
+        "that no profile has in the keyring (the switch removes it and backups keep keys "
+        "masked: it is lost); without --yes the switch refuses and says how to import it first",
+    )
     p.set_defaults(func=_guarded(cmd_switch))
 
     p = sub.add_parser("status", help="which profile each target points at, and drift")
@@ -377,7 +384,7 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
 
 def cmd_switch(args: argparse.Namespace) -> int:
     from providers.profiles import ProfileStore
-    from providers.targets import SwitchError, apply_switch, plan_switch
+    from providers.targets import SwitchError, apply_switch, plan_switch, unsaved_keys_message
 
     if args.target == "env" and args.scope != "user":
         raise SwitchError("--scope applies to claude and codex; use --env-file for env")
@@ -389,10 +396,15 @@ def cmd_switch(args: argparse.Namespace) -> int:
         sys.stdout.write(plan.diff)
     for note in plan.notes:
         print(f"note: {note}")
+    if plan.unsaved_keys:
+        _err(f"driftdesk: warning: {unsaved_keys_message(plan)}")
     if args.dry_run:
         print(f"dry run: {plan.path} not written")
         return 0
-    apply_switch(plan)
+    if plan.unsaved_keys and not args.yes:
+        _err(f"driftdesk: error: {plan.path} not written (the key would be lost)")
+        return 1
+    apply_switch(plan, discard_unsaved_keys=args.yes)
     if plan.changed:
         print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
     else:

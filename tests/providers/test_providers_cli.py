@@ -526,8 +526,11 @@ def test_import_claude_moves_key_with_flag(home: Any, cli: Callable[..., Any]) -
     assert "driftdesk" in settings["apiKeyHelper"] and "imported" in settings["apiKeyHelper"]
     assert settings["hooks"] == {}
     backup = state.backup_folder(home.claude_settings) / "original"
-    assert backup.read_text() == original  # the key lives on only in the user's own backup
+    # The backup is the original with the key masked: the key lives in the keyring only.
+    assert backup.read_text() == original.replace(key, "sk-…" + key[-4:])
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    note = json.loads(backup.with_name("original.masked.json").read_text())
+    assert note["masked"] == [{"where": "env.ANTHROPIC_AUTH_TOKEN", "shown_as": "sk-…" + key[-4:]}]
     helper = subprocess.run(
         ["sh", "-c", settings["apiKeyHelper"]], capture_output=True, text=True, timeout=60
     )
@@ -570,6 +573,121 @@ def test_import_codex_bearer_token(home: Any, cli: Callable[..., Any]) -> None:
     assert config["model_provider"] == "driftdesk-cx"
     assert config["model_providers"]["local"]["base_url"] == "http://127.0.0.1:9/v1"
     assert cli("key", "cx").stdout.strip() == key
+
+
+def _files_holding(key: str, *roots: Any) -> list[str]:
+    return [
+        str(path)
+        for root in roots
+        for path in root.rglob("*")
+        if path.is_file() and key.encode() in path.read_bytes()
+    ]
+
+
+@pytest.mark.parametrize("source", ["claude", "codex", "env"])
+def test_backups_never_keep_a_moved_key(home: Any, cli: Callable[..., Any], source: str) -> None:
+    key = fresh_key()
+    plain = "plain" + fresh_key()[8:]  # no sk- prefix: only found by the name it is stored under
+    if source == "claude":
+        path = home.claude_settings
+        text = json.dumps(
+            {"env": {"ANTHROPIC_MODEL": "m", "ANTHROPIC_API_KEY": key}, "other": {"token": plain}}
+        )
+    elif source == "codex":
+        path = home.codex_config
+        text = (
+            'model = "m"\nmodel_provider = "p"\n[model_providers.p]\nbase_url = "http://x/v1"\n'
+            f'experimental_bearer_token = "{key}"\n[model_providers.q]\nenv_key = "{plain}"\n'
+        )
+    else:
+        path = home.project / ".env"
+        text = f"OPENAI_MODEL=m\nOPENAI_API_KEY={key}\nGITHUB_TOKEN='{plain}'\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    result = cli("import", source, str(path), "--name", "imp", "--move-key")
+    assert result.returncode == 0, result.stderr
+    assert cli("key", "imp").stdout.strip() == key
+    assert _files_holding(key, home.root, home.project) == []
+    # Other secrets stay in the user's file, but the backup copy keeps them masked too.
+    assert plain in path.read_text()
+    assert _files_holding(plain, home.root, home.project) == [str(path)]
+    folder = state.backup_folder(path)
+    assert "…" + key[-4:] in (folder / "original").read_text()
+    shown = json.loads((folder / "original.masked.json").read_text())["masked"]
+    assert len(shown) == 2 and all(entry["where"] for entry in shown)
+
+
+def test_switch_refuses_to_destroy_a_key_held_nowhere_else(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    add_profile("an", protocol="anthropic", base_url="https://api.example.test/anthropic")
+    old_key = fresh_key()
+    home.claude_settings.parent.mkdir(parents=True)
+    original = json.dumps({"env": {"ANTHROPIC_API_KEY": old_key}, "theme": "dark"}, indent=2)
+    home.claude_settings.write_text(original)
+    refused = cli("switch", "an", "--target", "claude")
+    assert refused.returncode == 1
+    assert "env.ANTHROPIC_API_KEY (sk-…" + old_key[-4:] + ")" in refused.stderr
+    assert "driftdesk import claude" in refused.stderr and "--move-key" in refused.stderr
+    assert "--yes" in refused.stderr and "not written" in refused.stderr
+    assert home.claude_settings.read_text() == original
+    assert not state.backup_folder(home.claude_settings).exists()
+    dry = cli("switch", "an", "--target", "claude", "--dry-run")
+    assert dry.returncode == 0 and "sk-…" + old_key[-4:] in dry.stderr
+    forced = cli("switch", "an", "--target", "claude", "--yes")
+    assert forced.returncode == 0, forced.stderr
+    assert "apiKeyHelper" in json.loads(home.claude_settings.read_text())
+    outputs = refused.stdout + refused.stderr + dry.stdout + dry.stderr + forced.stdout
+    assert old_key not in outputs + forced.stderr
+    assert _files_holding(old_key, home.root, home.project) == []
+
+
+def test_switch_goes_on_when_the_removed_key_is_in_the_keyring(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    key = add_profile("an", protocol="anthropic", base_url="https://api.example.test/anthropic")
+    home.claude_settings.parent.mkdir(parents=True)
+    home.claude_settings.write_text(json.dumps({"env": {"ANTHROPIC_AUTH_TOKEN": key}}))
+    result = cli("switch", "an", "--target", "claude")
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr
+    assert _files_holding(key, home.root, home.project) == []
+
+
+def test_import_move_key_refuses_to_drop_a_second_key(home: Any, cli: Callable[..., Any]) -> None:
+    first, second = fresh_key(), fresh_key()
+    home.claude_settings.parent.mkdir(parents=True)
+    text = json.dumps(
+        {
+            "env": {
+                "ANTHROPIC_MODEL": "m",
+                "ANTHROPIC_API_KEY": first,
+                "ANTHROPIC_AUTH_TOKEN": second,
+            }
+        }
+    )
+    home.claude_settings.write_text(text)
+    result = cli("import", "claude", "--name", "imp", "--move-key")
+    assert result.returncode == 1
+    assert "env.ANTHROPIC_AUTH_TOKEN (sk-…" + second[-4:] + ")" in result.stderr
+    assert home.claude_settings.read_text() == text
+    assert not ProfileStore().exists("imp")
+    assert second not in result.stdout + result.stderr
+
+
+def test_backups_taken_before_masking_are_masked_on_the_next_switch(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    add_profile("o", base_url="http://127.0.0.1:9/v1")
+    key = fresh_key()
+    env_file = home.project / ".env"
+    env_file.write_text("OPENAI_MODEL=a\n")
+    folder = state.backup_folder(env_file)
+    folder.mkdir(parents=True)
+    (folder / "original").write_text(f"OPENAI_API_KEY={key}\n")  # as an older driftdesk kept it
+    assert cli("switch", "o", "--target", "env").returncode == 0
+    assert _files_holding(key, home.root, home.project) == []
+    assert (folder / "original").read_text() == "OPENAI_API_KEY=sk-…" + key[-4:] + "\n"
 
 
 def test_import_refuses_unparseable(home: Any, cli: Callable[..., Any]) -> None:

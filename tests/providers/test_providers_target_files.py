@@ -239,3 +239,22 @@ def test_env_switch_keeps_other_lines(fixture: Path) -> None:
 def test_env_refuses_garbage_lines() -> None:
     with pytest.raises(TargetParseError, match=r"\.env:2"):
         edit_env_file("A=1\nthis is not an assignment\n", OPENAI, Path(".env"))
+
+
+def test_masking_keeps_variable_names_and_commands() -> None:
+    from providers.masking import mask_secrets
+
+    key = "sk-" + "a1b2c3d4" * 5
+    codex = (
+        '[model_providers.a]\nenv_key = "OPENAI_API_KEY"\n'
+        f'[model_providers.b]\nenv_key = "{key}"\n'
+        '[model_providers.c.auth]\ncommand = "driftdesk"\n'
+    )
+    masked, entries = mask_secrets("codex", codex)
+    assert key not in masked and 'env_key = "sk-…c3d4"' in masked
+    assert 'env_key = "OPENAI_API_KEY"' in masked and 'command = "driftdesk"' in masked
+    assert [e["where"] for e in entries] == ["model_providers.b.env_key"]
+    claude = '{"apiKeyHelper": "pass show anthropic-key-x", "awsAuthRefresh": "aws sso login x"}'
+    assert mask_secrets("claude", claude) == (claude, [])
+    broken = f'{{"env": {{"ANTHROPIC_API_KEY": "{key}", }}'  # does not parse: scanned by lines
+    assert key not in mask_secrets("claude", broken)[0]
