@@ -207,8 +207,8 @@ def keys_in_keyring(values: set[str]) -> set[str]:
 def unsaved_keys_message(plan: SwitchPlan) -> str:
     """The warning a face shows before discarding ``plan.unsaved_keys``."""
     return (
-        f"{plan.path} holds {', '.join(plan.unsaved_keys)}, a key no driftdesk profile has in "
-        "the OS keyring; the switch removes it and backups keep keys masked, so this would "
+        f"{plan.path} holds {', '.join(plan.unsaved_keys)}: no driftdesk profile has this key "
+        "in the OS keyring, the switch removes it and backups keep keys masked, so this would "
         "destroy your only copy. Keep it first: driftdesk import "
         f"{plan.target} {plan.path} --name NAME --move-key (then switch again), or discard it: "
         "switch again with --yes"
