@@ -203,12 +203,18 @@ def wait_for_run():  # type: ignore[no-untyped-def]
 async def _wait_for_run(app: DriftdeskApp, pilot, live) -> None:  # type: ignore[no-untyped-def]
     """Wait for the worker executing ``live`` to end, then let the UI catch up."""
     import contextlib
+    import time
 
-    from textual.worker import WorkerFailed
+    from textual.worker import WorkerCancelled, WorkerFailed
 
     runs = [w for w in app.workers if w.group == "runs"]
-    # a run that failed: the test looks at how it was reported
-    with contextlib.suppress(WorkerFailed):
+    # a run that failed: the test looks at how it was reported. WorkerCancelled was seen
+    # twice in the full suite on a loaded machine (cause not found); the run's own state,
+    # awaited below, is what the tests assert on.
+    with contextlib.suppress(WorkerFailed, WorkerCancelled):
         await app.workers.wait_for_complete(runs)
+    deadline = time.monotonic() + 30.0
+    while not live.finished and time.monotonic() < deadline:
+        await pilot.pause(0.1)
     await pilot.pause()
     assert live.finished, live.status
