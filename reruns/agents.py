@@ -22,6 +22,7 @@ import aiohttp
 from driftdesk.secrets import redact
 from reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
 from reruns.retry import RetryPolicy, is_retryable, parse_retry_after
+from reruns.rundir import open_private
 from reruns.suites import Task, judge
 
 if TYPE_CHECKING:  # openai is imported lazily: it takes long to import, `run --help` must not
@@ -455,7 +456,7 @@ async def run_command_once(
     """Run the harness once in its own process group; kill the whole group at the timeout
     (or when the attempt is cancelled)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a", encoding="utf-8") as log:
+    with open_private(log_path, "a") as log:
         log.write(f"$ {command}\n")
         log.flush()
         process = await asyncio.create_subprocess_shell(

@@ -504,7 +504,7 @@ class _Execution:
                 ctx.retries += 1
                 delay = self.policy.delay(ctx.retries, calls.last_retry_after_s, ctx.rng)
                 ctx.on_retry(ctx.retries, str(result.error_code), delay)
-                with open(log_path, "a", encoding="utf-8") as fh:
+                with rundir.open_private(log_path, "a") as fh:
                     fh.write(
                         f"[driftdesk] {result.error_code}: retry {ctx.retries} in {delay:.2f}s\n"
                     )
@@ -528,11 +528,11 @@ def _write_attempt_files(
     log_path: Path, log_text: str, transcript_path: Path, transcript: list[dict[str, Any]] | None
 ) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(log_text, encoding="utf-8")
+    with rundir.open_private(log_path, "w") as fh:
+        fh.write(log_text)
     if transcript is not None:
-        transcript_path.write_text(
-            json.dumps(transcript, indent=1, ensure_ascii=False), encoding="utf-8"
-        )
+        with rundir.open_private(transcript_path, "w") as fh:
+            fh.write(json.dumps(transcript, indent=1, ensure_ascii=False))
 
 
 def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:

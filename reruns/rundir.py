@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TextIO
 
 from driftdesk.fileio import JsonlProblem, atomic_write_json, iter_jsonl
 
@@ -49,6 +49,19 @@ def create_run_dir(out_dir: Path, profile: str, model: str, now: dt.datetime) ->
             continue
         return run_id, path
     raise RuntimeError(f"could not find a free run dir name under {out_dir}")
+
+
+def open_private(path: Path, mode: Literal["a", "w"] = "a") -> TextIO:
+    """Open an attempt's log or transcript for writing ("a" or "w"), readable by its owner
+    only (0600, like the JSONL files): harness output may quote things we did not write."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a file left by an older version keeps no wider mode
+        return os.fdopen(fd, mode, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def attempt_paths(run_dir: Path, task_id: str, attempt: int) -> tuple[Path, Path]:

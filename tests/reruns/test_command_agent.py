@@ -175,6 +175,11 @@ async def test_command_agent_end_to_end_without_the_key_in_its_environment(
         if path.is_file():
             assert REAL_KEY not in path.read_text(errors="replace"), path
 
+    # The logs we write are private to their owner (the result files are the harness's own).
+    logs = list((outcome.run_dir / "attempts").rglob("*.log"))
+    assert len(logs) == 12
+    assert {oct(p.stat().st_mode & 0o777) for p in logs} == {"0o600"}
+
     # stdout/stderr reach the attempt's log and the live views.
     log = (outcome.run_dir / "attempts" / "answer-42" / "0.log").read_text()
     assert "[stdout] answer 42" in log

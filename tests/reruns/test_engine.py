@@ -100,6 +100,10 @@ async def test_outcomes_error_kinds_and_retries_match_the_server(
     # the run holds it although the endpoint's 401s echoed it.
     assert all(a == f"Bearer {REAL_KEY}" for a in scripted.authorizations)
     assert not any(scripted.api_key_headers)
+    # Attempt logs and transcripts are private to their owner, like the JSONL files.
+    attempt_files = [p for p in (outcome.run_dir / "attempts").rglob("*") if p.is_file()]
+    assert {p.name.split(".", 1)[1] for p in attempt_files} == {"log", "transcript.json"}
+    assert {oct(p.stat().st_mode & 0o777) for p in attempt_files} == {"0o600"}
     for path in outcome.run_dir.rglob("*"):
         if path.is_file():
             assert REAL_KEY not in path.read_text(errors="replace"), path
