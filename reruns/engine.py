@@ -46,6 +46,7 @@ from reruns.agents import (
     run_command_once,
 )
 from reruns.events import (
+    AttemptEnded,
     AttemptFinished,
     AttemptOutput,
     AttemptRetrying,
@@ -373,6 +374,7 @@ class _Execution:
                 )
         finally:
             self.stats.running -= 1
+            self.emit(AttemptEnded(self.run_id, task_id, attempt))
         row = {
             "run_id": self.run_id,
             "task_id": task_id,

@@ -59,6 +59,16 @@ class AttemptRetrying:
 
 
 @dataclass(frozen=True)
+class AttemptEnded:
+    """The attempt's work is over (finished or cancelled); its row, if any, follows in
+    ``AttemptFinished`` once it is on disk. Count running attempts from Started to Ended."""
+
+    run_id: str
+    task_id: str
+    attempt: int
+
+
+@dataclass(frozen=True)
 class AttemptFinished:
     run_id: str
     row: dict[str, Any]  # the attempts.jsonl row just written
@@ -77,6 +87,7 @@ RunEvent = (
     | AttemptOutput
     | CallRecorded
     | AttemptRetrying
+    | AttemptEnded
     | AttemptFinished
     | RunFinished
 )
@@ -93,7 +104,9 @@ class RunStats:
     """Counters the engine keeps up to date while a run executes (read them from any face)."""
 
     total: int = 0  # attempts this execution will make
-    done: int = 0
+    done: int = 0  # attempts whose row is on disk
+    # Attempts executing now (AttemptStarted .. AttemptEnded): never more than the concurrency.
+    # An attempt whose work ended but whose row is still being written is in neither count.
     running: int = 0
     by_outcome: Counter[str] = field(default_factory=Counter)  # pass/fail/link_error/harness_error
     link_errors: Counter[str] = field(default_factory=Counter)  # by error_code

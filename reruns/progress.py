@@ -12,6 +12,7 @@ import time
 from typing import TextIO
 
 from reruns.events import (
+    AttemptEnded,
     AttemptFinished,
     AttemptRetrying,
     AttemptStarted,
@@ -115,8 +116,9 @@ class TextProgress:
             stats.record_call(event.call)
         elif isinstance(event, AttemptRetrying):
             stats.record_retry()
-        elif isinstance(event, AttemptFinished):
+        elif isinstance(event, AttemptEnded):
             stats.running = max(stats.running - 1, 0)
+        elif isinstance(event, AttemptFinished):
             stats.record_row(event.row)
         elif isinstance(event, RunFinished):
             self.status = event.status

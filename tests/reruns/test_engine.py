@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -275,3 +276,37 @@ async def test_only_failed_and_only_volatile_rerun_just_those_tasks(
     assert failed == ["wrong"]  # a link error is not a model failure
     with pytest.raises(ValueError, match="no volatile tasks"):
         await tasks_of(only_volatile=first.run_dir)
+
+
+async def test_running_never_exceeds_the_concurrency(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    from reruns.progress import TextProgress
+
+    class Watcher:
+        """Checks the progress line's counter, and the engine's own, after every event."""
+
+        def __init__(self) -> None:
+            self.progress = TextProgress(io.StringIO(), is_tty=False)
+            self.seen: list[int] = []
+
+        def on_event(self, event: RunEvent) -> None:
+            self.progress.on_event(event)
+            self.seen.append(self.progress.stats.running)
+
+    watcher = Watcher()
+    suite = write_suite(tmp_path / "suite.jsonl", [f"answer-42-{i}" for i in range(8)])
+    outcome = await execute_run(
+        RunSpec(
+            profile=profile_for(scripted.url),
+            suite=str(suite),
+            repeat=3,
+            concurrency=2,
+            out_dir=tmp_path / "runs",
+            api_key=REAL_KEY,
+        ),
+        watcher,
+    )
+    assert outcome.status == "completed" and outcome.stats.done == 24
+    assert max(watcher.seen) == 2  # both workers busy at some point, never more
+    assert watcher.seen[-1] == 0 and outcome.stats.running == 0

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from reruns.events import AttemptFinished, AttemptStarted, CallRecorded, RunFinished, RunStarted
+from reruns.events import (
+    AttemptEnded,
+    AttemptFinished,
+    AttemptStarted,
+    CallRecorded,
+    RunFinished,
+    RunStarted,
+)
 from reruns.progress import TextProgress
 from reruns.retry import RetryPolicy, is_retryable, parse_retry_after
 from reruns.suites import SuiteError, builtin_suites, judge, load_suite
@@ -82,6 +89,9 @@ def test_plain_progress_lines_when_not_a_tty(tmp_path: Path) -> None:
     )
     progress.on_event(AttemptStarted("r", "a", 0))
     progress.on_event(CallRecorded("r", "a", 0, {"prompt_tokens": 10, "completion_tokens": 5}))
+    assert progress.stats.running == 1
+    progress.on_event(AttemptEnded("r", "a", 0))
+    assert progress.stats.running == 0  # its work is over, its row not yet on disk
     row = {"outcome": "link_error", "error_code": "429", "retries": 2}
     progress.on_event(AttemptFinished("r", row))
     progress.on_event(RunFinished("r", "completed", progress.stats))
