@@ -21,6 +21,7 @@ import logging
 import os
 import random
 import time
+import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -203,10 +204,18 @@ class _Execution:
             return
         try:
             self.listener.on_event(event)
-        except Exception:  # a face's bug must not break the run or lose rows
+        except Exception as exc:  # a face's bug must not break the run or lose rows
             if not self._listener_failed:
-                log.exception("run listener failed; further listener errors are not logged")
+                self._log_exception(
+                    exc, "run listener failed; further listener errors are not logged"
+                )
             self._listener_failed = True
+
+    def _log_exception(self, exc: BaseException, message: str) -> None:
+        """``log.exception`` with the traceback masked: its messages may quote a key."""
+        secrets = (self._real_key, self.proxy.run_key if self.proxy else None)
+        trace = "".join(traceback.format_exception(exc))
+        log.error("%s\n%s", message, redact(trace, secrets).rstrip("\n"))
 
     def _on_call(self, call: dict[str, Any]) -> None:
         self.stats.record_call(call)
@@ -443,7 +452,9 @@ class _Execution:
             except LinkError as exc:
                 result = AgentResult("link_error", error_code=exc.code, error_message=exc.message)
             except Exception as exc:  # a bug in the agent is a harness error, not the model's
-                log.exception("builtin agent crashed on %s/%s", ctx.task.task_id, ctx.attempt)
+                self._log_exception(
+                    exc, f"builtin agent crashed on {ctx.task.task_id}/{ctx.attempt}"
+                )
                 result = AgentResult(
                     "harness_error",
                     error_code="harness_crash",

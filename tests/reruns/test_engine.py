@@ -310,3 +310,29 @@ async def test_running_never_exceeds_the_concurrency(
     assert outcome.status == "completed" and outcome.stats.done == 24
     assert max(watcher.seen) == 2  # both workers busy at some point, never more
     assert watcher.seen[-1] == 0 and outcome.stats.running == 0
+
+
+async def test_a_failing_listener_is_logged_with_the_key_masked(
+    scripted: ScriptedEndpoint, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Leaky:
+        def on_event(self, event: RunEvent) -> None:
+            raise RuntimeError(f"face bug while showing {REAL_KEY}")
+
+    suite = write_suite(tmp_path / "suite.jsonl", ["answer-42"])
+    with caplog.at_level("ERROR", logger="reruns.engine"):
+        outcome = await execute_run(
+            RunSpec(
+                profile=profile_for(scripted.url),
+                suite=str(suite),
+                repeat=2,
+                out_dir=tmp_path / "runs",
+                api_key=REAL_KEY,
+            ),
+            Leaky(),
+        )
+    assert outcome.status == "completed" and outcome.stats.done == 2  # the run went on
+    assert len(caplog.records) == 1  # logged once
+    assert "run listener failed" in caplog.text and "face bug while showing" in caplog.text
+    assert "Traceback" in caplog.text
+    assert REAL_KEY not in caplog.text
