@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from analysis.sources import OUTCOMES
+from driftdesk.secrets import redact
 
 Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld"]
 FORMATS = ("jsonl", "tau-bench", "tau2", "appworld")
@@ -277,7 +278,8 @@ def _from_tau_bench(document: list[Any], problems: list[str]) -> Iterator[_Attem
             code = _classify_error(str(error))
             attempt.outcome = "harness_error" if code == "harness_crash" else "link_error"
             attempt.error_code = code
-            attempt.error_message = str(error).splitlines()[0][:300] if str(error) else None
+            # Masked before the cut, so no key is left half-visible at the 300th character.
+            attempt.error_message = redact(str(error).splitlines()[0])[:300] if str(error) else None
         yield attempt
 
 
@@ -534,7 +536,8 @@ def _row(run_id: str, a: _Attempt) -> dict[str, Any]:
         "success": (a.outcome == "pass") if judged else None,
         "score": a.score,
         "error_code": a.error_code,
-        "error_message": a.error_message,
+        # Foreign error texts may quote a key (an echoed 401): masked like ours.
+        "error_message": redact(a.error_message) if a.error_message else None,
         "retries": 0,
         "calls": None,
         "prompt_tokens": a.prompt_tokens,
