@@ -1,6 +1,6 @@
 """A simulated OpenAI-compatible endpoint that plays a model on the built-in suites.
 
-It is **simulated** and says so everywhere: the model id ``driftdesk-sim-1``, an
+It is **simulated** and says so everywhere: the model id ``simulated-model-1``, an
 ``x-driftdesk-simulated: true`` header on every response, and the CLI's startup banner.
 
 Each built-in task gets a fixed skill (from a hash of its id): some tasks are always right,
@@ -30,7 +30,7 @@ from aiohttp import web
 
 from reruns.suites import Task, builtin_suites, load_suite
 
-SIM_MODEL = "driftdesk-sim-1"
+SIM_MODEL = "simulated-model-1"
 SIM_HEADER = "x-driftdesk-simulated"
 BANNER = (
     "driftdesk sandbox: a SIMULATED model ({model}), not a real provider. It plays the built-in "

@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "sandbox",
         help="a local SIMULATED OpenAI-compatible endpoint for demos and tests",
-        description="Serve a simulated model (driftdesk-sim-1) that plays the built-in suites "
+        description="Serve a simulated model (simulated-model-1) that plays the built-in suites "
         "with per-task skill and injects faults at the given rates. Not a real provider.",
     )
     s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: random)")
