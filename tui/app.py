@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -111,19 +112,37 @@ class DriftdeskApp(App[None]):
     # -- runs ----------------------------------------------------------------------------------
     def start_run(self, spec: Any, label: str | None = None) -> LiveRun:
         """Execute ``spec`` (a ``reruns.engine.RunSpec``) in a worker; returns its live state."""
-        live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
-        self.live_runs.append(live)
-        self._execute_run(live, spec)
-        return live
-
-    @work(thread=True, group="runs", exit_on_error=False, name="the run")
-    def _execute_run(self, live: LiveRun, spec: Any) -> None:
         from reruns.engine import execute_run
 
+        live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
+        self.live_runs.append(live)
+        live.worker = self._execute_run(live, lambda: execute_run(spec, live))
+        return live
+
+    def resume_run(
+        self, run_dir: Path, *, retry_link_errors: bool = False, api_key: str | None = None
+    ) -> LiveRun:
+        """Run the missing slots of an interrupted ``run_dir`` (``reruns.engine.resume_run``)
+        through the same worker path as a new run; returns its live state."""
+        from reruns.engine import resume_run
+
+        label = f"resume of {run_dir.name}" + (" (+link errors)" if retry_link_errors else "")
+        live = LiveRun(label=label)
+        self.live_runs.append(live)
+        live.worker = self._execute_run(
+            live,
+            lambda: resume_run(run_dir, live, retry_link_errors=retry_link_errors, api_key=api_key),
+        )
+        return live
+
+    # Runs belong to the App, never to a screen: a worker dies with the node that started it.
+    # Not exclusive: a second run must never cancel the first.
+    @work(thread=True, group="runs", exit_on_error=False, name="the run")
+    def _execute_run(self, live: LiveRun, start: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         loop = asyncio.new_event_loop()
         try:
             live.loop = loop
-            live.task = loop.create_task(execute_run(spec, live))
+            live.task = loop.create_task(start())
             try:
                 loop.run_until_complete(live.task)
             except asyncio.CancelledError:

@@ -70,6 +70,8 @@ class LiveRun:
     # Set by the worker thread that runs the engine, so a cancel can reach its loop.
     loop: asyncio.AbstractEventLoop | None = None
     task: asyncio.Task[Any] | None = None
+    # The App's worker executing this run (a textual Worker): wait on this one, not on a group.
+    worker: Any = None
 
     # -- RunListener -------------------------------------------------------------------------
     def on_event(self, event: RunEvent) -> None:

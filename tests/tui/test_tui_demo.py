@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from textual.widgets import DataTable
 
 from tui.screens.volatility import VolatilityScreen
@@ -19,6 +21,9 @@ async def test_demo_runs_live_then_lands_on_volatility(
         live = app.demo_run
         assert live is not None
         await wait_for_run(app, pilot, live)
+        assert live.worker.state.name == "SUCCESS" and live.status == "completed"
+        rows = [json.loads(r) for r in (live.run_dir / "attempts.jsonl").read_text().splitlines()]
+        assert len({(r["task_id"], r["attempt"]) for r in rows}) == len(live.task_ids) * 2
         await settle(app, pilot)
         assert isinstance(app.screen, VolatilityScreen)
         assert app.screen.run_dir == live.run_dir.resolve()

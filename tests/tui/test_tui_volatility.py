@@ -182,6 +182,10 @@ async def test_volatility_is_live_while_a_run_is_going(
                 if report is not None and "LIVE" in str(screen.query_one("#summary").render()):
                     seen_live.append(report.attempts_judged)
             await wait_for_run(app, pilot, live)
+            assert live.worker.state.name == "SUCCESS" and live.status == "completed"
+            rows = (live.run_dir / "attempts.jsonl").read_text().splitlines()
+            slots = {(json.loads(r)["task_id"], json.loads(r)["attempt"]) for r in rows}
+            assert len(rows) == len(slots) == len(live.task_ids) * 3
             await settle(app, pilot)
             while "LIVE" in str(screen.query_one("#summary").render()):
                 await pilot.pause(0.2)  # the final report replaces the live one
