@@ -227,3 +227,49 @@ async def test_edit_tiers_headers_and_notes_keeps_the_key(home, make_app, settle
     config = (home.config_dir / "config.toml").read_text()
     assert "claude-opus-x" in config and "X-Team" in config and key not in config
     assert get_key("work") == key  # an empty key field leaves the keyring alone
+
+
+USER_ONLY_KEY = "sk-ant-user-only-0123456789abcdef"
+
+
+@pytest.mark.keyring
+async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settle) -> None:
+    """settings.json holds a key no profile has in the keyring: the dialog says so (masked),
+    a second explicit yes is needed, and cancelling that second question writes nothing."""
+    from driftdesk.secrets import mask_key
+
+    _store_profile()
+    home.claude_settings.parent.mkdir(parents=True)
+    settings = {**SETTINGS, "env": {"OTHER": "kept", "ANTHROPIC_API_KEY": USER_ONLY_KEY}}
+    original = json.dumps(settings, indent=2) + "\n"
+    home.claude_settings.write_text(original)
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        first = app.screen._body
+        assert "WARNING" in first and mask_key(USER_ONLY_KEY) in first
+        assert USER_ONLY_KEY not in first
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)  # the second, explicit question
+        assert "Discard" in app.screen._yes and mask_key(USER_ONLY_KEY) in app.screen._body
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+        assert home.claude_settings.read_text() == original  # cancelled: nothing written
+
+        await pilot.press("s", "enter")
+        await settle(app, pilot)
+        await pilot.press("y")
+        await settle(app, pilot)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+        assert not [n for n in app._notifications if n.severity == "error"]
+    written = json.loads(home.claude_settings.read_text())
+    assert written["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/v1"
+    assert written["env"]["OTHER"] == "kept"
+    assert USER_ONLY_KEY not in home.claude_settings.read_text()
