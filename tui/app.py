@@ -125,9 +125,12 @@ class DriftdeskApp(App[None]):
         """Run the missing slots of an interrupted ``run_dir`` (``reruns.engine.resume_run``)
         through the same worker path as a new run; returns its live state."""
         from reruns.engine import resume_run
+        from reruns.rundir import read_manifest
 
         label = f"resume of {run_dir.name}" + (" (+link errors)" if retry_link_errors else "")
-        live = LiveRun(label=label)
+        if api_key is None and str(read_manifest(run_dir).get("profile")) == "sandbox":
+            api_key = self.demo_api_key  # the demo's in-memory key (no keyring)
+        live = LiveRun(label=label, run_dir=Path(run_dir).resolve())  # executing from now on
         self.live_runs.append(live)
         live.worker = self._execute_run(
             live,
@@ -176,6 +179,14 @@ class DriftdeskApp(App[None]):
             api_key=self.demo_api_key if profile == "sandbox" else None,
         )
         return self.start_run(spec, label=f"rerun of {len(tasks)} task(s)")
+
+    def executing_dirs(self) -> set[Path]:
+        """Run dirs this process is executing (their liveness needs no lock probe)."""
+        return {
+            Path(live.run_dir).resolve()
+            for live in list(self.live_runs)
+            if live.run_dir is not None and not live.finished
+        }
 
     def cancel_run(self, live: LiveRun) -> bool:
         return live.request_cancel()

@@ -7,6 +7,7 @@ on a timer, touching only the cells and log lines that changed since the last ti
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -54,7 +55,7 @@ class RunScreen(WorkbenchScreen):
         "Launch a run (n), watch it fill in, and follow one attempt's output and proxy calls "
         "(move in the grid, or f to follow the newest attempt). Cells: · pending  ▶ running  "
         "↻ retrying  ✔ pass  ✘ fail  ⚡ link error  ! harness error. x cancels the shown run (it "
-        "is marked interrupted and can be resumed); [ and ] switch between runs."
+        "is marked interrupted and can be resumed: Volatility, u); [ and ] switch between runs."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "launch", "New run", id="run.launch", tooltip="Open the launch form"),
@@ -81,6 +82,8 @@ class RunScreen(WorkbenchScreen):
         self._log_key: AttemptKey | None = None
         self._log_seen = 0
         self._live_reports: dict[Path, Any] = {}  # LiveVolatility per run dir (for the cost)
+        # A replaced (cancelled) cost worker's thread may still be refreshing: one at a time.
+        self._cost_lock = threading.Lock()
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -125,10 +128,14 @@ class RunScreen(WorkbenchScreen):
 
         assert live.run_dir is not None
         finished = live.finished
-        tracker = self._live_reports.get(live.run_dir)
-        if tracker is None:
-            tracker = self._live_reports[live.run_dir] = LiveVolatility(live.run_dir)
-        report = tracker.refresh()
+        with self._cost_lock:
+            tracker = self._live_reports.get(live.run_dir)
+            if tracker is None:
+                tracker = self._live_reports[live.run_dir] = LiveVolatility(live.run_dir)
+            report = tracker.refresh()
+            if finished:  # the final cost: free its DuckDB table (a resume makes a new one)
+                self._live_reports.pop(live.run_dir, None)
+                tracker.close()
         if report.cost_usd is not None:
             text = f"${report.cost_usd:.4f}"
         elif report.unpriced_models:
@@ -255,7 +262,7 @@ class RunScreen(WorkbenchScreen):
             ConfirmScreen(
                 f"Cancel {live.run_id or live.label}?",
                 "Running attempts are stopped; finished ones are kept and the run is marked "
-                "interrupted (resume it with `driftdesk run --resume`).",
+                "interrupted (resume it from the Volatility screen: u).",
                 yes="Cancel run",
             ),
             answered,

@@ -7,6 +7,7 @@ is followed with ``analysis.live.LiveVolatility`` on a timer.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,6 +39,13 @@ class RunInfo:
     model: str
     started_at: str
     manifest: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # Interrupted (manifest "interrupted", or "running" with no process holding its lock: it
+    # was killed): ``resume_run`` can run its missing slots.
+    resumable: bool = False
+
+    @property
+    def label(self) -> str:
+        return "interrupted (resumable)" if self.resumable else self.status
 
 
 TASK_COLUMNS = (
@@ -55,9 +63,11 @@ TASK_COLUMNS = (
 )
 
 
-def discover_runs(dirs: list[Path]) -> list[RunInfo]:
-    """Run dirs (folders with a manifest) under ``dirs``, newest first."""
-    from reruns.rundir import read_manifest
+def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) -> list[RunInfo]:
+    """Run dirs (folders with a manifest) under ``dirs``, newest first. A "running" manifest
+    whose lock nobody holds is a killed run: status "interrupted", resumable. ``executing``
+    are the dirs this process is running (known live: probing their lock could race a start)."""
+    from reruns.rundir import is_live, read_manifest
 
     runs: dict[Path, RunInfo] = {}
     for base in dirs:
@@ -70,10 +80,15 @@ def discover_runs(dirs: list[Path]) -> list[RunInfo]:
                 manifest = read_manifest(child)
             except (OSError, ValueError):
                 continue
+            status = str(manifest.get("status") or "?")
+            resumable = status == "interrupted"
+            if status == "running" and child.resolve() not in executing and not is_live(child):
+                status, resumable = "interrupted", True
             runs[child] = RunInfo(
                 run_id=str(manifest.get("run_id") or child.name),
                 path=child,
-                status=str(manifest.get("status") or "?"),
+                status=status,
+                resumable=resumable,
                 profile=str(manifest.get("profile") or ""),
                 model=str(manifest.get("model") or ""),
                 started_at=str(manifest.get("started_at") or ""),
@@ -110,7 +125,9 @@ class VolatilityScreen(WorkbenchScreen):
         "Per-task volatility: how often each task passes over its repeats, and how much that "
         "varies. Link errors (429, timeouts…) are kept apart from model failures. Enter drills "
         "into a task; space marks tasks, a marks all volatile ones, R reruns the marked tasks "
-        "as a new run; m compares this run with another; / filters; o changes the sort."
+        "as a new run; m compares this run with another; / filters; o changes the sort. u "
+        "resumes an interrupted run (killed or cancelled): its missing slots, optionally also "
+        "its link errors."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="volatility.filter", tooltip="Filter tasks"),
@@ -122,6 +139,13 @@ class VolatilityScreen(WorkbenchScreen):
         Binding("c", "copy_task", "Copy id", id="volatility.copy_task", show=False),
         Binding("C", "copy_table", "Copy table", id="volatility.copy_table", show=False),
         Binding("e", "export", "Export", id="volatility.export", tooltip="Export JSON + CSV"),
+        Binding(
+            "u",
+            "resume",
+            "Resume run",
+            id="volatility.resume",
+            tooltip="Run the missing slots of an interrupted run",
+        ),
         Binding("r", "rescan", "Refresh", id="volatility.refresh", show=False),
         Binding("escape", "leave_filter", "Leave filter", id="volatility.leave_filter", show=False),
     ]
@@ -136,6 +160,7 @@ class VolatilityScreen(WorkbenchScreen):
         self.marked: set[str] = set()
         self._wanted_run: Path | None = None
         self._live: Any = None  # LiveVolatility of the selected run while it is running
+        self._live_lock = threading.Lock()  # a refresh and a close never overlap
         self._focus_tasks = False
 
     def compose(self) -> ComposeResult:
@@ -177,14 +202,15 @@ class VolatilityScreen(WorkbenchScreen):
 
     def run_ended(self, live: Any) -> None:
         if live.run_dir is not None and self.run_dir == Path(live.run_dir).resolve():
-            self._live = None
+            self.close_live()
             self.load_report(self.run_dir)
         self.rescan()
 
     # -- workers -------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False, name="listing runs")
     def rescan(self) -> None:
-        self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs)))
+        executing = frozenset(self.workbench.executing_dirs())
+        self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs, executing)))
 
     @work(
         thread=True,
@@ -208,13 +234,26 @@ class VolatilityScreen(WorkbenchScreen):
     def live_refresh(self, run_dir: Path) -> None:
         from analysis.live import LiveVolatility
 
-        live = self._live
-        if live is None or Path(live.run_dir).resolve() != run_dir:
-            live = self._live = LiveVolatility(run_dir)
-        report = live.refresh()
+        with self._live_lock:
+            live = self._live
+            if live is None or Path(live.run_dir).resolve() != run_dir:
+                self._drop_live()
+                live = self._live = LiveVolatility(run_dir)
+            report = live.refresh()
         self.post_message(
             ReportReady(run_dir, report, _plot(report), _histogram(report), live=True)
         )
+
+    @work(thread=True, group="vol-close", exit_on_error=False, name="closing the live report")
+    def close_live(self) -> None:
+        """Free the live report's DuckDB table (its run finished, or the user left it)."""
+        with self._live_lock:
+            self._drop_live()
+
+    def _drop_live(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            live.close()
 
     @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False, name="the export")
     def export_report(self, run_dir: Path) -> None:
@@ -267,7 +306,7 @@ class VolatilityScreen(WorkbenchScreen):
             for run in message.runs:
                 label = Text()
                 label.append(run.run_id + "\n")
-                label.append(f"  {run.status}", style=_status_style(run.status))
+                label.append(f"  {run.label}", style=_status_style(run.status))
                 label.append(f" · {run.started_at[:16]}", style="dim")
                 options.add_option(Option(label, id=str(run.path)))
         target = self._wanted_run or highlighted
@@ -286,6 +325,7 @@ class VolatilityScreen(WorkbenchScreen):
                         self._open_run(run.path)
                     # a run that just finished: take the final report
                     if previous.get(run.path) == "running" and run.status != "running":
+                        self.close_live()
                         self.load_report(run.path)
                     break
         if not message.runs:
@@ -304,7 +344,7 @@ class VolatilityScreen(WorkbenchScreen):
     def _open_run(self, run_dir: Path) -> None:
         self.run_dir = run_dir.resolve()
         self.marked.clear()
-        self._live = None
+        self.close_live()
         info = self._info(self.run_dir)
         if info is not None and info.status == "running":
             self.live_refresh(self.run_dir)
@@ -550,8 +590,41 @@ class VolatilityScreen(WorkbenchScreen):
         if self.run_dir is not None:
             self._open_run(self.run_dir)
 
+    def action_resume(self) -> None:
+        info = None if self.run_dir is None else self._info(self.run_dir)
+        if info is None or not info.resumable:
+            self.notify("only an interrupted run can be resumed", severity="warning")
+            return
+        run_dir = info.path
+
+        def picked(choice: str | None) -> None:
+            if choice is None:
+                return
+            live = self.workbench.resume_run(run_dir, retry_link_errors=choice == "link-errors")
+            self.notify(f"resuming {info.run_id}")
+            self.workbench.show_live_run(live)
+
+        self.app.push_screen(
+            PickScreen(
+                f"Resume {info.run_id}: run which slots?",
+                [
+                    ("missing", "the missing slots only"),
+                    (
+                        "link-errors",
+                        "the missing slots and the link_error ones (retry link errors)",
+                    ),
+                ],
+            ),
+            picked,
+        )
+
     def palette_commands(self) -> list[PaletteCommand]:
         return [
+            PaletteCommand(
+                "volatility: resume run",
+                "Run the missing slots of the interrupted run (optionally retry link errors)",
+                self.action_resume,
+            ),
             PaletteCommand("volatility: filter tasks", "Focus the filter box", self.action_filter),
             PaletteCommand("volatility: sort", "Sort by spread / success / task", self.action_sort),
             PaletteCommand(
