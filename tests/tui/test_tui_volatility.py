@@ -191,6 +191,8 @@ async def test_volatility_is_live_while_a_run_is_going(
                 await pilot.pause(0.2)  # the final report replaces the live one
             assert seen_live and min(seen_live) < len(live.task_ids) * 3
             assert screen.report.attempts_judged == len(live.task_ids) * 3
+            await settle(app, pilot)
+            assert screen._live is None  # the finished run's live report was closed
     finally:
         server.stop()
 

@@ -142,9 +142,9 @@ class VolatilityScreen(WorkbenchScreen):
         Binding(
             "u",
             "resume",
-            "Resume run",
+            "Resume",  # short: the footer is full at 140 columns
             id="volatility.resume",
-            tooltip="Run the missing slots of an interrupted run",
+            tooltip="Resume an interrupted run (its missing slots; optionally its link errors)",
         ),
         Binding("r", "rescan", "Refresh", id="volatility.refresh", show=False),
         Binding("escape", "leave_filter", "Leave filter", id="volatility.leave_filter", show=False),
