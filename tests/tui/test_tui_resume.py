@@ -82,3 +82,35 @@ async def test_only_an_interrupted_run_offers_resume(home, fixture_runs, make_ap
         assert isinstance(app.screen, VolatilityScreen)
         assert not app.live_runs
         assert any("interrupted" in n.message for n in app._notifications)
+
+
+@pytest.mark.keyring
+async def test_resume_from_the_palette_with_link_error_retries(
+    home, sandbox, make_app, settle, wait_for_run, runs_dir
+) -> None:
+    """A run cancelled earlier (manifest "interrupted"): the palette's resume command, with
+    "retry link errors" picked, reaches resume_run(retry_link_errors=True)."""
+    from providers.keys import set_key
+
+    set_key("sandbox", THROWAWAY_KEY)
+    run_dir = await _killed_run(runs_dir, keep_rows=5)
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, "status": "interrupted"}))
+    app = make_app(start_mode="volatility")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+p", *"resume run")
+        await settle(app, pilot)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickScreen)
+        await pilot.press("down", "enter")  # missing slots and link errors
+        await settle(app, pilot)
+        live = app.screen.live  # type: ignore[attr-defined]
+        await wait_for_run(app, pilot, live)
+        assert live.status == "completed"
+    rows = [json.loads(r) for r in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    assert len({(r["task_id"], r["attempt"]) for r in rows}) == len(manifest["tasks"]) * REPEAT
+    resumes = json.loads(manifest_path.read_text())["resumes"]
+    assert [r["retry_link_errors"] for r in resumes] == [True]
