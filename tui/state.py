@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reruns.events import (
+    AttemptEnded,
     AttemptFinished,
     AttemptOutput,
     AttemptRetrying,
@@ -112,13 +113,16 @@ class LiveRun:
                 f"[driftdesk] retry {event.retry} after {event.error_code} "
                 f"(waiting {event.delay_s:.1f}s)",
             )
+        elif isinstance(event, AttemptEnded):
+            # The attempt's work is over (its row may still be on the way to disk), so the
+            # running count never exceeds the concurrency.
+            self.running = max(self.running - 1, 0)
         elif isinstance(event, AttemptFinished):
             row = event.row
             key = (str(row.get("task_id")), int(row.get("attempt") or 0))
             outcome = str(row.get("outcome"))
             self.cells[key] = outcome
             self.rows[key] = row
-            self.running = max(self.running - 1, 0)
             self.done += 1
             self.by_outcome[outcome] += 1
             if outcome == "link_error":
