@@ -7,6 +7,7 @@ import io
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
@@ -48,20 +49,32 @@ def profile_for(url: str) -> Profile:
     return Profile(name="local", protocol="openai", base_url=url, model="test-model")
 
 
+def scripted_spec(
+    scripted: ScriptedEndpoint, suite: Path, tmp_path: Path, **overrides: Any
+) -> RunSpec:
+    """A run of ``suite`` against the scripted endpoint, with the key in memory, under tmp/runs."""
+    return RunSpec(
+        profile=profile_for(scripted.url),
+        suite=str(suite),
+        out_dir=tmp_path / "runs",
+        api_key=REAL_KEY,
+        **overrides,
+    )
+
+
 async def test_outcomes_error_kinds_and_retries_match_the_server(
     scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
     suite = write_suite(tmp_path / "suite.jsonl", list(EXPECTED))
     repeat = 3
     recorder = Recorder()
-    spec = RunSpec(
-        profile=profile_for(scripted.url),
-        suite=str(suite),
+    spec = scripted_spec(
+        scripted,
+        suite,
+        tmp_path,
         repeat=repeat,
         concurrency=6,
         timeout_s=1.0,  # "hang" must time out; on a loaded machine the others must not
-        out_dir=tmp_path / "runs",
-        api_key=REAL_KEY,
         retry_policy=FAST_RETRIES,
     )
     outcome = await execute_run(spec, recorder)
@@ -151,14 +164,13 @@ async def test_cancel_interrupts_cleanly_and_resume_fills_exactly_the_gaps(
 ) -> None:
     behaviours = ["answer-42", "wrong", "hang"]
     suite = write_suite(tmp_path / "suite.jsonl", behaviours)
-    spec = RunSpec(
-        profile=profile_for(scripted.url),
-        suite=str(suite),
+    spec = scripted_spec(
+        scripted,
+        suite,
+        tmp_path,
         repeat=4,
         concurrency=3,
         timeout_s=30,  # the hang task stays in flight until we cancel
-        out_dir=tmp_path / "runs",
-        api_key=REAL_KEY,
     )
     recorder = Recorder()
     task = asyncio.create_task(execute_run(spec, recorder))
@@ -197,12 +209,11 @@ async def test_retry_link_errors_supersedes_only_link_error_slots(
 ) -> None:
     suite = write_suite(tmp_path / "suite.jsonl", ["answer-42", "wrong", "unauthorized"])
     first = await execute_run(
-        RunSpec(
-            profile=profile_for(scripted.url),
-            suite=str(suite),
+        scripted_spec(
+            scripted,
+            suite,
+            tmp_path,
             repeat=2,
-            out_dir=tmp_path / "runs",
-            api_key=REAL_KEY,
         )
     )
     before = read_rows(first.run_dir / "attempts.jsonl")
@@ -228,13 +239,12 @@ async def test_sample_and_task_selection_are_seeded_and_in_suite_order(
     suite = write_suite(tmp_path / "suite.jsonl", names)
 
     async def run(**kw: object) -> list[str]:
-        spec = RunSpec(
-            profile=profile_for(scripted.url),
-            suite=str(suite),
+        spec = scripted_spec(
+            scripted,
+            suite,
+            tmp_path,
             repeat=1,
-            out_dir=tmp_path / "runs",
-            api_key=REAL_KEY,
-            **kw,  # type: ignore[arg-type]
+            **kw,
         )
         outcome = await execute_run(spec)
         return list(json.loads((outcome.run_dir / "manifest.json").read_text())["tasks"])
@@ -250,24 +260,22 @@ async def test_only_failed_and_only_volatile_rerun_just_those_tasks(
 ) -> None:
     suite = write_suite(tmp_path / "suite.jsonl", ["answer-42", "wrong", "unauthorized"])
     first = await execute_run(
-        RunSpec(
-            profile=profile_for(scripted.url),
-            suite=str(suite),
+        scripted_spec(
+            scripted,
+            suite,
+            tmp_path,
             repeat=2,
-            out_dir=tmp_path / "runs",
-            api_key=REAL_KEY,
         )
     )
 
     async def tasks_of(**kw: object) -> list[str]:
         outcome = await execute_run(
-            RunSpec(
-                profile=profile_for(scripted.url),
-                suite=str(suite),
+            scripted_spec(
+                scripted,
+                suite,
+                tmp_path,
                 repeat=1,
-                out_dir=tmp_path / "runs",
-                api_key=REAL_KEY,
-                **kw,  # type: ignore[arg-type]
+                **kw,
             )
         )
         return list(json.loads((outcome.run_dir / "manifest.json").read_text())["tasks"])
@@ -297,13 +305,12 @@ async def test_running_never_exceeds_the_concurrency(
     watcher = Watcher()
     suite = write_suite(tmp_path / "suite.jsonl", [f"answer-42-{i}" for i in range(8)])
     outcome = await execute_run(
-        RunSpec(
-            profile=profile_for(scripted.url),
-            suite=str(suite),
+        scripted_spec(
+            scripted,
+            suite,
+            tmp_path,
             repeat=3,
             concurrency=2,
-            out_dir=tmp_path / "runs",
-            api_key=REAL_KEY,
         ),
         watcher,
     )
@@ -322,12 +329,11 @@ async def test_a_failing_listener_is_logged_with_the_key_masked(
     suite = write_suite(tmp_path / "suite.jsonl", ["answer-42"])
     with caplog.at_level("ERROR", logger="reruns.engine"):
         outcome = await execute_run(
-            RunSpec(
-                profile=profile_for(scripted.url),
-                suite=str(suite),
+            scripted_spec(
+                scripted,
+                suite,
+                tmp_path,
                 repeat=2,
-                out_dir=tmp_path / "runs",
-                api_key=REAL_KEY,
             ),
             Leaky(),
         )
