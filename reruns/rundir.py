@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -161,18 +162,27 @@ class RunDirBusy(RuntimeError):
     """Another live process is running (or resuming) this run dir."""
 
 
-def lock_run_dir(run_dir: Path) -> int:
+def lock_run_dir(run_dir: Path, wait_s: float = 1.0) -> int:
     """Hold an exclusive lock on ``run_dir`` (released by ``unlock_run_dir`` or by the process
-    dying, even by ``kill -9``), so two processes never fill the same slots."""
+    dying, even by ``kill -9``), so two processes never fill the same slots.
+
+    ``wait_s`` rides out the instant another process only probes the lock (``is_live``); a
+    run that really holds it is reported busy once the wait is over.
+    """
     fd = os.open(Path(run_dir) / ".lock", os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RunDirBusy(
-            f"{run_dir} is being run by another driftdesk process; wait for it or stop it first"
-        ) from None
-    return fd
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise RunDirBusy(
+                    f"{run_dir} is being run by another driftdesk process; "
+                    "wait for it or stop it first"
+                ) from None
+            time.sleep(0.02)
 
 
 def unlock_run_dir(fd: int) -> None:
@@ -185,7 +195,7 @@ def is_live(run_dir: Path) -> bool:
     """True while some process holds the run dir's lock (a "running" manifest whose process
     died — killed, crashed — reads as not live: it is resumable)."""
     try:
-        fd = lock_run_dir(run_dir)
+        fd = lock_run_dir(run_dir, wait_s=0.0)
     except RunDirBusy:
         return True
     except OSError:
