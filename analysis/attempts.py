@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from analysis.sources import ATTEMPTS_FILE, row_problem
-
-# The run-dir layout names a task's folder by its id with unsafe characters replaced
-# (attempts/<task>/<attempt>.log); the same rule as the writer of run dirs.
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def task_folder_name(task_id: str) -> str:
-    return _UNSAFE.sub("-", task_id).strip("-.") or "x"
+from driftdesk.layout import attempt_folder
 
 
 def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
@@ -44,7 +36,7 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
     last_line: dict[int, int] = {}
     for row in rows:
         last_line[row["attempt"]] = row["line"]
-    folder = run_dir / "attempts" / task_folder_name(task_id)
+    folder = attempt_folder(run_dir, task_id)
     for row in rows:
         row["superseded"] = last_line[row["attempt"]] != row["line"]
         log = folder / f"{row['attempt']}.log"

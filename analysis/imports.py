@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from analysis.sources import OUTCOMES
+from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
 
 Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld"]
@@ -471,13 +472,13 @@ def _write_run(
     try:
         tasks: list[str] = []
         seen: set[str] = set()
-        with JsonlAppender(staging / "attempts.jsonl", fsync=False) as appender:
+        with JsonlAppender(staging / ATTEMPTS_FILE, fsync=False) as appender:
             for a in attempts:
                 if a.task_id not in seen:
                     seen.add(a.task_id)
                     tasks.append(a.task_id)
                 appender.append(_row(final.name, a))
-        _fsync_file(staging / "attempts.jsonl")  # once for the file, not once per row
+            appender.sync()  # once for the file, not once per row
         repeat = max((a.attempt or 0) for a in attempts) + 1
         manifest = {
             "run_id": final.name,
@@ -509,20 +510,12 @@ def _write_run(
                 "published": published,
             },
         }
-        atomic_write_json(staging / "manifest.json", manifest, mode=0o644)
+        atomic_write_json(staging / MANIFEST_FILE, manifest, mode=0o644)
         os.rename(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return final
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _row(run_id: str, a: _Attempt) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ATTEMPTS_FILE = "attempts.jsonl"
-MANIFEST_FILE = "manifest.json"
+from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
+
 OUTCOMES = ("pass", "fail", "link_error", "harness_error")
 JSON_WHITESPACE = b" \t\r\n"
 

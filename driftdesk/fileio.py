@@ -97,6 +97,10 @@ class JsonlAppender:
         if self._fsync:
             os.fsync(self._fd)
 
+    def sync(self) -> None:
+        """fsync what was appended (for writers that batch rows with ``fsync=False``)."""
+        os.fsync(self._fd)
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

@@ -12,17 +12,23 @@ import datetime as dt
 import fcntl
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from driftdesk.fileio import JsonlProblem, atomic_write_json, iter_jsonl
+from driftdesk.layout import (
+    ATTEMPTS_FILE,
+    CALLS_FILE,
+    MANIFEST_FILE,
+    attempt_folder,
+    safe_name,
+)
 
-MANIFEST = "manifest.json"
-ATTEMPTS = "attempts.jsonl"
-CALLS = "calls.jsonl"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Short local names for the shared layout (driftdesk.layout).
+MANIFEST = MANIFEST_FILE
+ATTEMPTS = ATTEMPTS_FILE
+CALLS = CALLS_FILE
 
 
 def utc_now() -> dt.datetime:
@@ -31,10 +37,6 @@ def utc_now() -> dt.datetime:
 
 def iso(moment: dt.datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def safe_name(text: str) -> str:
-    return _UNSAFE.sub("-", text).strip("-.") or "x"
 
 
 def create_run_dir(out_dir: Path, profile: str, model: str, now: dt.datetime) -> tuple[str, Path]:
@@ -67,7 +69,7 @@ def open_private(path: Path, mode: Literal["a", "w"] = "a") -> TextIO:
 
 def attempt_paths(run_dir: Path, task_id: str, attempt: int) -> tuple[Path, Path]:
     """``(log, transcript)`` paths of one attempt."""
-    folder = run_dir / "attempts" / safe_name(task_id)
+    folder = attempt_folder(run_dir, task_id)
     return folder / f"{attempt}.log", folder / f"{attempt}.transcript.json"
 
 

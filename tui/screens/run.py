@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, Static
 
+from driftdesk.layout import ATTEMPTS_FILE
 from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from tui.screens.launch import LaunchScreen
 from tui.screens.modals import ConfirmScreen
@@ -118,7 +119,7 @@ class RunScreen(WorkbenchScreen):
             return
         if live.finished and live.cost_text is not None and live.cost_final:
             return
-        if (live.run_dir / "attempts.jsonl").exists():
+        if (live.run_dir / ATTEMPTS_FILE).exists():
             self.refresh_cost(live)
 
     @work(thread=True, exclusive=True, group="run-cost", exit_on_error=False, name="the cost")

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from driftdesk.layout import MANIFEST_FILE
 from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from tui.screens.modals import ConfirmScreen, PickScreen
 from tui.widgets.tables import fill_table
@@ -74,7 +75,7 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
         if not base.is_dir():
             continue
         for child in base.iterdir():
-            if child in runs or not (child / "manifest.json").is_file():
+            if child in runs or not (child / MANIFEST_FILE).is_file():
                 continue
             try:
                 manifest = read_manifest(child)
