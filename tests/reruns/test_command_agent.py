@@ -69,6 +69,15 @@ class Recorder:
         self.events.append(event)
 
 
+def harness_command(tmp_path: Path) -> tuple[str, Path]:
+    """The HARNESS script as a command template, and the folder where it dumps its env."""
+    script = tmp_path / "harness.py"
+    script.write_text(HARNESS)
+    env_dir = tmp_path / "envs"
+    env_dir.mkdir()
+    return f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}", env_dir
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -88,10 +97,7 @@ async def test_command_agent_end_to_end_without_the_key_in_its_environment(
     # The parent's environment holds the key in two places: neither may reach the harness.
     monkeypatch.setenv("OPENAI_API_KEY", REAL_KEY)
     monkeypatch.setenv("SOME_TOOL_SECRET", REAL_KEY)
-    script = tmp_path / "harness.py"
-    script.write_text(HARNESS)
-    env_dir = tmp_path / "envs"
-    env_dir.mkdir()
+    command, env_dir = harness_command(tmp_path)
     suite = write_suite(
         tmp_path / "suite.jsonl",
         ["answer-42", "wrong", "unauthorized", "rate-limited", "crash", "stuck"],
@@ -112,7 +118,7 @@ async def test_command_agent_end_to_end_without_the_key_in_its_environment(
             timeout_s=2.0,
             out_dir=tmp_path / "runs",
             agent="command",
-            command=f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}",
+            command=command,
             api_key=REAL_KEY,
             retry_policy=RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.02),
         ),
@@ -226,10 +232,7 @@ async def test_the_proxy_refuses_requests_without_the_run_token(
 async def test_a_call_in_flight_at_the_timeout_is_a_link_timeout_and_is_retried(
     scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    script = tmp_path / "harness.py"
-    script.write_text(HARNESS)
-    env_dir = tmp_path / "envs"
-    env_dir.mkdir()
+    command, _ = harness_command(tmp_path)
     suite = write_suite(tmp_path / "suite.jsonl", ["hang"])
     outcome = await execute_run(
         RunSpec(
@@ -239,7 +242,7 @@ async def test_a_call_in_flight_at_the_timeout_is_a_link_timeout_and_is_retried(
             timeout_s=2.0,  # room for the harness to start on a loaded machine
             out_dir=tmp_path / "runs",
             agent="command",
-            command=f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}",
+            command=command,
             api_key=REAL_KEY,
             retry_policy=RetryPolicy(max_retries=1, base_delay_s=0.01, max_delay_s=0.02),
         )
@@ -254,10 +257,7 @@ async def test_a_call_in_flight_at_the_timeout_is_a_link_timeout_and_is_retried(
 async def test_cancelling_a_command_run_kills_the_harness_and_records_nothing(
     scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    script = tmp_path / "harness.py"
-    script.write_text(HARNESS)
-    env_dir = tmp_path / "envs"
-    env_dir.mkdir()
+    command, env_dir = harness_command(tmp_path)
     suite = write_suite(tmp_path / "suite.jsonl", ["stuck"])
     task = asyncio.create_task(
         execute_run(
@@ -268,7 +268,7 @@ async def test_cancelling_a_command_run_kills_the_harness_and_records_nothing(
                 timeout_s=60,
                 out_dir=tmp_path / "runs",
                 agent="command",
-                command=f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}",
+                command=command,
                 api_key=REAL_KEY,
             )
         )
