@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.metrics import TaskAggregate
-from analysis.sources import OUTCOMES
+from driftdesk.analysis.metrics import TaskAggregate
+from driftdesk.analysis.sources import OUTCOMES
 
 if TYPE_CHECKING:
     import duckdb

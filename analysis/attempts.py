@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.sources import ATTEMPTS_FILE, row_problem
+from driftdesk.analysis.sources import ATTEMPTS_FILE, row_problem
 from driftdesk.layout import attempt_folder
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.volatility import RunReport, TaskStats, build_report
+from driftdesk.analysis.volatility import RunReport, TaskStats, build_report
 
 # Run metrics compared, with the CI that goes with each (if any).
 COMPARED_METRICS: tuple[tuple[str, str | None], ...] = (

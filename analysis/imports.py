@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from analysis.sources import OUTCOMES
+from driftdesk.analysis.sources import OUTCOMES
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
 

@@ -18,9 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis import attempt_table
-from analysis.sources import ATTEMPTS_FILE, RunSource, is_blank, name_bad_records, read_manifest
-from analysis.volatility import (
+from driftdesk.analysis import attempt_table
+from driftdesk.analysis.sources import (
+    ATTEMPTS_FILE,
+    RunSource,
+    is_blank,
+    name_bad_records,
+    read_manifest,
+)
+from driftdesk.analysis.volatility import (
     GroupBy,
     RunExtras,
     RunReport,
@@ -34,8 +40,8 @@ from analysis.volatility import (
 if TYPE_CHECKING:
     import duckdb
 
-    from analysis.metrics import TaskAggregate
-    from analysis.prices import ModelPrice
+    from driftdesk.analysis.metrics import TaskAggregate
+    from driftdesk.analysis.prices import ModelPrice
 
 _BLOCK = 1 << 24  # bytes read at a time when counting lines
 _BLANK_START = re.compile(rb"\n[\n \t\r]")  # a newline a blank line may follow
@@ -102,7 +108,7 @@ class LiveVolatility:
     def refresh(self) -> RunReport:
         """Read the new complete lines and return the up-to-date report."""
         if self._prices is None:
-            from analysis.prices import load_prices
+            from driftdesk.analysis.prices import load_prices
 
             self._prices = load_prices()
         since = self._read_new_lines()

@@ -26,21 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from analysis.metrics import (
+from driftdesk.analysis.metrics import (
     TaskAggregate,
     bootstrap_ci95,
     coefficient_of_variation,
     pass_curves,
     resample_count,
 )
-from analysis.sources import (
+from driftdesk.analysis.sources import (
     RunSource,
     name_bad_records,
     resolve_sources,
 )
 
 if TYPE_CHECKING:
-    from analysis.prices import ModelPrice
+    from driftdesk.analysis.prices import ModelPrice
 
 GroupBy = Literal["task", "scenario"]
 SortKey = Literal["spread", "success", "task"]
@@ -268,7 +268,7 @@ def build_report(
     """
     runs = resolve_sources(sources)
     if prices is None:
-        from analysis.prices import load_prices
+        from driftdesk.analysis.prices import load_prices
 
         prices = load_prices()
     aggregates, extras = read_runs(runs, include_link_errors=include_link_errors)
@@ -299,7 +299,7 @@ def read_runs(
     """
     import duckdb
 
-    from analysis import attempt_table
+    from driftdesk.analysis import attempt_table
 
     aggregates: list[list[TaskAggregate]] = [[] for _ in runs]
     extras = [RunExtras() for _ in runs]
@@ -398,7 +398,7 @@ def assemble_report(
     ``stats_cache`` (task id -> the aggregate and missing attempts a ``TaskStats`` was made
     from) lets a caller that keeps unchanged aggregate objects skip rebuilding their stats.
     """
-    from analysis.prices import price_for
+    from driftdesk.analysis.prices import price_for
 
     report = RunReport(
         run_id=run.run_id,

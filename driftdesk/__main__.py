@@ -1,3 +1,3 @@
-from driftdesk.cli import main
+from driftdesk.cli.main import main
 
 raise SystemExit(main())

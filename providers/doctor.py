@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from driftdesk.providers import locations, status
+from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, backend, get_key
+from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore
 from driftdesk.secrets import redact
-from providers import locations, status
-from providers.keys import KeyMissing, KeyringUnavailable, backend, get_key
-from providers.profiles import Profile, ProfileError, ProfileStore
 
 Level = Literal["ok", "warn", "error"]
 SHADOW_PREFIXES = ("ANTHROPIC_", "OPENAI_")

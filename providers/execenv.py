@@ -12,8 +12,8 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from providers.keys import get_key
-from providers.profiles import Profile
+from driftdesk.providers.keys import get_key
+from driftdesk.providers.profiles import Profile
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)

@@ -14,18 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from driftdesk.providers import dotenv, locations, targets
+from driftdesk.providers.errors import ImportProblem
+from driftdesk.providers.keys import backend, set_key
+from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore, is_credential_header
 from driftdesk.secrets import mask_key, redact
-from providers import locations, targets
-from providers.keys import backend, set_key
-from providers.profiles import Profile, ProfileError, ProfileStore, is_credential_header
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 SOURCES = ("claude", "codex", "env")
-
-
-class ImportProblem(ValueError):
-    """The source cannot be imported as given (missing, unparseable, no model...)."""
 
 
 @dataclass
@@ -166,11 +163,8 @@ def _inspect_codex(path: Path, text: str) -> ImportCandidate:
 def _inspect_env(path: Path, text: str) -> ImportCandidate:
     values: dict[str, str] = {}
     key_names: tuple[str, ...]
-    for line in targets.parse_env_lines(text, path):
-        if line.key:
-            match = targets._ENV_LINE.match(line.text)
-            assert match is not None
-            values[line.key] = targets._env_unquote(match.group("value"))
+    for key, value in dotenv.assigned_values(dotenv.parse_env_lines(text, path)):
+        values[key] = value
     if values.get("OPENAI_MODEL") or values.get("OPENAI_BASE_URL") or values.get("OPENAI_API_KEY"):
         protocol, prefix, key_names = "openai", "OPENAI", ("OPENAI_API_KEY",)
         default_url = OPENAI_DEFAULT_URL
@@ -279,7 +273,7 @@ def _plan_move(found: ImportCandidate, profile: Profile) -> targets.SwitchPlan:
     else:
         kept = [
             line.text
-            for line in targets.parse_env_lines(old, path)
+            for line in dotenv.parse_env_lines(old, path)
             if line.key not in ("OPENAI_API_KEY", *targets.CLAUDE_KEY_ENV)
         ]
         new = "".join(kept)

@@ -14,23 +14,13 @@ import keyring
 import keyring.errors
 from keyring.backend import KeyringBackend
 
+from driftdesk.providers.errors import KeyMissing, KeyringUnavailable, KeyWithheld
+
 DEFAULT_SERVICE = "driftdesk"
 # Set by the rerun engine in every harness process it starts: such a process (and any Codex or
 # Claude Code it launches, whose key helper runs `driftdesk key`) talks to the metering proxy
 # with a throwaway key and must never obtain the real one.
 RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"
-
-
-class KeyringUnavailable(RuntimeError):
-    """No usable OS keyring (no Secret Service, locked, or a fail/plaintext backend)."""
-
-
-class KeyWithheld(KeyringUnavailable):
-    """This process runs inside a driftdesk run (``DRIFTDESK_RUN_CHILD``): no real key for it."""
-
-
-class KeyMissing(LookupError):
-    """The keyring works but holds no key for this profile."""
 
 
 def service_name() -> str:

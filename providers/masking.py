@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from driftdesk.providers import dotenv
 from driftdesk.secrets import mask_key, redact
 
 _SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|auth|credential|cookie)")
@@ -76,22 +78,15 @@ def secret_entries(kind: str, text: str) -> list[SecretEntry]:
 
 
 def _env_entries(text: str) -> list[SecretEntry]:
-    from pathlib import Path
-
-    from providers import targets
-
-    out = []
     try:
-        lines = targets.parse_env_lines(text, Path(".env"))
-    except targets.SwitchError as exc:
+        lines = dotenv.parse_env_lines(text, Path(".env"))
+    except dotenv.EnvParseError as exc:
         raise ValueError(str(exc)) from exc
-    for line in lines:
-        match = targets._ENV_LINE.match(line.text) if line.key else None
-        if match and line.key and is_secret_name(line.key, "x"):
-            value = targets._env_unquote(targets._split_env_comment(match.group("value"))[0])
-            if len(value) >= MIN_SECRET_LEN:
-                out.append(SecretEntry(line.key, value))
-    return out
+    return [
+        SecretEntry(key, value)
+        for key, value in dotenv.assigned_values(lines)
+        if is_secret_name(key, "x") and len(value) >= MIN_SECRET_LEN
+    ]
 
 
 def mask_secrets(kind: str, text: str) -> tuple[str, list[dict[str, str]]]:

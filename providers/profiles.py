@@ -16,6 +16,7 @@ import tomlkit.exceptions
 
 from driftdesk import paths
 from driftdesk.fileio import atomic_write_text
+from driftdesk.providers.errors import ConfigFileError, ProfileError, ProfileNotFound
 
 Protocol = Literal["openai", "anthropic"]
 PROTOCOLS: tuple[str, ...] = ("openai", "anthropic")
@@ -38,18 +39,6 @@ def credential_header_problem(profile_name: str, header: str) -> str:
         "keys live in the OS keyring only (driftdesk sends the key as Authorization / x-api-key "
         f"itself): driftdesk profile edit {profile_name} --key-stdin"
     )
-
-
-class ProfileError(ValueError):
-    """A profile that cannot be stored or used as given (bad name, protocol, URL...)."""
-
-
-class ProfileNotFound(ProfileError, LookupError):
-    pass
-
-
-class ConfigFileError(ProfileError):
-    """driftdesk's own config file does not parse; it is left untouched."""
 
 
 @dataclass

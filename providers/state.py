@@ -150,7 +150,7 @@ def _sidecar(copy: Path) -> Path:
 
 
 def _write_masked(copy: Path, data: bytes, kind: str) -> None:
-    from providers.masking import mask_secrets
+    from driftdesk.providers.masking import mask_secrets
 
     try:
         text = data.decode("utf-8")

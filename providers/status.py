@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from providers import locations, state
-from providers.targets import CODEX_PROVIDER_PREFIX, ENV_OWNED
+from driftdesk.providers import locations, state
+from driftdesk.providers.targets import CODEX_PROVIDER_PREFIX, ENV_OWNED
 
 
 @dataclass
@@ -158,7 +158,7 @@ def _env_active(text: str, record: state.WriteRecord | None) -> tuple[str | None
     detail = ", ".join(f"{k}={values[k]}" for k in ENV_OWNED if k in values) or "no OPENAI_* lines"
     if record is None or not record.profile:
         return None, detail
-    from providers.profiles import ProfileError, ProfileStore
+    from driftdesk.providers.profiles import ProfileError, ProfileStore
 
     try:
         profile = ProfileStore().get(record.profile)

@@ -33,9 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from driftdesk.providers import jsonsplice, locations, state
+from driftdesk.providers.dotenv import (
+    ENV_LINE,
+    env_quote,
+    env_unquote,
+    parse_env_lines,
+    split_env_comment,
+)
+from driftdesk.providers.errors import SwitchError, TargetChanged, TargetParseError, UnsavedKeys
+from driftdesk.providers.profiles import Profile
 from driftdesk.secrets import mask_key, redact
-from providers import jsonsplice, locations, state
-from providers.profiles import Profile
 
 Target = Literal["claude", "codex", "env"]
 TARGETS: tuple[str, ...] = ("claude", "codex", "env")
@@ -51,23 +59,6 @@ CLAUDE_OWNED_ENV = (
 CLAUDE_KEY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 CODEX_PROVIDER_PREFIX = "driftdesk-"
 ENV_OWNED = ("OPENAI_BASE_URL", "OPENAI_MODEL")
-
-
-class SwitchError(RuntimeError):
-    """A switch that cannot be planned or applied as asked."""
-
-
-class TargetParseError(SwitchError):
-    """The target file does not parse; it was left untouched."""
-
-
-class TargetChanged(SwitchError):
-    """The file changed between plan and apply; nothing was written."""
-
-
-class UnsavedKeys(SwitchError):
-    """The switch would remove keys that exist nowhere else (not in the keyring; backups keep
-    keys masked); nothing was written. Apply with ``discard_unsaved_keys=True`` to go on."""
 
 
 @dataclass
@@ -161,7 +152,7 @@ def plan_switch(
 
 def removed_keys(target: str, old: str | None, new: str) -> list[tuple[str, str]]:
     """(where, value) of keys in ``old`` that ``new`` no longer holds."""
-    from providers.masking import secret_entries
+    from driftdesk.providers.masking import secret_entries
 
     if not old:
         return []
@@ -184,8 +175,8 @@ def unsaved_keys(removed: list[tuple[str, str]], saved: tuple[str, ...] = ()) ->
 
 def keys_in_keyring(values: set[str]) -> set[str]:
     """Which of ``values`` some profile's keyring entry holds (none if the keyring is unusable)."""
-    from providers.keys import KeyMissing, KeyringUnavailable, get_key
-    from providers.profiles import ProfileError, ProfileStore
+    from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, get_key
+    from driftdesk.providers.profiles import ProfileError, ProfileStore
 
     held: set[str] = set()
     try:
@@ -218,7 +209,7 @@ def unsaved_keys_message(plan: SwitchPlan) -> str:
 def secret_values(target: str, text: str, path: Path) -> list[str]:
     """Values in the file stored under secret-looking names: the diff's context lines may show
     them, and our output never shows a key (masked instead)."""
-    from providers.masking import secret_entries
+    from driftdesk.providers.masking import secret_entries
 
     return [entry.value for entry in secret_entries(target, text)]
 
@@ -447,78 +438,6 @@ def _space_owned_tables(text: str, quoted_id: str) -> str:
 
 # --- .env files -----------------------------------------------------------------------------
 
-_ENV_LINE = re.compile(
-    r"^(?P<indent>[ \t]*)(?P<export>export[ \t]+)?(?P<key>[A-Za-z_][A-Za-z0-9_.]*)"
-    r"(?P<eq>[ \t]*=[ \t]*)(?P<value>.*?)(?P<eol>\r?\n)?$",
-    re.DOTALL,
-)
-
-
-@dataclass
-class EnvLine:
-    text: str
-    key: str | None = None
-    export: bool = False
-
-
-def parse_env_lines(text: str, path: Path) -> list[EnvLine]:
-    """Split a .env file into lines, refusing one that is not ``KEY=value`` / comment / blank."""
-    out: list[EnvLine] = []
-    raw_lines = text.splitlines(keepends=True)
-    index = 0
-    while index < len(raw_lines):
-        line = raw_lines[index]
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            out.append(EnvLine(line))
-            index += 1
-            continue
-        match = _ENV_LINE.match(line)
-        if not match:
-            raise TargetParseError(
-                f"{path}:{index + 1}: not a KEY=value line ({stripped[:40]!r}); "
-                "driftdesk left the file untouched"
-            )
-        value = match.group("value")
-        block = line
-        quote = value[:1]
-        # A quoted value may span lines (dotenv multi-line strings): keep them as one entry.
-        if quote in ("'", '"') and not _closes(value[1:], quote):
-            while True:
-                index += 1
-                if index >= len(raw_lines):
-                    raise TargetParseError(
-                        f"{path}: unterminated {quote} string in {match.group('key')}; "
-                        "driftdesk left the file untouched"
-                    )
-                block += raw_lines[index]
-                if _closes(raw_lines[index], quote):
-                    break
-        out.append(EnvLine(block, match.group("key"), bool(match.group("export"))))
-        index += 1
-    return out
-
-
-def _closes(fragment: str, quote: str) -> bool:
-    escaped = False
-    for char in fragment:
-        if escaped:
-            escaped = False
-        elif char == "\\" and quote == '"':
-            escaped = True
-        elif char == quote:
-            return True
-    return False
-
-
-def env_quote(value: str, style: str = "") -> str:
-    """Quote like the line we replace did (``"``, ``'`` or bare), when the value allows it."""
-    if style == "'" and "'" not in value:
-        return f"'{value}'"
-    if style != '"' and re.fullmatch(r"[A-Za-z0-9_./:@%+,=-]*", value):
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
 
 def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
     if profile.protocol != "openai":
@@ -535,11 +454,11 @@ def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
     done: set[str] = set()
     for line in lines:
         if line.key in values:
-            match = _ENV_LINE.match(line.text)
+            match = ENV_LINE.match(line.text)
             assert match is not None
-            current, comment = _split_env_comment(match.group("value"))
+            current, comment = split_env_comment(match.group("value"))
             wanted = env_quote(values[line.key], style=current[:1]) + comment
-            if _env_unquote(current) != values[line.key] and line.key not in done:
+            if env_unquote(current) != values[line.key] and line.key not in done:
                 eol = line.text[len(line.text.rstrip("\r\n")) :]
                 line.text = (
                     match.group("indent")
@@ -559,30 +478,3 @@ def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
         for key in missing:
             result += f"{prefix}{key}={env_quote(values[key])}{newline}"
     return result
-
-
-def _split_env_comment(value: str) -> tuple[str, str]:
-    """``"x" # note`` -> (``"x"``, `` # note``): the inline comment stays when we replace x."""
-    quote = value[:1]
-    if quote in ("'", '"'):
-        escaped = False
-        for index, char in enumerate(value[1:], start=1):
-            if escaped:
-                escaped = False
-            elif char == "\\" and quote == '"':
-                escaped = True
-            elif char == quote:
-                return value[: index + 1], value[index + 1 :]
-        return value, ""
-    match = re.search(r"\s+#", value)
-    return (value[: match.start()], value[match.start() :]) if match else (value, "")
-
-
-def _env_unquote(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        inner = value[1:-1]
-        return inner.replace('\\"', '"').replace("\\\\", "\\") if value[0] == '"' else inner
-    if " #" in value:
-        value = value.split(" #", 1)[0].rstrip()
-    return value

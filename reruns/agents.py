@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 
+from driftdesk.reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
+from driftdesk.reruns.retry import RetryPolicy, is_retryable, parse_retry_after
+from driftdesk.reruns.rundir import open_private
+from driftdesk.reruns.suites import Task, judge
 from driftdesk.secrets import redact
-from reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
-from reruns.retry import RetryPolicy, is_retryable, parse_retry_after
-from reruns.rundir import open_private
-from reruns.suites import Task, judge
 
 if TYPE_CHECKING:  # openai is imported lazily: it takes long to import, `run --help` must not
     import openai

@@ -32,10 +32,9 @@ import aiohttp
 
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
-from driftdesk.secrets import redact
-from providers.profiles import Profile, ProfileNotFound, ProfileStore
-from reruns import rundir
-from reruns.agents import (
+from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
+from driftdesk.reruns import rundir
+from driftdesk.reruns.agents import (
     AgentResult,
     AttemptContext,
     LinkError,
@@ -46,7 +45,7 @@ from reruns.agents import (
     run_builtin_openai,
     run_command_once,
 )
-from reruns.events import (
+from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
     AttemptOutput,
@@ -59,9 +58,10 @@ from reruns.events import (
     RunStarted,
     RunStats,
 )
-from reruns.proxy import MeteringProxy
-from reruns.retry import RetryPolicy, is_retryable
-from reruns.suites import Suite, SuiteError, builtin_suites, load_suite
+from driftdesk.reruns.proxy import MeteringProxy
+from driftdesk.reruns.retry import RetryPolicy, is_retryable
+from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
+from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
     import openai
@@ -112,7 +112,7 @@ def _resolve_profile(profile: str | Profile) -> Profile:
 def _resolve_key(profile_name: str, override: str | None) -> str:
     if override:
         return override
-    from providers.keys import get_key
+    from driftdesk.providers.keys import get_key
 
     return get_key(profile_name)
 
@@ -130,7 +130,7 @@ def select_tasks(spec: RunSpec, suite: Suite) -> list[str]:
         raise RunSetupError("use --only-failed or --only-volatile, not both")
     earlier = spec.only_failed or spec.only_volatile
     if earlier is not None:
-        from analysis.selection import select_task_ids
+        from driftdesk.analysis.selection import select_task_ids
 
         which: Literal["failed", "volatile"] = "failed" if spec.only_failed else "volatile"
         selected = set(select_task_ids([Path(earlier)], which=which))

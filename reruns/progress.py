@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from reruns.events import (
+from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
     AttemptRetrying,

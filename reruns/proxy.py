@@ -27,9 +27,9 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import web
 
+from driftdesk.reruns.retry import parse_retry_after
+from driftdesk.reruns.rundir import iso, utc_now
 from driftdesk.secrets import redact
-from reruns.retry import parse_retry_after
-from reruns.rundir import iso, utc_now
 
 PROXY_ERROR_HEADER = "x-driftdesk-error"  # set on responses the proxy itself produced
 _HOP_BY_HOP = {

@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from reruns.suites import Task, builtin_suites, load_suite
+from driftdesk.reruns.suites import Task, builtin_suites, load_suite
 
 SIM_MODEL = "simulated-model-1"
 SIM_HEADER = "x-driftdesk-simulated"

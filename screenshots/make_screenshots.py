@@ -45,9 +45,9 @@ def _throwaway_home(root: Path) -> None:
 def _seed_profiles() -> None:
     """A second profile, switched into Claude Code, so the Profiles screen shows a target, with
     an obviously fake key in the keyring (shown masked: ``sk-…7f3a``)."""
-    from providers.keys import KeyringUnavailable, set_key
-    from providers.profiles import Profile, ProfileStore
-    from providers.targets import apply_switch, plan_switch
+    from driftdesk.providers.keys import KeyringUnavailable, set_key
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.providers.targets import apply_switch, plan_switch
 
     work = Profile(
         name="work-gateway",
@@ -130,10 +130,10 @@ def _to_png(svg: Path) -> None:
 async def _shoot() -> list[Path]:
     from textual.pilot import Pilot
 
-    from tui.app import DriftdeskApp
-    from tui.screens.compare import CompareScreen
-    from tui.screens.task import TaskScreen
-    from tui.screens.volatility import VolatilityScreen
+    from driftdesk.tui.app import DriftdeskApp
+    from driftdesk.tui.screens.compare import CompareScreen
+    from driftdesk.tui.screens.task import TaskScreen
+    from driftdesk.tui.screens.volatility import VolatilityScreen
 
     saved: list[Path] = []
     app = DriftdeskApp(

@@ -22,13 +22,13 @@ from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from driftdesk.secrets import redact
-from tui.commands import WorkbenchCommands
-from tui.screens.base import PaletteCommand, WorkbenchScreen
-from tui.screens.modals import HelpScreen
-from tui.screens.profiles import ProfilesScreen
-from tui.screens.run import RunScreen
-from tui.screens.volatility import VolatilityScreen
-from tui.state import LiveRun
+from driftdesk.tui.commands import WorkbenchCommands
+from driftdesk.tui.screens.base import PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.modals import HelpScreen
+from driftdesk.tui.screens.profiles import ProfilesScreen
+from driftdesk.tui.screens.run import RunScreen
+from driftdesk.tui.screens.volatility import VolatilityScreen
+from driftdesk.tui.state import LiveRun
 
 SIMULATED_BANNER = "DEMO — the model is simulated by a local sandbox endpoint (no network, no key)"
 
@@ -112,7 +112,7 @@ class DriftdeskApp(App[None]):
     # -- runs ----------------------------------------------------------------------------------
     def start_run(self, spec: Any, label: str | None = None) -> LiveRun:
         """Execute ``spec`` (a ``reruns.engine.RunSpec``) in a worker; returns its live state."""
-        from reruns.engine import execute_run
+        from driftdesk.reruns.engine import execute_run
 
         live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
         self.live_runs.append(live)
@@ -124,8 +124,8 @@ class DriftdeskApp(App[None]):
     ) -> LiveRun:
         """Run the missing slots of an interrupted ``run_dir`` (``reruns.engine.resume_run``)
         through the same worker path as a new run; returns its live state."""
-        from reruns.engine import resume_run
-        from reruns.rundir import read_manifest
+        from driftdesk.reruns.engine import resume_run
+        from driftdesk.reruns.rundir import read_manifest
 
         label = f"resume of {run_dir.name}" + (" (+link errors)" if retry_link_errors else "")
         if api_key is None and str(read_manifest(run_dir).get("profile")) == "sandbox":
@@ -161,7 +161,7 @@ class DriftdeskApp(App[None]):
 
     def rerun_tasks(self, manifest: dict[str, Any], tasks: list[str]) -> LiveRun:
         """A new run of ``tasks`` under the same conditions as the run of ``manifest``."""
-        from reruns.engine import RunSpec
+        from driftdesk.reruns.engine import RunSpec
 
         suite = manifest.get("suite") or {}
         profile = str(manifest.get("profile"))
@@ -228,7 +228,7 @@ class DriftdeskApp(App[None]):
     # -- demo ------------------------------------------------------------------------------------
     @work(thread=True, group="demo", exclusive=True, exit_on_error=False, name="starting the demo")
     def start_demo(self) -> None:
-        from tui.demo import DEMO_LATENCY_MS, prepare_demo
+        from driftdesk.tui.demo import DEMO_LATENCY_MS, prepare_demo
 
         self.sandbox, spec, note = prepare_demo(
             out_dir=self.out_dir,

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui.screens.base import PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.base import PaletteCommand, WorkbenchScreen
 
 if TYPE_CHECKING:
-    from tui.app import DriftdeskApp
+    from driftdesk.tui.app import DriftdeskApp
 
 
 class WorkbenchCommands(Provider):

@@ -23,10 +23,10 @@ def prepare_demo(
     out_dir: Path, repeat: int, concurrency: int, latency_ms: float = DEMO_LATENCY_MS
 ) -> tuple[Any, Any, str]:
     """Start the sandbox and point the ``sandbox`` profile at it; returns (server, spec, note)."""
-    from providers.keys import KeyringUnavailable, set_key
-    from providers.profiles import Profile, ProfileStore
-    from reruns.engine import RunSpec
-    from reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
+    from driftdesk.providers.keys import KeyringUnavailable, set_key
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.engine import RunSpec
+    from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
 
     server = SandboxServer(
         latency_ms=latency_ms, faults=FaultRates(**DEMO_FAULTS), retry_after_s=0.5

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reruns.events import (
+from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
     AttemptOutput,

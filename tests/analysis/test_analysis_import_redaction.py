@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.imports import import_results
+from driftdesk.analysis.imports import import_results
 
 OPENAI_KEY = "sk-proj-LEAKED0123456789abcdefXYZ"
 BEARER_TOKEN = "tok_LEAKEDbearer0123456789"

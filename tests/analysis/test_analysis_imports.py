@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.imports import ResultsImportError, import_results
-from analysis.volatility import RunReport, build_report
+from driftdesk.analysis.imports import ResultsImportError, import_results
+from driftdesk.analysis.volatility import RunReport, build_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 approx = pytest.approx

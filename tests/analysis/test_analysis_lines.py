@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from analysis_fixtures import attempt_row, handmade_rows, write_handmade_run, write_run
 
-from analysis.attempts import task_attempts
-from analysis.live import LiveVolatility
-from analysis.volatility import build_report
+from driftdesk.analysis.attempts import task_attempts
+from driftdesk.analysis.live import LiveVolatility
+from driftdesk.analysis.volatility import build_report
 
 
 def _comparable(data: dict) -> dict:

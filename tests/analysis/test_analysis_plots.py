@@ -7,14 +7,14 @@ from pathlib import Path
 
 from analysis_fixtures import write_handmade_run
 
-from analysis.plots import (
+from driftdesk.analysis.plots import (
     PASS_AT_K_MARKER,
     PASS_HAT_K_MARKER,
     histogram_counts,
     pass_hat_k_plot,
     success_histogram,
 )
-from analysis.volatility import build_report
+from driftdesk.analysis.volatility import build_report
 
 
 def test_pass_hat_k_plot_colourless_by_default_and_coloured_on_request(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from analysis_fixtures import attempt_row, write_handmade_run, write_run
 
-from analysis.prices import load_prices
-from analysis.selection import select_task_ids
-from analysis.volatility import RunReport, build_report
+from driftdesk.analysis.prices import load_prices
+from driftdesk.analysis.selection import select_task_ids
+from driftdesk.analysis.volatility import RunReport, build_report
 
 approx = pytest.approx
 
@@ -226,7 +226,7 @@ def test_a_run_without_attempts_yet_is_empty_not_an_error(tmp_path: Path) -> Non
 
 
 def test_unknown_source_is_a_clear_error(tmp_path: Path) -> None:
-    from analysis.sources import SourceError
+    from driftdesk.analysis.sources import SourceError
 
     with pytest.raises(SourceError, match="no such run dir"):
         build_report([tmp_path / "nope"])

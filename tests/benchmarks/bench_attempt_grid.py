@@ -19,7 +19,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
-from tui.widgets.attempt_grid import SYMBOLS, AttemptGrid
+from driftdesk.tui.widgets.attempt_grid import SYMBOLS, AttemptGrid
 
 TASKS = tuple(f"task-{i:02d}" for i in range(34))
 REPEAT = 40

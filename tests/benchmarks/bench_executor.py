@@ -21,10 +21,10 @@ from pathlib import Path
 
 import openai
 
-from providers.profiles import Profile
-from reruns.engine import RunSpec, execute_run
-from reruns.sandbox import SIM_MODEL
-from reruns.suites import load_suite
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.reruns.suites import load_suite
 
 
 def start_sandbox() -> tuple[subprocess.Popen[str], str]:

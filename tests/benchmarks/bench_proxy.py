@@ -23,9 +23,9 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_executor import start_sandbox
 
-from reruns.proxy import MeteringProxy
-from reruns.sandbox import SIM_MODEL
-from reruns.suites import load_suite
+from driftdesk.reruns.proxy import MeteringProxy
+from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.reruns.suites import load_suite
 
 
 def percentile(values: list[float], q: int) -> float:

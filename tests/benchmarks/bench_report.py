@@ -201,8 +201,8 @@ def main() -> None:
             f"{'OK' if peak_gib <= 1 else 'MISSED'}"
         )
 
-        from analysis.live import LiveVolatility
-        from analysis.volatility import build_report
+        from driftdesk.analysis.live import LiveVolatility
+        from driftdesk.analysis.volatility import build_report
 
         colds, firsts, refreshes = [], [], []
         rng = random.Random(99)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from providers_testkit import fresh_key
 
-from providers import keys, state
-from providers.profiles import ProfileStore
+from driftdesk.providers import keys, state
+from driftdesk.providers.profiles import ProfileStore
 
 pytestmark = pytest.mark.keyring
 
@@ -207,7 +207,7 @@ def test_bad_profile_input_is_a_clear_error(home: Any, cli: Callable[..., Any]) 
 def test_headers_carrying_credentials_are_refused(
     home: Any, cli: Callable[..., Any], add_profile: Any, header: str
 ) -> None:
-    from providers.profiles import Profile, ProfileError
+    from driftdesk.providers.profiles import Profile, ProfileError
 
     secret = fresh_key()
     args = ("--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
@@ -365,8 +365,8 @@ def test_unparseable_target_is_refused_and_untouched(
 
 
 def test_apply_refuses_a_file_changed_since_the_plan(home: Any) -> None:
-    from providers.profiles import Profile
-    from providers.targets import TargetChanged, apply_switch, plan_switch
+    from driftdesk.providers.profiles import Profile
+    from driftdesk.providers.targets import TargetChanged, apply_switch, plan_switch
 
     env_file = home.project / ".env"
     env_file.write_text("A=1\n")
@@ -793,10 +793,11 @@ def test_diff_masks_secrets_shown_as_context(
 def test_key_command_loads_only_the_keyring(home: Any) -> None:
     # Claude Code / Codex run `driftdesk key` on every refresh: it must not load the heavy cores.
     probe = (
-        "import sys, driftdesk.cli as cli\n"
+        "import sys, driftdesk.cli.main as cli\n"
         "cli.main(['key', 'nobody'])\n"
-        "heavy = ('tomlkit', 'aiohttp', 'openai', 'duckdb', 'textual', 'reruns', 'analysis',\n"
-        "         'tui', 'providers.profiles', 'providers.targets', 'providers.doctor')\n"
+        "heavy = ('tomlkit', 'aiohttp', 'openai', 'duckdb', 'textual', 'driftdesk.reruns',\n"
+        "         'driftdesk.analysis', 'driftdesk.tui', 'driftdesk.providers.profiles',\n"
+        "         'driftdesk.providers.targets', 'driftdesk.providers.doctor')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
     )
     result = subprocess.run(
@@ -806,7 +807,7 @@ def test_key_command_loads_only_the_keyring(home: Any) -> None:
 
 
 def test_import_without_a_name_picks_one(home: Any) -> None:
-    from providers.importer import import_profile
+    from driftdesk.providers.importer import import_profile
 
     home.codex_config.parent.mkdir(parents=True)
     home.codex_config.write_text('model = "m"\n[model_providers.openai]\nname = "x"\n')

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from providers_testkit import ProviderServer, fresh_key
 
-from providers import doctor
-from providers.keys import set_key
-from providers.profiles import Profile, ProfileStore
+from driftdesk.providers import doctor
+from driftdesk.providers.keys import set_key
+from driftdesk.providers.profiles import Profile, ProfileStore
 
 
 def _profile(name: str, base_url: str, protocol: str = "openai", model: str = "model-a") -> Profile:

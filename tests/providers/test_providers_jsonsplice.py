@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from providers.jsonsplice import (
+from driftdesk.providers.jsonsplice import (
     JsonEditError,
     dump_value,
     parse_document,

@@ -19,9 +19,9 @@ import pytest
 import tomlkit
 from providers_testkit import FIXTURES
 
-from providers import locations
-from providers.profiles import Profile
-from providers.targets import (
+from driftdesk.providers import locations
+from driftdesk.providers.profiles import Profile
+from driftdesk.providers.targets import (
     CLAUDE_KEY_ENV,
     CLAUDE_OWNED_ENV,
     TargetParseError,
@@ -242,7 +242,7 @@ def test_env_refuses_garbage_lines() -> None:
 
 
 def test_masking_keeps_variable_names_and_commands() -> None:
-    from providers.masking import mask_secrets
+    from driftdesk.providers.masking import mask_secrets
 
     key = "sk-" + "a1b2c3d4" * 5
     codex = (

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from reruns_helpers import read_rows
 
-from providers.keys import set_key
-from providers.profiles import Profile, ProfileStore
-from reruns.sandbox import SIM_HEADER, SIM_MODEL, SandboxServer
-from reruns.suites import load_suite
+from driftdesk.providers.keys import set_key
+from driftdesk.providers.profiles import Profile, ProfileStore
+from driftdesk.reruns.sandbox import SIM_HEADER, SIM_MODEL, SandboxServer
+from driftdesk.reruns.suites import load_suite
 
 REAL_KEY = "sk-test-REALKEY-cli-0123456789abcd"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
-from providers.profiles import Profile
-from reruns.engine import RunSpec, execute_run
-from reruns.events import AttemptOutput, RunEvent
-from reruns.retry import RetryPolicy
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.events import AttemptOutput, RunEvent
+from driftdesk.reruns.retry import RetryPolicy
 
 REAL_KEY = "sk-test-REALKEY-command-0123456789"
 
@@ -313,8 +313,8 @@ KEY_PROBE = textwrap.dedent(
 async def test_a_harness_cannot_fetch_the_real_key_with_driftdesk_key(
     home: object, scripted: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from providers.keys import get_key, set_key
-    from providers.profiles import ProfileStore
+    from driftdesk.providers.keys import get_key, set_key
+    from driftdesk.providers.profiles import ProfileStore
 
     ProfileStore().save(Profile(name="up", protocol="openai", base_url=scripted.url, model="m"))
     set_key("up", REAL_KEY)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
-from providers.profiles import Profile
-from reruns.engine import RunSpec, execute_run, resume_run
-from reruns.events import AttemptFinished, CallRecorded, RunEvent, RunFinished, RunStarted
-from reruns.retry import RetryPolicy
-from reruns.rundir import latest_rows
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
+from driftdesk.reruns.events import AttemptFinished, CallRecorded, RunEvent, RunFinished, RunStarted
+from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.rundir import latest_rows
 
 REAL_KEY = "sk-test-REALKEY-0123456789abcdef"
 FAST_RETRIES = RetryPolicy(max_retries=4, base_delay_s=0.01, max_delay_s=0.05)
@@ -289,7 +289,7 @@ async def test_only_failed_and_only_volatile_rerun_just_those_tasks(
 async def test_running_never_exceeds_the_concurrency(
     scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    from reruns.progress import TextProgress
+    from driftdesk.reruns.progress import TextProgress
 
     class Watcher:
         """Checks the progress line's counter, and the engine's own, after every event."""

@@ -15,7 +15,7 @@ from aiohttp import web
 from reruns_helpers import read_rows
 
 from driftdesk.fileio import JsonlAppender
-from reruns.proxy import MeteringProxy
+from driftdesk.reruns.proxy import MeteringProxy
 
 REAL = "sk-ant-REALKEY-proxy-0123456789"
 

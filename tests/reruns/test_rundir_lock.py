@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reruns.rundir import RunDirBusy, is_live, lock_run_dir, unlock_run_dir
+from driftdesk.reruns.rundir import RunDirBusy, is_live, lock_run_dir, unlock_run_dir
 
 
 def test_a_brief_holder_is_waited_out(tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ import pytest
 from aiohttp import web
 from reruns_helpers import read_rows
 
-from providers.profiles import Profile
-from reruns.engine import RunSpec, execute_run
-from reruns.retry import RetryPolicy
-from reruns.sandbox import SIM_HEADER, SIM_MODEL, FaultRates, SandboxServer, task_skill
-from reruns.suites import load_suite
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.sandbox import SIM_HEADER, SIM_MODEL, FaultRates, SandboxServer, task_skill
+from driftdesk.reruns.suites import load_suite
 
 KEY = "sk-test-REALKEY-sandbox-0123456789"
 

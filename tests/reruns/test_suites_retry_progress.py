@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reruns.events import (
+from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
     AttemptStarted,
@@ -18,9 +18,9 @@ from reruns.events import (
     RunFinished,
     RunStarted,
 )
-from reruns.progress import TextProgress
-from reruns.retry import RetryPolicy, is_retryable, parse_retry_after
-from reruns.suites import SuiteError, builtin_suites, judge, load_suite
+from driftdesk.reruns.progress import TextProgress
+from driftdesk.reruns.retry import RetryPolicy, is_retryable, parse_retry_after
+from driftdesk.reruns.suites import SuiteError, builtin_suites, judge, load_suite
 
 
 @pytest.mark.parametrize(

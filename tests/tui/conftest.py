@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from tui.app import DriftdeskApp
+from driftdesk.tui.app import DriftdeskApp
 
 SIZE = (140, 42)
 
@@ -183,8 +183,8 @@ def fixture_runs(runs_dir: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def sandbox(home):  # type: ignore[no-untyped-def]
     """The simulated endpoint on 127.0.0.1 (zero latency) and a ``sandbox`` profile for it."""
-    from providers.profiles import Profile, ProfileStore
-    from reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
     server = SandboxServer(latency_ms=0.0)
     server.start()

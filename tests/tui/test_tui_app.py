@@ -7,16 +7,16 @@ import pytest
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from tui.app import DriftdeskApp
-from tui.screens.compare import CompareScreen
-from tui.screens.launch import LaunchScreen
-from tui.screens.modals import ConfirmScreen, HelpScreen, PickScreen
-from tui.screens.profile_form import ProfileFormScreen
-from tui.screens.profiles import ProfilesScreen
-from tui.screens.run import RunScreen
-from tui.screens.task import TaskScreen
-from tui.screens.volatility import VolatilityScreen
-from tui.widgets.attempt_grid import AttemptGrid
+from driftdesk.tui.app import DriftdeskApp
+from driftdesk.tui.screens.compare import CompareScreen
+from driftdesk.tui.screens.launch import LaunchScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, HelpScreen, PickScreen
+from driftdesk.tui.screens.profile_form import ProfileFormScreen
+from driftdesk.tui.screens.profiles import ProfilesScreen
+from driftdesk.tui.screens.run import RunScreen
+from driftdesk.tui.screens.task import TaskScreen
+from driftdesk.tui.screens.volatility import VolatilityScreen
+from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 
 SIZE = (140, 42)
 SCREENS = [DriftdeskApp, ProfilesScreen, RunScreen, VolatilityScreen, TaskScreen, CompareScreen]

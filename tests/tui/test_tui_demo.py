@@ -6,7 +6,7 @@ import json
 
 from textual.widgets import DataTable
 
-from tui.screens.volatility import VolatilityScreen
+from driftdesk.tui.screens.volatility import VolatilityScreen
 
 SIZE = (140, 42)
 

@@ -12,8 +12,8 @@ import pytest
 from textual.widgets import OptionList
 
 from driftdesk import paths
-from tui.app import DriftdeskApp
-from tui.screens.volatility import VolatilityScreen
+from driftdesk.tui.app import DriftdeskApp
+from driftdesk.tui.screens.volatility import VolatilityScreen
 
 SIZE = (140, 42)
 
@@ -50,7 +50,7 @@ async def test_demo_quits_mid_run_cleanly(home, make_app, settle, runs_dir) -> N
 async def test_demo_keeps_its_key_in_the_keyring_when_there_is_one(
     home, make_app, settle, wait_for_run
 ) -> None:
-    from providers.keys import get_key
+    from driftdesk.providers.keys import get_key
 
     app = make_app(demo=True, demo_repeat=1, demo_concurrency=8, demo_latency_ms=0.0)
     async with app.run_test(size=SIZE) as pilot:

@@ -8,10 +8,10 @@ import json
 import pytest
 from textual.widgets import DataTable
 
-from providers.profiles import Profile, ProfileStore
-from tui.screens.modals import ConfirmScreen, PickScreen
-from tui.screens.profile_form import ProfileFormScreen
-from tui.screens.profiles import ProfilesScreen
+from driftdesk.providers.profiles import Profile, ProfileStore
+from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
+from driftdesk.tui.screens.profile_form import ProfileFormScreen
+from driftdesk.tui.screens.profiles import ProfilesScreen
 
 SIZE = (140, 42)
 
@@ -117,8 +117,8 @@ async def test_unparseable_settings_is_refused_and_left_untouched(home, make_app
 
 @pytest.mark.keyring
 async def test_key_typed_in_the_form_goes_to_the_keyring_only(home, make_app, settle) -> None:
+    from driftdesk.providers.keys import get_key
     from driftdesk.secrets import mask_key
-    from providers.keys import get_key
 
     key = "sk-live-abcdefghijklmnop1234"
     app = make_app(start_mode="profiles")
@@ -155,7 +155,7 @@ async def test_doctor_results_show_inline(home, make_app, settle) -> None:
 
 @pytest.mark.keyring
 async def test_import_claude_settings_as_a_profile(home, make_app, settle) -> None:
-    from providers.keys import get_key
+    from driftdesk.providers.keys import get_key
 
     home.claude_settings.parent.mkdir(parents=True)
     home.claude_settings.write_text(
@@ -186,7 +186,7 @@ async def test_import_claude_settings_as_a_profile(home, make_app, settle) -> No
 
 @pytest.mark.keyring
 async def test_edit_tiers_headers_and_notes_keeps_the_key(home, make_app, settle) -> None:
-    from providers.keys import get_key, set_key
+    from driftdesk.providers.keys import get_key, set_key
 
     key = "sk-edit-" + "k" * 20
     _store_profile()

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import OptionList
 
-from reruns.engine import RunSpec, execute_run
-from tui.screens.modals import PickScreen
-from tui.screens.run import RunScreen
-from tui.screens.volatility import VolatilityScreen
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.tui.screens.modals import PickScreen
+from driftdesk.tui.screens.run import RunScreen
+from driftdesk.tui.screens.volatility import VolatilityScreen
 
 SIZE = (140, 42)
 THROWAWAY_KEY = "sk-test-throwaway-0123456789"  # the sandbox accepts any key
@@ -41,7 +41,7 @@ async def _killed_run(runs_dir: Path, keep_rows: int) -> Path:
 async def test_resume_a_killed_run_to_completion(
     home, sandbox, make_app, settle, wait_for_run, runs_dir
 ) -> None:
-    from providers.keys import set_key
+    from driftdesk.providers.keys import set_key
 
     set_key("sandbox", THROWAWAY_KEY)
     run_dir = await _killed_run(runs_dir, keep_rows=3)
@@ -90,7 +90,7 @@ async def test_resume_from_the_palette_with_link_error_retries(
 ) -> None:
     """A run cancelled earlier (manifest "interrupted"): the palette's resume command, with
     "retry link errors" picked, reaches resume_run(retry_link_errors=True)."""
-    from providers.keys import set_key
+    from driftdesk.providers.keys import set_key
 
     set_key("sandbox", THROWAWAY_KEY)
     run_dir = await _killed_run(runs_dir, keep_rows=5)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from reruns.engine import RunSpec
-from tui.screens.launch import LaunchScreen
-from tui.screens.modals import ConfirmScreen
-from tui.screens.profiles import ProfilesScreen
-from tui.screens.run import RunScreen
-from tui.widgets.attempt_grid import SYMBOLS, AttemptGrid
+from driftdesk.reruns.engine import RunSpec
+from driftdesk.tui.screens.launch import LaunchScreen
+from driftdesk.tui.screens.modals import ConfirmScreen
+from driftdesk.tui.screens.profiles import ProfilesScreen
+from driftdesk.tui.screens.run import RunScreen
+from driftdesk.tui.widgets.attempt_grid import SYMBOLS, AttemptGrid
 
 SIZE = (140, 42)
 THROWAWAY_KEY = "sk-test-throwaway-0123456789"  # the sandbox accepts any key
@@ -38,7 +38,7 @@ def _grid_symbols(screen: RunScreen) -> list[str]:
 async def test_launch_form_runs_to_completion(
     home, sandbox, make_app, settle, wait_for_run, runs_dir
 ) -> None:
-    from providers.keys import set_key
+    from driftdesk.providers.keys import set_key
 
     set_key("sandbox", THROWAWAY_KEY)
     app = make_app(start_mode="run")
@@ -126,7 +126,7 @@ async def test_launch_only_volatile_tasks_of_an_earlier_run(
 ) -> None:
     from textual.widgets import Select
 
-    from providers.keys import set_key
+    from driftdesk.providers.keys import set_key
 
     set_key("sandbox", THROWAWAY_KEY)
     run_a, _ = fixture_runs

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tui.screens.compare import CompareScreen
-from tui.screens.volatility import VolatilityScreen
+from driftdesk.tui.screens.compare import CompareScreen
+from driftdesk.tui.screens.volatility import VolatilityScreen
 
 SIZE = (140, 42)
 
@@ -87,7 +87,7 @@ def no_keyring():  # type: ignore[no-untyped-def]
 
 
 def test_profiles_screen(snap_compare, home, no_keyring, make_app, settle) -> None:
-    from providers.profiles import Profile, ProfileStore
+    from driftdesk.providers.profiles import Profile, ProfileStore
 
     ProfileStore().save(Profile("sandbox", "openai", "http://127.0.0.1:8765/v1", "driftdesk-sim-1"))
     ProfileStore().save(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from providers.profiles import Profile
-from reruns.engine import RunSpec, execute_run
-from reruns.events import RunEvent
-from reruns.sandbox import SIM_MODEL, SandboxServer
-from tui.state import LiveRun
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.events import RunEvent
+from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.tui.state import LiveRun
 
 
 class RecordingLiveRun(LiveRun):

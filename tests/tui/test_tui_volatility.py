@@ -8,11 +8,11 @@ import json
 import pytest
 from textual.widgets import DataTable, OptionList, RichLog
 
-from tui.screens.compare import CompareScreen
-from tui.screens.modals import ConfirmScreen, PickScreen
-from tui.screens.run import RunScreen
-from tui.screens.task import TaskScreen
-from tui.screens.volatility import VolatilityScreen
+from driftdesk.tui.screens.compare import CompareScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
+from driftdesk.tui.screens.run import RunScreen
+from driftdesk.tui.screens.task import TaskScreen
+from driftdesk.tui.screens.volatility import VolatilityScreen
 
 SIZE = (140, 42)
 
@@ -95,7 +95,7 @@ async def test_compare_two_runs(home, fixture_runs, make_app, settle) -> None:
 async def test_rerun_all_volatile_tasks(
     home, sandbox, fixture_runs, make_app, settle, wait_for_run, runs_dir
 ) -> None:
-    from providers.keys import set_key
+    from driftdesk.providers.keys import set_key
 
     set_key("sandbox", "sk-test-throwaway-0123456789")
     app = make_app()
@@ -150,9 +150,9 @@ async def test_export_and_copy(home, fixture_runs, make_app, settle) -> None:
 async def test_volatility_is_live_while_a_run_is_going(
     home, make_app, settle, wait_for_run, runs_dir
 ) -> None:
-    from providers.profiles import Profile, ProfileStore
-    from reruns.engine import RunSpec
-    from reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.engine import RunSpec
+    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
     server = SandboxServer(latency_ms=60.0)  # slow enough to be seen half-done
     server.start()

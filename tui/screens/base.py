@@ -10,7 +10,7 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 if TYPE_CHECKING:
-    from tui.app import DriftdeskApp
+    from driftdesk.tui.app import DriftdeskApp
 
 
 # Textual's default "⭘" is missing from common monospace fonts (a tofu box in screenshots and

@@ -14,8 +14,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label
 
-from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
-from tui.widgets.tables import fill_table
+from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.widgets.tables import fill_table
 
 METRIC_COLUMNS = [(c, c) for c in ("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")]
 CHANGED_COLUMNS = [(c, c) for c in ("task", "before", "after", "success A", "success B")]
@@ -77,7 +77,7 @@ class CompareScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False, name="comparing runs")
     def compare(self) -> None:
-        from analysis.compare import compare_runs
+        from driftdesk.analysis.compare import compare_runs
 
         self.post_message(ComparisonReady(compare_runs(self.a, self.b)))
 

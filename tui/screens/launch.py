@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from tui.screens.base import ForwardsWorkerFailures
+from driftdesk.tui.screens.base import ForwardsWorkerFailures
 
 
 @dataclass
@@ -92,11 +92,11 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
         name="loading profiles and suites",
     )
     def load_choices(self) -> None:
-        from providers.profiles import ProfileStore
+        from driftdesk.providers.profiles import ProfileStore
 
         suites: list[str] = []
         try:
-            from reruns.suites import builtin_suites
+            from driftdesk.reruns.suites import builtin_suites
 
             suites = list(builtin_suites())
         except ImportError:
@@ -117,7 +117,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
 
     @on(Button.Pressed, "#launch")
     def action_launch(self) -> None:
-        from reruns.engine import RunSpec
+        from driftdesk.reruns.engine import RunSpec
 
         profile = self.query_one("#profile", Select).value
         if not isinstance(profile, str):

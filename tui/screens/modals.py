@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.widgets.tables import fill_table
+from driftdesk.tui.widgets.tables import fill_table
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
 
-from providers.profiles import PROTOCOLS, Profile, ProfileError
+from driftdesk.providers.profiles import PROTOCOLS, Profile, ProfileError
 
 # RFC 9110 token characters.
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")

@@ -17,10 +17,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Static
 
-from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
-from tui.screens.modals import ConfirmScreen, PickScreen
-from tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
-from tui.widgets.tables import fill_table
+from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
+from driftdesk.tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
+from driftdesk.tui.widgets.tables import fill_table
 
 COLUMNS = ("profile", "protocol", "base URL", "model", "key", "active on", "drift")
 TARGETS: tuple[tuple[str, str], ...] = (
@@ -106,9 +106,9 @@ class ProfilesScreen(WorkbenchScreen):
         name="loading profiles",
     )
     def load_profiles(self) -> None:
+        from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, get_key
+        from driftdesk.providers.profiles import ProfileStore
         from driftdesk.secrets import mask_key
-        from providers.keys import KeyMissing, KeyringUnavailable, get_key
-        from providers.profiles import ProfileStore
 
         profiles = ProfileStore().all()
         active, drift, note = _target_status()
@@ -144,8 +144,8 @@ class ProfilesScreen(WorkbenchScreen):
         name="saving the profile",
     )
     def save_profile(self, result: ProfileFormResult) -> None:
-        from providers.keys import set_key
-        from providers.profiles import ProfileStore
+        from driftdesk.providers.keys import set_key
+        from driftdesk.providers.profiles import ProfileStore
 
         ProfileStore().save(result.profile)
         if result.key:
@@ -157,7 +157,7 @@ class ProfilesScreen(WorkbenchScreen):
         thread=True, exclusive=True, group="profiles-doctor", exit_on_error=False, name="the doctor"
     )
     def run_doctor(self, name: str) -> None:
-        from providers.doctor import run_doctor
+        from driftdesk.providers.doctor import run_doctor
 
         self.post_message(DetailReady(f"doctor {name}", "running checks (with a live probe)…"))
         checks = run_doctor(name, probe=True)
@@ -167,8 +167,8 @@ class ProfilesScreen(WorkbenchScreen):
         thread=True, exclusive=True, group="profiles-switch", exit_on_error=False, name="the switch"
     )
     def plan_switch(self, name: str, target: str) -> None:
-        from providers.profiles import ProfileStore
-        from providers.targets import plan_switch
+        from driftdesk.providers.profiles import ProfileStore
+        from driftdesk.providers.targets import plan_switch
 
         plan = plan_switch(ProfileStore().get(name), target)
         if not plan.changed:
@@ -185,7 +185,7 @@ class ProfilesScreen(WorkbenchScreen):
     def apply_switch(
         self, plan: Any, name: str, target: str, discard_unsaved_keys: bool = False
     ) -> None:
-        from providers.targets import apply_switch
+        from driftdesk.providers.targets import apply_switch
 
         # Without the user's second yes, UnsavedKeys (nothing written) reaches the notification.
         apply_switch(plan, discard_unsaved_keys=discard_unsaved_keys)
@@ -201,7 +201,7 @@ class ProfilesScreen(WorkbenchScreen):
         thread=True, exclusive=True, group="profiles-import", exit_on_error=False, name="the import"
     )
     def import_current(self, source: str) -> None:
-        from providers.importer import import_profile
+        from driftdesk.providers.importer import import_profile
 
         result = import_profile(source)
         lines = [
@@ -275,7 +275,7 @@ class ProfilesScreen(WorkbenchScreen):
 
     @on(SwitchPlanned)
     def _confirm_switch(self, message: SwitchPlanned) -> None:
-        from providers.targets import unsaved_keys_message
+        from driftdesk.providers.targets import unsaved_keys_message
 
         plan = message.plan
         # A key only the user's file holds: the switch would destroy the only copy. Say so
@@ -341,7 +341,7 @@ class ProfilesScreen(WorkbenchScreen):
         if name is None:
             self.notify("no profile selected", severity="warning")
             return
-        from providers.profiles import ProfileStore
+        from driftdesk.providers.profiles import ProfileStore
 
         self.app.push_screen(ProfileFormScreen(ProfileStore().get(name)), self._form_done)
 
@@ -413,7 +413,7 @@ def _profile_extra(p: Any) -> str:
 
 def _target_status() -> tuple[dict[str, list[str]], dict[str, list[str]], str]:
     """Which profile is active on which target (and drift there), from ``providers.status``."""
-    from providers.status import collect_status
+    from driftdesk.providers.status import collect_status
 
     active: dict[str, list[str]] = {}
     drift: dict[str, list[str]] = {}

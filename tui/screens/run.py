@@ -21,11 +21,11 @@ from textual.message import Message
 from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, Static
 
 from driftdesk.layout import ATTEMPTS_FILE
-from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
-from tui.screens.launch import LaunchScreen
-from tui.screens.modals import ConfirmScreen
-from tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
-from tui.widgets.attempt_grid import AttemptGrid
+from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.launch import LaunchScreen
+from driftdesk.tui.screens.modals import ConfirmScreen
+from driftdesk.tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
+from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 
 REDRAW_SECONDS = 0.3
 COST_SECONDS = 2.0
@@ -125,7 +125,7 @@ class RunScreen(WorkbenchScreen):
     @work(thread=True, exclusive=True, group="run-cost", exit_on_error=False, name="the cost")
     def refresh_cost(self, live: LiveRun) -> None:
         """Cost so far from the analysis core (its price table × tokens), read incrementally."""
-        from analysis.live import LiveVolatility
+        from driftdesk.analysis.live import LiveVolatility
 
         assert live.run_dir is not None
         finished = live.finished
@@ -239,7 +239,7 @@ class RunScreen(WorkbenchScreen):
         self.redraw()
 
     def action_launch(self) -> None:
-        from tui.screens.volatility import discover_runs
+        from driftdesk.tui.screens.volatility import discover_runs
 
         earlier = [(run.run_id, run.path) for run in discover_runs(self.workbench.runs_dirs)]
 

@@ -16,8 +16,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label, RichLog
 
-from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
-from tui.widgets.tables import fill_table
+from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.widgets.tables import fill_table
 
 ATTEMPT_COLUMNS = [
     (label, label)
@@ -87,7 +87,7 @@ class TaskScreen(WorkbenchScreen):
         name="loading attempts",
     )
     def load_attempts(self) -> None:
-        from analysis.attempts import task_attempts
+        from driftdesk.analysis.attempts import task_attempts
 
         self.post_message(AttemptsLoaded(task_attempts(self.run_dir, self.task_id)))
 

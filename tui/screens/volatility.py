@@ -22,9 +22,9 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList,
 from textual.widgets.option_list import Option
 
 from driftdesk.layout import MANIFEST_FILE
-from tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
-from tui.screens.modals import ConfirmScreen, PickScreen
-from tui.widgets.tables import fill_table
+from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
+from driftdesk.tui.widgets.tables import fill_table
 
 SORT_KEYS = ("spread", "success", "task")
 LIVE_REFRESH_SECONDS = 1.0
@@ -68,7 +68,7 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
     """Run dirs (folders with a manifest) under ``dirs``, newest first. A "running" manifest
     whose lock nobody holds is a killed run: status "interrupted", resumable. ``executing``
     are the dirs this process is running (known live: probing their lock could race a start)."""
-    from reruns.rundir import is_live, read_manifest
+    from driftdesk.reruns.rundir import is_live, read_manifest
 
     runs: dict[Path, RunInfo] = {}
     for base in dirs:
@@ -221,7 +221,7 @@ class VolatilityScreen(WorkbenchScreen):
         name="the volatility report",
     )
     def load_report(self, run_dir: Path) -> None:
-        from analysis.volatility import build_report
+        from driftdesk.analysis.volatility import build_report
 
         reports = build_report([run_dir], sort="spread")
         if not reports:
@@ -233,7 +233,7 @@ class VolatilityScreen(WorkbenchScreen):
         thread=True, exclusive=True, group="vol-live", exit_on_error=False, name="the live report"
     )
     def live_refresh(self, run_dir: Path) -> None:
-        from analysis.live import LiveVolatility
+        from driftdesk.analysis.live import LiveVolatility
 
         with self._live_lock:
             live = self._live
@@ -262,8 +262,8 @@ class VolatilityScreen(WorkbenchScreen):
         import csv
         import io
 
-        from analysis.export import task_table
-        from analysis.volatility import build_report
+        from driftdesk.analysis.export import task_table
+        from driftdesk.analysis.volatility import build_report
         from driftdesk.fileio import atomic_write_json, atomic_write_text
 
         reports = build_report([run_dir])
@@ -478,7 +478,7 @@ class VolatilityScreen(WorkbenchScreen):
     def _drill(self, event: DataTable.RowSelected) -> None:
         if self.run_dir is None or event.row_key.value is None:
             return
-        from tui.screens.task import TaskScreen
+        from driftdesk.tui.screens.task import TaskScreen
 
         self.app.push_screen(TaskScreen(self.run_dir, str(event.row_key.value)))
 
@@ -560,7 +560,7 @@ class VolatilityScreen(WorkbenchScreen):
 
         def picked(b: str | None) -> None:
             if b:
-                from tui.screens.compare import CompareScreen
+                from driftdesk.tui.screens.compare import CompareScreen
 
                 self.app.push_screen(CompareScreen(a, Path(b)))
 
@@ -660,7 +660,7 @@ HISTOGRAM_MIN_WIDTH = 180
 
 def _plot(report: Any) -> str:
     """The pass^k curve as text; a plot that fails must not hide the table, so say why instead."""
-    from analysis.plots import pass_hat_k_plot
+    from driftdesk.analysis.plots import pass_hat_k_plot
 
     try:
         return pass_hat_k_plot(report, *PLOT_SIZE, color=True)
@@ -669,7 +669,7 @@ def _plot(report: Any) -> str:
 
 
 def _histogram(report: Any) -> str:
-    from analysis.plots import success_histogram
+    from driftdesk.analysis.plots import success_histogram
 
     try:
         return success_histogram(report, *HISTOGRAM_SIZE, color=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from analysis.compare import Comparison
-    from analysis.volatility import RunReport
+    from driftdesk.analysis.compare import Comparison
+    from driftdesk.analysis.volatility import RunReport
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -101,9 +101,9 @@ def _guarded(handler: Handler) -> Handler:
     """Turn the cores' input errors into one clear line and exit code 2."""
 
     def run(args: argparse.Namespace) -> int:
-        from analysis.imports import ResultsImportError
-        from analysis.prices import PriceTableError
-        from analysis.sources import SourceError
+        from driftdesk.analysis.imports import ResultsImportError
+        from driftdesk.analysis.prices import PriceTableError
+        from driftdesk.analysis.sources import SourceError
 
         try:
             return handler(args)
@@ -115,7 +115,7 @@ def _guarded(handler: Handler) -> Handler:
 
 
 def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> list[RunReport]:
-    from analysis.volatility import build_report
+    from driftdesk.analysis.volatility import build_report
 
     reports = build_report(
         list(sources),
@@ -142,7 +142,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     reports = _reports(args, args.runs, group_by=args.group_by, sort=args.sort, top=args.top)
     if args.format == "parquet":
-        from analysis.export import write_parquet
+        from driftdesk.analysis.export import write_parquet
 
         write_parquet(reports, Path(args.out))
         print(f"wrote {args.out}", file=sys.stderr)
@@ -280,7 +280,7 @@ def render_report_table(report: RunReport) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from analysis.compare import compare_runs
+    from driftdesk.analysis.compare import compare_runs
 
     a, b = _reports(args, [args.run_a, args.run_b], sort="task")
     comparison = compare_runs(a, b)
@@ -323,7 +323,7 @@ def _fmt_ci(ci: list[float] | None) -> str:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from analysis.selection import select_task_ids
+    from driftdesk.analysis.selection import select_task_ids
 
     runs = [Path(r) for r in args.runs]
     for task_id in select_task_ids(runs, "volatile" if args.volatile else "failed"):
@@ -332,7 +332,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from analysis.plots import pass_hat_k_plot, success_histogram
+    from driftdesk.analysis.plots import pass_hat_k_plot, success_histogram
 
     (report,) = _reports(args, [args.run])
     parts = []
@@ -350,7 +350,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 
 
 def _import_results(args: argparse.Namespace) -> int:
-    from analysis.imports import import_results
+    from driftdesk.analysis.imports import import_results
 
     result = import_results(
         Path(args.source),

@@ -28,13 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def open_workbench(runs: list[Path] | None = None) -> int:
-    from tui.app import run_workbench
+    from driftdesk.tui.app import run_workbench
 
     return run_workbench(runs)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tui.app import run_demo
+    from driftdesk.tui.app import run_demo
 
     if args.repeat < 1 or args.concurrency < 1:
         raise SystemExit("driftdesk demo: --repeat and --concurrency must be at least 1")

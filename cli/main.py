@@ -1,6 +1,6 @@
 """The ``driftdesk`` command line: a thin face over the cores.
 
-Each area registers its sub-commands from ``driftdesk/commands/<area>.py`` (``register``);
+Each area registers its sub-commands from ``cli/<area>.py`` (``register``);
 handlers import their core lazily so ``driftdesk key NAME`` (run by Claude Code and Codex on
 every key refresh) starts fast and never imports Textual. Only ``driftdesk`` with no
 sub-command, ``driftdesk tui`` and ``driftdesk demo`` load the TUI.
@@ -18,7 +18,7 @@ PROFILE_IMPORT_SOURCES = ("claude", "codex", "env")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from driftdesk.commands import analysis, profiles, runs, workbench
+    from driftdesk.cli import analysis, profiles, runs, workbench
 
     parser = argparse.ArgumentParser(
         prog="driftdesk",
@@ -71,10 +71,10 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
 
 def _dispatch_import(args: argparse.Namespace) -> int:
     if args.source in PROFILE_IMPORT_SOURCES:
-        from driftdesk.commands.profiles import cmd_import_profile
+        from driftdesk.cli.profiles import cmd_import_profile
 
         return cmd_import_profile(args)
-    from driftdesk.commands.analysis import cmd_import_results
+    from driftdesk.cli.analysis import cmd_import_results
 
     return cmd_import_results(args)
 
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
-        from driftdesk.commands.workbench import open_workbench
+        from driftdesk.cli.workbench import open_workbench
 
         return open_workbench()
     try:

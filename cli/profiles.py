@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from providers.profiles import Profile
+    from driftdesk.providers.profiles import Profile
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -133,11 +133,11 @@ def _guarded(handler: Handler) -> Handler:
     """Turn the cores' expected errors into one clear line on stderr and a non-zero exit."""
 
     def run(args: argparse.Namespace) -> int:
-        from providers.errors import expected_errors
+        from driftdesk.providers.errors import EXPECTED
 
         try:
             return handler(args)
-        except expected_errors() as exc:
+        except EXPECTED as exc:
             print(f"driftdesk: error: {exc}", file=sys.stderr)
             return 1
 
@@ -154,7 +154,7 @@ def _err(message: str) -> None:
 
 def cmd_key(args: argparse.Namespace) -> int:
     # Kept minimal on purpose: Claude Code / Codex run this on every key refresh.
-    from providers.keys import KeyMissing, KeyringUnavailable, get_key
+    from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, get_key
 
     try:
         key = get_key(args.name)
@@ -169,7 +169,11 @@ def cmd_key(args: argparse.Namespace) -> int:
 
 
 def _headers(profile_name: str, pairs: list[str]) -> dict[str, str]:
-    from providers.profiles import ProfileError, credential_header_problem, is_credential_header
+    from driftdesk.providers.profiles import (
+        ProfileError,
+        credential_header_problem,
+        is_credential_header,
+    )
 
     out: dict[str, str] = {}
     for pair in pairs:
@@ -188,7 +192,7 @@ def _read_key(args: argparse.Namespace, name: str, prompt: bool) -> str | None:
     if args.key_stdin:
         key = sys.stdin.read().strip()
         if not key:
-            from providers.profiles import ProfileError
+            from driftdesk.providers.profiles import ProfileError
 
             raise ProfileError("--key-stdin given but stdin was empty")
         return key
@@ -201,8 +205,8 @@ def _read_key(args: argparse.Namespace, name: str, prompt: bool) -> str | None:
 
 
 def cmd_profile_add(args: argparse.Namespace) -> int:
-    from providers.keys import backend, set_key
-    from providers.profiles import Profile, ProfileError, ProfileStore
+    from driftdesk.providers.keys import backend, set_key
+    from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore
 
     store = ProfileStore()
     if store.exists(args.name):
@@ -249,8 +253,8 @@ def _masked(key: str | None) -> str:
 
 
 def _profile_view(profile: Profile) -> dict[str, Any]:
-    from providers.keys import KeyMissing, KeyringUnavailable, get_key
-    from providers.profiles import is_credential_header
+    from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, get_key
+    from driftdesk.providers.profiles import is_credential_header
 
     view = profile.to_dict()
     # A hand-edited config may still hold one: shown masked, never raw.
@@ -273,7 +277,7 @@ def _profile_view(profile: Profile) -> dict[str, Any]:
 
 
 def cmd_profile_list(args: argparse.Namespace) -> int:
-    from providers.profiles import ProfileStore
+    from driftdesk.providers.profiles import ProfileStore
 
     views = [_profile_view(p) for p in ProfileStore().all()]
     if args.json:
@@ -292,7 +296,7 @@ def cmd_profile_list(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_show(args: argparse.Namespace) -> int:
-    from providers.profiles import ProfileStore
+    from driftdesk.providers.profiles import ProfileStore
 
     view = _profile_view(ProfileStore().get(args.name))
     if args.json:
@@ -315,8 +319,8 @@ def cmd_profile_show(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_edit(args: argparse.Namespace) -> int:
-    from providers.keys import set_key
-    from providers.profiles import ProfileStore
+    from driftdesk.providers.keys import set_key
+    from driftdesk.providers.profiles import ProfileStore
 
     store = ProfileStore()
     profile = store.get(args.name)
@@ -355,8 +359,8 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_rm(args: argparse.Namespace) -> int:
-    from providers.keys import KeyringUnavailable, delete_key
-    from providers.profiles import ProfileStore
+    from driftdesk.providers.keys import KeyringUnavailable, delete_key
+    from driftdesk.providers.profiles import ProfileStore
 
     store = ProfileStore()
     store.get(args.name)  # a clear "no profile named" before touching the keyring
@@ -368,7 +372,7 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
         ) from exc
     store.remove(args.name)
     print(f"removed profile {args.name}" + (" and its keyring entry" if had_key else ""))
-    from providers.status import collect_status
+    from driftdesk.providers.status import collect_status
 
     for row in collect_status():
         if row.profile == args.name:
@@ -383,8 +387,13 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_switch(args: argparse.Namespace) -> int:
-    from providers.profiles import ProfileStore
-    from providers.targets import SwitchError, apply_switch, plan_switch, unsaved_keys_message
+    from driftdesk.providers.profiles import ProfileStore
+    from driftdesk.providers.targets import (
+        SwitchError,
+        apply_switch,
+        plan_switch,
+        unsaved_keys_message,
+    )
 
     if args.target == "env" and args.scope != "user":
         raise SwitchError("--scope applies to claude and codex; use --env-file for env")
@@ -413,7 +422,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from providers.status import collect_status
+    from driftdesk.providers.status import collect_status
 
     rows = collect_status()
     if args.json:
@@ -432,8 +441,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from providers.execenv import run_with_profile
-    from providers.profiles import ProfileStore
+    from driftdesk.providers.execenv import run_with_profile
+    from driftdesk.providers.profiles import ProfileStore
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -449,7 +458,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from providers.doctor import run_doctor
+    from driftdesk.providers.doctor import run_doctor
 
     checks = run_doctor(args.name, probe=not args.no_probe, timeout=args.timeout)
     if args.json:
@@ -472,8 +481,8 @@ def cmd_import_profile(args: argparse.Namespace) -> int:
 
 
 def _import_profile(args: argparse.Namespace) -> int:
-    from providers.importer import import_profile, inspect_source
-    from providers.profiles import ProfileError
+    from driftdesk.providers.importer import import_profile, inspect_source
+    from driftdesk.providers.profiles import ProfileError
 
     if not args.name:
         raise ProfileError("import needs --name NAME for the new profile")

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reruns.engine import RunOutcome
-    from reruns.progress import TextProgress
+    from driftdesk.reruns.engine import RunOutcome
+    from driftdesk.reruns.progress import TextProgress
 
 EXIT_SETUP_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -94,12 +94,12 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     import asyncio
     import signal
 
-    from providers.keys import KeyMissing, KeyringUnavailable
-    from providers.profiles import ProfileError
-    from reruns.engine import RunSetupError
-    from reruns.progress import TextProgress, status_line
-    from reruns.rundir import RunDirBusy
-    from reruns.suites import SuiteError
+    from driftdesk.providers.keys import KeyMissing, KeyringUnavailable
+    from driftdesk.providers.profiles import ProfileError
+    from driftdesk.reruns.engine import RunSetupError
+    from driftdesk.reruns.progress import TextProgress, status_line
+    from driftdesk.reruns.rundir import RunDirBusy
+    from driftdesk.reruns.suites import SuiteError
 
     progress = TextProgress()
 
@@ -138,8 +138,8 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from reruns.engine import RunSpec, execute_run
-    from reruns.retry import RetryPolicy
+    from driftdesk.reruns.engine import RunSpec, execute_run
+    from driftdesk.reruns.retry import RetryPolicy
 
     spec = RunSpec(
         profile=args.profile,
@@ -161,7 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from reruns.engine import resume_run
+    from driftdesk.reruns.engine import resume_run
 
     return _drive(
         lambda progress: resume_run(
@@ -176,7 +176,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_sandbox(args: argparse.Namespace) -> int:
     import threading
 
-    from reruns.sandbox import BANNER, SIM_MODEL, FaultRates, SandboxServer
+    from driftdesk.reruns.sandbox import BANNER, SIM_MODEL, FaultRates, SandboxServer
 
     faults = FaultRates(
         rate_limit=args.rate_limit_rate,
