@@ -14,7 +14,7 @@ import pytest
 
 # Variables a user's shell may export that would leak into, or shadow, what tests check.
 _SCRUBBED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "XDG_", "DRIFTDESK_")
-_KEEP = {"DRIFTDESK_REQUIRE_KEYRING"}
+_KEEP = {"DRIFTDESK_REQUIRE_KEYRING", "DRIFTDESK_TEST_CLIENTS"}
 
 
 def _keyring_problem() -> str | None:
@@ -124,3 +124,20 @@ def run_cli(
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def real_client(name: str) -> Path:
+    """The real npm client (``claude`` or ``codex``) that ``./run tests`` installs, pinned, under
+    .tools/npm. Missing, a test fails in CI (which must have it) and skips elsewhere, saying how
+    to get it."""
+    root = Path(__file__).resolve().parent.parent
+    folder = os.environ.get("DRIFTDESK_TEST_CLIENTS") or str(root / ".tools/npm/node_modules/.bin")
+    path = Path(folder) / name
+    if path.exists():
+        return path
+    message = (
+        f"the real {name} client is not installed in {folder}: run ./run tests (it installs it)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
