@@ -95,6 +95,13 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="count link and harness errors as failures (default: kept out of model metrics)",
     )
+    p.add_argument(
+        "--pass-k-convention",
+        default="driftdesk",
+        choices=["driftdesk", "tau2"],
+        help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
+        "(k capped at the smallest per-task trial count, every task averaged)",
+    )
 
 
 def _guarded(handler: Handler) -> Handler:
@@ -121,6 +128,7 @@ def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> 
         list(sources),
         min_runs=args.min_runs,
         include_link_errors=args.include_link_errors,
+        pass_k_convention=args.pass_k_convention,
         **extra,
     )
     for report in reports:
@@ -228,9 +236,17 @@ def render_report_table(report: RunReport) -> str:
         + ("  [link errors counted as failures]" if report.include_link_errors else ""),
         f"  success {_pct(report.success_rate)}{_ci(report.ci95.get('success_rate'), 100)}"
         f"  consistency gap {_num(report.consistency_gap_pp, '.1f')} pp"
-        f"{_ci(report.ci95.get('consistency_gap_pp'))}  C_out {_num(report.c_out)}",
+        f"{_ci(report.ci95.get('consistency_gap_pp'))}",
+        f"  C_out (HAL) {_num(report.c_out)} over {report.c_out_tasks} tasks with n ≥ 2"
+        f"  all attempts agree {_pct(report.all_agree_rate)}"
+        + "  C_res (HAL exp(−CV)) "
+        + "  ".join(
+            f"{name} {_num(report.resource_consistency.get(name))}"
+            for name in ("latency", "tokens", "cost", "resource")
+        ),
     ]
     if report.pass_hat_k:
+        lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
         lines.append(f"  pass^k  {_curve(report.pass_hat_k)}")
         lines.append(f"  pass@k  {_curve(report.pass_at_k)}")
     cost = (
