@@ -248,3 +248,68 @@ def test_pass_k_convention_is_a_cli_option(cli, home, tmp_path: Path) -> None:  
     }
     table = cli("report", str(run), "--pass-k-convention", "tau2").stdout
     assert "pass^k (tau2 convention" in table
+
+
+# --- inspect_ai reducers (the real ones) and tau-bench's pass^k ---
+
+
+def test_task_curves_and_success_match_inspect_ai_reducers(tmp_path: Path) -> None:
+    from inspect_ai.scorer import Score, mean_score, pass_at, pass_k
+
+    run, by_task = generated_run(tmp_path)
+    report = report_of(run)
+    tasks = {t.task_id: t for t in [*report.tasks, *report.tasks_below_min_runs]}
+    means = []
+    for task_id, rows in by_task.items():
+        scores = [Score(value=1.0 if r["outcome"] == "pass" else 0.0) for r in rows]
+        task = tasks[task_id]
+        mean = mean_score()(scores).value
+        means.append(mean)
+        assert task.success_rate == approx(mean)
+        for k in range(1, len(rows) + 1):
+            assert task.pass_at_k[k] == approx(pass_at(k)(scores).value), (task_id, k)
+            assert task.pass_hat_k[k] == approx(pass_k(k)(scores).value), (task_id, k)
+            # tau-bench (arXiv:2406.12045): C(c, k) / C(n, k)
+            c = sum(r["outcome"] == "pass" for r in rows)
+            assert task.pass_hat_k[k] == approx(math.comb(c, k) / math.comb(len(rows), k))
+    # success rate: inspect_ai's per-sample mean over epochs, then the mean over samples
+    assert report.success_rate == approx(float(np.mean(means)))
+
+
+def test_driftdesk_pass_k_convention_averages_tasks_run_at_least_k_times(tmp_path: Path) -> None:
+    run, by_task = generated_run(tmp_path)
+    report = report_of(run)
+    for k, value in report.pass_hat_k.items():
+        eligible = [rows for rows in by_task.values() if len(rows) >= k]
+        expected = np.mean(
+            [
+                math.comb(sum(r["outcome"] == "pass" for r in rows), k) / math.comb(len(rows), k)
+                for rows in eligible
+            ]
+        )
+        assert value == approx(float(expected))
+        assert report.pass_k_tasks[k] == len(eligible)
+
+
+def test_tgc_and_sgc_follow_appworld(tmp_path: Path) -> None:
+    """AppWorld: TGC = tasks passed / tasks × 100; SGC = scenarios whose every task passed /
+    scenarios × 100 (one attempt per task, as AppWorld runs them)."""
+    rng = random.Random(11)
+    rows, outcome = [], {}
+    for s in range(9):
+        for t in range(rng.randint(1, 3)):
+            task = f"{s:03d}_{t}"
+            outcome[task] = rng.random() < 0.6
+            rows.append(
+                attempt_row(
+                    "aw", task, 0, "pass" if outcome[task] else "fail", scenario_id=f"{s:03d}"
+                )
+            )
+    report = report_of(write_run(tmp_path, "aw", rows), group_by="scenario")
+    scenarios: dict[str, list[bool]] = {}
+    for task, passed in outcome.items():
+        scenarios.setdefault(task.split("_")[0], []).append(passed)
+    assert report.task_goal_completion == round(100 * sum(outcome.values()) / len(outcome), 1)
+    assert report.scenario_goal_completion == round(
+        100 * sum(all(v) for v in scenarios.values()) / len(scenarios), 1
+    )
