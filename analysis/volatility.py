@@ -180,6 +180,9 @@ class RunReport:
     run_dir: str | None = None
     model: str | None = None
     status: str | None = None  # manifest status ("running", "completed", …) if known
+    started_at: str | None = None  # manifest start time (compare puts the newer run as B)
+    repeat: int | None = None  # manifest repeat (attempts asked per task)
+    models: list[str] = field(default_factory=list)  # models named by the rows
     group_by: GroupBy = "task"
     include_link_errors: bool = False
     min_runs: int = 1
@@ -231,6 +234,9 @@ class RunReport:
             "run_dir": self.run_dir,
             "model": self.model,
             "status": self.status,
+            "started_at": self.started_at,
+            "repeat": self.repeat,
+            "models": self.models,
             "group_by": self.group_by,
             "include_link_errors": self.include_link_errors,
             "min_runs": self.min_runs,
@@ -472,6 +478,10 @@ def assemble_report(
         min_runs=min_runs,
         pass_k_convention=pass_k_convention,
     )
+    started, repeat = run.manifest.get("started_at"), run.manifest.get("repeat")
+    report.started_at = started if isinstance(started, str) else None
+    report.repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None
+    report.models = sorted(m for m in extras.tokens_by_model if m)
     missing_by_task: dict[str, list[int]] = defaultdict(list)
     for task_id, attempt in extras.missing_slots:
         missing_by_task[task_id].append(attempt)
@@ -528,11 +538,8 @@ def assemble_report(
             for name in (*RESOURCES, "resource")
         }
         report.attempt_success_rate = sum(t.passes for t in included) / report.attempts_judged
-        repeat = run.manifest.get("repeat")
         report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(
-            included,
-            pass_k_convention,
-            repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None,
+            included, pass_k_convention, report.repeat
         )
         report.ci_resamples = resample_count(len(included))
         if ci95 is not None:

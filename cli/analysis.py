@@ -60,10 +60,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_guarded(cmd_report))
 
-    p = sub.add_parser("compare", help="two runs side by side: deltas, CIs, tasks that changed")
+    p = sub.add_parser(
+        "compare",
+        help="two runs, paired over the tasks both judged: deltas with CIs and p-values",
+        description="Compare two runs over the tasks both judged. The newer run is B (after).",
+    )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
     p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument(
+        "--all-tasks",
+        action="store_true",
+        help="metrics over each whole run, and list tasks judged by one run only (the paired "
+        "deltas stay over the shared tasks)",
+    )
+    p.add_argument(
+        "--keep-order",
+        action="store_true",
+        help="keep RUN_A as A even when it is the newer run",
+    )
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_compare))
 
@@ -299,7 +314,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from driftdesk.analysis.compare import compare_runs
 
     a, b = _reports(args, [args.run_a, args.run_b], sort="task")
-    comparison = compare_runs(a, b)
+    comparison = compare_runs(a, b, all_tasks=args.all_tasks, keep_order=args.keep_order)
     if args.format == "json":
         sys.stdout.write(json.dumps(comparison.to_json(), ensure_ascii=False) + "\n")
     else:
@@ -309,7 +324,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def render_comparison(comparison: Comparison) -> str:
     a, b = comparison.a, comparison.b
-    lines = [f"A {a.run_id}", f"B {b.run_id}", ""]
+    lines = [f"A (before) {a.run_id}", f"B (after)  {b.run_id}"]
+    lines.append(
+        f"  shared tasks {comparison.shared_tasks}  left out: {comparison.only_in_a} only in A, "
+        f"{comparison.only_in_b} only in B"
+    )
+    lines.extend(f"  warning: {w}" for w in comparison.warnings)
+    lines.append("")
+    lines.append(f"  {'PAIRED (B − A)':<22}  {'DELTA':>10}  {'95% CI':>17}  {'P':>8}  TEST")
+    for name, d in comparison.delta.items():
+        scale = 100 if name == "success_rate" else 1
+        value = "—" if d.value is None else f"{d.value * scale:+.1f} pp"
+        ci = "—" if d.ci95 is None else f"{d.ci95[0] * scale:.1f}–{d.ci95[1] * scale:.1f} pp"
+        p = "—" if d.p_value is None else f"{d.p_value:.3g}"
+        lines.append(f"  {name:<22}  {value:>10}  {ci:>17}  {p:>8}  {d.test}")
+    lines.extend(f"  {d.sentence}" for d in comparison.delta.values())
+    lines.append("")
     lines.append(f"  {'METRIC':<22}  {'A':>10}  {'B':>10}  {'B − A':>10}  CI A / CI B")
     for m in comparison.metrics:
         ci = ""
@@ -331,6 +361,8 @@ def render_comparison(comparison: Comparison) -> str:
             )
     else:
         lines.append("  no task changed behaviour")
+    if not comparison.all_tasks and (comparison.only_in_a or comparison.only_in_b):
+        lines.append("  (tasks judged by one run only are not listed; --all-tasks lists them)")
     return "\n".join(lines) + "\n"
 
 
