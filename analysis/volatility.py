@@ -38,6 +38,7 @@ from driftdesk.analysis.metrics import (
     pass_curves,
     resample_count,
 )
+from driftdesk.analysis.noise import NoiseFloor, noise_floor
 from driftdesk.analysis.sources import (
     RunSource,
     name_bad_records,
@@ -207,6 +208,7 @@ class RunReport:
     # with include_link_errors: the same attempts, counted as failures, by kind
     errors_counted_as_failures: dict[str, int] = field(default_factory=dict)
     empty_reason: str | None = None  # why no task has a success rate, when none has
+    noise_floor: NoiseFloor | None = None  # what a same-size rerun can tell apart
     pass_hat_k: dict[int, float] = field(default_factory=dict)
     pass_at_k: dict[int, float] = field(default_factory=dict)
     pass_k_tasks: dict[int, int] = field(default_factory=dict)  # tasks averaged at each k
@@ -261,6 +263,7 @@ class RunReport:
             "removed_from_denominator": self.removed_from_denominator,
             "errors_counted_as_failures": self.errors_counted_as_failures,
             "empty_reason": self.empty_reason,
+            "noise_floor": None if self.noise_floor is None else self.noise_floor.to_json(),
             "pass_hat_k": {str(k): round(v, 6) for k, v in self.pass_hat_k.items()},
             "pass_at_k": {str(k): round(v, 6) for k, v in self.pass_at_k.items()},
             "pass_k_tasks": {str(k): v for k, v in self.pass_k_tasks.items()},
@@ -537,6 +540,7 @@ def assemble_report(
             name: mean_or_none([getattr(t, f"{name}_consistency") for t in included])
             for name in (*RESOURCES, "resource")
         }
+        report.noise_floor = noise_floor([(t.n, t.passes) for t in included])
         report.attempt_success_rate = sum(t.passes for t in included) / report.attempts_judged
         report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(
             included, pass_k_convention, report.repeat

@@ -260,6 +260,7 @@ def render_report_table(report: RunReport) -> str:
             for name in ("latency", "tokens", "cost", "resource")
         ),
     ]
+    lines.extend(noise_floor_lines(report))
     if report.pass_hat_k:
         lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
         lines.append(f"  pass^k  {_curve(report.pass_hat_k)}")
@@ -308,6 +309,21 @@ def render_report_table(report: RunReport) -> str:
     if report.tasks_total > len(report.tasks):
         lines.append(f"  … {report.tasks_total - len(report.tasks)} more tasks (--top)")
     return "\n".join(lines) + "\n"
+
+
+def noise_floor_lines(report: RunReport) -> list[str]:
+    """The noise floor as a sentence and a small table (targets -> repeats per task)."""
+    floor = report.noise_floor
+    if floor is None or floor.mde_pp is None:
+        return []
+    lines = [
+        f"  noise floor: a same-size rerun detects a success change of ≥ {floor.mde_pp:.1f} pp "
+        f"({floor.power:.0%} power, α {floor.alpha:g}; from {floor.tasks} tasks with n ≥ 2)",
+        "    TARGET Δ (pp)  " + "  ".join(f"{k:>6g}" for k in floor.repeats_for_pp),
+        "    repeats/task   "
+        + "  ".join(f"{'—' if v is None else v:>6}" for v in floor.repeats_for_pp.values()),
+    ]
+    return lines
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

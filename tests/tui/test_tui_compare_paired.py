@@ -31,3 +31,24 @@ async def test_compare_screen_is_paired_and_puts_the_newer_run_as_b(
         assert set(rows) == {"success_rate", "consistency_gap_pp"}
         cells = [str(c) for c in rows["success_rate"]]
         assert cells[1].endswith("pp") and "–" in cells[2] and cells[4] == "sign-flip-permutation"
+
+
+async def test_volatility_screen_shows_the_noise_floor(
+    home, fixture_runs, make_app, settle
+) -> None:
+    from textual.widgets import Static
+
+    from driftdesk.tui.screens.volatility import VolatilityScreen
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, VolatilityScreen)
+        await settle(app, pilot)
+        assert screen.report is not None
+        floor = screen.report.noise_floor
+        assert floor is not None and floor.mde_pp is not None
+        summary = str(screen.query_one("#summary", Static).render())
+        assert f"noise floor       {floor.mde_pp:.1f} pp" in summary
+        assert f"5 pp: {floor.repeats_for_pp[5.0]}" in summary
