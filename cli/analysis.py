@@ -82,6 +82,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_compare))
 
+    p = sub.add_parser(
+        "check",
+        help="CI gate: exit 0 when every threshold holds, 1 otherwise",
+        description="Check a run against thresholds (each printed with its value); exit 0 when "
+        "all hold, 1 when one fails, 2 on bad input. A regression against --baseline fails "
+        "only when the paired drop is larger than --max-regression and significant.",
+    )
+    p.add_argument("run", metavar="RUN_DIR")
+    p.add_argument("--min-success", type=float, metavar="RATE", help="run success rate (0..1)")
+    p.add_argument("--max-gap", type=float, metavar="PP", help="consistency gap, in pp")
+    p.add_argument(
+        "--min-pass-hat-k",
+        action="append",
+        type=_k_threshold,
+        metavar="K=RATE",
+        help="pass^K at least RATE (repeatable)",
+    )
+    p.add_argument(
+        "--task-min-success",
+        type=float,
+        metavar="RATE",
+        help="every task's success rate across its repeats at least RATE",
+    )
+    p.add_argument("--max-link-error-rate", type=float, metavar="RATE")
+    p.add_argument("--baseline", metavar="RUN_DIR", help="compare with this run (paired)")
+    p.add_argument(
+        "--max-regression",
+        type=float,
+        default=0.0,
+        metavar="PP",
+        help="with --baseline: allowed drop in success, pp (default 0)",
+    )
+    p.add_argument("--format", default="table", choices=["table", "json"])
+    _add_metric_options(p)
+    p.set_defaults(func=_guarded(cmd_check))
+
     p = sub.add_parser("tasks", help="print task ids one a line (feed them to run --tasks)")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
     which = p.add_mutually_exclusive_group(required=True)
@@ -117,6 +153,16 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
         help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
         "(k capped at the smallest per-task trial count, every task averaged)",
     )
+
+
+def _k_threshold(text: str) -> tuple[int, float]:
+    k, sep, rate = text.partition("=")
+    try:
+        if not sep or int(k) < 1:
+            raise ValueError
+        return int(k), float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K=RATE such as 3=0.5, got {text!r}") from None
 
 
 def _guarded(handler: Handler) -> Handler:
@@ -384,6 +430,49 @@ def render_comparison(comparison: Comparison) -> str:
 
 def _fmt_ci(ci: list[float] | None) -> str:
     return "—" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from driftdesk.analysis.gate import check_run
+
+    thresholds = (
+        args.min_success,
+        args.max_gap,
+        args.min_pass_hat_k,
+        args.task_min_success,
+        args.max_link_error_rate,
+        args.baseline,
+    )
+    if all(t is None for t in thresholds):
+        print("driftdesk: check needs at least one condition (see --help)", file=sys.stderr)
+        return 2
+    sources = [args.run] + ([args.baseline] if args.baseline else [])
+    reports = _reports(args, sources, sort="task")
+    result = check_run(
+        reports[0],
+        min_success=args.min_success,
+        max_gap=args.max_gap,
+        min_pass_hat_k=args.min_pass_hat_k,
+        task_min_success=args.task_min_success,
+        max_link_error_rate=args.max_link_error_rate,
+        baseline=reports[-1] if args.baseline else None,
+        max_regression_pp=args.max_regression,
+    )
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+    else:
+        lines = [f"check {result.run_id}"]
+        width = max(len(c.name) for c in result.conditions)
+        for c in result.conditions:
+            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+        failed = sum(1 for c in result.conditions if not c.passed)
+        lines.append(
+            "result: PASS"
+            if result.passed
+            else f"result: FAIL ({failed} of {len(result.conditions)} conditions failed)"
+        )
+        sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if result.passed else 1
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
