@@ -35,8 +35,13 @@ CSV_COLUMNS = (
     "latency_cv",
     "tokens_mean",
     "tokens_cv",
+    "model_latency_mean_ms",
+    "retries",
+    "model_mismatches",
+    "c_out",
     "last_error_kinds",
 )
+SCENARIO_CSV_COLUMNS = ("run_id", "scenario_id", "tasks", "min_success_rate", "mean_success_rate")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -246,6 +251,14 @@ def _csv_text(reports: Sequence[RunReport]) -> str:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
+    if reports and all(r.group_by == "scenario" for r in reports):
+        # --group-by scenario: one row per scenario (the task rows are the default grouping)
+        writer.writerow(SCENARIO_CSV_COLUMNS)
+        for report in reports:
+            for scenario in report.scenarios:
+                row = scenario.to_json()
+                writer.writerow([report.run_id] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
+        return buffer.getvalue()
     writer.writerow(CSV_COLUMNS)
     for report in reports:
         for task in [*report.tasks, *report.tasks_below_min_runs]:
@@ -294,7 +307,8 @@ def render_report_table(report: RunReport) -> str:
             else ""
         )
         + (f"  harness errors {report.harness_errors}" if report.harness_errors else "")
-        + ("  [link errors counted as failures]" if report.include_link_errors else ""),
+        + ("  [link errors counted as failures]" if report.include_link_errors else "")
+        + f"  retries {report.retries}  model mismatches {report.model_mismatches}",
         f"  success {_pct(report.success_rate)}{_ci(report.ci95.get('success_rate'), 100)}"
         f"  consistency gap {_num(report.consistency_gap_pp, '.1f')} pp"
         f"{_ci(report.ci95.get('consistency_gap_pp'))}",
@@ -306,6 +320,17 @@ def render_report_table(report: RunReport) -> str:
             for name in ("latency", "tokens", "cost", "resource")
         ),
     ]
+    if report.removed_from_denominator:
+        lines.append(
+            "  not in the success denominator: "
+            + ", ".join(f"{k} {v}" for k, v in report.removed_from_denominator.items())
+            + "  (--include-link-errors counts them as failures)"
+        )
+    if report.errors_counted_as_failures:
+        lines.append(
+            "  counted as failures: "
+            + ", ".join(f"{k} {v}" for k, v in report.errors_counted_as_failures.items())
+        )
     lines.extend(noise_floor_lines(report))
     if report.pass_hat_k:
         lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
@@ -340,16 +365,30 @@ def render_report_table(report: RunReport) -> str:
     if report.skipped_line_count:
         lines.append(f"  skipped lines {report.skipped_line_count} (see warnings)")
     lines.append("")
+    if report.empty_reason and not report.tasks:
+        lines.append(f"  no task table: {report.empty_reason}")
+        return "\n".join(lines) + "\n"
+    if report.group_by == "scenario" and report.scenarios:
+        swidth = max([len("SCENARIO"), *(len(s.scenario_id) for s in report.scenarios)])
+        lines.append(f"  {'SCENARIO':<{swidth}}  {'TASKS':>5}  {'MIN':>7}  {'MEAN':>7}")
+        for sc in report.scenarios:
+            lines.append(
+                f"  {sc.scenario_id:<{swidth}}  {sc.tasks:>5}  {_pct(sc.min_success_rate):>7}  "
+                f"{_pct(sc.mean_success_rate):>7}"
+            )
+        lines.append("")
     width = max([len("TASK"), *(len(t.task_id) for t in report.tasks)])
     lines.append(
         f"  {'TASK':<{width}}  {'N':>4}  {'PASS':>4}  {'FAIL':>4}  {'LINK':>4}  "
-        f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'LAT_CV':>6}  LAST ERRORS"
+        f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'MODEL_MS':>9}  {'LAT_CV':>6}  "
+        f"{'RETRY':>5}  {'MISMATCH':>8}  LAST ERRORS"
     )
     for t in report.tasks:
         lines.append(
             f"  {t.task_id:<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
             f"{t.link_errors:>4}  {_pct(t.success_rate):>7}  {_num(t.spread, '.0f'):>6}  "
-            f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.latency_cv, '.2f'):>6}  "
+            f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.model_latency_mean_ms, '.0f'):>9}  "
+            f"{_num(t.latency_cv, '.2f'):>6}  {t.retries:>5}  {t.model_mismatches:>8}  "
             f"{' '.join(t.last_error_kinds)}"
         )
     if report.tasks_total > len(report.tasks):
