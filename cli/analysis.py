@@ -434,10 +434,7 @@ def render_comparison(comparison: Comparison) -> str:
     lines.append("")
     lines.append(f"  {'PAIRED (B − A)':<22}  {'DELTA':>10}  {'95% CI':>17}  {'P':>8}  TEST")
     for name, d in comparison.delta.items():
-        scale = 100 if name == "success_rate" else 1
-        value = "—" if d.value is None else f"{d.value * scale:+.1f} pp"
-        ci = "—" if d.ci95 is None else f"{d.ci95[0] * scale:.1f}–{d.ci95[1] * scale:.1f} pp"
-        p = "—" if d.p_value is None else f"{d.p_value:.3g}"
+        value, ci, p = d.cells()
         lines.append(f"  {name:<22}  {value:>10}  {ci:>17}  {p:>8}  {d.test}")
     lines.extend(f"  {d.sentence}" for d in comparison.delta.values())
     lines.append("")
