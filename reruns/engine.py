@@ -32,6 +32,7 @@ import aiohttp
 
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
+from driftdesk.layout import INSPECT_LOG_DIR
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import (
@@ -58,7 +59,13 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
-from driftdesk.reruns.proxy import MeteringProxy
+from driftdesk.reruns.inspect_harness import (
+    InspectRunError,
+    check_inspect_ready,
+    inspect_suite,
+    run_inspect_eval,
+)
+from driftdesk.reruns.proxy import MeteringProxy, call_figures, link_failure_verdict
 from driftdesk.reruns.retry import RetryPolicy, is_retryable
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
 from driftdesk.secrets import redact
@@ -82,7 +89,7 @@ class RunSpec:
     only_failed: Path | None = None
     only_volatile: Path | None = None
     out_dir: Path = field(default_factory=lambda: Path("runs"))
-    agent: Literal["builtin", "command"] = "builtin"
+    agent: Literal["builtin", "command", "inspect"] = "builtin"
     command: str | None = None
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
@@ -250,6 +257,9 @@ class _Execution:
         status = "failed"
         try:
             await self._start()
+            if self.agent == "inspect":  # one inspect process for the whole run
+                await run_inspect_eval(self)
+                slots = []
             pending = deque(slots)
             workers = [
                 asyncio.create_task(self._worker(pending))
@@ -402,6 +412,7 @@ class _Execution:
             "completion_tokens": _sum_tokens(calls, "completion_tokens"),
             "total_tokens": _sum_tokens(calls, "total_tokens"),
             "latency_ms": round((time.perf_counter() - t0) * 1000, 3),
+            **call_figures(calls),
             "started_at": started_at,
             "ended_at": rundir.iso(rundir.utc_now()),
             "model": self.profile.model,
@@ -509,6 +520,7 @@ class _Execution:
                 self.proxy.close_attempt(token)
             all_calls.extend(calls.calls)
             result = command_outcome(result_path, outcome, calls)
+            result = link_failure_overrides(result, calls.calls)
             if (
                 result.outcome == "link_error"
                 and is_retryable(result.error_code)
@@ -524,6 +536,15 @@ class _Execution:
                 await asyncio.sleep(delay)
                 continue
             return result, all_calls
+
+
+def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> AgentResult:
+    """A judged answer that came through an unrecovered link failure (the attempt's last call
+    was cut short, refused, 5xx...) is a ``link_error``, whatever the harness concluded."""
+    verdict = link_failure_verdict(result.outcome, calls)
+    if verdict is None:
+        return result
+    return AgentResult("link_error", error_code=verdict[0], error_message=verdict[1])
 
 
 class _BackgroundRows:
@@ -549,8 +570,10 @@ def _write_attempt_files(
 
 
 def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:
-    if agent not in ("builtin", "command"):
-        raise RunSetupError(f"unknown agent {agent!r}: use builtin or command")
+    if agent not in ("builtin", "command", "inspect"):
+        raise RunSetupError(f"unknown agent {agent!r}: use builtin, command or inspect")
+    if agent == "inspect":
+        return
     if agent == "command":
         if not command:
             raise RunSetupError("--agent command needs --command TEMPLATE")
@@ -566,6 +589,19 @@ def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[s
         )
 
 
+def _inspect_setup(spec: RunSpec, profile: Profile) -> tuple[Suite, list[str]]:
+    """The inspect task file as a suite; its samples become the tasks once inspect ran."""
+    if spec.sample is not None or spec.only_failed or spec.only_volatile:
+        raise RunSetupError(
+            "--agent inspect takes --tasks (sample ids), not --sample/--only-failed/--only-volatile"
+        )
+    try:
+        check_inspect_ready(profile.protocol)
+    except InspectRunError as exc:
+        raise RunSetupError(str(exc)) from None
+    return inspect_suite(spec.suite), []
+
+
 def _suite_manifest(suite: Suite) -> dict[str, Any]:
     return {"path": str(suite.path), "name": suite.name, "sha256": suite.sha256}
 
@@ -579,8 +615,11 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     if spec.timeout_s <= 0:
         raise RunSetupError("--timeout must be positive")
     profile = _resolve_profile(spec.profile)
-    suite = load_suite(spec.suite)
-    task_ids = select_tasks(spec, suite)
+    if spec.agent == "inspect":
+        suite, task_ids = _inspect_setup(spec, profile)
+    else:
+        suite = load_suite(spec.suite)
+        task_ids = select_tasks(spec, suite)
     _check_agent(spec.agent, spec.command, suite, task_ids)
     real_key = _resolve_key(profile.name, spec.api_key)
     now = rundir.utc_now()
@@ -618,6 +657,8 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         "status": "running",
         "resumes": [],
     }
+    if spec.agent == "inspect":
+        manifest["inspect"] = {"sample_ids": spec.tasks}
     lock = rundir.lock_run_dir(run_dir)
     try:
         rundir.write_manifest(run_dir, manifest)
@@ -702,6 +743,11 @@ async def resume_run(
         task_ids = [str(t) for t in manifest.get("tasks") or []]
         slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
         agent = str(manifest.get("agent", "builtin"))
+        if agent == "inspect":
+            raise RunSetupError(
+                "an inspect run is not resumed by driftdesk: run `inspect eval-retry` on its log "
+                f"({run_dir / INSPECT_LOG_DIR}), then `driftdesk import` that folder"
+            )
         command = manifest.get("command")
         _check_agent(agent, command, suite, task_ids)
         real_key = _resolve_key(profile.name, api_key)
