@@ -1,0 +1,241 @@
+"""``run --agent inspect`` and ``import --format inspect`` with the real inspect_ai.
+
+inspect runs a task file with a few samples against a scripted Chat Completions endpoint on
+loopback (through the metering proxy); the rows come from the log inspect itself writes, and
+the same logs are imported back. The endpoint plays the provider: each sample's input names
+its behaviour (``behave:NAME``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from reruns_helpers import read_rows
+
+from driftdesk.analysis.imports import ResultsImportError, import_results
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.events import AttemptFinished, RunEvent
+from driftdesk.reruns.inspect_harness import InspectRunError
+from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.suites import SuiteError
+
+REAL_KEY = "sk-test-REALKEY-inspect-0123456789"
+MODEL = "test-model"
+
+TASK_FILE = textwrap.dedent(
+    """
+    from inspect_ai import Task, task
+    from inspect_ai.dataset import Sample
+    from inspect_ai.scorer import match
+    from inspect_ai.solver import generate
+
+    BEHAVIOURS = {behaviours!r}
+
+    @task
+    def arithmetic():
+        return Task(
+            dataset=[
+                Sample(id=name, input=f"behave:{{name}} What is six times seven?", target="42")
+                for name in BEHAVIOURS
+            ],
+            solver=generate(),
+            scorer=match(),
+        )
+    """
+)
+
+
+def write_task(folder: Path, behaviours: list[str]) -> Path:
+    path = folder / "arithmetic_task.py"
+    path.write_text(TASK_FILE.format(behaviours=behaviours))
+    return path
+
+
+class ChatEndpoint:
+    """Chat Completions, JSON or SSE as asked. ``slow`` waits for ``release``."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.authorizations: list[str] = []
+        self.url = ""
+        self.runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.chat)
+        self.runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}/v1"
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.authorizations.append(request.headers.get("Authorization", ""))
+        text = json.dumps(body.get("messages"))
+        behaviour = text.split("behave:", 1)[1].split()[0] if "behave:" in text else "answer-42"
+        if behaviour == "not-found":
+            error = {"error": {"message": "no such model", "code": "model_not_found"}}
+            return web.json_response(error, status=404)
+        if behaviour == "slow":
+            await asyncio.wait_for(self.release.wait(), 60)
+        served = "other-model" if behaviour == "swapped" else body["model"]
+        answer = "41" if behaviour == "wrong" else "42"
+        completion = {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": served,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+        }
+        raw = json.dumps(completion).encode()
+        if behaviour != "truncated":
+            return web.Response(body=raw, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Length": str(len(raw))})
+        response.content_type = "application/json"
+        await response.prepare(request)
+        await response.write(raw[:20])
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[ChatEndpoint]:
+    server = ChatEndpoint()
+    await server.start()
+    yield server
+    assert server.runner is not None
+    await server.runner.cleanup()
+
+
+def _spec(endpoint: ChatEndpoint, task: Path, tmp_path: Path, **kw: Any) -> RunSpec:
+    return RunSpec(
+        profile=Profile(name="local", protocol="openai", base_url=endpoint.url, model=MODEL),
+        suite=str(task),
+        agent="inspect",
+        out_dir=tmp_path / "runs",
+        api_key=REAL_KEY,
+        timeout_s=60,
+        retry_policy=RetryPolicy(max_retries=0),
+        **kw,
+    )
+
+
+class ReleaseOnFirstRow:
+    """Lets the slow sample answer only once a row of another sample has arrived: a harness
+    that produced rows only after inspect exited would never get there."""
+
+    def __init__(self, endpoint: ChatEndpoint) -> None:
+        self.endpoint = endpoint
+        self.rows: list[dict[str, Any]] = []
+
+    def on_event(self, event: RunEvent) -> None:
+        if isinstance(event, AttemptFinished):
+            self.rows.append(event.row)
+            self.endpoint.release.set()
+
+
+BEHAVIOURS = ["answer-42", "wrong", "not-found", "truncated", "swapped", "slow"]
+
+
+async def test_inspect_runs_once_with_epochs_and_its_samples_become_attempt_rows(
+    endpoint: ChatEndpoint, tmp_path: Path
+) -> None:
+    task = write_task(tmp_path, BEHAVIOURS)
+    listener = ReleaseOnFirstRow(endpoint)
+    outcome = await execute_run(_spec(endpoint, task, tmp_path, repeat=2, concurrency=2), listener)
+    assert outcome.status == "completed", outcome.notices
+    run_dir = outcome.run_dir
+    rows = read_rows(run_dir / "attempts.jsonl")
+    by_slot = {(r["task_id"], r["attempt"]): r for r in rows}
+    assert sorted(by_slot) == sorted((b, a) for b in BEHAVIOURS for a in (0, 1))
+    assert len(rows) == 12
+    # One inspect process, one log, with both epochs in it.
+    (log,) = (run_dir / "inspect").glob("*.eval")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["tasks"] == BEHAVIOURS and manifest["agent"] == "inspect"
+    for attempt in (0, 1):
+        assert by_slot[("answer-42", attempt)]["outcome"] == "pass"
+        assert by_slot[("swapped", attempt)]["outcome"] == "pass"
+        assert by_slot[("slow", attempt)]["outcome"] == "pass"  # released by a live row
+        assert by_slot[("wrong", attempt)]["outcome"] == "fail"
+        missing = by_slot[("not-found", attempt)]
+        assert (missing["outcome"], missing["error_code"]) == ("link_error", "404")
+        cut = by_slot[("truncated", attempt)]
+        assert cut["outcome"] == "link_error", cut
+        assert cut["error_code"] == "truncated"
+    ok = by_slot[("answer-42", 0)]
+    assert (ok["prompt_tokens"], ok["completion_tokens"], ok["total_tokens"]) == (11, 3, 14)
+    assert ok["calls"] == 1 and ok["model_mismatches"] == 0 and ok["model_latency_ms"] > 0
+    assert ok["score"] == 1.0 and ok["success"] is True and ok["retries"] == 0
+    assert by_slot[("swapped", 0)]["model_mismatches"] == 1
+    # Every call is attributed to its sample × epoch, with the model that answered.
+    calls = read_rows(run_dir / "calls.jsonl")
+    assert {(c["task_id"], c["attempt"]) for c in calls} == set(by_slot)
+    swapped = [c for c in calls if c["task_id"] == "swapped"]
+    assert all(c["served_model"] == "other-model" and c["model_mismatch"] for c in swapped)
+    assert all(c["served_model"] == MODEL for c in calls if c["task_id"] == "answer-42")
+    assert outcome.stats.model_mismatches == 2
+    # The real key reached the provider, and nowhere else (inspect's env, logs, output).
+    assert set(endpoint.authorizations) == {f"Bearer {REAL_KEY}"}
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert REAL_KEY.encode() not in path.read_bytes(), path
+    # Rows came while inspect ran: the first ones before the slow sample could finish.
+    assert listener.rows[0]["task_id"] != "slow"
+
+    # The very logs inspect wrote import as a run with the same verdicts.
+    imported = import_results(run_dir / "inspect", out=tmp_path / "imported")
+    assert imported.format == "inspect" and imported.attempts == 12 and imported.tasks == 6
+    again = {
+        (r["task_id"], r["attempt"]): r for r in read_rows(imported.run_dir / "attempts.jsonl")
+    }
+    assert {k: r["outcome"] for k, r in again.items()} == {
+        k: ("link_error" if r["error_code"] == "truncated" else r["outcome"])
+        for k, r in by_slot.items()
+    }
+    assert again[("not-found", 1)]["error_code"] == "404"
+    single = import_results(log, fmt="inspect", out=tmp_path / "imported")
+    assert single.attempts == 12
+
+
+async def test_inspect_failing_to_start_is_a_clear_error(
+    endpoint: ChatEndpoint, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken_task.py"
+    broken.write_text("raise RuntimeError('this task file does not load')\n")
+    with pytest.raises(InspectRunError, match="could not start the eval") as caught:
+        await execute_run(_spec(endpoint, broken, tmp_path))
+    assert "No inspect tasks were found" in str(caught.value)  # inspect's own words
+
+
+async def test_the_suite_must_be_an_inspect_task_file(
+    endpoint: ChatEndpoint, tmp_path: Path
+) -> None:
+    with pytest.raises(SuiteError, match=r"task\.py"):
+        await execute_run(_spec(endpoint, tmp_path / "tasks.jsonl", tmp_path))
+
+
+def test_an_eval_file_is_not_mistaken_for_json_lines(tmp_path: Path) -> None:
+    not_a_log = tmp_path / "x.eval"
+    not_a_log.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ResultsImportError) as caught:
+        import_results(not_a_log, out=tmp_path / "runs")
+    assert "jsonl" not in str(caught.value)
+    assert "inspect" in str(caught.value)
