@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -64,6 +67,7 @@ class ChatEndpoint:
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.flaky_status: int | None = None  # what the "flaky" sample gets, None: an answer
         self.authorizations: list[str] = []
         self.url = ""
         self.runner: web.AppRunner | None = None
@@ -85,6 +89,9 @@ class ChatEndpoint:
         if behaviour == "not-found":
             error = {"error": {"message": "no such model", "code": "model_not_found"}}
             return web.json_response(error, status=404)
+        if behaviour == "flaky" and self.flaky_status is not None:
+            error = {"error": {"message": "upstream hiccup", "code": "server_error"}}
+            return web.json_response(error, status=self.flaky_status)
         if behaviour == "slow":
             await asyncio.wait_for(self.release.wait(), 60)
         served = "other-model" if behaviour == "swapped" else body["model"]
@@ -239,3 +246,81 @@ def test_an_eval_file_is_not_mistaken_for_json_lines(tmp_path: Path) -> None:
         import_results(not_a_log, out=tmp_path / "runs")
     assert "jsonl" not in str(caught.value)
     assert "inspect" in str(caught.value)
+
+
+async def _inspect_cli(*args: str, cwd: Path, endpoint: ChatEndpoint) -> None:
+    env = dict(os.environ, LOCAL_API_KEY="sk-local-0123456789", LOCAL_BASE_URL=endpoint.url)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "inspect_ai",
+        *args,
+        "--display",
+        "plain",
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await process.communicate()
+    assert process.returncode == 0, output.decode()[-2000:]
+
+
+async def test_import_keeps_the_latest_of_eval_retry_logs(
+    endpoint: ChatEndpoint, tmp_path: Path
+) -> None:
+    """inspect's own eval, stopped by a provider error, then its own eval-retry: the import
+    has one row per sample × epoch, the retried samples' verdicts winning."""
+    task = write_task(tmp_path, ["answer-42", "flaky", "wrong"])
+    logs = tmp_path / "logs"
+    endpoint.flaky_status = 500
+    await _inspect_cli(
+        "eval",
+        task.name,
+        "--model",
+        "openai-api/local/test-model",
+        "--epochs",
+        "2",
+        "--max-retries",
+        "0",
+        "--max-samples",
+        "1",
+        "--log-dir",
+        str(logs),
+        cwd=tmp_path,
+        endpoint=endpoint,
+    )
+    (first,) = logs.glob("*.eval")
+    before = import_results(first, out=tmp_path / "runs")
+    assert before.problems and "status 'error'" in before.problems[0]  # inspect exited 0
+    endpoint.flaky_status = None
+    await _inspect_cli(
+        "eval-retry", str(first), "--log-dir", str(logs), cwd=tmp_path, endpoint=endpoint
+    )
+    assert len(list(logs.glob("*.eval"))) == 2
+    result = import_results(logs, out=tmp_path / "runs")
+    rows = read_rows(result.run_dir / "attempts.jsonl")
+    slots = [(r["task_id"], r["attempt"]) for r in rows]
+    assert sorted(slots) == sorted((t, a) for t in ("answer-42", "flaky", "wrong") for a in (0, 1))
+    outcomes = {slot: r["outcome"] for slot, r in zip(slots, rows, strict=True)}
+    assert outcomes[("flaky", 0)] == outcomes[("flaky", 1)] == "pass"
+    assert outcomes[("wrong", 0)] == "fail"
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["agent"] == "import:inspect" and manifest["repeat"] == 2
+
+
+def test_without_inspect_the_message_names_the_extra(tmp_path: Path) -> None:
+    log = tmp_path / "x.eval"
+    log.write_bytes(b"PK\x03\x04" + b"\0" * 64)
+    code = (
+        "import sys; sys.modules['inspect_ai'] = None\n"  # as if inspect-ai were not installed
+        "from pathlib import Path\n"
+        "from driftdesk.cli.main import main\n"
+        f"sys.exit(main(['import', {str(log)!r}, '--out', {str(tmp_path / 'runs')!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode != 0
+    assert "driftdesk[inspect]" in done.stderr, done.stderr
+    assert "jsonl" not in done.stderr
