@@ -713,6 +713,11 @@ async def resume_run(
     appended later in the file and supersedes it: the last row per slot wins)."""
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
+    if manifest.get("agent") == "inspect":
+        raise RunSetupError(
+            "an inspect run is not resumed by driftdesk: run `inspect eval-retry` on its log "
+            f"({run_dir / INSPECT_LOG_DIR}), then `driftdesk import` that folder"
+        )
     if profile is None:
         try:
             stored = ProfileStore().get(str(manifest["profile"]))
@@ -743,11 +748,6 @@ async def resume_run(
         task_ids = [str(t) for t in manifest.get("tasks") or []]
         slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
         agent = str(manifest.get("agent", "builtin"))
-        if agent == "inspect":
-            raise RunSetupError(
-                "an inspect run is not resumed by driftdesk: run `inspect eval-retry` on its log "
-                f"({run_dir / INSPECT_LOG_DIR}), then `driftdesk import` that folder"
-            )
         command = manifest.get("command")
         _check_agent(agent, command, suite, task_ids)
         real_key = _resolve_key(profile.name, api_key)
