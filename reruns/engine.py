@@ -65,7 +65,12 @@ from driftdesk.reruns.inspect_harness import (
     inspect_suite,
     run_inspect_eval,
 )
-from driftdesk.reruns.proxy import MeteringProxy, call_figures, link_failure_verdict
+from driftdesk.reruns.proxy import (
+    MeteringProxy,
+    call_figures,
+    link_failure_verdict,
+    unrecovered_link_failure,
+)
 from driftdesk.reruns.retry import RetryPolicy, is_retryable
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
 from driftdesk.secrets import redact
@@ -390,6 +395,7 @@ class _Execution:
                     redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
                     transcript_path,
                     transcript,
+                    ctx.secrets,
                 )
         finally:
             self.stats.running -= 1
@@ -472,6 +478,7 @@ class _Execution:
                     error_message=f"{type(exc).__name__}: {exc}",
                 )
             calls = await self.proxy.settle(token)
+            result = link_failure_overrides(result, calls.calls)
         finally:
             self.proxy.close_attempt(token)
         return result, list(calls.calls), transcript
@@ -542,9 +549,20 @@ def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> 
     """A judged answer that came through an unrecovered link failure (the attempt's last call
     was cut short, refused, 5xx...) is a ``link_error``, whatever the harness concluded."""
     verdict = link_failure_verdict(result.outcome, calls)
-    if verdict is None:
+    if verdict is not None:
+        return AgentResult("link_error", error_code=verdict[0], error_message=verdict[1])
+    # An agent that failed on the link (or crashed on what it got) is told apart by the proxy,
+    # which saw the link itself: a cut body, invalid SSE, a redirect...
+    failed = unrecovered_link_failure(calls)
+    if failed is None or (result.outcome, result.error_code) not in (
+        ("link_error", "truncated"),
+        ("link_error", "connection"),
+        ("harness_error", "harness_crash"),
+    ):
         return result
-    return AgentResult("link_error", error_code=verdict[0], error_message=verdict[1])
+    return AgentResult(
+        "link_error", error_code=str(failed["error_kind"]), error_message=result.error_message
+    )
 
 
 class _BackgroundRows:
@@ -559,14 +577,20 @@ class _BackgroundRows:
 
 
 def _write_attempt_files(
-    log_path: Path, log_text: str, transcript_path: Path, transcript: list[dict[str, Any]] | None
+    log_path: Path,
+    log_text: str,
+    transcript_path: Path,
+    transcript: list[dict[str, Any]] | None,
+    secrets: tuple[str, ...] = (),
 ) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with rundir.open_private(log_path, "w") as fh:
         fh.write(log_text)
     if transcript is not None:
+        # The same redaction as the log: a transcript quotes what the provider said.
+        text = redact(json.dumps(transcript, indent=1, ensure_ascii=False), secrets)
         with rundir.open_private(transcript_path, "w") as fh:
-            fh.write(json.dumps(transcript, indent=1, ensure_ascii=False))
+            fh.write(text)
 
 
 def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:

@@ -30,6 +30,7 @@ import json
 import re
 import secrets
 import time
+import urllib.parse
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from aiohttp import web
 
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
-from driftdesk.secrets import redact
+from driftdesk.secrets import mask_key, redact
 
 PROXY_ERROR_HEADER = "x-driftdesk-error"  # set on responses the proxy itself produced
 # Every response carries a request id (the upstream's, or one we make up): harnesses that log
@@ -60,6 +61,13 @@ _DROP_REQUEST = _HOP_BY_HOP | {"host", "authorization", "x-api-key", "content-le
 _DROP_RESPONSE = _HOP_BY_HOP | {"content-length"}
 _MAX_METERED_BODY = 16 * 1024 * 1024
 _MAX_ERROR_BODY = 64 * 1024  # an error body is buffered (to scrub it) up to this size
+# A 200 body is decoded (to scrub and meter it) up to this size; past it the call fails
+# (``too_large``): a gzip bomb must not cost the agent, or us, gigabytes.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+_MAX_HELD_LINE = (
+    1024 * 1024
+)  # an SSE line longer than this is passed on without waiting for its end
+_DECODABLE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 # Per protocol, what marks the end of a complete stream.
 _END_MARKERS = {
     "chat": re.compile(rb'"finish_reason"\s*:\s*"|^data:\s*\[DONE\]'),
@@ -71,13 +79,26 @@ _DATED_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
 # Error kinds of a call that mean the link failed (not the harness's request): a harness whose
 # last call ended so cannot have its answer from the model.
 _LINK_FAILURE_KINDS = frozenset(
-    {"truncated", "connection", "timeout", "insufficient_quota", "401", "403", "404", "408", "429"}
+    {
+        "truncated",
+        "connection",
+        "timeout",
+        "insufficient_quota",
+        "invalid_sse",
+        "redirect",
+        "too_large",
+        "401",
+        "403",
+        "404",
+        "408",
+        "429",
+    }
 )
 
 
 def wire_protocol(path: str) -> str | None:
     """``chat`` | ``responses`` | ``messages`` | ``count_tokens`` from a request path."""
-    path = path.rstrip("/")
+    path = "/" + path.strip("/")  # a base URL may end in /v1 or not: the tail decides
     if path.endswith("/chat/completions"):
         return "chat"
     if path.endswith("/responses"):
@@ -239,6 +260,70 @@ def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
 
 
+class KeyScrubber:
+    """Masks a key in bytes, in the shapes a careless upstream echoes it: verbatim, JSON-escaped
+    (``\\/``, ``\\u002d``), URL-encoded, in any letter case."""
+
+    def __init__(self, key: str) -> None:
+        shapes = {
+            key,
+            key.replace("/", "\\/"),
+            key.replace("-", "\\u002d"),
+            key.replace("/", "\\/").replace("-", "\\u002d"),
+            urllib.parse.quote(key, safe=""),
+            urllib.parse.quote_plus(key),
+        }
+        ordered = sorted((v.encode() for v in shapes), key=len, reverse=True)
+        self._pattern = re.compile(b"|".join(re.escape(v) for v in ordered), re.IGNORECASE)
+        self._mask = mask_key(key).encode()
+        self.longest = len(ordered[0])
+
+    def scrub(self, data: bytes) -> bytes:
+        return self._pattern.sub(self._mask, data)
+
+    def found(self, text: str) -> bool:
+        return self._pattern.search(text.encode("utf-8", "surrogateescape")) is not None
+
+
+class _Passthrough:
+    """What goes to the agent from a 200 answer: decoded (bounded), scrubbed of the key even
+    when it straddles two chunks. An SSE stream is passed on in whole lines (a key never spans
+    one), so each event still goes out at once; other bodies hold back a key's length."""
+
+    def __init__(self, scrubber: KeyScrubber, sse: bool, encoding: str, limit: int) -> None:
+        self._scrubber = scrubber
+        self._sse = sse
+        self._held = b""
+        self._inflate = zlib.decompressobj(_DECODABLE[encoding]) if encoding else None
+        self._budget = limit
+        self.too_large = False
+
+    def _decoded(self, chunk: bytes) -> bytes:
+        if self._inflate is None:
+            return chunk
+        out = self._inflate.decompress(chunk, self._budget + 1)
+        if len(out) > self._budget:
+            self.too_large = True
+        self._budget -= len(out)
+        return out
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._scrubber.scrub(self._held + self._decoded(chunk))
+        if self._sse and len(data) <= _MAX_HELD_LINE:
+            cut = data.rfind(b"\n") + 1
+        else:
+            cut = max(len(data) - (self._scrubber.longest - 1), 0)
+        self._held = data[cut:]
+        return data[:cut]
+
+    def flush(self) -> bytes:
+        rest = self._held
+        if self._inflate is not None and not self.too_large:
+            rest += self._inflate.flush()
+        self._held = b""
+        return self._scrubber.scrub(rest)
+
+
 class _UsageMeter:
     def __init__(self, streamed: bool, protocol: str | None = None) -> None:
         self.streamed = streamed
@@ -253,6 +338,7 @@ class _UsageMeter:
             "system_fingerprint": None,
         }
         self.finished = False  # a stream saw its end marker; a body parsed as whole JSON
+        self.invalid = False  # a stream carried a data line that is no event of its protocol
         self.body = bytearray()  # non-streamed bodies (and error bodies), bounded
         self._pending = b""
         self._end = _END_MARKERS.get(protocol or "", _ANY_END)
@@ -270,6 +356,12 @@ class _UsageMeter:
 
     def _line(self, line: bytes) -> None:
         if not line.startswith(b"data:"):
+            return
+        payload = line[5:].strip()
+        if self.protocol in _END_MARKERS and not (
+            payload == b"[DONE]" or (payload.startswith(b"{") and payload.endswith(b"}"))
+        ):
+            self.invalid = True  # not an event of the protocol: a gateway's page, garbage...
             return
         if self._end.search(line):
             self.finished = True
@@ -342,8 +434,11 @@ class MeteringProxy:
         calls_file: RowSink | None = None,
         on_call: Callable[[dict[str, Any]], None] | None = None,
         call_counts: dict[tuple[str, int], int] | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.run_id = run_id
+        self._max_body_bytes = max_body_bytes
+        self._scrubber = KeyScrubber(real_key)
         self.upstream = upstream_base_url.rstrip("/")
         self.protocol = protocol
         self._real_key = real_key
@@ -492,12 +587,21 @@ class MeteringProxy:
             if text.endswith(key[:size]):
                 text = text[:-size]
                 break
-        return redact(text, [key]).encode("utf-8", "surrogateescape")
+        scrubbed = self._scrubber.scrub(text.encode("utf-8", "surrogateescape"))
+        return redact(scrubbed.decode("utf-8", "surrogateescape"), [key]).encode(
+            "utf-8", "surrogateescape"
+        )
 
     async def _forward(self, request: web.Request, calls: AttemptCalls) -> web.StreamResponse:
         assert self._session is not None
         tail = request.match_info["tail"]
-        url = f"{self.upstream}/{tail}"
+        segments = [seg for seg in tail.split("/") if seg != "."]
+        if ".." in segments or any("\\" in seg for seg in segments):
+            # Never a path outside the profile's base URL with the real key attached.
+            return _proxy_error(
+                400, "driftdesk_proxy_bad_path", "a path may not climb out of the base URL (..)"
+            )
+        url = f"{self.upstream}/{urllib.parse.quote('/'.join(segments), safe='/:@!$&()*+,;=~')}"
         if request.query_string:
             url += "?" + request.query_string
         started_at = iso(utc_now())
@@ -528,7 +632,7 @@ class MeteringProxy:
                 headers = {
                     k: v
                     for k, v in upstream.headers.items()
-                    if k.lower() not in _DROP_RESPONSE and self._real_key not in v
+                    if k.lower() not in _DROP_RESPONSE and not self._scrubber.found(v)
                 }
                 request_id = _header(headers, REQUEST_ID_HEADER) or request_id
                 headers.setdefault(REQUEST_ID_HEADER, request_id)
@@ -544,20 +648,54 @@ class MeteringProxy:
                         headers=_scrubbed_error_headers(headers),
                         body=self._scrub_error_body(raw, truncated, headers),
                     )
+                if 300 <= status < 400:
+                    # Forwarded, the agent would follow it past the proxy (and its meter).
+                    error_kind = "redirect"
+                    failed = _proxy_error(
+                        502,
+                        "redirect",
+                        f"the upstream answered {status} (a redirect); not followed",
+                    )
+                    failed.headers[REQUEST_ID_HEADER] = request_id
+                    return failed
+                encoding = (_header(headers, "content-encoding") or "").strip().lower()
+                if encoding in ("", "identity"):
+                    encoding = ""
+                elif encoding not in _DECODABLE:
+                    error_kind = "unreadable_encoding"  # asked for identity; cannot scrub this
+                    return _proxy_error(
+                        502, error_kind, f"the upstream sent {encoding!r}, which we cannot read"
+                    )
+                headers = _scrubbed_error_headers(headers)  # decoded below: no encoding left
+                passthrough = _Passthrough(
+                    self._scrubber, meter.streamed, encoding, self._max_body_bytes
+                )
                 response = web.StreamResponse(
                     status=upstream.status, reason=upstream.reason, headers=headers
                 )
                 await response.prepare(request)
                 try:
                     async for chunk in upstream.content.iter_any():
-                        meter.feed(chunk)
-                        await response.write(chunk)
-                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+                        out = passthrough.feed(chunk)
+                        meter.feed(out)
+                        if passthrough.too_large or meter.invalid:
+                            break
+                        await response.write(out)
+                    else:
+                        out = passthrough.flush()
+                        meter.feed(out)
+                        if not meter.invalid:
+                            await response.write(out)
+                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, zlib.error):
                     error_kind = "truncated"
                 meter.close()
-                if error_kind is None and not meter.finished and _judged_whole(meter, headers):
+                if passthrough.too_large:
+                    error_kind = "too_large"
+                elif meter.invalid:
+                    error_kind = "invalid_sse"
+                elif error_kind is None and not meter.finished and _judged_whole(meter, headers):
                     error_kind = "truncated"  # ended cleanly, but short of its protocol's end
-                if error_kind == "truncated":
+                if error_kind is not None:
                     # Never end a cut answer cleanly: the agent would take the partial body
                     # for the model's answer. A dropped connection is what it can retry.
                     _break_connection(request)
