@@ -35,8 +35,13 @@ MODEL = "test-model"
 
 TASK_FILE = textwrap.dedent(
     """
+    import json, os
     from inspect_ai import Task, task
     from inspect_ai.dataset import Sample
+
+    # What inspect's process was given, for the test to inspect.
+    with open(os.path.join(os.path.dirname(__file__), "env-seen.json"), "w") as fh:
+        json.dump(dict(os.environ), fh)
     from inspect_ai.scorer import match
     from inspect_ai.solver import generate
 
@@ -50,15 +55,15 @@ TASK_FILE = textwrap.dedent(
                 for name in BEHAVIOURS
             ],
             solver=generate(),
-            scorer=match(),
+            scorer=match(),{options}
         )
     """
 )
 
 
-def write_task(folder: Path, behaviours: list[str]) -> Path:
+def write_task(folder: Path, behaviours: list[str], options: str = "") -> Path:
     path = folder / "arithmetic_task.py"
-    path.write_text(TASK_FILE.format(behaviours=behaviours))
+    path.write_text(TASK_FILE.format(behaviours=behaviours, options=options))
     return path
 
 
@@ -68,6 +73,7 @@ class ChatEndpoint:
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.flaky_status: int | None = None  # what the "flaky" sample gets, None: an answer
+        self.limited_once = False
         self.authorizations: list[str] = []
         self.url = ""
         self.runner: web.AppRunner | None = None
@@ -89,6 +95,10 @@ class ChatEndpoint:
         if behaviour == "not-found":
             error = {"error": {"message": "no such model", "code": "model_not_found"}}
             return web.json_response(error, status=404)
+        if behaviour == "rate-limited-once" and not self.limited_once:
+            self.limited_once = True
+            error = {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}
+            return web.json_response(error, status=429, headers={"Retry-After": "0"})
         if behaviour == "flaky" and self.flaky_status is not None:
             error = {"error": {"message": "upstream hiccup", "code": "server_error"}}
             return web.json_response(error, status=self.flaky_status)
@@ -139,8 +149,7 @@ def _spec(endpoint: ChatEndpoint, task: Path, tmp_path: Path, **kw: Any) -> RunS
         out_dir=tmp_path / "runs",
         api_key=REAL_KEY,
         timeout_s=60,
-        retry_policy=RetryPolicy(max_retries=0),
-        **kw,
+        **{"retry_policy": RetryPolicy(max_retries=0), **kw},
     )
 
 
@@ -204,6 +213,11 @@ async def test_inspect_runs_once_with_epochs_and_its_samples_become_attempt_rows
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert REAL_KEY.encode() not in path.read_bytes(), path
+    env = json.loads((tmp_path / "env-seen.json").read_text())
+    assert all(REAL_KEY not in value for value in env.values())
+    assert env["DRIFTDESK_API_KEY"].startswith("dd-run-")  # the run's throwaway key
+    assert env["DRIFTDESK_BASE_URL"].startswith("http://127.0.0.1:")  # the proxy
+    assert "DBUS_SESSION_BUS_ADDRESS" not in env and env["DRIFTDESK_RUN_CHILD"] == outcome.run_id
     # Rows came while inspect ran: the first ones before the slow sample could finish.
     assert listener.rows[0]["task_id"] != "slow"
 
@@ -324,3 +338,20 @@ def test_without_inspect_the_message_names_the_extra(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "driftdesk[inspect]" in done.stderr, done.stderr
     assert "jsonl" not in done.stderr
+
+
+async def test_inspect_retries_are_counted_and_limits_recorded(
+    endpoint: ChatEndpoint, tmp_path: Path
+) -> None:
+    """inspect retries a 429 itself (bounded by --max-retries): the row counts it and keeps
+    both calls; a sample stopped by a limit is still judged, with the limit in its row."""
+    task = write_task(tmp_path, ["rate-limited-once"], options="\n            token_limit=5,")
+    outcome = await execute_run(
+        _spec(endpoint, task, tmp_path, repeat=1, retry_policy=RetryPolicy(max_retries=2))
+    )
+    (row,) = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert row["retries"] >= 1 and row["calls"] == 2, row
+    assert row["limit"] == "token", row
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert [c["status"] for c in calls] == [429, 200]
+    assert outcome.stats.retries >= 1
