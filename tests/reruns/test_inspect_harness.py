@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from reruns_helpers import read_rows
+from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.analysis.imports import ResultsImportError, import_results
 from driftdesk.providers.profiles import Profile
@@ -67,25 +67,22 @@ def write_task(folder: Path, behaviours: list[str], options: str = "") -> Path:
     return path
 
 
-class ChatEndpoint:
-    """Chat Completions, JSON or SSE as asked. ``slow`` waits for ``release``."""
+class ChatEndpoint(LoopbackServer):
+    """Chat Completions (JSON answers). ``slow`` waits for ``release``; ``flaky`` gets
+    ``flaky_status`` while it is set; ``rate-limited-once`` gets one 429 first."""
+
+    url_suffix = "/v1"
+    handler_cancellation = True
 
     def __init__(self) -> None:
+        super().__init__()
         self.release = asyncio.Event()
         self.flaky_status: int | None = None  # what the "flaky" sample gets, None: an answer
         self.limited_once = False
         self.authorizations: list[str] = []
-        self.url = ""
-        self.runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self.chat)
-        self.runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}/v1"
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -137,8 +134,7 @@ async def endpoint() -> AsyncIterator[ChatEndpoint]:
     server = ChatEndpoint()
     await server.start()
     yield server
-    assert server.runner is not None
-    await server.runner.cleanup()
+    await server.stop()
 
 
 def _spec(endpoint: ChatEndpoint, task: Path, tmp_path: Path, **kw: Any) -> RunSpec:

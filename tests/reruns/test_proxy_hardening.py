@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
+from reruns_helpers import LoopbackServer, ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.fileio import JsonlAppender
 from driftdesk.providers.profiles import Profile
@@ -29,23 +29,16 @@ from driftdesk.reruns.retry import RetryPolicy, parse_retry_after
 REAL = "gw_Live/Key-proxy-0123456789abcdef"
 
 
-class Hostile:
+class Hostile(LoopbackServer):
     """A provider that echoes the credential it received, in every shape it can think of."""
 
     def __init__(self) -> None:
-        self.url = ""
+        super().__init__()
         self.paths: list[str] = []
-        self.runner: web.AppRunner | None = None
         self.elsewhere_hits = 0
 
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.paths.append(request.raw_path)
@@ -109,8 +102,7 @@ async def hostile() -> AsyncIterator[Hostile]:
     server = Hostile()
     await server.start()
     yield server
-    assert server.runner is not None
-    await server.runner.cleanup()
+    await server.stop()
 
 
 @pytest.fixture

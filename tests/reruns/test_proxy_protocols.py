@@ -18,7 +18,7 @@ import aiohttp
 import openai
 import pytest
 from aiohttp import web
-from reruns_helpers import read_rows
+from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.fileio import JsonlAppender
 from driftdesk.reruns.proxy import MeteringProxy
@@ -78,27 +78,22 @@ def _message_object(model: str) -> dict[str, Any]:
     }
 
 
-class Provider:
+class Provider(LoopbackServer):
     """Plays OpenAI and Anthropic. ``serve`` maps a requested model to the one that answers
     (a gateway that silently swaps models); ``cut`` makes the next answer stop short."""
 
+    url_suffix = "/v1"
+
     def __init__(self) -> None:
+        super().__init__()
         self.serve: dict[str, str] = {}
         self.cut: str | None = None  # "abort" (connection dropped) | "clean" (no end marker)
-        self.url = ""
-        self.runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/responses", self.responses)
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
         app.router.add_post("/v1/chat/completions", self.chat)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}/v1"
 
     async def _stream(self, request: web.Request, events: list[bytes]) -> web.StreamResponse:
         response = web.StreamResponse()
@@ -235,8 +230,7 @@ async def provider() -> AsyncIterator[Provider]:
     server = Provider()
     await server.start()
     yield server
-    assert server.runner is not None
-    await server.runner.cleanup()
+    await server.stop()
 
 
 @pytest.fixture
