@@ -178,14 +178,18 @@ class _EvalWatcher:
             ids = header.eval.dataset.sample_ids
             if ids is None:
                 return []
-            self.sample_ids = [str(i) for i in ids]
+            wanted = (self.host.manifest.get("inspect") or {}).get("sample_ids")
+            self.sample_ids = [str(i) for i in ids if not wanted or str(i) in wanted]
             self.task_name = header.eval.task
         found = []
         for summary in read_eval_log_sample_summaries(str(file)):
             key = (str(summary.id), int(summary.epoch))
             if key in self.done or not summary.completed:
                 continue
-            sample = read_eval_log_sample(str(file), id=summary.id, epoch=summary.epoch)
+            try:
+                sample = read_eval_log_sample(str(file), id=summary.id, epoch=summary.epoch)
+            except Exception:  # being rewritten: keep what was read, the rest next poll
+                break
             found.append(sample_attempt(sample, task=self.task_name, model=None))
             self.done.add(key)
         return found
