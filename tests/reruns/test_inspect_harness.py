@@ -258,15 +258,14 @@ def test_an_eval_file_is_not_mistaken_for_json_lines(tmp_path: Path) -> None:
     assert "inspect" in str(caught.value)
 
 
-async def _inspect_cli(*args: str, cwd: Path, endpoint: ChatEndpoint) -> None:
+async def _inspect_cli(*args: str, cwd: Path, endpoint: ChatEndpoint, display: bool = True) -> None:
     env = dict(os.environ, LOCAL_API_KEY="sk-local-0123456789", LOCAL_BASE_URL=endpoint.url)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "inspect_ai",
         *args,
-        "--display",
-        "plain",
+        *(["--display", "plain"] if display else []),
         cwd=cwd,
         env=env,
         stdout=asyncio.subprocess.PIPE,
@@ -317,6 +316,17 @@ async def test_import_keeps_the_latest_of_eval_retry_logs(
     assert outcomes[("wrong", 0)] == "fail"
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["agent"] == "import:inspect" and manifest["repeat"] == 2
+    # The same logs as inspect's .json format, found by --format auto.
+    as_json = tmp_path / "json-logs"
+    await _inspect_cli(
+        "log", "convert", str(logs), "--to", "json", "--output-dir", str(as_json),
+        cwd=tmp_path, endpoint=endpoint, display=False,
+    )  # fmt: skip
+    assert len(list(as_json.rglob("*.json"))) == 2
+    from_json = import_results(as_json, out=tmp_path / "runs")
+    assert from_json.format == "inspect"
+    json_rows = read_rows(from_json.run_dir / "attempts.jsonl")
+    assert {(r["task_id"], r["attempt"]): r["outcome"] for r in json_rows} == outcomes
 
 
 def test_without_inspect_the_message_names_the_extra(tmp_path: Path) -> None:
