@@ -38,8 +38,8 @@ from driftdesk.analysis.sources import OUTCOMES
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
 
-Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld"]
-FORMATS = ("jsonl", "tau-bench", "tau2", "appworld")
+Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect"]
+FORMATS = ("jsonl", "tau-bench", "tau2", "appworld", "inspect")
 REWARD_TOLERANCE = 1e-6
 TASK_FIELDS = ("task_id", "task")
 SUCCESS_FIELDS = ("success", "pass", "passed")
@@ -77,6 +77,7 @@ class _Attempt:
     total_tokens: int | None = None
     latency_ms: float | None = None
     model: str | None = None
+    retries: int = 0
     started_at: str | None = None
     ended_at: str | None = None
 
@@ -92,6 +93,8 @@ def import_results(
     run_id: str | None = None,
 ) -> ImportResult:
     """Read ``path`` in ``fmt`` and write ``out/<run_id>/{manifest.json,attempts.jsonl}``."""
+    if fmt == "inspect" or (fmt == "auto" and _inspect_log(path)):
+        return _import_inspect(path, out, run_id)  # inspect_ai logs: analysis/inspect_logs.py
     if not path.is_file():
         raise ResultsImportError(f"{path}: no such file")
     raw = path.read_bytes()
@@ -531,7 +534,7 @@ def _row(run_id: str, a: _Attempt) -> dict[str, Any]:
         "error_code": a.error_code,
         # Foreign error texts may quote a key (an echoed 401): masked like ours.
         "error_message": redact(a.error_message) if a.error_message else None,
-        "retries": 0,
+        "retries": a.retries,
         "calls": None,
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": a.completion_tokens,
@@ -542,3 +545,38 @@ def _row(run_id: str, a: _Attempt) -> dict[str, Any]:
         "model": a.model,
         "base_url": None,
     }
+
+
+def _inspect_log(path: Path) -> bool:
+    from driftdesk.analysis.inspect_logs import looks_like_inspect_log
+
+    return looks_like_inspect_log(path)
+
+
+def _import_inspect(path: Path, out: Path, run_id: str | None) -> ImportResult:
+    """inspect_ai logs (a ``.eval`` / ``.json`` file or a folder of them) -> a run dir."""
+    import hashlib
+    from dataclasses import asdict
+
+    from driftdesk.analysis.inspect_logs import InspectMissing, read_inspect_logs
+
+    if not path.exists():
+        raise ResultsImportError(f"{path}: no such file or folder")
+    try:
+        logs = read_inspect_logs(path)
+    except InspectMissing as exc:
+        raise ResultsImportError(str(exc)) from None
+    if not logs.attempts:
+        detail = "; ".join(logs.problems) or "no samples"
+        raise ResultsImportError(f"{path}: no inspect samples to import ({detail})")
+    fields = set(_Attempt.__dataclass_fields__)
+    attempts = [
+        _Attempt(**{k: v for k, v in asdict(a).items() if k in fields}) for a in logs.attempts
+    ]
+    if path.is_file():
+        raw = path.read_bytes()
+    else:  # a folder: its logs' hashes, in order, stand for it
+        raw = b"".join(hashlib.sha256(f.read_bytes()).digest() for f in logs.files)
+    run_dir = _write_run(path, raw, "inspect", attempts, out, run_id, logs.model, {}, 0)
+    tasks = {a.task_id for a in attempts}
+    return ImportResult(run_dir, "inspect", len(attempts), len(tasks), logs.problems)

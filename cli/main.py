@@ -59,7 +59,10 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--yes", "-y", action="store_true", help="answer yes to prompts")
     r = p.add_argument_group("results import")
     r.add_argument(
-        "--format", default="auto", choices=["auto", "jsonl", "tau-bench", "tau2", "appworld"]
+        "--format",
+        default="auto",
+        choices=["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect"],
+        help="inspect: inspect_ai .eval/.json logs, a file or a folder (auto-detected)",
     )
     r.add_argument("--task-field")
     r.add_argument("--success-field")

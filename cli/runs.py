@@ -44,7 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--only-volatile", type=Path, metavar="RUN_DIR", help="tasks with mixed outcomes there"
     )
     p.add_argument("--out", type=Path, default=Path("runs"), help="folder for run dirs (./runs)")
-    p.add_argument("--agent", choices=["builtin", "command"], default="builtin")
+    p.add_argument(
+        "--agent",
+        choices=["builtin", "command", "inspect"],
+        default="builtin",
+        help="inspect: --suite is an inspect_ai task file (path/task.py[@task]), run once "
+        "with --epochs REPEAT; its samples are the tasks",
+    )
     p.add_argument(
         "--command",
         dest="command_template",

@@ -9,6 +9,7 @@ from pathlib import Path
 MANIFEST_FILE = "manifest.json"
 ATTEMPTS_FILE = "attempts.jsonl"
 CALLS_FILE = "calls.jsonl"
+INSPECT_LOG_DIR = "inspect"  # run --agent inspect: inspect_ai's own logs and output
 ATTEMPTS_DIR = "attempts"  # attempts/<safe task id>/<attempt>.log|.transcript.json|.result.json
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

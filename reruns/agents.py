@@ -108,6 +108,10 @@ def link_error_from_openai(exc: Exception) -> LinkError:
         code = error_kind_for(exc.status_code, exc.response.content or b"")
         return LinkError(code, str(exc), parse_retry_after(dict(headers)))
     if isinstance(exc, openai.APIConnectionError):
+        # The proxy breaks the connection of a body the upstream cut short (httpx or the SDK's
+        # own httpx2 raise RemoteProtocolError then): that is a truncated answer.
+        if type(exc.__cause__).__name__ == "RemoteProtocolError":
+            return LinkError("truncated", f"response cut short: {exc.__cause__}")
         return LinkError("connection", f"connection error: {exc}")
     return LinkError("connection", f"{type(exc).__name__}: {exc}")
 

@@ -32,6 +32,7 @@ import aiohttp
 
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
+from driftdesk.layout import INSPECT_LOG_DIR
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import (
@@ -58,7 +59,18 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
-from driftdesk.reruns.proxy import MeteringProxy
+from driftdesk.reruns.inspect_harness import (
+    InspectRunError,
+    check_inspect_ready,
+    inspect_suite,
+    run_inspect_eval,
+)
+from driftdesk.reruns.proxy import (
+    MeteringProxy,
+    call_figures,
+    link_failure_verdict,
+    unrecovered_link_failure,
+)
 from driftdesk.reruns.retry import RetryPolicy, is_retryable
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
 from driftdesk.secrets import redact
@@ -82,7 +94,7 @@ class RunSpec:
     only_failed: Path | None = None
     only_volatile: Path | None = None
     out_dir: Path = field(default_factory=lambda: Path("runs"))
-    agent: Literal["builtin", "command"] = "builtin"
+    agent: Literal["builtin", "command", "inspect"] = "builtin"
     command: str | None = None
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
@@ -250,6 +262,9 @@ class _Execution:
         status = "failed"
         try:
             await self._start()
+            if self.agent == "inspect":  # one inspect process for the whole run
+                await run_inspect_eval(self)
+                slots = []
             pending = deque(slots)
             workers = [
                 asyncio.create_task(self._worker(pending))
@@ -380,6 +395,7 @@ class _Execution:
                     redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
                     transcript_path,
                     transcript,
+                    ctx.secrets,
                 )
         finally:
             self.stats.running -= 1
@@ -402,6 +418,7 @@ class _Execution:
             "completion_tokens": _sum_tokens(calls, "completion_tokens"),
             "total_tokens": _sum_tokens(calls, "total_tokens"),
             "latency_ms": round((time.perf_counter() - t0) * 1000, 3),
+            **call_figures(calls),
             "started_at": started_at,
             "ended_at": rundir.iso(rundir.utc_now()),
             "model": self.profile.model,
@@ -461,6 +478,7 @@ class _Execution:
                     error_message=f"{type(exc).__name__}: {exc}",
                 )
             calls = await self.proxy.settle(token)
+            result = link_failure_overrides(result, calls.calls)
         finally:
             self.proxy.close_attempt(token)
         return result, list(calls.calls), transcript
@@ -509,6 +527,7 @@ class _Execution:
                 self.proxy.close_attempt(token)
             all_calls.extend(calls.calls)
             result = command_outcome(result_path, outcome, calls)
+            result = link_failure_overrides(result, calls.calls)
             if (
                 result.outcome == "link_error"
                 and is_retryable(result.error_code)
@@ -526,6 +545,26 @@ class _Execution:
             return result, all_calls
 
 
+def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> AgentResult:
+    """A judged answer that came through an unrecovered link failure (the attempt's last call
+    was cut short, refused, 5xx...) is a ``link_error``, whatever the harness concluded."""
+    verdict = link_failure_verdict(result.outcome, calls)
+    if verdict is not None:
+        return AgentResult("link_error", error_code=verdict[0], error_message=verdict[1])
+    # An agent that failed on the link (or crashed on what it got) is told apart by the proxy,
+    # which saw the link itself: a cut body, invalid SSE, a redirect...
+    failed = unrecovered_link_failure(calls)
+    if failed is None or (result.outcome, result.error_code) not in (
+        ("link_error", "truncated"),
+        ("link_error", "connection"),
+        ("harness_error", "harness_crash"),
+    ):
+        return result
+    return AgentResult(
+        "link_error", error_code=str(failed["error_kind"]), error_message=result.error_message
+    )
+
+
 class _BackgroundRows:
     """Appends rows on the run's I/O thread (in order) instead of on the event loop."""
 
@@ -538,19 +577,27 @@ class _BackgroundRows:
 
 
 def _write_attempt_files(
-    log_path: Path, log_text: str, transcript_path: Path, transcript: list[dict[str, Any]] | None
+    log_path: Path,
+    log_text: str,
+    transcript_path: Path,
+    transcript: list[dict[str, Any]] | None,
+    secrets: tuple[str, ...] = (),
 ) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with rundir.open_private(log_path, "w") as fh:
         fh.write(log_text)
     if transcript is not None:
+        # The same redaction as the log: a transcript quotes what the provider said.
+        text = redact(json.dumps(transcript, indent=1, ensure_ascii=False), secrets)
         with rundir.open_private(transcript_path, "w") as fh:
-            fh.write(json.dumps(transcript, indent=1, ensure_ascii=False))
+            fh.write(text)
 
 
 def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:
-    if agent not in ("builtin", "command"):
-        raise RunSetupError(f"unknown agent {agent!r}: use builtin or command")
+    if agent not in ("builtin", "command", "inspect"):
+        raise RunSetupError(f"unknown agent {agent!r}: use builtin, command or inspect")
+    if agent == "inspect":
+        return
     if agent == "command":
         if not command:
             raise RunSetupError("--agent command needs --command TEMPLATE")
@@ -566,6 +613,19 @@ def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[s
         )
 
 
+def _inspect_setup(spec: RunSpec, profile: Profile) -> tuple[Suite, list[str]]:
+    """The inspect task file as a suite; its samples become the tasks once inspect ran."""
+    if spec.sample is not None or spec.only_failed or spec.only_volatile:
+        raise RunSetupError(
+            "--agent inspect takes --tasks (sample ids), not --sample/--only-failed/--only-volatile"
+        )
+    try:
+        check_inspect_ready(profile.protocol)
+    except InspectRunError as exc:
+        raise RunSetupError(str(exc)) from None
+    return inspect_suite(spec.suite), []
+
+
 def _suite_manifest(suite: Suite) -> dict[str, Any]:
     return {"path": str(suite.path), "name": suite.name, "sha256": suite.sha256}
 
@@ -579,8 +639,11 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     if spec.timeout_s <= 0:
         raise RunSetupError("--timeout must be positive")
     profile = _resolve_profile(spec.profile)
-    suite = load_suite(spec.suite)
-    task_ids = select_tasks(spec, suite)
+    if spec.agent == "inspect":
+        suite, task_ids = _inspect_setup(spec, profile)
+    else:
+        suite = load_suite(spec.suite)
+        task_ids = select_tasks(spec, suite)
     _check_agent(spec.agent, spec.command, suite, task_ids)
     real_key = _resolve_key(profile.name, spec.api_key)
     now = rundir.utc_now()
@@ -618,6 +681,8 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         "status": "running",
         "resumes": [],
     }
+    if spec.agent == "inspect":
+        manifest["inspect"] = {"sample_ids": spec.tasks}
     lock = rundir.lock_run_dir(run_dir)
     try:
         rundir.write_manifest(run_dir, manifest)
@@ -672,6 +737,11 @@ async def resume_run(
     appended later in the file and supersedes it: the last row per slot wins)."""
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
+    if manifest.get("agent") == "inspect":
+        raise RunSetupError(
+            "an inspect run is not resumed by driftdesk: run `inspect eval-retry` on its log "
+            f"({run_dir / INSPECT_LOG_DIR}), then `driftdesk import` that folder"
+        )
     if profile is None:
         try:
             stored = ProfileStore().get(str(manifest["profile"]))

@@ -114,6 +114,7 @@ class RunStats:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    model_mismatches: int = 0  # calls whose served model differed from the requested one
     started_at: float = field(default_factory=time.monotonic)  # monotonic seconds
 
     @property
@@ -137,6 +138,8 @@ class RunStats:
         self.calls += 1
         self.prompt_tokens += int(call.get("prompt_tokens") or 0)
         self.completion_tokens += int(call.get("completion_tokens") or 0)
+        if call.get("model_mismatch"):
+            self.model_mismatches += 1
 
     def record_retry(self) -> None:
         self.retries += 1
@@ -159,5 +162,6 @@ class RunStats:
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "model_mismatches": self.model_mismatches,
             "elapsed_seconds": round(self.elapsed_seconds, 3),
         }

@@ -63,6 +63,8 @@ def status_line(stats: RunStats, bar: bool = True) -> str:
     if outcome.get("harness_error"):
         parts.append(f"harness {outcome['harness_error']}")
     parts.append(f"retries {stats.retries}")
+    if stats.model_mismatches:
+        parts.append(f"served-model mismatches {stats.model_mismatches}")
     parts.append(f"tokens {_count(stats.tokens)}")
     parts.append(f"running {stats.running}")
     parts.append(f"ETA {_duration(stats.eta_seconds())}")

@@ -8,6 +8,16 @@ streams the response back chunk by chunk (SSE included). Each call becomes a cal
 with its status, latency, time to first byte and tokens (from the JSON body or the SSE usage
 chunks, OpenAI and Anthropic shapes) — so link errors are attributed exactly even for harnesses
 that log nothing. The real key lives only in this process's memory.
+
+Three wire protocols are understood (by the request path): Chat Completions, the OpenAI
+Responses API and Anthropic Messages (``count_tokens`` included). Per call the row also holds
+the cache tokens, the model that actually answered (``served_model``, the response's
+``model``) and ``system_fingerprint``; ``model_mismatch`` flags a served model other than the
+requested one (a dated snapshot of it, ``gpt-4o`` → ``gpt-4o-2024-08-06``, is the same model).
+A stream is complete when its protocol says so (Chat: ``[DONE]`` or a ``finish_reason``;
+Responses: ``response.completed`` / ``.incomplete`` / ``.failed``; Messages: ``message_stop``).
+When the upstream cuts a body or stream short, the downstream connection is broken too (no
+clean end), so the agent sees a transport error it can retry instead of a partial answer.
 """
 
 from __future__ import annotations
@@ -15,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import itertools
 import json
 import re
 import secrets
 import time
+import urllib.parse
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,9 +41,12 @@ from aiohttp import web
 
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
-from driftdesk.secrets import redact
+from driftdesk.secrets import mask_key, redact
 
 PROXY_ERROR_HEADER = "x-driftdesk-error"  # set on responses the proxy itself produced
+# Every response carries a request id (the upstream's, or one we make up): harnesses that log
+# the ids they saw (inspect_ai records x-request-id per model call) let calls be attributed.
+REQUEST_ID_HEADER = "x-request-id"
 _HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -46,9 +61,101 @@ _DROP_REQUEST = _HOP_BY_HOP | {"host", "authorization", "x-api-key", "content-le
 _DROP_RESPONSE = _HOP_BY_HOP | {"content-length"}
 _MAX_METERED_BODY = 16 * 1024 * 1024
 _MAX_ERROR_BODY = 64 * 1024  # an error body is buffered (to scrub it) up to this size
-_FINISHED_SSE = re.compile(
-    rb'"finish_reason"\s*:\s*"|"type"\s*:\s*"message_stop"|^data:\s*\[DONE\]'
+# A 200 body is decoded (to scrub and meter it) up to this size; past it the call fails
+# (``too_large``): a gzip bomb must not cost the agent, or us, gigabytes.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+_MAX_HELD_LINE = (
+    1024 * 1024
+)  # an SSE line longer than this is passed on without waiting for its end
+_DECODABLE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# Per protocol, what marks the end of a complete stream.
+_END_MARKERS = {
+    "chat": re.compile(rb'"finish_reason"\s*:\s*"|^data:\s*\[DONE\]'),
+    "responses": re.compile(rb'"type"\s*:\s*"response\.(?:completed|incomplete|failed)"'),
+    "messages": re.compile(rb'"type"\s*:\s*"message_stop"'),
+}
+_ANY_END = re.compile(b"|".join(m.pattern for m in _END_MARKERS.values()))
+_DATED_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
+# Error kinds of a call that mean the link failed (not the harness's request): a harness whose
+# last call ended so cannot have its answer from the model.
+_LINK_FAILURE_KINDS = frozenset(
+    {
+        "truncated",
+        "connection",
+        "timeout",
+        "insufficient_quota",
+        "invalid_sse",
+        "redirect",
+        "too_large",
+        "401",
+        "403",
+        "404",
+        "408",
+        "429",
+    }
 )
+
+
+def wire_protocol(path: str) -> str | None:
+    """``chat`` | ``responses`` | ``messages`` | ``count_tokens`` from a request path."""
+    path = "/" + path.strip("/")  # a base URL may end in /v1 or not: the tail decides
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.endswith("/responses"):
+        return "responses"
+    if path.endswith("/messages/count_tokens"):
+        return "count_tokens"
+    if path.endswith("/messages"):
+        return "messages"
+    return None
+
+
+def models_differ(requested: str | None, served: str | None) -> bool:
+    """A served model other than the requested one; a dated snapshot of it is the same."""
+    if not requested or not served or served == requested:
+        return False
+    return not (
+        served.startswith(requested) and _DATED_SNAPSHOT.fullmatch(served[len(requested) :])
+    )
+
+
+def unrecovered_link_failure(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The attempt's last call when it ended in a link failure (cut short, refused, 5xx...):
+    whatever answer the harness made of it did not come from the model."""
+    if not calls:
+        return None
+    last = calls[-1]
+    kind = last.get("error_kind")
+    if not kind:
+        return None
+    kind = str(kind)
+    if kind in _LINK_FAILURE_KINDS or (kind.isdigit() and 500 <= int(kind) <= 599):
+        return last
+    return None
+
+
+def link_failure_verdict(outcome: str, calls: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(error_code, message)`` when a judged outcome (pass/fail) came through an unrecovered
+    link failure and so must be a ``link_error``, whatever the harness concluded."""
+    if outcome not in ("pass", "fail"):
+        return None
+    failed = unrecovered_link_failure(calls)
+    if failed is None:
+        return None
+    kind = str(failed["error_kind"])
+    return kind, (
+        f"the attempt's last provider call {failed.get('path')} failed ({kind}); "
+        f"the harness reported {outcome} on a broken link"
+    )
+
+
+def call_figures(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An attempt row's figures from its proxied calls: served-model mismatches, and the
+    model's own latency (the sum of its calls'), apart from the attempt's wall time."""
+    return {
+        "model_mismatches": sum(1 for c in calls if c.get("model_mismatch")),
+        "model_latency_ms": round(sum(float(c.get("latency_ms") or 0.0) for c in calls), 3),
+    }
 
 
 def _proxy_error(status: int, kind: str, message: str) -> web.Response:
@@ -58,12 +165,21 @@ def _proxy_error(status: int, kind: str, message: str) -> web.Response:
     return web.json_response(body, status=status, headers={PROXY_ERROR_HEADER: kind})
 
 
-def _usage_from(obj: Any, usage: dict[str, int | None]) -> None:
-    """Fold the usage found in one JSON body or SSE event into ``usage`` (OpenAI or Anthropic)."""
+def _usage_from(obj: Any, usage: dict[str, Any]) -> None:
+    """Fold the usage, served model and fingerprint found in one JSON body or SSE event into
+    ``usage`` (Chat Completions, Responses or Messages shapes)."""
     if not isinstance(obj, dict):
         return
     if obj.get("type") == "message_start" and isinstance(obj.get("message"), dict):
-        obj = obj["message"]  # Anthropic stream: input tokens arrive in message_start
+        obj = obj["message"]  # Anthropic stream: model and input tokens arrive in message_start
+    elif isinstance(obj.get("response"), dict):
+        obj = obj["response"]  # Responses stream: response.created / .completed carry it all
+    model = obj.get("model")
+    if isinstance(model, str) and model:
+        usage["served_model"] = model
+    fingerprint = obj.get("system_fingerprint")
+    if isinstance(fingerprint, str) and fingerprint:
+        usage["system_fingerprint"] = fingerprint
     found = obj.get("usage")
     if not isinstance(found, dict):
         return
@@ -76,6 +192,14 @@ def _usage_from(obj: Any, usage: dict[str, int | None]) -> None:
     total = found.get("total_tokens")
     if isinstance(total, int):
         usage["total"] = total
+    details = found.get("prompt_tokens_details") or found.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = found.get("cache_read_input_tokens", cached)
+    if isinstance(cached, int):
+        usage["cache_read"] = cached
+    created = found.get("cache_creation_input_tokens")
+    if isinstance(created, int):
+        usage["cache_creation"] = created
 
 
 def error_kind_for(status: int, body: bytes) -> str:
@@ -99,18 +223,125 @@ async def _read_bounded(content: aiohttp.StreamReader, limit: int) -> tuple[byte
         return bytes(body), True
 
 
+def _requested_model(body: bytes) -> str | None:
+    """The ``model`` a request asked for (JSON bodies only)."""
+    if not body.lstrip().startswith(b"{") or b'"model"' not in body:
+        return None
+    try:
+        model = json.loads(body).get("model")
+    except (ValueError, AttributeError):
+        return None
+    return model if isinstance(model, str) and model else None
+
+
+def _judged_whole(meter: _UsageMeter, headers: dict[str, str]) -> bool:
+    """Whether an unfinished ``meter`` means a short answer: every stream must end with its
+    protocol's marker; a body only when it is JSON small enough to have been read whole."""
+    if meter.streamed:
+        return True
+    return (
+        "json" in (_header(headers, "content-type") or "")
+        and 0 < len(meter.body) < _MAX_METERED_BODY
+    )
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    return next((v for k, v in headers.items() if k.lower() == name), None)
+
+
+def _break_connection(request: web.Request) -> None:
+    """End the response without its terminating chunk: the client reads a broken body."""
+    if request.transport is not None:
+        request.transport.close()
+
+
 def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
     # The scrubbed body is sent as plain bytes with its own length.
     return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
 
 
+class KeyScrubber:
+    """Masks a key in bytes, in the shapes a careless upstream echoes it: verbatim, JSON-escaped
+    (``\\/``, ``\\u002d``), URL-encoded, in any letter case."""
+
+    def __init__(self, key: str) -> None:
+        shapes = {
+            key,
+            key.replace("/", "\\/"),
+            key.replace("-", "\\u002d"),
+            key.replace("/", "\\/").replace("-", "\\u002d"),
+            urllib.parse.quote(key, safe=""),
+            urllib.parse.quote_plus(key),
+        }
+        ordered = sorted((v.encode() for v in shapes), key=len, reverse=True)
+        self._pattern = re.compile(b"|".join(re.escape(v) for v in ordered), re.IGNORECASE)
+        self._mask = mask_key(key).encode()
+        self.longest = len(ordered[0])
+
+    def scrub(self, data: bytes) -> bytes:
+        return self._pattern.sub(self._mask, data)
+
+    def found(self, text: str) -> bool:
+        return self._pattern.search(text.encode("utf-8", "surrogateescape")) is not None
+
+
+class _Passthrough:
+    """What goes to the agent from a 200 answer: decoded (bounded), scrubbed of the key even
+    when it straddles two chunks. An SSE stream is passed on in whole lines (a key never spans
+    one), so each event still goes out at once; other bodies hold back a key's length."""
+
+    def __init__(self, scrubber: KeyScrubber, sse: bool, encoding: str, limit: int) -> None:
+        self._scrubber = scrubber
+        self._sse = sse
+        self._held = b""
+        self._inflate = zlib.decompressobj(_DECODABLE[encoding]) if encoding else None
+        self._budget = limit
+        self.too_large = False
+
+    def _decoded(self, chunk: bytes) -> bytes:
+        if self._inflate is None:
+            return chunk
+        out = self._inflate.decompress(chunk, self._budget + 1)
+        if len(out) > self._budget:
+            self.too_large = True
+        self._budget -= len(out)
+        return out
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._scrubber.scrub(self._held + self._decoded(chunk))
+        if self._sse and len(data) <= _MAX_HELD_LINE:
+            cut = data.rfind(b"\n") + 1
+        else:
+            cut = max(len(data) - (self._scrubber.longest - 1), 0)
+        self._held = data[cut:]
+        return data[:cut]
+
+    def flush(self) -> bytes:
+        rest = self._held
+        if self._inflate is not None and not self.too_large:
+            rest += self._inflate.flush()
+        self._held = b""
+        return self._scrubber.scrub(rest)
+
+
 class _UsageMeter:
-    def __init__(self, streamed: bool) -> None:
+    def __init__(self, streamed: bool, protocol: str | None = None) -> None:
         self.streamed = streamed
-        self.usage: dict[str, int | None] = {"prompt": None, "completion": None, "total": None}
-        self.finished = False  # a stream saw its end marker
+        self.protocol = protocol
+        self.usage: dict[str, Any] = {
+            "prompt": None,
+            "completion": None,
+            "total": None,
+            "cache_read": None,
+            "cache_creation": None,
+            "served_model": None,
+            "system_fingerprint": None,
+        }
+        self.finished = False  # a stream saw its end marker; a body parsed as whole JSON
+        self.invalid = False  # a stream carried a data line that is no event of its protocol
         self.body = bytearray()  # non-streamed bodies (and error bodies), bounded
         self._pending = b""
+        self._end = _END_MARKERS.get(protocol or "", _ANY_END)
 
     def feed(self, chunk: bytes) -> None:
         if not self.streamed:
@@ -126,9 +357,17 @@ class _UsageMeter:
     def _line(self, line: bytes) -> None:
         if not line.startswith(b"data:"):
             return
-        if _FINISHED_SSE.search(line):
+        payload = line[5:].strip()
+        if self.protocol in _END_MARKERS and not (
+            payload == b"[DONE]" or (payload.startswith(b"{") and payload.endswith(b"}"))
+        ):
+            self.invalid = True  # not an event of the protocol: a gateway's page, garbage...
+            return
+        if self._end.search(line):
             self.finished = True
-        if b'"usage"' in line:
+        # Parse only the events that can hold what we record: the first one naming the model,
+        # and those carrying usage (JSON-decoding every delta would cost the loop for nothing).
+        if b'"usage"' in line or (self.usage["served_model"] is None and b'"model"' in line):
             with contextlib.suppress(ValueError):
                 _usage_from(json.loads(line[5:]), self.usage)
 
@@ -138,8 +377,13 @@ class _UsageMeter:
                 self._line(self._pending.strip())
                 self._pending = b""
             return
-        with contextlib.suppress(ValueError):
-            _usage_from(json.loads(bytes(self.body)), self.usage)
+        try:
+            parsed = json.loads(bytes(self.body))
+        except ValueError:
+            return
+        self.finished = True
+        if self.protocol != "count_tokens":  # a token count is not usage, and no model answered
+            _usage_from(parsed, self.usage)
 
     def tokens(self) -> tuple[int | None, int | None, int | None]:
         prompt, completion, total = (
@@ -168,6 +412,9 @@ class AttemptCalls:
     in_flight: int = 0
     last_retry_after_s: float | None = None  # from the last failed call's headers
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    # Deferred: the rows are kept here, unwritten, until ``attribute`` names their attempt
+    # (one token serves a whole inspect_ai eval, whose calls are sorted out from its log).
+    deferred: bool = False
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -187,8 +434,11 @@ class MeteringProxy:
         calls_file: RowSink | None = None,
         on_call: Callable[[dict[str, Any]], None] | None = None,
         call_counts: dict[tuple[str, int], int] | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.run_id = run_id
+        self._max_body_bytes = max_body_bytes
+        self._scrubber = KeyScrubber(real_key)
         self.upstream = upstream_base_url.rstrip("/")
         self.protocol = protocol
         self._real_key = real_key
@@ -199,6 +449,7 @@ class MeteringProxy:
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
         self._token_prefix = secrets.token_hex(6) + "-"
         self._attempt_counter = 0
+        self._request_numbers = itertools.count(1)
         self._attempts: dict[str, AttemptCalls] = {}
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -233,13 +484,20 @@ class MeteringProxy:
 
     # --- attempts -------------------------------------------------------------------------
 
-    def open_attempt(self, task_id: str, attempt: int) -> str:
+    def open_attempt(self, task_id: str, attempt: int, *, deferred: bool = False) -> str:
         # Unguessable per run, unique per attempt: a random run prefix plus a counter (the
         # run key, not this token, is what authorises a request).
         self._attempt_counter += 1
         token = f"{self._token_prefix}{self._attempt_counter:x}"
-        self._attempts[token] = AttemptCalls(task_id, attempt)
+        self._attempts[token] = AttemptCalls(task_id, attempt, deferred=deferred)
         return token
+
+    def attribute(self, row: dict[str, Any], task_id: str | None, attempt: int | None) -> None:
+        """Write a deferred call row as a call of ``(task_id, attempt)`` (None: of no attempt)."""
+        row["task_id"], row["attempt"] = task_id, attempt
+        if task_id is not None and attempt is not None:
+            row["call_index"] = self._next_call_index(task_id, attempt)
+        self._write(row)
 
     def base_url_for(self, token: str) -> str:
         return f"{self.url}/a/{token}"
@@ -329,20 +587,32 @@ class MeteringProxy:
             if text.endswith(key[:size]):
                 text = text[:-size]
                 break
-        return redact(text, [key]).encode("utf-8", "surrogateescape")
+        scrubbed = self._scrubber.scrub(text.encode("utf-8", "surrogateescape"))
+        return redact(scrubbed.decode("utf-8", "surrogateescape"), [key]).encode(
+            "utf-8", "surrogateescape"
+        )
 
     async def _forward(self, request: web.Request, calls: AttemptCalls) -> web.StreamResponse:
         assert self._session is not None
         tail = request.match_info["tail"]
-        url = f"{self.upstream}/{tail}"
+        segments = [seg for seg in tail.split("/") if seg != "."]
+        if ".." in segments or any("\\" in seg for seg in segments):
+            # Never a path outside the profile's base URL with the real key attached.
+            return _proxy_error(
+                400, "driftdesk_proxy_bad_path", "a path may not climb out of the base URL (..)"
+            )
+        url = f"{self.upstream}/{urllib.parse.quote('/'.join(segments), safe='/:@!$&()*+,;=~')}"
         if request.query_string:
             url += "?" + request.query_string
         started_at = iso(utc_now())
         t0 = time.perf_counter()
         body = await request.read()
+        protocol = wire_protocol(tail)
+        requested_model = _requested_model(body)
+        request_id = f"dd-{self._token_prefix}{next(self._request_numbers):x}"
         status: int | None = None
         ttfb_ms: float | None = None
-        meter = _UsageMeter(streamed=False)
+        meter = _UsageMeter(streamed=False, protocol=protocol)
         error_kind: str | None = None
         response: web.StreamResponse | None = None
         try:
@@ -356,12 +626,16 @@ class MeteringProxy:
                 status = upstream.status
                 ttfb_ms = (time.perf_counter() - t0) * 1000
                 content_type = upstream.headers.get("content-type", "")
-                meter = _UsageMeter(streamed=content_type.startswith("text/event-stream"))
+                meter = _UsageMeter(
+                    streamed=content_type.startswith("text/event-stream"), protocol=protocol
+                )
                 headers = {
                     k: v
                     for k, v in upstream.headers.items()
-                    if k.lower() not in _DROP_RESPONSE and self._real_key not in v
+                    if k.lower() not in _DROP_RESPONSE and not self._scrubber.found(v)
                 }
+                request_id = _header(headers, REQUEST_ID_HEADER) or request_id
+                headers.setdefault(REQUEST_ID_HEADER, request_id)
                 if status >= 400:
                     # Error bodies are small and may echo what the upstream received (the real
                     # key): buffer a bounded body, scrub it, then answer in one piece.
@@ -374,19 +648,58 @@ class MeteringProxy:
                         headers=_scrubbed_error_headers(headers),
                         body=self._scrub_error_body(raw, truncated, headers),
                     )
+                if 300 <= status < 400:
+                    # Forwarded, the agent would follow it past the proxy (and its meter).
+                    error_kind = "redirect"
+                    failed = _proxy_error(
+                        502,
+                        "redirect",
+                        f"the upstream answered {status} (a redirect); not followed",
+                    )
+                    failed.headers[REQUEST_ID_HEADER] = request_id
+                    return failed
+                encoding = (_header(headers, "content-encoding") or "").strip().lower()
+                if encoding in ("", "identity"):
+                    encoding = ""
+                elif encoding not in _DECODABLE:
+                    error_kind = "unreadable_encoding"  # asked for identity; cannot scrub this
+                    return _proxy_error(
+                        502, error_kind, f"the upstream sent {encoding!r}, which we cannot read"
+                    )
+                headers = _scrubbed_error_headers(headers)  # decoded below: no encoding left
+                passthrough = _Passthrough(
+                    self._scrubber, meter.streamed, encoding, self._max_body_bytes
+                )
                 response = web.StreamResponse(
                     status=upstream.status, reason=upstream.reason, headers=headers
                 )
                 await response.prepare(request)
                 try:
                     async for chunk in upstream.content.iter_any():
-                        meter.feed(chunk)
-                        await response.write(chunk)
-                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+                        out = passthrough.feed(chunk)
+                        meter.feed(out)
+                        if passthrough.too_large or meter.invalid:
+                            break
+                        await response.write(out)
+                    else:
+                        out = passthrough.flush()
+                        meter.feed(out)
+                        if not meter.invalid:
+                            await response.write(out)
+                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, zlib.error):
                     error_kind = "truncated"
                 meter.close()
-                if error_kind is None and meter.streamed and not meter.finished:
-                    error_kind = "truncated"
+                if passthrough.too_large:
+                    error_kind = "too_large"
+                elif meter.invalid:
+                    error_kind = "invalid_sse"
+                elif error_kind is None and not meter.finished and _judged_whole(meter, headers):
+                    error_kind = "truncated"  # ended cleanly, but short of its protocol's end
+                if error_kind is not None:
+                    # Never end a cut answer cleanly: the agent would take the partial body
+                    # for the model's answer. A dropped connection is what it can retry.
+                    _break_connection(request)
+                    return response
                 await response.write_eof()
                 return response
         except asyncio.CancelledError:
@@ -394,13 +707,27 @@ class MeteringProxy:
             raise
         except (aiohttp.ClientError, OSError) as exc:
             error_kind = "connection"
-            if response is not None:  # headers already sent: can only end the stream
+            if response is not None:  # headers already sent: can only break the stream
+                _break_connection(request)
                 return response
-            return _proxy_error(
+            failed = _proxy_error(
                 502, "connection", f"upstream connection failed: {type(exc).__name__}: {exc}"
             )
+            failed.headers[REQUEST_ID_HEADER] = request_id
+            return failed
         finally:
-            self._record(calls, request, status, t0, ttfb_ms, meter, error_kind, started_at)
+            self._record(
+                calls,
+                request,
+                status,
+                t0,
+                ttfb_ms,
+                meter,
+                error_kind,
+                started_at,
+                requested_model,
+                request_id,
+            )
 
     def _record(
         self,
@@ -412,16 +739,16 @@ class MeteringProxy:
         meter: _UsageMeter,
         error_kind: str | None,
         started_at: str,
+        requested_model: str | None = None,
+        request_id: str | None = None,
     ) -> None:
-        slot = (calls.task_id, calls.attempt)
-        index = self._call_counts.get(slot, 0)
-        self._call_counts[slot] = index + 1
         prompt, completion, total = meter.tokens()
+        slot = (calls.task_id, calls.attempt)
         row = {
             "run_id": self.run_id,
             "task_id": calls.task_id,
             "attempt": calls.attempt,
-            "call_index": index,
+            "call_index": None if calls.deferred else self._next_call_index(*slot),
             "method": request.method,
             "path": "/" + request.match_info["tail"],
             "status": status,
@@ -433,8 +760,24 @@ class MeteringProxy:
             "total_tokens": total,
             "error_kind": error_kind,
             "started_at": started_at,
+            "cache_read_tokens": meter.usage["cache_read"],
+            "cache_creation_tokens": meter.usage["cache_creation"],
+            "requested_model": requested_model,
+            "served_model": meter.usage["served_model"],
+            "system_fingerprint": meter.usage["system_fingerprint"],
+            "model_mismatch": models_differ(requested_model, meter.usage["served_model"]),
+            "request_id": request_id,
         }
         calls.calls.append(row)
+        if not calls.deferred:
+            self._write(row)
+
+    def _next_call_index(self, task_id: str, attempt: int) -> int:
+        index = self._call_counts.get((task_id, attempt), 0)
+        self._call_counts[(task_id, attempt)] = index + 1
+        return index
+
+    def _write(self, row: dict[str, Any]) -> None:
         if self._calls_file is not None:
             self._calls_file.append(row)
         if self._on_call is not None:

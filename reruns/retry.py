@@ -8,7 +8,9 @@ when present; both are capped by ``max_delay_s``.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import math
 import random
 import time
 from collections.abc import Mapping
@@ -25,6 +27,14 @@ def is_retryable(error_code: str | None) -> bool:
     return error_code.isdigit() and 500 <= int(error_code) <= 599
 
 
+def _seconds(value: float) -> float | None:
+    """A wait a server asked for: ``nan`` is no answer (it would slip past any cap), and a
+    negative or infinite one is clamped by the caller's cap."""
+    if math.isnan(value):
+        return None
+    return max(value, 0.0)
+
+
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds to wait as the server asked, from ``retry-after-ms`` or ``Retry-After``."""
     if not headers:
@@ -32,17 +42,13 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     lowered = {k.lower(): v for k, v in headers.items()}
     raw_ms = lowered.get("retry-after-ms")
     if raw_ms:
-        try:
-            return max(float(raw_ms) / 1000.0, 0.0)
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):
+            return _seconds(float(raw_ms) / 1000.0)
     raw = lowered.get("retry-after")
     if not raw:
         return None
-    try:
-        return max(float(raw), 0.0)
-    except ValueError:
-        pass
+    with contextlib.suppress(ValueError):
+        return _seconds(float(raw))
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError):

@@ -140,3 +140,34 @@ def write_suite(path: Path, behaviours: list[str]) -> Path:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class LoopbackServer:
+    """A real aiohttp server on 127.0.0.1 (a free port) playing a provider in a test:
+    subclasses add their routes in ``routes``; ``url`` is ``http://127.0.0.1:PORT`` plus
+    ``url_suffix``."""
+
+    url_suffix = ""
+    handler_cancellation = False
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.runner: web.AppRunner | None = None
+
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> str:
+        app = web.Application()
+        self.routes(app)
+        self.runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=self.handler_cancellation
+        )
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}{self.url_suffix}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()

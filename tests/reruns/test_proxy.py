@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from reruns_helpers import read_rows
+from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.fileio import JsonlAppender
 from driftdesk.reruns.proxy import MeteringProxy
@@ -20,26 +20,19 @@ from driftdesk.reruns.proxy import MeteringProxy
 REAL = "sk-ant-REALKEY-proxy-0123456789"
 
 
-class Upstream:
+class Upstream(LoopbackServer):
     """Records what it receives; streams SSE in steps the test controls."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.seen_headers: list[dict[str, str]] = []
         self.seen_paths: list[str] = []
         self.release = asyncio.Event()
-        self.url = ""
-        self.runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_post("/v1/json", self.json_body)
         app.router.add_post("/v1/echo/{variant}", self.echo_error)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
 
     def _seen(self, request: web.Request) -> None:
         self.seen_headers.append(dict(request.headers))
@@ -107,8 +100,7 @@ async def upstream() -> AsyncIterator[Upstream]:
     server = Upstream()
     await server.start()
     yield server
-    assert server.runner is not None
-    await server.runner.cleanup()
+    await server.stop()
 
 
 async def _proxy(upstream: Upstream, protocol: str, tmp_path: Path) -> MeteringProxy:
