@@ -249,7 +249,8 @@ def _git_diff(before: Path, after: Path) -> str | None:
         return None
     try:
         done = subprocess.run(
-            [git, "diff", "--no-index", "--no-color", "--no-ext-diff", str(before), str(after)],
+            [git, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-renames"]
+            + [str(before), str(after)],
             capture_output=True,
             timeout=60,
             check=False,

@@ -32,7 +32,7 @@ CODING_TASKS: list[dict[str, Any]] = [
         "prompt": "Write the single word done into notes.txt.",
         "workspace": "write-notes",
         "setup": "echo started > setup-ran.txt",
-        "check": "test -f setup-ran.txt && grep -qx done notes.txt",
+        "check": 'test -f setup-ran.txt && test "$(cat notes.txt 2>/dev/null)" = done',
         "simulated": {"commands": ["echo done > notes.txt"], "answer": "Noted.", "skill": 0.0},
     },
     {
