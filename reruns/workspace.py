@@ -248,9 +248,9 @@ def _git_diff(before: Path, after: Path) -> str | None:
     if git is None:
         return None
     try:
+        command = [git, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-renames"]
         done = subprocess.run(
-            [git, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-renames"]
-            + [str(before), str(after)],
+            [*command, str(before), str(after)],
             capture_output=True,
             timeout=60,
             check=False,

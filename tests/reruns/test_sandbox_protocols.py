@@ -249,7 +249,7 @@ async def test_faults_on_responses_and_messages(
         got_responses = await _post(
             f"{server.base_url}/responses", {"model": SIM_MODEL, "input": "hi"}
         )
-    for got_status, headers, raw in (got_messages, got_responses):
+    for got_status, headers, _raw in (got_messages, got_responses):
         assert got_status == status and headers[SIM_HEADER] == "true"
         if status == 429:
             assert headers["Retry-After"] == "2"
