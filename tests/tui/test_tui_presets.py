@@ -16,10 +16,8 @@ from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.task import TaskScreen
 from driftdesk.tui.screens.volatility import VolatilityScreen
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reruns"))
-from coding_helpers import CODING_TASKS, write_coding_suite
-
 from tests.conftest import real_client
+from tests.reruns.coding_helpers import CODING_TASKS, write_coding_suite
 
 SIZE = (140, 42)
 KEY = "sk-test-REALKEY-tui-presets-0123456789"
