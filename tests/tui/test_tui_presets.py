@@ -15,7 +15,6 @@ from driftdesk.tui.screens.launch import LaunchScreen
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.task import TaskScreen
 from driftdesk.tui.screens.volatility import VolatilityScreen
-
 from tests.conftest import real_client
 from tests.reruns.coding_helpers import CODING_TASKS, write_coding_suite
 
