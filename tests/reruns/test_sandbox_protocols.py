@@ -275,3 +275,54 @@ async def test_truncated_streams_end_without_their_end_event(tmp_path: Path) -> 
                     with pytest.raises(aiohttp.ClientPayloadError):
                         raw = await response.read()
                         assert end not in raw
+
+
+def test_sandbox_cli_plays_a_given_suite_on_all_three_protocols(tmp_path: Path, cli) -> None:
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    suite = write_coding_suite(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "driftdesk", "sandbox", "--suite", str(suite)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        base_url = process.stdout.readline().strip()
+        root = base_url.removesuffix("/v1")
+        body = {
+            "model": SIM_MODEL,
+            "messages": [{"role": "user", "content": FIX_ADD}],
+            "tools": [BASH],
+        }
+        request = urllib.request.Request(
+            f"{root}/v1/messages",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            [use] = [b for b in json.load(response)["content"] if b["type"] == "tool_use"]
+        assert use["input"]["command"] == "sed -i 's/a - b/a + b/' calc.py"
+        for path in ("/chat/completions", "/responses"):
+            plain = {
+                "model": SIM_MODEL,
+                "messages": [{"role": "user", "content": "hi"}],
+                "input": "hi",
+            }
+            request = urllib.request.Request(
+                base_url + path,
+                data=json.dumps(plain).encode(),
+                headers={"content-type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert UNKNOWN_TASK_ANSWER in response.read().decode()
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=10)
+    assert "SIMULATED" in err and str(suite) in err and "/v1/messages" in err
+    bad = cli("sandbox", "--suite", str(tmp_path / "missing.jsonl"))
+    assert bad.returncode == 2 and "no suite" in bad.stderr

@@ -104,3 +104,27 @@ def test_a_call_line_names_the_served_model_when_the_proxy_recorded_it() -> None
     line = call_line({**call, "served_model": "other-model", "model_mismatch": True})
     assert "served other-model (differs from the requested model)" in line
     assert "tokens 10+2" in line
+
+
+async def test_demo_needs_no_npm_client(
+    home, make_app, settle, wait_for_run, runs_dir, tmp_path, monkeypatch
+) -> None:
+    """`driftdesk demo` with neither Claude Code nor Codex anywhere on PATH."""
+    import shutil
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("sh", "git", "python3"):
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bare))
+    assert shutil.which("claude") is None and shutil.which("codex") is None
+    app = make_app(demo=True, demo_repeat=1, demo_concurrency=8, demo_latency_ms=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        live = app.demo_run
+        assert live is not None
+        await wait_for_run(app, pilot, live)
+        assert live.status == "completed"
+        assert sum(live.by_outcome.values()) == len(live.task_ids)
