@@ -337,6 +337,7 @@ async def run_preset_attempt(
     executable = preset.locate()
     task = ctx.task
     all_calls: list[dict[str, Any]] = []
+    run_dir = run_dir.resolve()  # the client runs after a ``cd``: every path absolute
     home = attempt_file(run_dir, task.task_id, ctx.attempt, CLIENT_HOME_SUFFIX)
     output = attempt_file(run_dir, task.task_id, ctx.attempt, CLIENT_OUTPUT_SUFFIX)
     step_env = workspace.step_environment(real_key, ctx.run_id)

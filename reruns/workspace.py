@@ -76,6 +76,8 @@ def uses_workspace(task: Task) -> bool:
 def prepare(run_dir: Path, task: Task, attempt: int) -> AttemptWorkspace:
     """A fresh copy of the task's workspace in the attempt's folder (an empty folder when the
     task has none); anything left there by an earlier try is removed first."""
+    # Absolute: the agent is started with ``cd <path>``, and --out may be relative.
+    run_dir = Path(run_dir).resolve()
     path = attempt_file(run_dir, task.task_id, attempt, WORKSPACE_SUFFIX)
     if path.exists():
         shutil.rmtree(path)

@@ -108,10 +108,10 @@ async def test_real_client_reruns_coding_tasks_through_the_proxy(
         )
     )
     set_key("sim", REAL_KEY)
-    out = tmp_path / "runs"
+    out = home.project / "runs"  # the default, relative --out, as a user types it
     done = cli(
         "run", "--profile", "sim", "--suite", str(suite), "--agent", agent, "--repeat", "3",
-        "--concurrency", "3", "--timeout", "180", "--out", str(out),
+        "--concurrency", "3", "--timeout", "180",
         timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
