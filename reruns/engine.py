@@ -61,8 +61,9 @@ from driftdesk.reruns.events import (
 )
 from driftdesk.reruns.presets import PRESETS, preset_problem, run_preset_attempt
 from driftdesk.reruns.proxy import MeteringProxy
-from driftdesk.reruns.retry import RetryPolicy, is_retryable
+from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
+from driftdesk.reruns.tries import retry_the_try
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
@@ -395,13 +396,7 @@ class _Execution:
                 else:
                     result, calls, transcript = await self._run_builtin(ctx)
                 result = await workspace.conclude(
-                    ws,
-                    ctx.task,
-                    result,
-                    step_env,
-                    self.timeout_s,
-                    ctx.secrets,
-                    lambda line: ctx.log("check", line),
+                    ws, ctx, result, step_env, lambda line: ctx.log("check", line)
                 )
                 assert self._io is not None
                 self._io.submit(
@@ -549,27 +544,9 @@ class _Execution:
             all_calls.extend(calls.calls)
             result = command_outcome(result_path, outcome, calls)
             result = await workspace.conclude(
-                ws,
-                ctx.task,
-                result,
-                step_env,
-                self.timeout_s,
-                ctx.secrets,
-                workspace.file_log(log_path, ctx),
+                ws, ctx, result, step_env, workspace.file_log(log_path, ctx)
             )
-            if (
-                result.outcome == "link_error"
-                and is_retryable(result.error_code)
-                and ctx.retries < self.policy.max_retries
-            ):
-                ctx.retries += 1
-                delay = self.policy.delay(ctx.retries, calls.last_retry_after_s, ctx.rng)
-                ctx.on_retry(ctx.retries, str(result.error_code), delay)
-                with rundir.open_private(log_path, "a") as fh:
-                    fh.write(
-                        f"[driftdesk] {result.error_code}: retry {ctx.retries} in {delay:.2f}s\n"
-                    )
-                await asyncio.sleep(delay)
+            if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
                 continue
             return result, all_calls
 

@@ -32,9 +32,9 @@ from driftdesk.reruns.agents import (
     run_command_once,
 )
 from driftdesk.reruns.proxy import AttemptCalls, MeteringProxy
-from driftdesk.reruns.retry import is_retryable
 from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import judge
+from driftdesk.reruns.tries import retry_the_try
 from driftdesk.secrets import redact
 
 # Client tools the non-interactive Claude Code run may use without asking: a throwaway
@@ -400,25 +400,9 @@ async def run_preset_attempt(
                 result = AgentResult("pass", success=True, score=1.0)
             result.answer = answer
         result = await workspace.conclude(
-            ws,
-            task,
-            result,
-            step_env,
-            ctx.timeout_s,
-            ctx.secrets,
-            workspace.file_log(log_path, ctx),
+            ws, ctx, result, step_env, workspace.file_log(log_path, ctx)
         )
-        if (
-            result.outcome == "link_error"
-            and is_retryable(result.error_code)
-            and ctx.retries < ctx.policy.max_retries
-        ):
-            ctx.retries += 1
-            delay = ctx.policy.delay(ctx.retries, calls.last_retry_after_s, ctx.rng)
-            ctx.on_retry(ctx.retries, str(result.error_code), delay)
-            with open_private(log_path, "a") as fh:
-                fh.write(f"[driftdesk] {result.error_code}: retry {ctx.retries} in {delay:.2f}s\n")
-            await asyncio.sleep(delay)
+        if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
             continue
         return result, all_calls, extra
 

@@ -138,6 +138,11 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
 
+    @classmethod
+    def read(cls, call_id: Any, name: Any, arguments: Any) -> ToolCall:
+        """A call as a request carries it (arguments as JSON text or an object)."""
+        return cls(str(call_id), str(name), _parse_arguments(arguments))
+
 
 @dataclass
 class Conversation:
@@ -177,11 +182,7 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
                 conv.calls.append(
-                    ToolCall(
-                        str(call.get("id")),
-                        str(function.get("name")),
-                        _parse_arguments(function.get("arguments")),
-                    )
+                    ToolCall.read(call.get("id"), function.get("name"), function.get("arguments"))
                 )
         elif role == "tool":
             conv.results[str(message.get("tool_call_id"))] = _text_of(message.get("content"))
@@ -204,11 +205,7 @@ def messages_conversation(body: dict[str, Any]) -> Conversation:
                 conv.user_texts.append(str(block.get("text", "")))
             elif kind == "tool_use":
                 conv.calls.append(
-                    ToolCall(
-                        str(block.get("id")),
-                        str(block.get("name")),
-                        _parse_arguments(block.get("input")),
-                    )
+                    ToolCall.read(block.get("id"), block.get("name"), block.get("input"))
                 )
             elif kind == "tool_result":
                 conv.results[str(block.get("tool_use_id"))] = _text_of(block.get("content"))
@@ -237,11 +234,7 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
                 )
         elif kind == "function_call":
             conv.calls.append(
-                ToolCall(
-                    str(item.get("call_id")),
-                    str(item.get("name")),
-                    _parse_arguments(item.get("arguments")),
-                )
+                ToolCall.read(item.get("call_id"), item.get("name"), item.get("arguments"))
             )
         elif kind == "function_call_output":
             output = item.get("output")

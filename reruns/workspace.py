@@ -201,20 +201,19 @@ async def begin(
 
 async def conclude(
     ws: AttemptWorkspace | None,
-    task: Task,
+    ctx: AttemptContext,
     result: AgentResult,
     env: dict[str, str],
-    timeout_s: float,
-    secrets: tuple[str, ...],
     log: Callable[[str], None],
 ) -> AgentResult:
     """After the agent: when it ended judged (pass/fail) and the task has a check, the check
     decides (its output also goes to ``log``, line by line); the diff is written either way."""
+    task = ctx.task
     if ws is None:
         return result
     try:
         if task.check is not None and result.outcome in ("pass", "fail"):
-            checked, _ = await check(ws, task, env, timeout_s, secrets, result.answer)
+            checked, _ = await check(ws, task, env, ctx.timeout_s, ctx.secrets, result.answer)
             for line in ws.check_output.read_text("utf-8", "replace").splitlines():
                 log(line)
             checked.answer = result.answer

@@ -83,7 +83,7 @@ async def test_claude_code_attempts_live_then_drill_into_the_volatile_task(
             text = "\n".join(
                 line.text for line in app.screen.query_one("#attempt-log", RichLog).lines
             )
-            assert "claude -p --output-format json" in text  # the log: the client's command
+            assert text.startswith("$ cd ")  # the log: the client's command line first
             assert "[claude-code] is_error=False" in text
             assert "── check output ──" in text and "check exit code 0" in text
             assert "── workspace diff ──" in text and "+++ b/new.txt" in text
