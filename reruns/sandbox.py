@@ -168,12 +168,22 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def chat_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation()
+def _declared_tools(
+    body: dict[str, Any], schema_key: str, nested: str | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, JSON schema)`` of the tools a request declares (Chat nests them in
+    ``function``; Messages calls the schema ``input_schema``)."""
+    found = []
     for tool in body.get("tools") or []:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            conv.tools.append((function["name"], dict(function.get("parameters") or {})))
+        if nested and isinstance(tool, dict):
+            tool = tool.get(nested)
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            found.append((tool["name"], dict(tool.get(schema_key) or {})))
+    return found
+
+
+def chat_conversation(body: dict[str, Any]) -> Conversation:
+    conv = Conversation(tools=_declared_tools(body, "parameters", nested="function"))
     for message in body.get("messages") or []:
         role = message.get("role")
         if role == "user":
@@ -190,10 +200,7 @@ def chat_conversation(body: dict[str, Any]) -> Conversation:
 
 
 def messages_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation()
-    for tool in body.get("tools") or []:
-        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-            conv.tools.append((tool["name"], dict(tool.get("input_schema") or {})))
+    conv = Conversation(tools=_declared_tools(body, "input_schema"))
     for message in body.get("messages") or []:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -213,10 +220,7 @@ def messages_conversation(body: dict[str, Any]) -> Conversation:
 
 
 def responses_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation()
-    for tool in body.get("tools") or []:
-        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-            conv.tools.append((tool["name"], dict(tool.get("parameters") or {})))
+    conv = Conversation(tools=_declared_tools(body, "parameters"))
     items = body.get("input")
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from reruns_helpers import read_rows
@@ -18,7 +19,7 @@ from driftdesk.layout import (
     attempt_file,
 )
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSetupError, RunSpec, execute_run
+from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import SuiteError, load_suite
 
@@ -64,6 +65,12 @@ def _profile(server: SandboxServer) -> Profile:
     return Profile(name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL)
 
 
+async def _run(server: SandboxServer, suite: Path, out: Path, **spec: Any) -> RunOutcome:
+    return await execute_run(
+        RunSpec(profile=_profile(server), suite=str(suite), out_dir=out, api_key=KEY, **spec)
+    )
+
+
 async def test_the_check_judges_a_builtin_attempt_and_its_output_is_kept(
     tmp_path: Path, sandbox_for
 ) -> None:
@@ -82,16 +89,7 @@ async def test_the_check_judges_a_builtin_attempt_and_its_output_is_kept(
         ],
     )
     server = sandbox_for(suite)
-    outcome = await execute_run(
-        RunSpec(
-            profile=_profile(server),
-            suite=str(suite),
-            repeat=2,
-            timeout_s=20,
-            out_dir=tmp_path / "runs",
-            api_key=KEY,
-        )
-    )
+    outcome = await _run(server, suite, tmp_path / "runs", repeat=2, timeout_s=20)
     rows = {(r["task_id"], r["attempt"]): r for r in read_rows(outcome.run_dir / "attempts.jsonl")}
     assert {k: r["outcome"] for k, r in rows.items()} == {
         ("check-fails", 0): "fail",
@@ -124,16 +122,7 @@ async def test_the_check_judges_a_builtin_attempt_and_its_output_is_kept(
 async def test_check_timeout_is_a_harness_error(tmp_path: Path, sandbox_for) -> None:
     suite = _suite(tmp_path / "suite", [_answer_task("slow-check", "echo waiting; sleep 30")])
     server = sandbox_for(suite)
-    outcome = await execute_run(
-        RunSpec(
-            profile=_profile(server),
-            suite=str(suite),
-            repeat=1,
-            timeout_s=1.0,
-            out_dir=tmp_path / "runs",
-            api_key=KEY,
-        )
-    )
+    outcome = await _run(server, suite, tmp_path / "runs", repeat=1, timeout_s=1.0)
     [row] = read_rows(outcome.run_dir / "attempts.jsonl")
     assert (row["outcome"], row["error_code"]) == ("harness_error", "check_timeout")
     text = attempt_file(outcome.run_dir, "slow-check", 0, CHECK_OUTPUT_SUFFIX).read_text()
@@ -154,18 +143,15 @@ async def test_command_agent_works_in_a_fresh_copy_per_attempt(tmp_path: Path, s
         ],
     )
     server = sandbox_for(suite)
-    outcome = await execute_run(
-        RunSpec(
-            profile=_profile(server),
-            suite=str(suite),
-            repeat=3,
-            concurrency=3,
-            timeout_s=20,
-            out_dir=tmp_path / "runs",
-            api_key=KEY,
-            agent="command",
-            command="echo more >> start.txt; touch made.txt; pwd",
-        )
+    outcome = await _run(
+        server,
+        suite,
+        tmp_path / "runs",
+        repeat=3,
+        concurrency=3,
+        timeout_s=20,
+        agent="command",
+        command="echo more >> start.txt; touch made.txt; pwd",
     )
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     # Each attempt appended to its own copy: a shared copy would have 3, 4 lines.
