@@ -46,10 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("runs"), help="folder for run dirs (./runs)")
     p.add_argument(
         "--agent",
-        choices=["builtin", "command", "inspect"],
+        choices=["builtin", "command", "claude-code", "codex", "inspect"],
         default="builtin",
-        help="inspect: --suite is an inspect_ai task file (path/task.py[@task]), run once "
-        "with --epochs REPEAT; its samples are the tasks",
+        help="who does each attempt: driftdesk's own agent, your --command, the real Claude "
+        "Code / Codex CLI run headless in a fresh workspace, or inspect (--suite is an inspect_ai "
+        "task file path/task.py[@task], run once with --epochs REPEAT; its samples are the tasks)",
     )
     p.add_argument(
         "--command",
@@ -78,9 +79,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser(
         "sandbox",
-        help="a local SIMULATED OpenAI-compatible endpoint for demos and tests",
-        description="Serve a simulated model (simulated-model-1) that plays the built-in suites "
-        "with per-task skill and injects faults at the given rates. Not a real provider.",
+        help="a local SIMULATED model endpoint (Chat Completions, Responses, Messages)",
+        description="Serve a simulated model (simulated-model-1) on /v1/chat/completions, "
+        "/v1/responses and /v1/messages that plays the built-in suites (or --suite) with "
+        "per-task skill, runs coding tasks' simulated commands through the client's own shell "
+        "tool, and injects faults at the given rates. Not a real provider.",
+    )
+    s.add_argument(
+        "--suite",
+        action="append",
+        dest="suites",
+        metavar="SUITE",
+        help="play this suite's tasks (a JSONL file or built-in name; repeatable); "
+        "default: the built-in suites",
     )
     s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: random)")
     s.add_argument("--seed", type=int, default=0)
@@ -197,18 +208,30 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             "driftdesk: the fault rates must each be >= 0 and add up to at most 1", file=sys.stderr
         )
         return EXIT_SETUP_ERROR
-    server = SandboxServer(
-        port=args.port,
-        seed=args.seed,
-        latency_ms=args.latency_ms,
-        faults=faults,
-        retry_after_s=args.retry_after,
-    )
+    from driftdesk.reruns.suites import SuiteError
+
+    try:
+        server = SandboxServer(
+            port=args.port,
+            seed=args.seed,
+            latency_ms=args.latency_ms,
+            faults=faults,
+            retry_after_s=args.retry_after,
+            suites=args.suites,
+        )
+    except SuiteError as exc:
+        print(f"driftdesk: {exc}", file=sys.stderr)
+        return EXIT_SETUP_ERROR
+    what = "the suites " + ", ".join(args.suites) if args.suites else "the built-in suites"
     # Everything after start() sits inside the try: a Ctrl-C at any point stops cleanly.
     try:
         base_url = server.start()
-        print(BANNER.format(model=SIM_MODEL), file=sys.stderr)
-        print(f"base URL: {base_url}   model: {SIM_MODEL}   (Ctrl-C to stop)", file=sys.stderr)
+        print(BANNER.format(model=SIM_MODEL, what=what), file=sys.stderr)
+        print(
+            f"base URL: {base_url} (OpenAI: chat/completions, responses)   "
+            f"{server.root_url} (Anthropic: /v1/messages)   model: {SIM_MODEL}   (Ctrl-C to stop)",
+            file=sys.stderr,
+        )
         print(base_url, flush=True)
         forever = threading.Event()
         # Wake now and then so the main thread handles Ctrl-C at once, whichever thread the

@@ -23,3 +23,17 @@ def safe_name(text: str) -> str:
 def attempt_folder(run_dir: Path, task_id: str) -> Path:
     """The folder holding one task's per-attempt logs, transcripts and result files."""
     return Path(run_dir) / ATTEMPTS_DIR / safe_name(task_id)
+
+
+# Per-attempt files beside ``<attempt>.log`` for tasks that change files (workspace + check)
+# and for the client presets (Claude Code, Codex): ``<attempt><suffix>`` in the task's folder.
+WORKSPACE_SUFFIX = ".workspace"  # the attempt's own copy of the task's workspace (a folder)
+CHECK_OUTPUT_SUFFIX = ".check.txt"  # the check's stdout/stderr and exit status
+WORKSPACE_DIFF_SUFFIX = ".diff"  # the final workspace against its start, git diff style, capped
+CLIENT_HOME_SUFFIX = ".client-home"  # the fresh config dir a preset client runs with
+CLIENT_OUTPUT_SUFFIX = ".client.out"  # the client's own native result (JSON / JSON lines)
+
+
+def attempt_file(run_dir: Path, task_id: str, attempt: int, suffix: str) -> Path:
+    """One per-attempt file (or folder) of ``task_id``: ``<attempt><suffix>``."""
+    return attempt_folder(run_dir, task_id) / f"{attempt}{suffix}"

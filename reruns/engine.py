@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import shlex
 import time
 import traceback
 from collections import deque
@@ -34,7 +35,7 @@ from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
 from driftdesk.layout import INSPECT_LOG_DIR
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
-from driftdesk.reruns import rundir
+from driftdesk.reruns import rundir, workspace
 from driftdesk.reruns.agents import (
     AgentResult,
     AttemptContext,
@@ -65,14 +66,16 @@ from driftdesk.reruns.inspect_harness import (
     inspect_suite,
     run_inspect_eval,
 )
+from driftdesk.reruns.presets import PRESETS, preset_problem, run_preset_attempt
 from driftdesk.reruns.proxy import (
     MeteringProxy,
     call_figures,
     link_failure_verdict,
     unrecovered_link_failure,
 )
-from driftdesk.reruns.retry import RetryPolicy, is_retryable
+from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
+from driftdesk.reruns.tries import retry_the_try
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
@@ -94,7 +97,7 @@ class RunSpec:
     only_failed: Path | None = None
     only_volatile: Path | None = None
     out_dir: Path = field(default_factory=lambda: Path("runs"))
-    agent: Literal["builtin", "command", "inspect"] = "builtin"
+    agent: Literal["builtin", "command", "inspect", "claude-code", "codex"] = "builtin"
     command: str | None = None
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
@@ -383,11 +386,34 @@ class _Execution:
         t0 = time.perf_counter()
         ctx = self._context(task_id, attempt)
         log_path, transcript_path = rundir.attempt_paths(self.run_dir, task_id, attempt)
+        client_fields: dict[str, Any] = {}  # a preset client's own figures, for the row
         try:
-            if self.agent == "command":
+            if self.agent in PRESETS:
+                assert self.proxy is not None
+                result, calls, client_fields = await run_preset_attempt(
+                    PRESETS[self.agent],
+                    proxy=self.proxy,
+                    ctx=ctx,
+                    run_dir=self.run_dir,
+                    log_path=log_path,
+                    protocol=self.profile.protocol,
+                    real_key=self._real_key,
+                )
+                result = link_failure_overrides(result, calls)
+            elif self.agent == "command":
                 result, calls = await self._run_command(ctx, log_path)
             else:
-                result, calls, transcript = await self._run_builtin(ctx)
+                step_env = workspace.step_environment(self._real_key, self.run_id)
+                ws, failed = await workspace.begin(
+                    self.run_dir, ctx.task, attempt, step_env, self.timeout_s
+                )
+                if failed is not None:
+                    result, calls, transcript = failed, [], None
+                else:
+                    result, calls, transcript = await self._run_builtin(ctx)
+                result = await workspace.conclude(
+                    ws, ctx, result, step_env, lambda line: ctx.log("check", line)
+                )
                 assert self._io is not None
                 self._io.submit(
                     _write_attempt_files,
@@ -423,6 +449,7 @@ class _Execution:
             "ended_at": rundir.iso(rundir.utc_now()),
             "model": self.profile.model,
             "base_url": self.profile.base_url,
+            **client_fields,
         }
         self._persist_row(row)
 
@@ -490,8 +517,14 @@ class _Execution:
         assert self.proxy is not None and self.command is not None
         all_calls: list[dict[str, Any]] = []
         result_path = log_path.with_name(f"{ctx.attempt}.result.json")
+        step_env = workspace.step_environment(self._real_key, self.run_id)
         while True:
             result_path.unlink(missing_ok=True)
+            ws, failed = await workspace.begin(
+                self.run_dir, ctx.task, ctx.attempt, step_env, self.timeout_s
+            )
+            if failed is not None:
+                return failed, all_calls
             token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
             try:
                 command = render_command(
@@ -504,6 +537,8 @@ class _Execution:
                         "result_path": str(result_path),
                     },
                 )
+                if ws is not None:  # the harness works in the attempt's own copy
+                    command = f"cd {shlex.quote(str(ws.path))} && {command}"
                 env = child_environment(
                     self.profile.protocol,
                     self.proxy.base_url_for(token),
@@ -527,20 +562,12 @@ class _Execution:
                 self.proxy.close_attempt(token)
             all_calls.extend(calls.calls)
             result = command_outcome(result_path, outcome, calls)
+            # A verdict reached over a broken last call is a link error: no check for it.
             result = link_failure_overrides(result, calls.calls)
-            if (
-                result.outcome == "link_error"
-                and is_retryable(result.error_code)
-                and ctx.retries < self.policy.max_retries
-            ):
-                ctx.retries += 1
-                delay = self.policy.delay(ctx.retries, calls.last_retry_after_s, ctx.rng)
-                ctx.on_retry(ctx.retries, str(result.error_code), delay)
-                with rundir.open_private(log_path, "a") as fh:
-                    fh.write(
-                        f"[driftdesk] {result.error_code}: retry {ctx.retries} in {delay:.2f}s\n"
-                    )
-                await asyncio.sleep(delay)
+            result = await workspace.conclude(
+                ws, ctx, result, step_env, workspace.file_log(log_path, ctx)
+            )
+            if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
                 continue
             return result, all_calls
 
@@ -594,10 +621,20 @@ def _write_attempt_files(
 
 
 def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:
-    if agent not in ("builtin", "command", "inspect"):
-        raise RunSetupError(f"unknown agent {agent!r}: use builtin, command or inspect")
     if agent == "inspect":
         return
+    if agent in PRESETS:
+        lacking = [t for t in task_ids if not suite.task(t).prompt_text]
+        if lacking:
+            raise RunSetupError(
+                f"--agent {agent} needs a prompt for every task; missing in: "
+                + ", ".join(lacking[:5])
+            )
+        return
+    if agent not in ("builtin", "command"):
+        raise RunSetupError(
+            f"unknown agent {agent!r}: use builtin, command, inspect, " + " or ".join(PRESETS)
+        )
     if agent == "command":
         if not command:
             raise RunSetupError("--agent command needs --command TEMPLATE")
@@ -626,6 +663,14 @@ def _inspect_setup(spec: RunSpec, profile: Profile) -> tuple[Suite, list[str]]:
     return inspect_suite(spec.suite), []
 
 
+def _check_preset(agent: str, profile: Profile) -> None:
+    """A client preset's client is installed and speaks the profile's protocol (before the
+    run starts, so nothing is half-created)."""
+    problem = preset_problem(agent, profile.protocol)
+    if problem is not None:
+        raise RunSetupError(problem)
+
+
 def _suite_manifest(suite: Suite) -> dict[str, Any]:
     return {"path": str(suite.path), "name": suite.name, "sha256": suite.sha256}
 
@@ -645,6 +690,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         suite = load_suite(spec.suite)
         task_ids = select_tasks(spec, suite)
     _check_agent(spec.agent, spec.command, suite, task_ids)
+    _check_preset(spec.agent, profile)
     real_key = _resolve_key(profile.name, spec.api_key)
     now = rundir.utc_now()
     run_id, run_dir = rundir.create_run_dir(Path(spec.out_dir), profile.name, profile.model, now)
@@ -774,6 +820,7 @@ async def resume_run(
         agent = str(manifest.get("agent", "builtin"))
         command = manifest.get("command")
         _check_agent(agent, command, suite, task_ids)
+        _check_preset(agent, profile)
         real_key = _resolve_key(profile.name, api_key)
         policy_info = manifest.get("retry_policy") or {}
         policy = RetryPolicy(

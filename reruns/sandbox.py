@@ -1,13 +1,30 @@
-"""A simulated OpenAI-compatible endpoint that plays a model on the built-in suites.
+"""A simulated model endpoint that speaks what agents speak: OpenAI Chat Completions
+(``/v1/chat/completions``), OpenAI Responses (``/v1/responses``) and Anthropic Messages
+(``/v1/messages``, plus ``count_tokens``), streamed and not, with tool calls.
 
 It is **simulated** and says so everywhere: the model id ``simulated-model-1``, an
-``x-driftdesk-simulated: true`` header on every response, and the CLI's startup banner.
+``x-driftdesk-simulated: true`` header on every response, the answers' wording and the CLI's
+startup banner.
 
-Each built-in task gets a fixed skill (from a hash of its id): some tasks are always right,
-some flaky, some mostly wrong — so repeated runs drift like a real model's. Faults are injected
-at the given rates: 429 with Retry-After, 500, 401, hangs past any timeout, truncated streams
-and empty answers. Every random draw comes from ``Random(f"{seed}:{task}:{n}")`` (n = the
-task's request count), so a seed replays the same behaviour per task whatever the concurrency.
+What it plays (the built-in suites, or the suites given with ``suites=``):
+
+- an answer task (``expected``): right with a fixed per-task skill (from a hash of its id), else
+  a plausibly wrong answer — so repeated runs drift like a real model's; canned tools are called
+  first;
+- a coding task with ``simulated: {"commands": [...], "answer": "...", "skill": 0.7,
+  "wrong": [...]}``: with probability ``skill`` the model runs ``commands`` one per turn through
+  the **client's own shell tool** — whichever the request's tool list offers (Claude Code's
+  ``Bash``, Codex's ``exec_command``, any tool taking a ``command``/``cmd``) — reading each tool
+  result before the next call, and ends with ``answer``; otherwise it runs ``wrong`` (default:
+  every command but the last) and ends the same way, so the task's check fails. The choice is
+  made on the conversation's first turn and carried in the tool-call ids, so a conversation
+  stays on one path whatever else runs at the same time;
+- any other prompt: a plain answer that says it comes from a simulated model.
+
+Faults are injected at the given rates on all three protocols: 429 with Retry-After, 500, 401,
+hangs past any timeout, truncated streams/bodies and empty answers. Every random draw comes from
+``Random(f"{seed}:{task}:{n}")`` (n = the task's request count), so a seed replays the same
+behaviour per task whatever the concurrency.
 
 ``SandboxServer(...).start()`` runs it in a background thread and returns its base URL.
 """
@@ -23,7 +40,9 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -33,9 +52,18 @@ from driftdesk.reruns.suites import Task, builtin_suites, load_suite
 SIM_MODEL = "simulated-model-1"
 SIM_HEADER = "x-driftdesk-simulated"
 BANNER = (
-    "driftdesk sandbox: a SIMULATED model ({model}), not a real provider. It plays the built-in "
-    "suites with per-task skill and injects faults at the rates you set."
+    "driftdesk sandbox: a SIMULATED model ({model}), not a real provider. It plays {what} "
+    "and injects faults at the rates you set."
 )
+UNKNOWN_TASK_ANSWER = (
+    f"[simulated] This is {SIM_MODEL}, a simulated model served by the driftdesk sandbox: it "
+    "does not know this task, so this answer is a placeholder."
+)
+DEFAULT_CODING_ANSWER = "[simulated] Done."
+# Tool-call ids the simulated model gives its shell calls: ``sim`` + r(ight)/w(rong) + step.
+_SIM_CALL = re.compile(r"^(?:call_|toolu_)?sim([rw])(\d+)_")
+# Shell tools, most specific first; any other tool taking a command string or argv also works.
+_SHELL_TOOL_NAMES = ("Bash", "exec_command", "shell_command", "shell", "local_shell")
 
 
 @dataclass(frozen=True)
@@ -79,6 +107,20 @@ def _wrong_answer(reference: str, rng: random.Random) -> str:
     return rng.choice(["I am not sure.", reference[::-1], reference + " (approximately)"])
 
 
+def _reference_of(task: Task) -> str:
+    """A right answer: the task's ``reference_answer``, else one its ``expected`` accepts."""
+    if task.reference_answer is not None:
+        return str(task.reference_answer)
+    kind, want = next(iter(task.expected.items())) if task.expected else ("", "")
+    if kind in ("equals", "contains"):
+        return str(want)
+    if kind == "one_of" and want:
+        return str(want[0])
+    if kind == "json_equals":
+        return json.dumps(want)
+    return ""
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -87,11 +129,251 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+# --- one conversation, whatever the protocol ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    @classmethod
+    def read(cls, call_id: Any, name: Any, arguments: Any) -> ToolCall:
+        """A call as a request carries it (arguments as JSON text or an object)."""
+        return cls(str(call_id), str(name), _parse_arguments(arguments))
+
+
+@dataclass
+class Conversation:
+    """What the simulated model reads from a request, protocol aside."""
+
+    user_texts: list[str] = field(default_factory=list)  # every user text block, in order
+    tools: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, JSON schema)
+    calls: list[ToolCall] = field(default_factory=list)  # the assistant's earlier tool calls
+    results: dict[str, str] = field(default_factory=dict)  # call id -> tool result text
+
+    @property
+    def size(self) -> int:
+        return sum(len(t) for t in self.user_texts) + sum(len(r) for r in self.results.values())
+
+
+def _parse_arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _declared_tools(
+    body: dict[str, Any], schema_key: str, nested: str | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, JSON schema)`` of the tools a request declares (Chat nests them in
+    ``function``; Messages calls the schema ``input_schema``)."""
+    found = []
+    for tool in body.get("tools") or []:
+        if nested and isinstance(tool, dict):
+            tool = tool.get(nested)
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            found.append((tool["name"], dict(tool.get(schema_key) or {})))
+    return found
+
+
+def chat_conversation(body: dict[str, Any]) -> Conversation:
+    conv = Conversation(tools=_declared_tools(body, "parameters", nested="function"))
+    for message in body.get("messages") or []:
+        role = message.get("role")
+        if role == "user":
+            conv.user_texts.append(_text_of(message.get("content")))
+        elif role == "assistant":
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                conv.calls.append(
+                    ToolCall.read(call.get("id"), function.get("name"), function.get("arguments"))
+                )
+        elif role == "tool":
+            conv.results[str(message.get("tool_call_id"))] = _text_of(message.get("content"))
+    return conv
+
+
+def messages_conversation(body: dict[str, Any]) -> Conversation:
+    conv = Conversation(tools=_declared_tools(body, "input_schema"))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for block in blocks or []:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and message.get("role") == "user":
+                conv.user_texts.append(str(block.get("text", "")))
+            elif kind == "tool_use":
+                conv.calls.append(
+                    ToolCall.read(block.get("id"), block.get("name"), block.get("input"))
+                )
+            elif kind == "tool_result":
+                conv.results[str(block.get("tool_use_id"))] = _text_of(block.get("content"))
+    return conv
+
+
+def responses_conversation(body: dict[str, Any]) -> Conversation:
+    conv = Conversation(tools=_declared_tools(body, "parameters"))
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message" and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                conv.user_texts.append(content)
+            else:
+                conv.user_texts.extend(
+                    str(p.get("text", "")) for p in content or [] if isinstance(p, dict)
+                )
+        elif kind == "function_call":
+            conv.calls.append(
+                ToolCall.read(item.get("call_id"), item.get("name"), item.get("arguments"))
+            )
+        elif kind == "function_call_output":
+            output = item.get("output")
+            conv.results[str(item.get("call_id"))] = (
+                output if isinstance(output, str) else json.dumps(output)
+            )
+    return conv
+
+
+def shell_tool(
+    tools: Iterable[tuple[str, dict[str, Any]]],
+) -> tuple[str, Callable[[str], dict[str, Any]]] | None:
+    """The client's own shell tool and how to call it with a command line, read from the
+    tool's JSON schema: a ``command``/``cmd`` string, or an argv array (``bash -lc``)."""
+    offered = list(tools)
+    ranked = sorted(
+        offered,
+        key=lambda t: _SHELL_TOOL_NAMES.index(t[0]) if t[0] in _SHELL_TOOL_NAMES else 99,
+    )
+    for name, schema in ranked:
+        properties = schema.get("properties") or {}
+        for key in ("command", "cmd"):
+            spec = properties.get(key)
+            if not isinstance(spec, dict):
+                continue
+            extra = {"description": "simulated step"} if "description" in properties else {}
+            if spec.get("type") == "array":
+                return name, lambda c, k=key, e=extra: {k: ["bash", "-lc", c], **e}
+            if spec.get("type") in ("string", None):
+                return name, lambda c, k=key, e=extra: {k: c, **e}
+    return None
+
+
+@dataclass
+class Action:
+    """The simulated model's turn: tool calls, or a final text."""
+
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+
+
+class SimulatedModel:
+    """Decides each turn from the conversation alone (and a seeded draw)."""
+
+    def __init__(self, tasks: Iterable[Task]) -> None:
+        self._by_prompt: dict[str, Task] = {}
+        for task in tasks:
+            prompt = task.prompt_text.strip()
+            if prompt:
+                self._by_prompt.setdefault(prompt, task)
+        # Longest first, so a prompt that contains another's is matched as itself.
+        self._prompts = sorted(self._by_prompt, key=len, reverse=True)
+
+    def identify(self, conv: Conversation) -> Task | None:
+        """The task whose prompt is one of the user's text blocks (or is inside one: clients
+        wrap the prompt in their own context)."""
+        texts = [t.strip() for t in conv.user_texts]
+        for text in texts:
+            if text in self._by_prompt:
+                return self._by_prompt[text]
+        for prompt in self._prompts:
+            if any(prompt in text for text in texts):
+                return self._by_prompt[prompt]
+        return None
+
+    def play(self, task: Task | None, conv: Conversation, rng: random.Random) -> Action:
+        if task is None:
+            return Action(text=UNKNOWN_TASK_ANSWER)
+        simulated = task.raw.get("simulated")
+        if isinstance(simulated, dict):
+            return self._code(task, simulated, conv, rng)
+        if task.tools and not conv.results:
+            canned = [
+                (tool.name, _parse_arguments(key))
+                for tool in task.tools
+                for key in tool.results
+                if key != "*"
+            ]
+            calls = [
+                ToolCall(f"call_{i}_{rng.randrange(16**6):06x}", name, arguments)
+                for i, (name, arguments) in enumerate(canned)
+            ]
+            if calls:
+                return Action(calls=calls)
+        reference = _reference_of(task)
+        right = rng.random() < task_skill(task.task_id)
+        return Action(text=reference if right else _wrong_answer(reference, rng))
+
+    def _code(
+        self, task: Task, simulated: dict[str, Any], conv: Conversation, rng: random.Random
+    ) -> Action:
+        answer = str(simulated.get("answer") or DEFAULT_CODING_ANSWER)
+        shell = shell_tool(conv.tools)
+        if shell is None:  # a side request of the client (a title, a summary): no shell tool
+            return Action(text=answer)
+        commands = [str(c) for c in simulated.get("commands") or []]
+        wrong = simulated.get("wrong")
+        if isinstance(wrong, list):
+            wrong_commands = [str(c) for c in wrong]
+        elif len(commands) > 1:
+            wrong_commands = commands[:-1]
+        else:
+            wrong_commands = ["echo '[simulated] left the task undone'"]
+        mine = [m for m in (_SIM_CALL.match(c.id) for c in conv.calls) if m]
+        if mine:
+            right = mine[0].group(1) == "r"
+        else:
+            skill = simulated.get("skill", task_skill(task.task_id))
+            right = rng.random() < float(skill)
+        script = commands if right else wrong_commands
+        step = len(mine)
+        if step >= len(script):
+            return Action(text=answer)
+        name, arguments = shell
+        call_id = f"sim{'r' if right else 'w'}{step}_{rng.randrange(16**8):08x}"
+        return Action(calls=[ToolCall(call_id, name, arguments(script[step]))])
+
+
+def _load_tasks(suites: Iterable[str | Path] | None) -> list[Task]:
+    names: list[str | Path] = list(suites) if suites else list(builtin_suites())
+    return [task for name in names for task in load_suite(name).tasks]
+
+
 @dataclass
 class SandboxStats:
     requests: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
+    by_path: Counter[str] = field(default_factory=Counter)
     authorizations: list[str] = field(default_factory=list)  # what callers sent (tests check)
+    api_keys: list[str] = field(default_factory=list)  # x-api-key headers (Messages callers)
+
+
+def _sse(event: str | None, data: dict[str, Any]) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
 class SandboxEndpoint:
@@ -105,6 +387,7 @@ class SandboxEndpoint:
         faults: FaultRates | None = None,
         retry_after_s: float = 1.0,
         hang_s: float = 3600.0,
+        suites: Iterable[str | Path] | None = None,
     ) -> None:
         self.seed = seed
         self.latency_s = latency_ms / 1000.0
@@ -113,15 +396,15 @@ class SandboxEndpoint:
         self.hang_s = hang_s
         self.stats = SandboxStats()
         self._per_task: Counter[str] = Counter()
-        self._tasks: dict[str, Task] = {}
-        for name in builtin_suites():
-            for task in load_suite(name).tasks:
-                self._tasks.setdefault(task.prompt_text, task)
+        self.model = SimulatedModel(_load_tasks(suites))
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # agents send long contexts
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/responses", self._responses)
+        app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         return app
 
     def _headers(self) -> dict[str, str]:
@@ -143,24 +426,41 @@ class SandboxEndpoint:
             headers=self._headers(),
         )
 
-    def _error(self, status: int, kind: str, message: str, code: str) -> web.Response:
+    # --- the shared turn: parse, draw a fault, play ------------------------------------------
+
+    def _error(
+        self, status: int, kind: str, message: str, code: str, anthropic: bool
+    ) -> web.Response:
         headers = self._headers()
         if status == 429:
             headers["retry-after-ms"] = str(int(self.retry_after_s * 1000))
             headers["Retry-After"] = str(max(1, round(self.retry_after_s)))
-        body = {"error": {"message": f"{message} (simulated)", "type": kind, "code": code}}
+        body: dict[str, Any]
+        if anthropic:
+            body = {"type": "error", "error": {"type": kind, "message": f"{message} (simulated)"}}
+        else:
+            body = {"error": {"message": f"{message} (simulated)", "type": kind, "code": code}}
         return web.json_response(body, status=status, headers=headers)
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _turn(
+        self, request: web.Request, parse: Callable[[dict[str, Any]], Conversation], anthropic: bool
+    ) -> tuple[dict[str, Any], Conversation, Action, str | None] | web.Response:
+        """The request's body, conversation and the model's action (with the fault drawn),
+        or an error response to send as is."""
         self.stats.requests += 1
+        self.stats.by_path[request.path] += 1
         self.stats.authorizations.append(request.headers.get("Authorization", ""))
+        self.stats.api_keys.append(request.headers.get("x-api-key", ""))
         try:
             body = await request.json()
         except json.JSONDecodeError:
-            return self._error(400, "invalid_request_error", "body is not JSON", "bad_json")
-        messages = body.get("messages") or []
-        prompt = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
-        task = self._tasks.get(prompt)
+            body = None
+        if not isinstance(body, dict):
+            return self._error(
+                400, "invalid_request_error", "body is not a JSON object", "bad_json", anthropic
+            )
+        conv = parse(body)
+        task = self.model.identify(conv)
         key = task.task_id if task else "(unknown)"
         n = self._per_task[key]
         self._per_task[key] += 1
@@ -170,28 +470,19 @@ class SandboxEndpoint:
         fault = self._draw_fault(rng)
         self.stats.by_kind[fault or "ok"] += 1
         if fault == "rate_limit":
-            return self._error(429, "rate_limit_error", "Rate limit reached", "rate_limit_exceeded")
+            kind = "rate_limit_error"
+            return self._error(429, kind, "Rate limit reached", "rate_limit_exceeded", anthropic)
         if fault == "server_error":
-            return self._error(500, "server_error", "The server had an error", "server_error")
+            kind = "api_error" if anthropic else "server_error"
+            return self._error(500, kind, "The server had an error", "server_error", anthropic)
         if fault == "auth_error":
-            return self._error(401, "invalid_request_error", "Incorrect API key", "invalid_api_key")
+            kind = "authentication_error" if anthropic else "invalid_request_error"
+            return self._error(401, kind, "Incorrect API key", "invalid_api_key", anthropic)
         if fault == "timeout":
             await asyncio.sleep(self.hang_s)
-            return self._error(504, "timeout", "hung and gave up", "timeout")
-        message = self._play(task, messages, rng, empty=fault == "empty")
-        prompt_tokens = sum(len(_text_of(m.get("content"))) for m in messages) // 4 + 8
-        completion_tokens = len(json.dumps(message)) // 4 + 1
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-        if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return await self._stream(
-                request, message, usage if include_usage else None, truncate=fault == "truncate"
-            )
-        return await self._whole(request, message, usage, truncate=fault == "truncate")
+            return self._error(504, "timeout", "hung and gave up", "timeout", anthropic)
+        action = Action() if fault == "empty" else self.model.play(task, conv, rng)
+        return body, conv, action, fault
 
     def _draw_fault(self, rng: random.Random) -> str | None:
         draw = rng.random()
@@ -202,67 +493,13 @@ class SandboxEndpoint:
             draw -= rate
         return None
 
-    def _play(
-        self, task: Task | None, messages: list[dict[str, Any]], rng: random.Random, empty: bool
-    ) -> dict[str, Any]:
-        if empty:
-            return {"role": "assistant", "content": ""}
-        if task is None:
-            return {
-                "role": "assistant",
-                "content": f"This is {SIM_MODEL}, a simulated model: it only knows the built-in "
-                "driftdesk suites.",
-            }
-        has_tool_results = any(m.get("role") == "tool" for m in messages)
-        if task.tools and not has_tool_results:
-            calls: list[dict[str, Any]] = []
-            for tool in task.tools:
-                for args_key in tool.results:
-                    if args_key == "*":
-                        continue
-                    calls.append(
-                        {
-                            "id": f"call_{len(calls)}_{rng.randrange(16**6):06x}",
-                            "type": "function",
-                            "function": {"name": tool.name, "arguments": args_key},
-                        }
-                    )
-            return {"role": "assistant", "content": None, "tool_calls": calls}
-        reference = task.reference_answer or ""
-        right = rng.random() < task_skill(task.task_id)
-        return {
-            "role": "assistant",
-            "content": reference if right else _wrong_answer(reference, rng),
-        }
-
-    def _completion_id(self) -> str:
-        return f"chatcmpl-sim-{time.time_ns():x}"
-
-    async def _whole(
-        self, request: web.Request, message: dict[str, Any], usage: dict[str, int], truncate: bool
-    ) -> web.StreamResponse:
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
-        payload = json.dumps(
-            {
-                "id": self._completion_id(),
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": SIM_MODEL,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": usage,
-            }
-        ).encode()
-        if not truncate:
-            return web.Response(
-                body=payload, content_type="application/json", headers=self._headers()
-            )
-        response = web.StreamResponse(headers=self._headers())
-        response.content_type = "application/json"
-        response.content_length = len(payload)
-        await response.prepare(request)
-        await response.write(payload[: len(payload) // 2])
-        self._cut(request)
-        return response
+    @staticmethod
+    def _usage(conv: Conversation, action: Action) -> tuple[int, int]:
+        prompt = conv.size // 4 + 8
+        completion = (
+            len(action.text) + sum(len(json.dumps(c.arguments)) for c in action.calls)
+        ) // 4 + 1
+        return prompt, completion
 
     @staticmethod
     def _cut(request: web.Request) -> None:
@@ -270,60 +507,303 @@ class SandboxEndpoint:
         if request.transport is not None:
             request.transport.close()
 
-    async def _stream(
-        self,
-        request: web.Request,
-        message: dict[str, Any],
-        usage: dict[str, int] | None,
-        truncate: bool,
+    async def _send_whole(
+        self, request: web.Request, payload: dict[str, Any], truncate: bool
     ) -> web.StreamResponse:
+        raw = json.dumps(payload).encode()
+        if not truncate:
+            return web.Response(body=raw, content_type="application/json", headers=self._headers())
+        response = web.StreamResponse(headers=self._headers())
+        response.content_type = "application/json"
+        response.content_length = len(raw)
+        await response.prepare(request)
+        await response.write(raw[: len(raw) // 2])
+        self._cut(request)
+        return response
+
+    async def _send_events(
+        self, request: web.Request, events: list[bytes], truncate: bool
+    ) -> web.StreamResponse:
+        """An SSE stream; truncated: about half the events, then the connection drops."""
         response = web.StreamResponse(headers=self._headers())
         response.content_type = "text/event-stream"
         await response.prepare(request)
-        base = {
-            "id": self._completion_id(),
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": SIM_MODEL,
-        }
-
-        async def send(delta: dict[str, Any], finish: str | None = None) -> None:
-            chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-
-        await send({"role": "assistant", "content": ""})
-        if message.get("tool_calls"):
-            for index, call in enumerate(message["tool_calls"]):
-                await send({"tool_calls": [{"index": index, **call}]})
-            finish = "tool_calls"
-        else:
-            text = str(message.get("content") or "")
-            pieces = [text[i : i + 12] for i in range(0, len(text), 12)]
-            if truncate:
-                pieces = pieces[: max(1, len(pieces) // 2)]
-            for piece in pieces:
-                await send({"content": piece})
-            finish = "stop"
+        if truncate:
+            events = events[: max(1, len(events) // 2)]
+        for event in events:
+            await response.write(event)
         if truncate:
             self._cut(request)
             return response
-        await send({}, finish)
-        if usage is not None:
-            chunk = {**base, "choices": [], "usage": usage}
-            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
 
+    @staticmethod
+    def _pieces(text: str) -> list[str]:
+        return [text[i : i + 12] for i in range(0, len(text), 12)] or [""]
+
+    # --- Chat Completions ---------------------------------------------------------------------
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        turn = await self._turn(request, chat_conversation, anthropic=False)
+        if isinstance(turn, web.Response):
+            return turn
+        body, conv, action, fault = turn
+        prompt, completion = self._usage(conv, action)
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        message: dict[str, Any] = {"role": "assistant", "content": action.text}
+        if action.calls:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in action.calls
+                ],
+            }
+        finish = "tool_calls" if action.calls else "stop"
+        base = {
+            "id": f"chatcmpl-sim-{time.time_ns():x}",
+            "created": int(time.time()),
+            "model": SIM_MODEL,
+        }
+        truncate = fault == "truncate"
+        if not body.get("stream"):
+            payload = {
+                **base,
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+            return await self._send_whole(request, payload, truncate)
+
+        def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": reason}
+            return _sse(None, {**base, "object": "chat.completion.chunk", "choices": [choice]})
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        for index, call in enumerate(message.get("tool_calls") or []):
+            events.append(chunk({"tool_calls": [{"index": index, **call}]}))
+        if not action.calls:
+            events.extend(chunk({"content": piece}) for piece in self._pieces(action.text))
+        events.append(chunk({}, finish))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append(
+                _sse(
+                    None, {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+                )
+            )
+        events.append(b"data: [DONE]\n\n")
+        return await self._send_events(request, events, truncate)
+
+    # --- Anthropic Messages -------------------------------------------------------------------
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            body = {}
+        conv = messages_conversation(body if isinstance(body, dict) else {})
+        return web.json_response({"input_tokens": conv.size // 4 + 8}, headers=self._headers())
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        turn = await self._turn(request, messages_conversation, anthropic=True)
+        if isinstance(turn, web.Response):
+            return turn
+        body, conv, action, fault = turn
+        prompt, completion = self._usage(conv, action)
+        blocks: list[dict[str, Any]] = []
+        if action.text or not action.calls:
+            blocks.append({"type": "text", "text": action.text})
+        blocks.extend(
+            {"type": "tool_use", "id": f"toolu_{c.id}", "name": c.name, "input": c.arguments}
+            for c in action.calls
+        )
+        stop = "tool_use" if action.calls else "end_turn"
+        message = {
+            "id": f"msg_sim_{time.time_ns():x}",
+            "type": "message",
+            "role": "assistant",
+            "model": SIM_MODEL,
+            "content": blocks,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt, "output_tokens": completion},
+        }
+        truncate = fault == "truncate"
+        if not body.get("stream"):
+            return await self._send_whole(request, message, truncate)
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": prompt, "output_tokens": 1},
+        }
+        events = [_sse("message_start", {"type": "message_start", "message": start})]
+        for index, block in enumerate(blocks):
+            if block["type"] == "text":
+                opened: dict[str, Any] = {"type": "text", "text": ""}
+                deltas = [{"type": "text_delta", "text": p} for p in self._pieces(block["text"])]
+            else:
+                opened = {**block, "input": {}}
+                deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+            events.append(
+                _sse(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": opened},
+                )
+            )
+            events.extend(
+                _sse(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+                for delta in deltas
+            )
+            events.append(
+                _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+            )
+        events.append(
+            _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": completion},
+                },
+            )
+        )
+        events.append(_sse("message_stop", {"type": "message_stop"}))
+        return await self._send_events(request, events, truncate)
+
+    # --- OpenAI Responses ---------------------------------------------------------------------
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        turn = await self._turn(request, responses_conversation, anthropic=False)
+        if isinstance(turn, web.Response):
+            return turn
+        body, conv, action, fault = turn
+        prompt, completion = self._usage(conv, action)
+        stamp = f"{time.time_ns():x}"
+        output: list[dict[str, Any]] = [
+            {
+                "type": "function_call",
+                "id": f"fc_{c.id}",
+                "call_id": f"call_{c.id}",
+                "name": c.name,
+                "arguments": json.dumps(c.arguments),
+                "status": "completed",
+            }
+            for c in action.calls
+        ]
+        if not action.calls:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_sim_{stamp}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": action.text, "annotations": []}],
+                }
+            )
+        response = {
+            "id": f"resp_sim_{stamp}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": SIM_MODEL,
+            "output": output,
+            "usage": {
+                "input_tokens": prompt,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": completion,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": prompt + completion,
+            },
+        }
+        truncate = fault == "truncate"
+        if not body.get("stream"):
+            return await self._send_whole(request, response, truncate)
+        sequence = iter(range(1_000_000))
+
+        def event(kind: str, **data: Any) -> bytes:
+            return _sse(kind, {"type": kind, "sequence_number": next(sequence), **data})
+
+        pending = {**response, "status": "in_progress", "output": [], "usage": None}
+        events = [
+            event("response.created", response=pending),
+            event("response.in_progress", response=pending),
+        ]
+        for index, item in enumerate(output):
+            if item["type"] == "function_call":
+                events.append(
+                    event(
+                        "response.output_item.added",
+                        output_index=index,
+                        item={**item, "arguments": ""},
+                    )
+                )
+                events.append(
+                    event(
+                        "response.function_call_arguments.delta",
+                        item_id=item["id"],
+                        output_index=index,
+                        delta=item["arguments"],
+                    )
+                )
+                events.append(
+                    event(
+                        "response.function_call_arguments.done",
+                        item_id=item["id"],
+                        output_index=index,
+                        arguments=item["arguments"],
+                    )
+                )
+            else:
+                text = item["content"][0]["text"]
+                events.append(
+                    event(
+                        "response.output_item.added",
+                        output_index=index,
+                        item={**item, "status": "in_progress", "content": []},
+                    )
+                )
+                part = {"type": "output_text", "text": "", "annotations": []}
+                where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+                events.append(event("response.content_part.added", **where, part=part))
+                events.extend(
+                    event("response.output_text.delta", **where, delta=piece)
+                    for piece in self._pieces(text)
+                )
+                events.append(event("response.output_text.done", **where, text=text))
+                events.append(
+                    event("response.content_part.done", **where, part={**part, "text": text})
+                )
+            events.append(event("response.output_item.done", output_index=index, item=item))
+        events.append(event("response.completed", response=response))
+        return await self._send_events(request, events, truncate)
+
 
 class SandboxServer:
-    """Runs a ``SandboxEndpoint`` on 127.0.0.1 in a background thread (or in your loop)."""
+    """Runs a ``SandboxEndpoint`` on 127.0.0.1 in a background thread (or in your loop).
+
+    ``base_url`` (``…/v1``) is what OpenAI clients take; ``root_url`` (no ``/v1``) is what
+    Anthropic clients take (``ANTHROPIC_BASE_URL``)."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", **endpoint: Any) -> None:
         self.endpoint = SandboxEndpoint(**endpoint)
         self.host = host
         self.port = port
         self.base_url = ""
+        self.root_url = ""
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -341,7 +821,8 @@ class SandboxServer:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
-        self.base_url = f"http://{self.host}:{self.port}/v1"
+        self.root_url = f"http://{self.host}:{self.port}"
+        self.base_url = f"{self.root_url}/v1"
         return self.base_url
 
     async def stop_async(self) -> None:

@@ -13,6 +13,17 @@ A task line::
      "reference_answer": "383"}                            # optional: a right answer (the sandbox
                                                            # endpoint plays it)
 
+A task that changes files (see ``driftdesk.reruns.workspace``)::
+
+    {"task_id": "fix-add", "prompt": "Fix add() in calc.py so the tests pass.",
+     "workspace": "fixtures/calc",            # folder relative to the suite file, copied fresh
+                                              # per attempt (none: an empty folder)
+     "setup": "git init -q",                  # optional, run in the copy before the agent
+     "check": "python -m pytest -q",          # run in the copy after it: 0 pass, 1 fail, else
+                                              # harness_error
+     "simulated": {"commands": ["sed -i s/-/+/ calc.py"], "answer": "Fixed.", "skill": 0.7}}
+                                              # optional: what the sandbox's simulated model does
+
 Canned tool results are keyed by the call's arguments as canonical JSON (sorted keys, no
 spaces, string values casefolded and stripped); ``"*"`` is the fallback for any other arguments.
 """
@@ -64,6 +75,9 @@ class Task:
     tools: tuple[Tool, ...] = ()
     max_turns: int = DEFAULT_MAX_TURNS
     reference_answer: str | None = None
+    workspace: Path | None = None  # absolute: resolved against the suite file's folder
+    setup: str | None = None
+    check: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -133,7 +147,52 @@ def resolve_suite_path(suite: str | Path) -> tuple[str, Path]:
     return path.stem, path.resolve()
 
 
-def _parse_task(row: dict[str, Any], where: str) -> Task:
+def _optional_command(row: dict[str, Any], key: str, where: str) -> str | None:
+    value = row.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SuiteError(f"{where}: {key} must be a non-empty shell command string")
+    return value
+
+
+def _parse_workspace(row: dict[str, Any], where: str, base: Path | None) -> Path | None:
+    value = row.get("workspace")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise SuiteError(f"{where}: workspace must be a folder path (relative to the suite file)")
+    folder = Path(value).expanduser()
+    if not folder.is_absolute() and base is not None:
+        folder = base / folder
+    if not folder.is_dir():
+        raise SuiteError(f"{where}: workspace {value!r} is not a folder ({folder})")
+    return folder.resolve()
+
+
+def _check_simulated(row: dict[str, Any], where: str) -> None:
+    simulated = row.get("simulated")
+    if simulated is None:
+        return
+    commands = simulated.get("commands") if isinstance(simulated, dict) else None
+    wrong = simulated.get("wrong", []) if isinstance(simulated, dict) else None
+    skill = simulated.get("skill", 0.5) if isinstance(simulated, dict) else None
+    if (
+        not isinstance(commands, list)
+        or not all(isinstance(c, str) for c in commands)
+        or not isinstance(wrong, list)
+        or not all(isinstance(c, str) for c in wrong)
+        or not isinstance(skill, int | float)
+        or not 0.0 <= float(skill) <= 1.0
+        or not isinstance(simulated.get("answer", ""), str)
+    ):
+        raise SuiteError(
+            f'{where}: simulated must be {{"commands": [str, ...], "answer": str, '
+            '"skill": 0..1, "wrong": [str, ...]}'
+        )
+
+
+def _parse_task(row: dict[str, Any], where: str, base: Path | None = None) -> Task:
     task_id = row.get("task_id")
     if not isinstance(task_id, str) or not task_id:
         raise SuiteError(f"{where}: a task needs a non-empty string task_id")
@@ -175,6 +234,8 @@ def _parse_task(row: dict[str, Any], where: str) -> Task:
             )
         )
     scenario = row.get("scenario_id")
+    here = f"{where}: task {task_id!r}"
+    _check_simulated(row, here)
     return Task(
         task_id=task_id,
         messages=messages,
@@ -183,6 +244,9 @@ def _parse_task(row: dict[str, Any], where: str) -> Task:
         tools=tuple(tools),
         max_turns=int(row.get("max_turns") or DEFAULT_MAX_TURNS),
         reference_answer=row.get("reference_answer"),
+        workspace=_parse_workspace(row, here, base),
+        setup=_optional_command(row, "setup", here),
+        check=_optional_command(row, "check", here),
         raw=row,
     )
 
@@ -196,7 +260,7 @@ def load_suite(suite: str | Path) -> Suite:
     tasks: list[Task] = []
     seen: set[str] = set()
     for number, row in iter_jsonl(path, problems):
-        task = _parse_task(row, f"{path}:{number}")
+        task = _parse_task(row, f"{path}:{number}", path.parent)
         if task.task_id in seen:
             raise SuiteError(f"{path}:{number}: duplicate task_id {task.task_id!r}")
         seen.add(task.task_id)

@@ -1,5 +1,6 @@
-"""The launch form: profile, suite or command template, repeat, concurrency, timeout, sample,
-and only-failed / only-volatile from an earlier run. Returns a ``reruns.engine.RunSpec``."""
+"""The launch form: profile, suite, agent (driftdesk's own, a command template, or the real
+Claude Code / Codex CLI), repeat, concurrency, timeout, sample, and only-failed /
+only-volatile from an earlier run. Returns a ``reruns.engine.RunSpec``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
 from driftdesk.tui.screens.base import ForwardsWorkerFailures
+
+AGENT_CHOICES = [
+    ("built-in agent (driftdesk answers through the API)", "builtin"),
+    ("command template (your harness)", "command"),
+    ("Claude Code (claude -p, headless, fresh workspace)", "claude-code"),
+    ("Codex CLI (codex exec, headless, fresh workspace)", "codex"),
+]
 
 
 @dataclass
@@ -44,7 +52,9 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                 yield Select[str]([], id="profile", prompt="(loading profiles)")
                 yield Label("Suite: a built-in name or a suite JSONL path")
                 yield Input("basic", id="suite")
-                yield Label("Command template (empty: the built-in agent)")
+                yield Label("Agent")
+                yield Select(AGENT_CHOICES, value="builtin", allow_blank=False, id="agent")
+                yield Label("Command template (for the command agent)")
                 yield Input("", id="command", placeholder="my-agent --task {task_id} …")
                 with Horizontal(classes="row"):
                     with Vertical():
@@ -149,6 +159,21 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             self._error(f"only {only}: choose the earlier run to take tasks from")
             return
         command = self.query_one("#command", Input).value.strip() or None
+        agent = str(self.query_one("#agent", Select).value)
+        if agent == "builtin" and command:
+            agent = "command"  # a template typed in means the command agent
+        if agent == "command" and not command:
+            self._error("the command agent needs a command template")
+            return
+        from driftdesk.reruns.presets import PRESETS, PresetUnavailable
+
+        if agent in PRESETS:
+            try:
+                PRESETS[agent].locate()
+            except PresetUnavailable as exc:
+                self._error(str(exc))
+                return
+            command = None
         spec = RunSpec(
             profile=profile,
             suite=self.query_one("#suite", Input).value.strip() or "basic",
@@ -159,7 +184,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             only_failed=Path(str(earlier)) if only == "failed" else None,
             only_volatile=Path(str(earlier)) if only == "volatile" else None,
             out_dir=self._out_dir,
-            agent="command" if command else "builtin",
+            agent=agent,  # type: ignore[arg-type]
             command=command,
         )
         self.dismiss(spec)

@@ -1,5 +1,5 @@
 """Drill-down into one task of a run: every attempt (outcome, error, tokens, latency) and the
-selected attempt's log or transcript."""
+selected attempt's transcript or log, check output, workspace diff and proxied calls."""
 
 from __future__ import annotations
 
@@ -16,12 +16,23 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label, RichLog
 
+from driftdesk.analysis.attempt_detail import AttemptDetail, attempt_detail, call_line
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.widgets.tables import fill_table
 
 ATTEMPT_COLUMNS = [
     (label, label)
-    for label in ("#", "outcome", "error", "retries", "calls", "tokens", "latency ms", "ended")
+    for label in (
+        "#",
+        "outcome",
+        "error",
+        "retries",
+        "calls",
+        "tokens",
+        "client tokens",
+        "latency ms",
+        "ended",
+    )
 ]
 OUTCOME_STYLES = {
     "pass": "bold green",
@@ -39,14 +50,16 @@ class AttemptsLoaded(Message):
 @dataclass
 class AttemptTextLoaded(Message):
     title: str
-    lines: list[str]
+    lines: list[str | Text]
 
 
 class TaskScreen(WorkbenchScreen):
     SCREEN_NAME = "Task"
     HELP_INTRO = (
         "Every attempt of one task. Move to an attempt to read its transcript (built-in agent) or "
-        "log (command agent). Superseded rows (an attempt redone by a resume) are dimmed."
+        "log (command agent, Claude Code, Codex), then its check output, workspace diff and the "
+        "provider calls the metering proxy saw (with the model that answered, when recorded). "
+        "Superseded rows (an attempt redone by a resume) are dimmed."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="task.back"),
@@ -72,7 +85,7 @@ class TaskScreen(WorkbenchScreen):
             table: DataTable[Any] = DataTable(id="attempts", cursor_type="row")
             fill_table(table, ATTEMPT_COLUMNS, [])
             yield table
-            yield Label("transcript / log", id="attempt-log-title")
+            yield Label("transcript / log / check / diff / calls", id="attempt-log-title")
             yield RichLog(id="attempt-log", wrap=True, markup=False, max_lines=5000)
         yield Footer()
 
@@ -98,7 +111,7 @@ class TaskScreen(WorkbenchScreen):
         title = f"attempt {row.get('attempt')}"
         transcript = row.get("transcript_path")
         log = row.get("log_path")
-        lines: list[str] = []
+        lines: list[str | Text] = []
         if transcript:
             title += f" — transcript {Path(transcript).name}"
             lines.extend(_transcript_lines(Path(transcript)))
@@ -111,6 +124,8 @@ class TaskScreen(WorkbenchScreen):
             )
         if not lines:
             lines = ["(no transcript or log was kept for this attempt)"]
+        detail = attempt_detail(self.run_dir, self.task_id, int(row.get("attempt") or 0))
+        lines.extend(_detail_lines(detail))
         if row.get("error_message"):
             lines = [f"error {row.get('error_code')}: {row.get('error_message')}", "", *lines]
         self.post_message(AttemptTextLoaded(title, lines))
@@ -136,6 +151,7 @@ class TaskScreen(WorkbenchScreen):
                 str(row.get("retries") or 0),
                 str(row.get("calls") or 0),
                 str(row.get("total_tokens") if row.get("total_tokens") is not None else "-"),
+                _client_tokens(row),
                 f"{float(row.get('latency_ms') or 0):.0f}",
                 str(row.get("ended_at") or "")[:19],
             )
@@ -155,12 +171,12 @@ class TaskScreen(WorkbenchScreen):
     def _text(self, message: AttemptTextLoaded) -> None:
         self._show_text(message.title, message.lines)
 
-    def _show_text(self, title: str, lines: list[str]) -> None:
+    def _show_text(self, title: str, lines: list[str | Text]) -> None:
         self.query_one("#attempt-log-title", Label).update(title)
         log = self.query_one("#attempt-log", RichLog)
         log.clear()
         for line in lines:
-            log.write(Text(line))
+            log.write(line if isinstance(line, Text) else Text(line))
         log.scroll_home(animate=False)
 
     def _selected_row(self) -> dict[str, Any] | None:
@@ -210,4 +226,36 @@ def _transcript_lines(path: Path) -> list[str]:
             content = json.dumps(content, ensure_ascii=False)
         lines.append(f"── {role} ──")
         lines.extend(content.splitlines() or [""])
+    return lines
+
+
+def _client_tokens(row: dict[str, Any]) -> str:
+    """What a client (Claude Code, Codex) itself counted, prompt+completion; '-' if nothing."""
+    prompt, completion = row.get("client_prompt_tokens"), row.get("client_completion_tokens")
+    if prompt is None and completion is None:
+        return "-"
+    return f"{prompt or 0}+{completion or 0}"
+
+
+def _heading(text: str) -> Text:
+    return Text(f"── {text} ──", style="bold")
+
+
+_DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def _detail_lines(detail: AttemptDetail) -> list[str | Text]:
+    """The check output, the workspace diff (coloured) and the proxied calls, under headings."""
+    lines: list[str | Text] = []
+    if detail.check_output is not None:
+        lines += ["", _heading("check output"), *detail.check_output]
+    if detail.diff is not None:
+        lines += ["", _heading("workspace diff")]
+        if not detail.diff:
+            lines.append("(no change to the workspace)")
+        for line in detail.diff:
+            style = next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), "")
+            lines.append(Text(line, style=style))
+    lines += ["", _heading(f"proxied calls ({len(detail.calls)})")]
+    lines += [call_line(call) for call in detail.calls] or ["(no provider call was recorded)"]
     return lines

@@ -1,0 +1,438 @@
+"""Harness presets: the real Claude Code and Codex CLIs as agents (``--agent claude-code`` /
+``--agent codex``), run headless once per (task, attempt) try.
+
+Each try: a fresh copy of the task's workspace as the working directory
+(``driftdesk.reruns.workspace``), a fresh config dir written by driftdesk
+(``CLAUDE_CONFIG_DIR`` / ``CODEX_HOME``, so the user's own ``~/.claude/settings.json`` or
+``~/.codex/config.toml`` can neither redirect the client nor hand it a key), the run's metering
+proxy and throwaway key in the environment, the client's telemetry, auto-update and
+non-essential traffic off, and its own retries off (driftdesk retries a link error by rerunning
+the whole try from a fresh workspace, counted in the row). The client's native result is read
+back (Claude Code ``-p --output-format json``; Codex ``exec --json`` events) and its own token
+counts are recorded beside the proxy-metered ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from driftdesk.layout import CLIENT_HOME_SUFFIX, CLIENT_OUTPUT_SUFFIX, attempt_file
+from driftdesk.reruns import workspace
+from driftdesk.reruns.agents import (
+    AgentResult,
+    AttemptContext,
+    child_environment,
+    run_command_once,
+)
+from driftdesk.reruns.proxy import AttemptCalls, MeteringProxy
+from driftdesk.reruns.rundir import open_private
+from driftdesk.reruns.suites import judge
+from driftdesk.reruns.tries import retry_the_try
+from driftdesk.secrets import redact
+
+# Client tools the non-interactive Claude Code run may use without asking: a throwaway
+# workspace, so editing and running commands there is what the task is for.
+CLAUDE_ALLOWED_TOOLS = "Bash,Edit,Write,Read,Glob,Grep,LS,MultiEdit,NotebookEdit,TodoWrite"
+
+
+class PresetUnavailable(RuntimeError):
+    """The client a preset drives is not installed (the message says what to install)."""
+
+
+@dataclass
+class ClientReport:
+    """What the client itself said about its run."""
+
+    found: bool = False  # a native result was read at all
+    answer: str | None = None
+    is_error: bool = False
+    error: str | None = None
+    turns: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class ClientPreset:
+    name: str  # the --agent value
+    executable: str
+    package: str  # npm package
+    protocol: str  # the profile protocol the client speaks
+
+    @property
+    def install_hint(self) -> str:
+        return f"npm install -g {self.package}"
+
+    def locate(self) -> str:
+        found = shutil.which(self.executable)
+        if found is None:
+            raise PresetUnavailable(
+                f"--agent {self.name} needs the `{self.executable}` command on PATH; install it "
+                f"with: {self.install_hint}"
+            )
+        return found
+
+    def check_profile(self, protocol: str) -> str | None:
+        if protocol != self.protocol:
+            return (
+                f"--agent {self.name} speaks the {self.protocol} protocol; the profile is "
+                f"{protocol!r} (use a profile with --protocol {self.protocol})"
+            )
+        return None
+
+    # Per-client parts, overridden below.
+    def write_config(self, home: Path, proxy_url: str, model: str) -> None:
+        raise NotImplementedError
+
+    def environment(self, home: Path, model: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    def argv(self, executable: str, prompt: str, model: str) -> list[str]:
+        raise NotImplementedError
+
+    def read_result(self, text: str) -> ClientReport:
+        raise NotImplementedError
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class ClaudeCodePreset(ClientPreset):
+    def write_config(self, home: Path, proxy_url: str, model: str) -> None:
+        # The env block repeats what the environment already says: Claude Code lets a settings
+        # file's env beat the process environment, so ours is the one it reads.
+        settings = {"env": self.environment(home, model) | {"ANTHROPIC_BASE_URL": proxy_url}}
+        with open_private(home / "settings.json", "w") as fh:
+            json.dump(settings, fh, indent=2)
+
+    def environment(self, home: Path, model: str) -> dict[str, str]:
+        return {
+            "CLAUDE_CONFIG_DIR": str(home),
+            "CLAUDE_CODE_MAX_RETRIES": "0",  # driftdesk's retry layer is the only one
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_BUG_COMMAND": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            # Side requests (titles, summaries) go to the profile's model too, not a haiku id
+            # the endpoint may not serve.
+            "ANTHROPIC_MODEL": model,
+            "ANTHROPIC_SMALL_FAST_MODEL": model,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
+            "ANTHROPIC_DEFAULT_SONNET_MODEL": model,
+            "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
+        }
+
+    def argv(self, executable: str, prompt: str, model: str) -> list[str]:
+        return [
+            executable,
+            "-p",
+            "--output-format",
+            "json",
+            "--model",
+            model,
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            CLAUDE_ALLOWED_TOOLS,
+            "--",
+            prompt,
+        ]
+
+    def read_result(self, text: str) -> ClientReport:
+        data: Any = None
+        for line in reversed(text.strip().splitlines()):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict):
+                break
+        if not isinstance(data, dict):
+            return ClientReport()
+        usage = _dict(data.get("usage"))
+        cost = data.get("total_cost_usd")
+        duration = data.get("duration_ms")
+        result = data.get("result")
+        is_error = bool(data.get("is_error")) or data.get("subtype") not in (None, "success")
+        return ClientReport(
+            found=True,
+            answer=result if isinstance(result, str) else None,
+            is_error=is_error,
+            error=(str(result or data.get("subtype")) if is_error else None),
+            turns=_int(data.get("num_turns")),
+            prompt_tokens=_int(usage.get("input_tokens")),
+            completion_tokens=_int(usage.get("output_tokens")),
+            cost_usd=float(cost) if isinstance(cost, int | float) else None,
+            duration_ms=float(duration) if isinstance(duration, int | float) else None,
+        )
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+class CodexPreset(ClientPreset):
+    def write_config(self, home: Path, proxy_url: str, model: str) -> None:
+        lines = [
+            "# Written by driftdesk for one attempt: the run's metering proxy, no key (the key",
+            "# is the run's throwaway one, read from OPENAI_API_KEY).",
+            f"model = {_toml_string(model)}",
+            'model_provider = "driftdesk"',
+            "check_for_update_on_startup = false",
+            "",
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[feedback]",
+            "enabled = false",
+            "",
+            "[history]",
+            'persistence = "none"',
+            "",
+            "[model_providers.driftdesk]",
+            'name = "driftdesk metering proxy"',
+            f"base_url = {_toml_string(proxy_url)}",
+            'env_key = "OPENAI_API_KEY"',
+            'wire_api = "responses"',
+            "request_max_retries = 0  # driftdesk's retry layer is the only one",
+            "stream_max_retries = 0",
+            "",
+        ]
+        with open_private(home / "config.toml", "w") as fh:
+            fh.write("\n".join(lines))
+
+    def environment(self, home: Path, model: str) -> dict[str, str]:
+        return {"CODEX_HOME": str(home)}
+
+    def argv(self, executable: str, prompt: str, model: str) -> list[str]:
+        # No sandbox of Codex's own: the workspace is a throwaway copy made for this try, and
+        # Codex's sandbox helper cannot run everywhere (containers, temporary homes).
+        return [
+            executable,
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--model",
+            model,
+            "--",
+            prompt,
+        ]
+
+    def read_result(self, text: str) -> ClientReport:
+        report = ClientReport()
+        completed = False
+        for line in text.splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            report.found = True
+            kind = event.get("type")
+            item = _dict(event.get("item"))
+            if kind == "item.completed" and item.get("type") == "agent_message":
+                report.answer = str(item.get("text", ""))
+            elif kind == "turn.completed":
+                completed = True
+                report.turns = (report.turns or 0) + 1
+                usage = _dict(event.get("usage"))
+                for attr, key in (
+                    ("prompt_tokens", "input_tokens"),
+                    ("completion_tokens", "output_tokens"),
+                ):
+                    value = _int(usage.get(key))
+                    if value is not None:
+                        setattr(report, attr, (getattr(report, attr) or 0) + value)
+            elif kind in ("turn.failed", "error"):
+                error = _dict(event.get("error")) or event
+                report.is_error = True
+                report.error = str(error.get("message", kind))
+        if report.found and not completed:
+            report.is_error = True
+            report.error = report.error or "the client ended without completing its turn"
+        return report
+
+
+CLAUDE_CODE = ClaudeCodePreset("claude-code", "claude", "@anthropic-ai/claude-code", "anthropic")
+CODEX = CodexPreset("codex", "codex", "@openai/codex", "openai")
+PRESETS: dict[str, ClientPreset] = {p.name: p for p in (CLAUDE_CODE, CODEX)}
+
+
+def preset_problem(agent: str, protocol: str) -> str | None:
+    """Why a run with ``--agent agent`` cannot start (checked before the run starts), or None."""
+    preset = PRESETS.get(agent)
+    if preset is None:
+        return None
+    try:
+        preset.locate()
+    except PresetUnavailable as exc:
+        return str(exc)
+    return preset.check_profile(protocol)
+
+
+def client_outcome(
+    report: ClientReport, attempt_try: Any, calls: AttemptCalls, stderr_tail: str
+) -> AgentResult | None:
+    """The outcome when the client itself did not finish cleanly (None: it did)."""
+    if attempt_try.timed_out:
+        if attempt_try.call_in_flight_at_timeout:
+            return AgentResult(
+                "link_error",
+                error_code="timeout",
+                error_message="a provider call was still pending at the timeout",
+            )
+        return AgentResult(
+            "harness_error",
+            error_code="timeout",
+            error_message="the client ran past the timeout and was killed",
+        )
+    if report.found and not report.is_error and attempt_try.returncode == 0:
+        return None
+    last = calls.calls[-1] if calls.calls else None
+    if last is not None and last.get("error_kind") and last["error_kind"] != "client_closed":
+        return AgentResult(
+            "link_error",
+            error_code=str(last["error_kind"]),
+            error_message=f"last provider call {last['path']} failed: {last['error_kind']}"
+            + (f" (client: {report.error})" if report.error else ""),
+        )
+    why = report.error or (stderr_tail.strip()[-500:] or "no result")
+    return AgentResult(
+        "harness_error",
+        error_code="client_error",
+        error_message=f"the client exited with {attempt_try.returncode}: {why}",
+    )
+
+
+async def run_preset_attempt(
+    preset: ClientPreset,
+    *,
+    proxy: MeteringProxy,
+    ctx: AttemptContext,
+    run_dir: Path,
+    log_path: Path,
+    protocol: str,
+    real_key: str,
+) -> tuple[AgentResult, list[dict[str, Any]], dict[str, Any]]:
+    """One (task, attempt) slot with a client preset; retries the whole try (fresh workspace,
+    fresh config dir) on a retryable link error. Returns the result, the proxied calls and the
+    row's client fields."""
+    executable = preset.locate()
+    task = ctx.task
+    all_calls: list[dict[str, Any]] = []
+    run_dir = run_dir.resolve()  # the client runs after a ``cd``: every path absolute
+    home = attempt_file(run_dir, task.task_id, ctx.attempt, CLIENT_HOME_SUFFIX)
+    output = attempt_file(run_dir, task.task_id, ctx.attempt, CLIENT_OUTPUT_SUFFIX)
+    step_env = workspace.step_environment(real_key, ctx.run_id)
+    extra: dict[str, Any] = {}
+    while True:
+        # A client always runs in a fresh folder of its own (empty when the task has none).
+        ws = await asyncio.to_thread(workspace.prepare, run_dir, task, ctx.attempt)
+        failed = await workspace.setup(ws, task, step_env, ctx.timeout_s)
+        if failed is not None:
+            await asyncio.to_thread(workspace.write_diff, ws)
+            return failed, all_calls, extra
+        if home.exists():
+            shutil.rmtree(home)
+        home.mkdir(parents=True, mode=0o700)
+        output.unlink(missing_ok=True)
+        token = proxy.open_attempt(task.task_id, ctx.attempt)
+        try:
+            proxy_url = proxy.base_url_for(token)
+            preset.write_config(home, proxy_url, ctx.model)
+            env = child_environment(
+                protocol,
+                proxy_url,
+                proxy.run_key,
+                real_key,
+                preset.environment(home, ctx.model) | {"DRIFTDESK_TASK_ID": task.task_id},
+                run_id=ctx.run_id,
+            )
+            argv = preset.argv(executable, task.prompt_text, ctx.model)
+            command = (
+                f"cd {shlex.quote(str(ws.path))} && exec {shlex.join(argv)}"
+                f" > {shlex.quote(str(output))}"
+            )
+            started = time.perf_counter()
+            attempt_try = await run_command_once(
+                command, env, log_path, ctx, proxy.attempt_calls(token)
+            )
+            client_wall_ms = (time.perf_counter() - started) * 1000
+            calls = await proxy.settle(token)
+        finally:
+            proxy.close_attempt(token)
+        all_calls.extend(calls.calls)
+        text = output.read_text("utf-8", "replace") if output.exists() else ""
+        report = preset.read_result(text)
+        extra = {
+            "client_prompt_tokens": report.prompt_tokens,
+            "client_completion_tokens": report.completion_tokens,
+            "client_duration_ms": report.duration_ms,
+            "client_wall_ms": round(client_wall_ms, 3),
+        }
+        _log_report(log_path, preset, report, ctx.secrets)
+        result = client_outcome(report, attempt_try, calls, _stderr_tail(log_path))
+        if result is None:
+            answer = report.answer or ""
+            if task.expected:
+                success = judge(task.expected, answer)
+                result = AgentResult(
+                    "pass" if success else "fail", success=success, score=float(success)
+                )
+            else:  # judged by the check, if any; a clean finish otherwise
+                result = AgentResult("pass", success=True, score=1.0)
+            result.answer = answer
+        result = await workspace.conclude(
+            ws, ctx, result, step_env, workspace.file_log(log_path, ctx)
+        )
+        if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
+            continue
+        return result, all_calls, extra
+
+
+def _stderr_tail(log_path: Path) -> str:
+    try:
+        lines = log_path.read_text("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(line for line in lines[-20:] if line.startswith("[stderr]"))
+
+
+def _log_report(
+    log_path: Path, preset: ClientPreset, report: ClientReport, secrets: tuple[str, ...]
+) -> None:
+    if not report.found:
+        summary = f"[{preset.name}] no native result was written"
+    else:
+        fields = {
+            "is_error": report.is_error,
+            "turns": report.turns,
+            "prompt_tokens": report.prompt_tokens,
+            "completion_tokens": report.completion_tokens,
+            "cost_usd": report.cost_usd,
+            "duration_ms": report.duration_ms,
+        }
+        summary = f"[{preset.name}] " + " ".join(f"{k}={v}" for k, v in fields.items())
+        if report.answer is not None:
+            summary += f"\n[{preset.name}] answer: {report.answer[:2000]}"
+        if report.error:
+            summary += f"\n[{preset.name}] error: {report.error[:2000]}"
+    with open_private(log_path, "a") as fh:
+        fh.write(redact(summary, secrets) + "\n")
