@@ -51,11 +51,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--yes",
         action="store_true",
-        help="claude: go on although the file holds an ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN "
-        "that no profile has in the keyring (the switch removes it and backups keep keys "
-        "masked: it is lost); without --yes the switch refuses and says how to import it first",
+        help="accepted for scripts written for older versions: a key the switch removes is no "
+        "longer refused but warned about, since the backup keeps it (driftdesk restore)",
     )
     p.set_defaults(func=_guarded(cmd_switch))
+
+    def file_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--scope",
+            default="user",
+            choices=["user", "project", "local"],
+            help="claude: user, project or local; codex: user or project",
+        )
+        p.add_argument("--env-file", help="the .env file for env (default ./.env)")
+
+    p = sub.add_parser(
+        "history",
+        help="every write driftdesk made to a config file (time, profile, what changed)",
+        description="List the writes driftdesk made to Claude Code's settings, Codex's config "
+        "or a .env file, numbered for `driftdesk restore --to N`. Without a target: every file "
+        "driftdesk has written.",
+    )
+    p.add_argument("target", nargs="?", choices=["claude", "codex", "env"])
+    file_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guarded(cmd_history))
+
+    p = sub.add_parser(
+        "restore",
+        help="put a config file back byte for byte as it was before a driftdesk write",
+        description="Put the file back exactly as it was before driftdesk's latest write "
+        "(--to last), before write N of `driftdesk history` (--to N), or before driftdesk first "
+        "touched it (--to original). Shows the diff, then writes like a switch: the current "
+        "file is backed up first and the restore is recorded, so it can be undone in turn.",
+    )
+    p.add_argument("target", choices=["claude", "codex", "env"])
+    file_args(p)
+    p.add_argument("--to", default="last", help="last (default), original, or a write number")
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    p.add_argument("--yes", action="store_true", help="restore without asking")
+    p.set_defaults(func=_guarded(cmd_restore))
 
     p = sub.add_parser("status", help="which profile each target points at, and drift")
     p.add_argument("--json", action="store_true")
@@ -389,36 +424,115 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
 def cmd_switch(args: argparse.Namespace) -> int:
     from driftdesk.providers.profiles import ProfileStore
     from driftdesk.providers.targets import (
-        SwitchError,
         apply_switch,
         plan_switch,
         unsaved_keys_message,
     )
 
-    if args.target == "env" and args.scope != "user":
-        raise SwitchError("--scope applies to claude and codex; use --env-file for env")
-    if args.target == "codex" and args.scope == "local":
-        raise SwitchError("codex has user and project scopes only")
+    _check_scope(args.target, args.scope)
+    from driftdesk.providers import state
+    from driftdesk.providers.filelock import locked
+    from driftdesk.providers.targets import target_path
+
     profile = ProfileStore().get(args.name)
-    plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
-    if plan.diff:
-        sys.stdout.write(plan.diff)
-    for note in plan.notes:
-        print(f"note: {note}")
-    if plan.unsaved_keys:
-        _err(f"driftdesk: warning: {unsaved_keys_message(plan)}")
-    if args.dry_run:
-        print(f"dry run: {plan.path} not written")
-        return 0
-    if plan.unsaved_keys and not args.yes:
-        _err(f"driftdesk: error: {plan.path} not written (the key would be lost)")
-        return 1
-    apply_switch(plan, discard_unsaved_keys=args.yes)
+    path = target_path(args.target, args.scope, args.env_file)
+    # Plan and write under the file's lock: a concurrent switch waits instead of being refused.
+    with locked(state.backup_folder(path).name):
+        plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
+        if plan.diff:
+            sys.stdout.write(plan.diff)
+        for note in plan.notes:
+            print(f"note: {note}")
+        if plan.unsaved_keys:
+            _err(f"driftdesk: warning: {unsaved_keys_message(plan)}")
+        if args.dry_run:
+            print(f"dry run: {plan.path} not written")
+            return 0
+        apply_switch(plan)
     if plan.changed:
         print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
     else:
         print(f"{plan.target} already points at {profile.name}: {plan.path} unchanged")
     return 0
+
+
+def _check_scope(target: str | None, scope: str) -> None:
+    from driftdesk.providers.errors import SwitchError
+
+    if target == "env" and scope != "user":
+        raise SwitchError("--scope applies to claude and codex; use --env-file for env")
+    if target == "codex" and scope == "local":
+        raise SwitchError("codex has user and project scopes only")
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from driftdesk.providers.restore import all_histories, file_history
+    from driftdesk.providers.targets import target_path
+
+    _check_scope(args.target, args.scope)
+    if args.target:
+        histories = [file_history(target_path(args.target, args.scope, args.env_file), args.target)]
+    else:
+        histories = all_histories()
+    if args.json:
+        print(json.dumps([h.to_dict() for h in histories], indent=2, ensure_ascii=False))
+        return 0
+    if not histories:
+        print("driftdesk has not written any config file yet")
+    for history in histories:
+        print(f"{history.target}  {history.path}")
+        if not history.writes:
+            kept = "a copy of the original is kept" if history.has_original else "no backup"
+            print(f"  no writes recorded ({kept})")
+        for entry in history.writes:
+            who = entry.get("profile") or "-"
+            print(
+                f"  {entry['n']:>3}  {entry.get('at', '?')}  {entry.get('action', 'switch'):<7}  "
+                f"{who:<16}  {entry.get('summary', '')}"
+            )
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from driftdesk.providers import state
+    from driftdesk.providers.filelock import locked
+    from driftdesk.providers.restore import apply_restore, plan_restore
+    from driftdesk.providers.targets import target_path
+
+    _check_scope(args.target, args.scope)
+    path = target_path(args.target, args.scope, args.env_file)
+    with locked(state.backup_folder(path).name):
+        plan = plan_restore(args.target, args.scope, args.env_file, to=args.to)
+        if plan.diff:
+            sys.stdout.write(plan.diff)
+        for note in plan.notes:
+            print(f"note: {note}")
+        if not plan.changed:
+            print(f"{plan.path} already is as it was {plan.label}: nothing to restore")
+            return 0
+        if args.dry_run:
+            print(f"dry run: {plan.path} not written (would restore {plan.label})")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                _err(f"driftdesk: error: restore {plan.label} of {plan.path}: add --yes to go on")
+                return 1
+            answer = input(f"Restore {plan.path} to {plan.label}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("not restored")
+                return 1
+        apply_restore(plan)
+    print(
+        f"restored {plan.path} to {plan.label} (undo: driftdesk restore {args.target}"
+        f"{_file_flags(args)})"
+    )
+    return 0
+
+
+def _file_flags(args: argparse.Namespace) -> str:
+    if args.target == "env":
+        return f" --env-file {args.env_file}" if args.env_file else ""
+    return "" if args.scope == "user" else f" --scope {args.scope}"
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -6,7 +6,8 @@ Two steps so every face can show the diff before anything is written::
     print(plan.diff)                                       # unified diff (secrets masked)
     apply_switch(plan)                                     # backs up, writes atomically, records
 
-``apply_switch`` refuses (``TargetChanged``) if the file changed since ``plan_switch`` read it.
+``apply_switch`` refuses (``TargetChanged``) if the file changed since ``plan_switch`` read it
+(checked under a lock, and again just before the rename).
 A file that does not parse is refused (``TargetParseError``) and left untouched. No key is ever
 written: Claude Code's ``apiKeyHelper`` and Codex's ``auth.command`` run ``driftdesk key NAME``.
 
@@ -15,11 +16,11 @@ What driftdesk owns, per target (everything else stays byte-for-byte):
 - claude: ``apiKeyHelper``; in ``env``: ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_MODEL``,
   ``ANTHROPIC_DEFAULT_{HAIKU,SONNET,OPUS}_MODEL``, ``ANTHROPIC_CUSTOM_HEADERS``; it removes
   ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_AUTH_TOKEN`` (they would beat the helper). A removed
-  key that no profile holds in the keyring is the user's only copy (backups keep keys masked):
-  the plan lists it in ``unsaved_keys`` and ``apply_switch`` refuses (``UnsavedKeys``) unless
-  called with ``discard_unsaved_keys=True``. We do not import it on our own: it may belong to
-  another provider than the profile switched in, so the user picks the profile (``driftdesk
-  import claude --move-key``) or discards it.
+  key that no profile holds in the keyring is listed in ``unsaved_keys`` so a face warns: it
+  stays recoverable, because the backup taken first keeps it (in the OS keyring) and
+  ``driftdesk restore`` gives the file back byte for byte. Where no backup can be taken (no
+  keyring) the switch is refused. We do not import the key on our own: it may belong to
+  another provider than the profile switched in (``driftdesk import claude --move-key``).
 - codex: top-level ``model`` and ``model_provider``; ``[model_providers.driftdesk-NAME]``.
 - env: ``OPENAI_BASE_URL`` and ``OPENAI_MODEL`` lines.
 """
@@ -41,7 +42,7 @@ from driftdesk.providers.dotenv import (
     parse_env_lines,
     split_env_comment,
 )
-from driftdesk.providers.errors import SwitchError, TargetChanged, TargetParseError, UnsavedKeys
+from driftdesk.providers.errors import SwitchError, TargetChanged, TargetParseError, UnsavedKeys  # noqa: F401
 from driftdesk.providers.profiles import Profile
 from driftdesk.secrets import mask_key, redact
 
@@ -196,14 +197,21 @@ def keys_in_keyring(values: set[str]) -> set[str]:
 
 
 def unsaved_keys_message(plan: SwitchPlan) -> str:
-    """The warning a face shows before discarding ``plan.unsaved_keys``."""
+    """The warning a face shows when a switch removes ``plan.unsaved_keys``."""
     return (
         f"{plan.path} holds {', '.join(plan.unsaved_keys)}: no driftdesk profile has this key "
-        "in the OS keyring, the switch removes it and backups keep keys masked, so this would "
-        "destroy your only copy. Keep it first: driftdesk import "
-        f"{plan.target} {plan.path} --name NAME --move-key (then switch again), or discard it: "
-        "switch again with --yes"
+        "in the OS keyring and the switch removes it from the file. It stays recoverable: the "
+        "backup taken first keeps it in the OS keyring, and `driftdesk restore "
+        f"{plan.target}{restore_args(plan)}` puts the file back as it was. To use it as a "
+        f"profile: driftdesk import {plan.target} {plan.path} --name NAME --move-key"
     )
+
+
+def restore_args(plan: SwitchPlan) -> str:
+    """The ``--scope`` / ``--env-file`` arguments that name ``plan``'s file to ``restore``."""
+    if plan.target == "env":
+        return f" --env-file {plan.path}"
+    return "" if plan.scope == "user" else f" --scope {plan.scope}"
 
 
 def secret_values(target: str, text: str, path: Path) -> list[str]:
@@ -215,27 +223,52 @@ def secret_values(target: str, text: str, path: Path) -> list[str]:
 
 
 def apply_switch(plan: SwitchPlan, discard_unsaved_keys: bool = False) -> None:
-    """Write ``plan``: refuse if the file changed since planned, or (``UnsavedKeys``) if it would
-    destroy keys held nowhere else unless ``discard_unsaved_keys``; back up (keys masked), write
-    atomically."""
-    from driftdesk.fileio import atomic_write_bytes
+    """Write ``plan``: under the file's lock, refuse if the file changed since planned; back up
+    (exact, secrets in the keyring), write atomically, record the write in the file's history.
 
-    if plan.unsaved_keys and not discard_unsaved_keys:
-        raise UnsavedKeys(unsaved_keys_message(plan) + "; nothing was written")
-    current = read_text(plan.path)
-    if current != plan.old_text:
-        raise TargetChanged(
-            f"{plan.path} changed since driftdesk read it; nothing was written — plan the switch again"
+    Keys the edit removes (``plan.unsaved_keys``) stay recoverable from the backup with
+    ``driftdesk restore``; ``discard_unsaved_keys`` is kept for callers of the older API."""
+    apply_edit(plan.path, plan.target, plan.old_text, plan.new_text, plan.profile, "switch")
+
+
+def apply_edit(
+    path: Path,
+    kind: str,
+    old_text: str | None,
+    new_text: str | None,
+    profile: str | None,
+    action: str,
+    summary_prefix: str = "",
+) -> None:
+    """Replace ``path``'s ``old_text`` with ``new_text`` (None: remove the file), backed up first
+    and recorded; ``TargetChanged`` if the file no longer holds ``old_text``."""
+    from driftdesk.providers import changes, userfile
+    from driftdesk.providers.filelock import locked
+
+    old = None if old_text is None else old_text.encode("utf-8", "surrogateescape")
+    data = None if new_text is None else new_text.encode("utf-8", "surrogateescape")
+    with locked(state.backup_folder(path).name):
+        current = userfile.current_bytes(path)
+        if current != old:
+            raise TargetChanged(
+                f"{path} changed since driftdesk read it; nothing was written — plan the switch again"
+            )
+        if data == current:
+            if data is not None:
+                state.record_write(path, kind, profile, data)
+            return
+        before = state.back_up(path, current, kind=kind)
+        userfile.replace_checked(path, data, current)
+        state.record_write(
+            path,
+            kind,
+            profile,
+            data,
+            before=before,
+            before_sha256=None if current is None else state.sha256_bytes(current),
+            action=action,
+            summary=summary_prefix + changes.summarize(kind, old_text, new_text),
         )
-    data = plan.new_text.encode("utf-8")
-    if plan.changed:
-        state.back_up(
-            plan.path, None if current is None else current.encode("utf-8"), kind=plan.target
-        )
-        # Dotfile managers symlink these files: write through the link, keep the link.
-        destination = plan.path.resolve() if plan.path.is_symlink() else plan.path
-        atomic_write_bytes(destination, data)
-    state.record_write(plan.path, plan.target, plan.profile, data)
 
 
 def unified_diff(path: Path, old: str | None, new: str) -> str:

@@ -233,9 +233,12 @@ USER_ONLY_KEY = "sk-ant-user-only-0123456789abcdef"
 
 
 @pytest.mark.keyring
-async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settle) -> None:
-    """settings.json holds a key no profile has in the keyring: the dialog says so (masked),
-    a second explicit yes is needed, and cancelling that second question writes nothing."""
+async def test_switch_that_drops_an_unsaved_key_warns_and_restore_brings_it_back(
+    home, make_app, settle
+) -> None:
+    """settings.json holds a key no profile has in the keyring: the dialog says so (masked) and
+    names restore; cancelling writes nothing; after the switch the backup gives it back."""
+    from driftdesk.providers.restore import apply_restore, plan_restore
     from driftdesk.secrets import mask_key
 
     _store_profile()
@@ -251,11 +254,7 @@ async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settl
         assert isinstance(app.screen, ConfirmScreen)
         first = app.screen._body
         assert "WARNING" in first and mask_key(USER_ONLY_KEY) in first
-        assert USER_ONLY_KEY not in first
-        await pilot.press("y")
-        await settle(app, pilot)
-        assert isinstance(app.screen, ConfirmScreen)  # the second, explicit question
-        assert "Discard" in app.screen._yes and mask_key(USER_ONLY_KEY) in app.screen._body
+        assert "driftdesk restore claude" in first and USER_ONLY_KEY not in first
         await pilot.press("n")
         await settle(app, pilot)
         assert isinstance(app.screen, ProfilesScreen)
@@ -265,11 +264,11 @@ async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settl
         await settle(app, pilot)
         await pilot.press("y")
         await settle(app, pilot)
-        await pilot.press("y")
-        await settle(app, pilot)
         assert isinstance(app.screen, ProfilesScreen)
         assert not [n for n in app._notifications if n.severity == "error"]
     written = json.loads(home.claude_settings.read_text())
     assert written["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/v1"
     assert written["env"]["OTHER"] == "kept"
     assert USER_ONLY_KEY not in home.claude_settings.read_text()
+    apply_restore(plan_restore("claude"))
+    assert home.claude_settings.read_text() == original

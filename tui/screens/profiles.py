@@ -182,13 +182,10 @@ class ProfilesScreen(WorkbenchScreen):
     @work(
         thread=True, exclusive=True, group="profiles-switch", exit_on_error=False, name="the switch"
     )
-    def apply_switch(
-        self, plan: Any, name: str, target: str, discard_unsaved_keys: bool = False
-    ) -> None:
+    def apply_switch(self, plan: Any, name: str, target: str) -> None:
         from driftdesk.providers.targets import apply_switch
 
-        # Without the user's second yes, UnsavedKeys (nothing written) reaches the notification.
-        apply_switch(plan, discard_unsaved_keys=discard_unsaved_keys)
+        apply_switch(plan)
         self.post_message(
             DetailReady(
                 f"switched {target} to {name}",
@@ -278,34 +275,19 @@ class ProfilesScreen(WorkbenchScreen):
         from driftdesk.providers.targets import unsaved_keys_message
 
         plan = message.plan
-        # A key only the user's file holds: the switch would destroy the only copy. Say so
-        # (masked) up front, and ask a second, explicit time before discarding it.
+        # A key only the user's file holds: say so (masked) in the dialog. It stays
+        # recoverable from the backup (history / restore), so one yes is enough.
         warning = unsaved_keys_message(plan) if plan.unsaved_keys else ""
 
-        def discard_answered(yes: bool | None) -> None:
-            if yes:
-                self.apply_switch(plan, message.profile, message.target, True)
-            else:
-                self.notify("switch cancelled: nothing was written")
-
         def answered(yes: bool | None) -> None:
-            if not yes:
-                self.notify("switch cancelled: nothing was written")
-            elif warning:
-                self.app.push_screen(
-                    ConfirmScreen(
-                        f"Discard the only copy of {len(plan.unsaved_keys)} key(s)?",
-                        warning,
-                        yes="Discard key and write",
-                    ),
-                    discard_answered,
-                )
-            else:
+            if yes:
                 self.apply_switch(plan, message.profile, message.target)
+            else:
+                self.notify("switch cancelled: nothing was written")
 
         title = f"Switch {message.target} to {message.profile}? This diff will be written:"
         if warning:
-            title = f"Switch {message.target} to {message.profile}? It REMOVES an unsaved key:"
+            title = f"Switch {message.target} to {message.profile}? It removes a key from the file:"
         self.app.push_screen(
             ConfirmScreen(
                 title,
