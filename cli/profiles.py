@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="user",
         choices=["user", "project", "local"],
         help="claude: user (~/.claude), project (.claude/settings.json) or local "
-        "(.claude/settings.local.json); codex: user ($CODEX_HOME) or project (.codex)",
+        "(.claude/settings.local.json); codex: user ($CODEX_HOME) only — Codex ignores a "
+        "provider set in a project's .codex/config.toml (use driftdesk exec NAME -- codex)",
     )
     p.add_argument("--env-file", help="the .env file for --target env (default ./.env)")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")

@@ -68,6 +68,7 @@ def run_doctor(
         )
     checks.extend(check_shell_env())
     checks.extend(check_codex_config())
+    checks.extend(check_codex_project_config())
     checks.extend(check_claude_settings())
     checks.extend(check_drift())
     for profile in profiles:
@@ -253,6 +254,31 @@ def check_claude_settings() -> list[Check]:
                     )
                 )
     return out
+
+
+def check_codex_project_config() -> list[Check]:
+    """A project's .codex/config.toml that names a provider: Codex ignores it (since 0.130)."""
+    from driftdesk.providers.targets import CODEX_PROJECT_IGNORED
+
+    path = locations.codex_config_path("project")
+    try:
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+    ignored = [key for key in CODEX_PROJECT_IGNORED if key in config]
+    if not ignored:
+        return []
+    return [
+        Check(
+            "codex project config",
+            "warn",
+            f"{path} sets {', '.join(ignored)}, which Codex ignores in a project config "
+            "(it uses the user config's provider)",
+            "pin per launch: driftdesk exec NAME -- codex; or driftdesk switch NAME --target "
+            "codex (user scope); an older driftdesk write there: driftdesk restore codex "
+            "--scope project --to original",
+        )
+    ]
 
 
 def check_drift() -> list[Check]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.providers import locations, state
-from driftdesk.providers.targets import CODEX_PROVIDER_PREFIX, ENV_OWNED
+from driftdesk.providers.targets import CODEX_PROJECT_IGNORED, CODEX_PROVIDER_PREFIX, ENV_OWNED
 
 
 @dataclass
@@ -87,6 +87,8 @@ def _status_of(
     text = data.decode("utf-8", errors="replace")
     if target == "claude":
         status.profile, status.detail = _claude_active(text)
+    elif target == "codex" and scope == "project":
+        status.profile, status.detail = None, codex_project_detail(text)
     elif target == "codex":
         status.profile, status.detail = _codex_active(text)
     else:
@@ -144,6 +146,25 @@ def _codex_active(text: str) -> tuple[str | None, str]:
             return None, f"model_provider {provider} has no [model_providers.{provider}] table"
         return provider[len(CODEX_PROVIDER_PREFIX) :], f"model {model}, {table.get('base_url')}"
     return None, f"model_provider {provider or 'openai (default)'}, model {model}"
+
+
+def codex_project_detail(text: str) -> str:
+    """A project's .codex/config.toml selects no provider: Codex ignores the keys that would."""
+    import tomllib
+
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return f"does not parse: {exc}"
+    ignored = [key for key in CODEX_PROJECT_IGNORED if key in config]
+    if not ignored:
+        return "no provider keys (Codex reads the provider from the user config only)"
+    provider = config.get("model_provider")
+    named = f" (model_provider {provider})" if isinstance(provider, str) else ""
+    return (
+        f"NOT ACTIVE{named}: Codex ignores {', '.join(ignored)} in a project config; "
+        "use driftdesk exec NAME -- codex, or the user scope"
+    )
 
 
 def _env_active(text: str, record: state.WriteRecord | None) -> tuple[str | None, str]:

@@ -60,6 +60,23 @@ CLAUDE_OWNED_ENV = (
 CLAUDE_KEY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 CODEX_PROVIDER_PREFIX = "driftdesk-"
 ENV_OWNED = ("OPENAI_BASE_URL", "OPENAI_MODEL")
+# Codex (since 0.130, openai/codex PR #20098 / issue #22222) drops these keys from a project's
+# .codex/config.toml with a startup warning: a provider switched in there is silently ignored.
+CODEX_PROJECT_IGNORED = (
+    "model_provider",
+    "model_providers",
+    "openai_base_url",
+    "chatgpt_base_url",
+    "profile",
+    "profiles",
+)
+CODEX_PROJECT_REFUSAL = (
+    "Codex ignores model_provider and [model_providers.*] in a project's .codex/config.toml "
+    "(since Codex 0.130, for safety: openai/codex#22222; verified with Codex 0.171), so a "
+    "project-scope switch would not take effect. Pin the profile per launch instead: "
+    "driftdesk exec {name} -- codex [ARGS] (your files stay untouched), or switch the user "
+    "config: driftdesk switch {name} --target codex"
+)
 
 
 @dataclass
@@ -121,6 +138,8 @@ def plan_switch(
     project_dir: Path | None = None,
 ) -> SwitchPlan:
     """Read the target file and compute the edit that points it at ``profile``. Writes nothing."""
+    if target == "codex" and scope == "project":
+        raise SwitchError(CODEX_PROJECT_REFUSAL.format(name=profile.name))
     path = target_path(target, scope, env_file, project_dir)
     old = read_text(path)
     notes: list[str] = []

@@ -1,0 +1,205 @@
+"""The real Claude Code and Codex, run headless against a loopback vendor endpoint.
+
+Each test switches (or pins) a profile with the real driftdesk CLI, runs the real client in a
+throwaway HOME, and asserts what the endpoint received: the profile's key, at the profile's base
+URL, in the header the profile names — and that no key is in any file. The clients never leave
+127.0.0.1: every base URL is loopback and their update checks and telemetry are off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from vendor_endpoint import REPLY, VendorEndpoint
+
+from tests.conftest import real_client
+
+pytestmark = [pytest.mark.keyring, pytest.mark.timeout(300)]
+
+# Documented switches that keep the clients off the network beyond the endpoint under test.
+CLAUDE_QUIET = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_BUG_COMMAND": "1",
+}
+CODEX_QUIET_TOML = "check_for_update_on_startup = false\n\n[analytics]\nenabled = false\n"
+
+
+class Endpoint:
+    def __init__(self) -> None:
+        self.vendor = VendorEndpoint()
+        self.base_url = ""
+
+    @property
+    def seen(self) -> list[dict[str, Any]]:
+        return self.vendor.seen
+
+    def calls(self, suffix: str) -> list[dict[str, Any]]:
+        return [r for r in self.seen if r["method"] == "POST" and r["path"].endswith(suffix)]
+
+
+def _serve() -> Iterator[Endpoint]:
+    endpoint = Endpoint()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, Any] = {}
+
+    async def start() -> None:
+        runner = web.AppRunner(endpoint.vendor.app(), shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        endpoint.base_url = f"http://127.0.0.1:{port}"
+        holder["runner"] = runner
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    yield endpoint
+    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    yield from _serve()
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Endpoint]:
+    """A second endpoint: where a user's own file points, which a pinned launch must not use."""
+    yield from _serve()
+
+
+def client_env(home: Any, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(CLAUDE_QUIET)
+    env["PATH"] = f"{Path(os.sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env.update(extra)
+    return env
+
+
+def prepare_codex_home(home: Any, extra_toml: str = "") -> None:
+    """A user config.toml as a user would have it: quiet, and trusting the project folder."""
+    home.codex_config.parent.mkdir(parents=True, exist_ok=True)
+    home.codex_config.write_text(
+        CODEX_QUIET_TOML + f'\n[projects."{home.project}"]\ntrust_level = "trusted"\n' + extra_toml
+    )
+
+
+def run_codex(
+    home: Any, *args: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    command = [str(real_client("codex")), *args]
+    return subprocess.run(
+        command,
+        cwd=cwd or home.project,
+        env=client_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+CODEX_EXEC = ("exec", "--skip-git-repo-check", "say pong")
+
+
+def run_claude(
+    home: Any, *args: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    command = [str(real_client("claude")), *args]
+    return subprocess.run(
+        command,
+        cwd=cwd or home.project,
+        env=client_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+CLAUDE_PRINT = ("-p", "say pong", "--max-turns", "1")
+
+
+def assert_no_key_in_files(key: str, *roots: Path) -> None:
+    holding = [
+        str(p)
+        for root in roots
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink() and key.encode() in p.read_bytes()
+    ]
+    assert holding == []
+
+
+def header(request: dict[str, Any], name: str) -> str | None:
+    for key, value in request["headers"].items():
+        if key.lower() == name.lower():
+            return str(value)
+    return None
+
+
+# --- Codex ------------------------------------------------------------------------------------
+
+
+def test_codex_project_scope_is_refused_because_codex_ignores_it(
+    home: Any,
+    cli: Callable[..., Any],
+    add_profile: Any,
+    endpoint: Endpoint,
+    elsewhere: Endpoint,
+) -> None:
+    """What current Codex does with a provider in a trusted project's .codex/config.toml: it
+    ignores it and calls the user config's provider. So driftdesk refuses that scope, and
+    status/doctor never call such a file active."""
+    user_key = add_profile("mine", base_url=endpoint.base_url + "/v1", model="model-a")
+    project_key = add_profile("proj", base_url=elsewhere.base_url + "/v1", model="model-b")
+    prepare_codex_home(home)
+    assert cli("switch", "mine", "--target", "codex").returncode == 0
+    refused = cli("switch", "proj", "--target", "codex", "--scope", "project")
+    assert refused.returncode == 1
+    assert "ignores" in refused.stderr and "driftdesk exec proj -- codex" in refused.stderr
+    project_config = home.project / ".codex" / "config.toml"
+    assert not project_config.exists()
+    # What an older driftdesk wrote there (and what a user may write by hand):
+    project_config.parent.mkdir()
+    project_config.write_text(
+        'model_provider = "driftdesk-proj"\n\n[model_providers.driftdesk-proj]\n'
+        f'name = "proj"\nbase_url = "{elsewhere.base_url}/v1"\nwire_api = "responses"\n'
+        'env_key = "PROJ_KEY"\n'
+    )
+    ran = run_codex(home, *CODEX_EXEC, PROJ_KEY=project_key)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert REPLY in ran.stdout
+    assert "Ignored unsupported project-local config keys" in ran.stderr
+    assert elsewhere.seen == []  # the project's provider was ignored
+    calls = endpoint.calls("/v1/responses")
+    assert calls and header(calls[0], "authorization") == f"Bearer {user_key}"
+    rows = {(r["target"], r["scope"]): r for r in json.loads(cli("status", "--json").stdout)}
+    assert rows[("codex", "user")]["profile"] == "mine"
+    assert rows[("codex", "project")]["profile"] is None
+    assert "NOT ACTIVE" in rows[("codex", "project")]["detail"]
+    doctor = cli("doctor", "--no-probe")
+    assert "codex project config" in doctor.stdout and "ignores" in doctor.stdout
+    assert_no_key_in_files(user_key, home.root, home.project)
