@@ -50,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env-file", help="the .env file for --target env (default ./.env)")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     p.add_argument(
+        "--move-key",
+        action="store_true",
+        help="env: first move a provider key the file holds (OPENAI_API_KEY...) into the OS "
+        "keyring, so tools loading the file do not send it to the new endpoint",
+    )
+    p.add_argument(
         "--yes",
         action="store_true",
         help="accepted for scripts written for older versions: a key the switch removes is no "
@@ -137,6 +143,18 @@ def _register_profile(sub: argparse._SubParsersAction) -> None:
             "cookie are refused; the key goes to the OS keyring)",
         )
         p.add_argument("--notes")
+        p.add_argument(
+            "--auth-header",
+            choices=["x-api-key", "bearer"],
+            help="how the key is sent: x-api-key (Anthropic's API; the anthropic default) or "
+            "bearer (Authorization: Bearer, what many gateways and every openai endpoint take); "
+            "stored on the profile, used by run, exec and doctor alike",
+        )
+        p.add_argument(
+            "--no-key",
+            action="store_true",
+            help="a keyless endpoint (a local vLLM or Ollama): no key is stored, asked for or sent",
+        )
         p.add_argument("--key-stdin", action="store_true", help="read the key from stdin")
 
     p = psub.add_parser("add", help="create a profile (key from stdin or a hidden prompt)")
@@ -242,7 +260,12 @@ def _read_key(args: argparse.Namespace, name: str, prompt: bool) -> str | None:
 
 def cmd_profile_add(args: argparse.Namespace) -> int:
     from driftdesk.providers.keys import backend, set_key
-    from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore
+    from driftdesk.providers.profiles import (
+        Profile,
+        ProfileError,
+        ProfileStore,
+        default_auth_header,
+    )
 
     store = ProfileStore()
     if store.exists(args.name):
@@ -259,15 +282,22 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
         opus_model=args.opus_model,
         headers=_headers(args.name, args.header),
         notes=args.notes or "",
+        # Stored explicitly, so a later change of default never changes a profile's header.
+        auth_header=args.auth_header or default_auth_header(args.protocol),
+        no_key=args.no_key,
     )
     profile.validate()
-    key = _read_key(args, args.name, prompt=True)
+    if args.no_key and args.key_stdin:
+        raise ProfileError("--no-key and --key-stdin contradict each other: pick one")
+    key = None if args.no_key else _read_key(args, args.name, prompt=True)
     if key is not None:
         backend()  # fail before saving anything if there is no usable keyring
         set_key(profile.name, key)
     store.save(profile)
     print(f"added profile {profile.name} ({profile.protocol}, {profile.model})")
-    if key is None:
+    if profile.no_key:
+        print("keyless profile: no key is stored or sent")
+    elif key is None:
         why = (
             "none entered"
             if sys.stdin.isatty()
@@ -327,6 +357,7 @@ def cmd_profile_list(args: argparse.Namespace) -> int:
     width = max(len(v["name"]) for v in views)
     for v in views:
         key = v["key"] or ("(keyring unavailable)" if v["key_present"] is None else "(no key)")
+        key = "(keyless)" if v.get("no_key") else key
         print(f"{v['name']:<{width}}  {v['protocol']:<9}  {v['model']}  {v['base_url']}  {key}")
     return 0
 
@@ -347,11 +378,21 @@ def cmd_profile_show(args: argparse.Namespace) -> int:
         print(f"{'header':<13} {header}: {value}")  # view() masked credential headers
     if view["notes"]:
         print(f"{'notes':<13} {view['notes']}")
-    if view["key_present"] is None:
+    print(f"{'auth header':<13} {profile_auth_label(view)}")
+    if view.get("no_key"):
+        print(f"{'key':<13} (keyless profile: none sent)")
+    elif view["key_present"] is None:
         print(f"{'key':<13} (keyring unavailable: {view['keyring_error']})")
     else:
         print(f"{'key':<13} {view['key'] or '(none in the keyring)'}")
     return 0
+
+
+def profile_auth_label(view: dict[str, Any]) -> str:
+    from driftdesk.providers.profiles import default_auth_header
+
+    header = view.get("auth_header") or default_auth_header(view["protocol"])
+    return "x-api-key" if header == "x-api-key" else "Authorization: Bearer"
 
 
 def cmd_profile_edit(args: argparse.Namespace) -> int:
@@ -369,6 +410,7 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
         "sonnet_model",
         "opus_model",
         "notes",
+        "auth_header",
     ):
         value = getattr(args, attr)
         if value is not None:
@@ -381,7 +423,13 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
     if args.header:
         profile.headers.update(_headers(args.name, args.header))
         changed.append("headers")
+    if args.no_key and not profile.no_key:
+        profile.no_key = True
+        changed.append("no_key")
     key = _read_key(args, args.name, prompt=args.prompt_key)
+    if key is not None and profile.no_key:
+        profile.no_key = False  # a key given: the profile is no longer keyless
+        changed.append("no_key")
     if changed:
         store.save(profile)
     if key is not None:
@@ -427,6 +475,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
     from driftdesk.providers.targets import (
         apply_switch,
         plan_switch,
+        stale_keys_message,
         unsaved_keys_message,
     )
 
@@ -440,12 +489,20 @@ def cmd_switch(args: argparse.Namespace) -> int:
     # Plan and write under the file's lock: a concurrent switch waits instead of being refused.
     with locked(state.backup_folder(path).name):
         plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
+        if plan.stale_keys and args.move_key and not args.dry_run:
+            from driftdesk.providers.envkeys import move_env_keys
+
+            for done in move_env_keys(plan.path, profile):
+                print(f"note: {done}")
+            plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
         if plan.diff:
             sys.stdout.write(plan.diff)
         for note in plan.notes:
             print(f"note: {note}")
         if plan.unsaved_keys:
             _err(f"driftdesk: warning: {unsaved_keys_message(plan)}")
+        if plan.stale_keys:
+            _err(f"driftdesk: warning: {stale_keys_message(plan)}")
         if args.dry_run:
             print(f"dry run: {plan.path} not written")
             return 0

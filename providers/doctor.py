@@ -69,12 +69,17 @@ def run_doctor(
     checks.extend(check_shell_env())
     checks.extend(check_codex_config())
     checks.extend(check_codex_project_config())
+    checks.extend(check_env_keys())
     checks.extend(check_claude_settings())
     checks.extend(check_drift())
     for profile in profiles:
         checks.extend(check_base_url(profile))
-        key = _check_key(profile, checks) if keyring_ok else None
-        if probe and key:
+        if profile.no_key:
+            checks.append(Check(f"{profile.name}: key", "ok", "keyless profile: no key is sent"))
+            key = None
+        else:
+            key = _check_key(profile, checks) if keyring_ok else None
+        if probe and (key or profile.no_key):
             result = probe_endpoint_sync(profile, key, timeout)
             checks.append(probe_check(profile, result))
             del key
@@ -281,6 +286,34 @@ def check_codex_project_config() -> list[Check]:
     ]
 
 
+def check_env_keys() -> list[Check]:
+    """A .env file driftdesk switched that still holds a provider key: tools loading it send
+    that key to the endpoint the file now names."""
+    from driftdesk.providers.targets import env_key_lines
+
+    out = []
+    for row in status.collect_status():
+        if row.target != "env" or not row.written_profile:
+            continue
+        try:
+            text = row.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        names = [name for name, _ in env_key_lines(text)]
+        if names:
+            out.append(
+                Check(
+                    f"env file {row.path}",
+                    "warn",
+                    f"holds {', '.join(names)} although driftdesk pointed it at profile "
+                    f"{row.written_profile}: tools loading it send that key to the new endpoint",
+                    f"driftdesk switch {row.written_profile} --target env --env-file {row.path} "
+                    "--move-key",
+                )
+            )
+    return out
+
+
 def check_drift() -> list[Check]:
     out = []
     for row in status.collect_status():
@@ -307,18 +340,24 @@ def probe_urls(profile: Profile) -> tuple[str, str]:
     return base + "/models", base + "/chat/completions"
 
 
-def _auth_headers(profile: Profile, key: str) -> dict[str, str]:
+def _auth_headers(profile: Profile, key: str | None) -> dict[str, str]:
+    """The profile's extra headers and its key in the header it names (none when keyless)."""
     headers = dict(profile.headers)
     if profile.protocol == "anthropic":
-        headers.update(
-            {"x-api-key": key, "authorization": f"Bearer {key}", "anthropic-version": "2023-06-01"}
-        )
-    else:
-        headers["authorization"] = f"Bearer {key}"
+        headers["anthropic-version"] = "2023-06-01"
+    if key is not None:
+        headers.update(auth_header_for(profile, key))
     return headers
 
 
-async def probe_endpoint(profile: Profile, key: str, timeout: float = 10.0) -> ProbeResult:
+def auth_header_for(profile: Profile, key: str) -> dict[str, str]:
+    """``{"x-api-key": key}`` or ``{"authorization": "Bearer key"}``, as the profile says."""
+    return {"x-api-key": key} if profile.auth == "x-api-key" else {"authorization": f"Bearer {key}"}
+
+
+async def probe_endpoint(
+    profile: Profile, key: str | None, timeout: float = 10.0
+) -> ProbeResult:
     """List models (falling back to a one-token request) and time it."""
     import aiohttp
 
@@ -388,7 +427,7 @@ def redirect_base_url(profile: Profile, result: ProbeResult) -> str | None:
     return None
 
 
-def probe_endpoint_sync(profile: Profile, key: str, timeout: float = 10.0) -> ProbeResult:
+def probe_endpoint_sync(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:
     return asyncio.run(probe_endpoint(profile, key, timeout))
 
 

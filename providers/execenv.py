@@ -17,18 +17,32 @@ from driftdesk.providers.profiles import Profile
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
-# Variables that would shadow what the profile sets (Claude Code prefers ANTHROPIC_API_KEY).
-SHADOWING = {"anthropic": ("ANTHROPIC_API_KEY",), "openai": ()}
+# The key variables of each protocol: a stale one from the shell must not reach the profile's
+# endpoint (the Anthropic SDK and Claude Code send ANTHROPIC_API_KEY as x-api-key and
+# ANTHROPIC_AUTH_TOKEN as a bearer token).
+KEY_VARIABLES = {
+    "anthropic": {"x-api-key": "ANTHROPIC_API_KEY", "bearer": "ANTHROPIC_AUTH_TOKEN"},
+    "openai": {"bearer": "OPENAI_API_KEY"},
+}
+# What a keyless profile hands an OpenAI-style tool: the openai SDK refuses to start without
+# some key, and a keyless endpoint ignores it.
+NO_KEY_PLACEHOLDER = "no-key"
 
 
 def profile_env(
-    profile: Profile, key: str, base: Mapping[str, str] | None = None
+    profile: Profile, key: str | None, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
+    """The environment that points a tool at ``profile``: base URL, model, and the key in the
+    variable that makes the SDK send the profile's header (``key`` None: a keyless profile)."""
     env = dict(os.environ if base is None else base)
-    for name in SHADOWING.get(profile.protocol, ()):
+    variables = KEY_VARIABLES.get(profile.protocol, {})
+    for name in variables.values():
         env.pop(name, None)
+    if key is not None:
+        env[variables[profile.auth]] = key
+    elif profile.protocol == "openai":
+        env["OPENAI_API_KEY"] = NO_KEY_PLACEHOLDER
     if profile.protocol == "anthropic":
-        env["ANTHROPIC_AUTH_TOKEN"] = key
         env["ANTHROPIC_BASE_URL"] = profile.base_url
         env["ANTHROPIC_MODEL"] = profile.model
         for size in ("haiku", "sonnet", "opus"):
@@ -36,7 +50,6 @@ def profile_env(
             if model:
                 env[f"ANTHROPIC_DEFAULT_{size.upper()}_MODEL"] = model
     else:
-        env["OPENAI_API_KEY"] = key
         env["OPENAI_BASE_URL"] = profile.base_url
         env["OPENAI_MODEL"] = profile.model
     return env
@@ -54,7 +67,7 @@ def _terminal_foreground() -> bool:
 
 def run_with_profile(profile: Profile, argv: Sequence[str]) -> int:
     """Run ``argv`` with the profile's variables; return its exit code (128+N if killed by N)."""
-    env = profile_env(profile, get_key(profile.name))
+    env = profile_env(profile, None if profile.no_key else get_key(profile.name))
     try:
         child = subprocess.Popen(list(argv), env=env)
     except FileNotFoundError:

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from driftdesk.providers import jsonsplice, locations, state
 from driftdesk.providers.dotenv import (
     ENV_LINE,
+    assigned_values,
     env_quote,
     env_unquote,
     parse_env_lines,
@@ -91,8 +92,11 @@ class SwitchPlan:
     scope: str = "user"
     notes: list[str] = field(default_factory=list)
     # Keys the edit removes that no profile holds in the keyring: "env.ANTHROPIC_API_KEY
-    # (sk-…7f3a)" (masked). Applying needs discard_unsaved_keys=True (the CLI's --yes).
+    # (sk-…7f3a)" (masked); a face warns (they stay recoverable with restore).
     unsaved_keys: list[str] = field(default_factory=list)
+    # env: key lines the switch leaves in place, which tools loading the file would now send to
+    # the new endpoint: "OPENAI_API_KEY (sk-…7f3a)" (masked).
+    stale_keys: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:  # old_text may hold a user's key
         return f"SwitchPlan({self.target!r}, {str(self.path)!r}, changed={self.changed})"
@@ -150,6 +154,7 @@ def plan_switch(
         new = edit_codex_config(old, profile, path)
     else:
         new = edit_env_file(old, profile, path)
+        stale = [f"{name} ({mask_key(value)})" for name, value in env_key_lines(old or "")]
         notes.append(
             "the .env file gets no key: run tools with `driftdesk exec "
             f"{profile.name} -- CMD` to hand them the key"
@@ -167,6 +172,34 @@ def plan_switch(
         scope=scope,
         notes=notes,
         unsaved_keys=unsaved_keys(removed_keys(target, old, new)),
+        stale_keys=stale if target == "env" else [],
+    )
+
+
+ENV_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def env_key_lines(text: str) -> list[tuple[str, str]]:
+    """(variable, value) of the provider keys a .env file holds (references like $VAR aside)."""
+    from driftdesk.providers.masking import is_plain_value
+
+    try:
+        lines = parse_env_lines(text, Path(".env"))
+    except TargetParseError:
+        return []
+    return [
+        (name, value)
+        for name, value in assigned_values(lines)
+        if name in ENV_KEY_VARIABLES and not is_plain_value(value)
+    ]
+
+
+def stale_keys_message(plan: SwitchPlan) -> str:
+    return (
+        f"{plan.path} still holds {', '.join(plan.stale_keys)}: any tool that loads this file "
+        "now sends that key to the profile's endpoint. Move it into the OS keyring (the file "
+        f"is backed up first): driftdesk switch {plan.profile} --target env --env-file "
+        f"{plan.path} --move-key"
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from providers_testkit import ProviderServer, fresh_key
+from vendor_endpoint import VendorEndpoint
 
 
 @pytest.fixture
@@ -100,3 +101,60 @@ def add_profile(cli: Callable[..., Any]) -> Callable[..., str]:
         return key
 
     return add
+
+
+class Endpoint:
+    """A loopback vendor endpoint (``vendor_endpoint``) the real clients can talk to."""
+
+    def __init__(self) -> None:
+        self.vendor = VendorEndpoint()
+        self.base_url = ""
+
+    @property
+    def seen(self) -> list[dict[str, Any]]:
+        return self.vendor.seen
+
+    def calls(self, suffix: str) -> list[dict[str, Any]]:
+        return [r for r in self.seen if r["method"] == "POST" and r["path"].endswith(suffix)]
+
+
+def _serve_vendor() -> Iterator[Endpoint]:
+    endpoint = Endpoint()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, Any] = {}
+
+    async def start() -> None:
+        runner = web.AppRunner(endpoint.vendor.app(), shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        endpoint.base_url = f"http://127.0.0.1:{port}"
+        holder["runner"] = runner
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    yield endpoint
+    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    yield from _serve_vendor()
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Endpoint]:
+    """A second endpoint: where a user's own file points, which a pinned launch must not use."""
+    yield from _serve_vendor()

@@ -8,18 +8,16 @@ URL, in the header the profile names — and that no key is in any file. The cli
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from vendor_endpoint import REPLY, VendorEndpoint
+from conftest import Endpoint
+from vendor_endpoint import REPLY
 
 from tests.conftest import real_client
 
@@ -34,61 +32,6 @@ CLAUDE_QUIET = {
     "DISABLE_BUG_COMMAND": "1",
 }
 CODEX_QUIET_TOML = "check_for_update_on_startup = false\n\n[analytics]\nenabled = false\n"
-
-
-class Endpoint:
-    def __init__(self) -> None:
-        self.vendor = VendorEndpoint()
-        self.base_url = ""
-
-    @property
-    def seen(self) -> list[dict[str, Any]]:
-        return self.vendor.seen
-
-    def calls(self, suffix: str) -> list[dict[str, Any]]:
-        return [r for r in self.seen if r["method"] == "POST" and r["path"].endswith(suffix)]
-
-
-def _serve() -> Iterator[Endpoint]:
-    endpoint = Endpoint()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder: dict[str, Any] = {}
-
-    async def start() -> None:
-        runner = web.AppRunner(endpoint.vendor.app(), shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        endpoint.base_url = f"http://127.0.0.1:{port}"
-        holder["runner"] = runner
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        started.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(10)
-    yield endpoint
-    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
-
-
-@pytest.fixture
-def endpoint() -> Iterator[Endpoint]:
-    yield from _serve()
-
-
-@pytest.fixture
-def elsewhere() -> Iterator[Endpoint]:
-    """A second endpoint: where a user's own file points, which a pinned launch must not use."""
-    yield from _serve()
 
 
 def client_env(home: Any, **extra: str) -> dict[str, str]:
