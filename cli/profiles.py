@@ -108,6 +108,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a command with the profile's base URL, model and key in its environment",
         usage="driftdesk exec NAME -- CMD [ARGS...]",
         description="Run CMD with the profile's base URL, model and key in its environment. "
+        "`-- claude ...` and `-- codex ...` (recognised by the command's name) are pinned "
+        "instead: Claude Code gets --settings, Codex gets -c overrides, so that process uses "
+        "the profile whatever your settings files say; they fetch the key through "
+        "`driftdesk key NAME` and your files are not touched. "
         "Refused when DRIFTDESK_RUN_CHILD is set (inside a driftdesk run's harness).",
     )
     p.add_argument("name")

@@ -355,9 +355,7 @@ def auth_header_for(profile: Profile, key: str) -> dict[str, str]:
     return {"x-api-key": key} if profile.auth == "x-api-key" else {"authorization": f"Bearer {key}"}
 
 
-async def probe_endpoint(
-    profile: Profile, key: str | None, timeout: float = 10.0
-) -> ProbeResult:
+async def probe_endpoint(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:
     """List models (falling back to a one-token request) and time it."""
     import aiohttp
 

@@ -12,18 +12,11 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from driftdesk.providers.keys import get_key
-from driftdesk.providers.profiles import Profile
+from driftdesk.providers.keys import get_key, refuse_in_run_child
+from driftdesk.providers.profiles import KEY_VARIABLES, Profile
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
-# The key variables of each protocol: a stale one from the shell must not reach the profile's
-# endpoint (the Anthropic SDK and Claude Code send ANTHROPIC_API_KEY as x-api-key and
-# ANTHROPIC_AUTH_TOKEN as a bearer token).
-KEY_VARIABLES = {
-    "anthropic": {"x-api-key": "ANTHROPIC_API_KEY", "bearer": "ANTHROPIC_AUTH_TOKEN"},
-    "openai": {"bearer": "OPENAI_API_KEY"},
-}
 # What a keyless profile hands an OpenAI-style tool: the openai SDK refuses to start without
 # some key, and a keyless endpoint ignores it.
 NO_KEY_PLACEHOLDER = "no-key"
@@ -66,8 +59,19 @@ def _terminal_foreground() -> bool:
 
 
 def run_with_profile(profile: Profile, argv: Sequence[str]) -> int:
-    """Run ``argv`` with the profile's variables; return its exit code (128+N if killed by N)."""
-    env = profile_env(profile, None if profile.no_key else get_key(profile.name))
+    """Run ``argv`` with the profile's variables; return its exit code (128+N if killed by N).
+
+    Claude Code and Codex (recognised by the command's name) are pinned instead: started on the
+    profile through their own flags, the key fetched by them through ``driftdesk key``."""
+    from driftdesk.providers import pinning
+
+    if pinning.pinned_client(argv):
+        refuse_in_run_child()
+        if not profile.no_key:
+            get_key(profile.name)  # a missing key is reported now, not by the client's helper
+        argv, env = pinning.pin(profile, argv)
+    else:
+        env = profile_env(profile, None if profile.no_key else get_key(profile.name))
     try:
         child = subprocess.Popen(list(argv), env=env)
     except FileNotFoundError:

@@ -30,6 +30,15 @@ _CREDENTIAL_WORDS = ("token", "secret", "key", "cookie")
 AUTH_HEADERS: tuple[str, ...] = ("x-api-key", "bearer")
 
 
+# The key variables of each protocol, by header: the Anthropic SDKs and Claude Code send
+# ANTHROPIC_API_KEY as x-api-key and ANTHROPIC_AUTH_TOKEN as a bearer token. A stale one from
+# the shell must not reach a profile's endpoint.
+KEY_VARIABLES: dict[str, dict[str, str]] = {
+    "anthropic": {"x-api-key": "ANTHROPIC_API_KEY", "bearer": "ANTHROPIC_AUTH_TOKEN"},
+    "openai": {"bearer": "OPENAI_API_KEY"},
+}
+
+
 def default_auth_header(protocol: str) -> str:
     return "x-api-key" if protocol == "anthropic" else "bearer"
 

@@ -31,7 +31,8 @@ CLAUDE_QUIET = {
     "DISABLE_ERROR_REPORTING": "1",
     "DISABLE_BUG_COMMAND": "1",
 }
-CODEX_QUIET_TOML = "check_for_update_on_startup = false\n\n[analytics]\nenabled = false\n"
+CODEX_QUIET_TOP = "check_for_update_on_startup = false\n"
+CODEX_QUIET_TABLES = "\n[analytics]\nenabled = false\n"
 
 
 def client_env(home: Any, **extra: str) -> dict[str, str]:
@@ -42,11 +43,15 @@ def client_env(home: Any, **extra: str) -> dict[str, str]:
     return env
 
 
-def prepare_codex_home(home: Any, extra_toml: str = "") -> None:
+def prepare_codex_home(home: Any, top: str = "", tables: str = "") -> None:
     """A user config.toml as a user would have it: quiet, and trusting the project folder."""
     home.codex_config.parent.mkdir(parents=True, exist_ok=True)
     home.codex_config.write_text(
-        CODEX_QUIET_TOML + f'\n[projects."{home.project}"]\ntrust_level = "trusted"\n' + extra_toml
+        CODEX_QUIET_TOP
+        + top
+        + CODEX_QUIET_TABLES
+        + f'\n[projects."{home.project}"]\ntrust_level = "trusted"\n'
+        + tables
     )
 
 
@@ -146,3 +151,67 @@ def test_codex_project_scope_is_refused_because_codex_ignores_it(
     doctor = cli("doctor", "--no-probe")
     assert "codex project config" in doctor.stdout and "ignores" in doctor.stdout
     assert_no_key_in_files(user_key, home.root, home.project)
+
+
+def _snapshot(*paths: Path) -> dict[Path, bytes | None]:
+    return {p: (p.read_bytes() if p.exists() else None) for p in paths}
+
+
+def test_exec_pins_claude_code_over_user_files_pointing_elsewhere(
+    home: Any, cli: Callable[..., Any], add_profile: Any, endpoint: Endpoint, elsewhere: Endpoint
+) -> None:
+    key = add_profile("pin", protocol="anthropic", base_url=endpoint.base_url, model="model-a")
+    home.claude_settings.parent.mkdir(parents=True)
+    home.claude_settings.write_text(
+        json.dumps(
+            {
+                "env": {
+                    "ANTHROPIC_BASE_URL": elsewhere.base_url,
+                    "ANTHROPIC_API_KEY": "sk-user-own-key-elsewhere-000",
+                    "ANTHROPIC_MODEL": "their-model",
+                },
+                "permissions": {"allow": []},
+            },
+            indent=2,
+        )
+    )
+    local = home.project / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": elsewhere.base_url}}))
+    before = _snapshot(home.claude_settings, local)
+    ran = cli(
+        "exec", "pin", "--", str(real_client("claude")), *CLAUDE_PRINT,
+        env=client_env(home, ANTHROPIC_BASE_URL=elsewhere.base_url), timeout=180,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert REPLY in ran.stdout
+    assert elsewhere.seen == []
+    calls = endpoint.calls("/v1/messages")
+    assert calls and all(header(c, "x-api-key") == key for c in calls)
+    assert _snapshot(home.claude_settings, local) == before  # the user's files untouched
+    assert_no_key_in_files(key, home.root, home.project)
+
+
+def test_exec_pins_codex_over_a_user_config_pointing_elsewhere(
+    home: Any, cli: Callable[..., Any], add_profile: Any, endpoint: Endpoint, elsewhere: Endpoint
+) -> None:
+    key = add_profile("pin", base_url=endpoint.base_url + "/v1", model="model-a")
+    prepare_codex_home(
+        home,
+        top='model = "their-model"\nmodel_provider = "theirs"\n',
+        tables="\n[model_providers.theirs]\n"
+        f'name = "theirs"\nbase_url = "{elsewhere.base_url}/v1"\nwire_api = "responses"\n'
+        'env_key = "THEIR_KEY"\n',
+    )
+    before = _snapshot(home.codex_config)
+    ran = cli(
+        "exec", "pin", "--", str(real_client("codex")), *CODEX_EXEC,
+        env=client_env(home, THEIR_KEY="sk-their-own-key-000000"), timeout=180,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert REPLY in ran.stdout
+    assert elsewhere.seen == []
+    calls = endpoint.calls("/v1/responses")
+    assert calls and all(header(c, "authorization") == f"Bearer {key}" for c in calls)
+    assert _snapshot(home.codex_config) == before
+    assert_no_key_in_files(key, home.root, home.project)
