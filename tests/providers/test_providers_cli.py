@@ -456,8 +456,8 @@ def test_exec_anthropic_profile_drops_shadowing_key(
 ) -> None:
     key = add_profile("a", protocol="anthropic", base_url="https://api.example.test/anthropic")
     code = (
-        "import os; print(os.environ.get('ANTHROPIC_API_KEY'), "
-        "os.environ['ANTHROPIC_AUTH_TOKEN'] == os.environ['EXPECT'], "
+        "import os; print(os.environ.get('ANTHROPIC_AUTH_TOKEN'), "
+        "os.environ['ANTHROPIC_API_KEY'] == os.environ['EXPECT'], "
         "os.environ['ANTHROPIC_BASE_URL'])"
     )
     result = cli(
@@ -467,7 +467,7 @@ def test_exec_anthropic_profile_drops_shadowing_key(
         sys.executable,
         "-c",
         code,
-        env=_env(ANTHROPIC_API_KEY="stale-shell-key", EXPECT=key),
+        env=_env(ANTHROPIC_API_KEY="stale-shell-key", ANTHROPIC_AUTH_TOKEN="stale", EXPECT=key),
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["None", "True", "https://api.example.test/anthropic"]
