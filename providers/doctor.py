@@ -82,6 +82,14 @@ def run_doctor(
         if probe and (key or profile.no_key):
             result = probe_endpoint_sync(profile, key, timeout)
             checks.append(probe_check(profile, result))
+            client, call = target_probe_label(profile)
+            checks.append(
+                probe_check(
+                    profile,
+                    asyncio.run(probe_target(profile, key, timeout)),
+                    name=f"{profile.name}: {client} probe ({call})",
+                )
+            )
             del key
     return checks
 
@@ -425,6 +433,51 @@ def redirect_base_url(profile: Profile, result: ProbeResult) -> str | None:
     return None
 
 
+def target_probe_label(profile: Profile) -> tuple[str, str]:
+    """(the client a profile's target is, the call it makes) — what ``probe_target`` sends."""
+    if profile.protocol == "anthropic":
+        return "Claude Code", "POST /v1/messages"
+    return "Codex", "POST /responses"
+
+
+async def probe_target(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:
+    """One minimal request to the API the profile's target client uses: Claude Code's
+    Messages API (``/v1/messages``), Codex's Responses API (``/responses``). A models list can
+    answer while the endpoint the client needs does not."""
+    import aiohttp
+
+    base = profile.base_url.rstrip("/")
+    if profile.protocol == "anthropic":
+        url = base + "/v1/messages"
+        payload: dict[str, Any] = {
+            "model": profile.model,
+            "max_tokens": 1,
+            "messages": [{"role": "user", "content": "ping"}],
+        }
+    else:
+        url = base + "/responses"
+        payload = {"model": profile.model, "input": "ping", "max_output_tokens": 16}
+    started = time.perf_counter()
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.post(
+                url, headers=_auth_headers(profile, key), json=payload, allow_redirects=False
+            ) as response,
+        ):
+            status_code = response.status
+            location = response.headers.get("Location")
+            await response.read()
+        if 300 <= status_code < 400:
+            return _redirected(url, status_code, started, location)
+        return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
+    except TimeoutError:
+        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, "timeout")
+    except aiohttp.ClientError as exc:
+        message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
+        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, message)
+
+
 def probe_endpoint_sync(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:
     return asyncio.run(probe_endpoint(profile, key, timeout))
 
@@ -461,8 +514,8 @@ _ADVICE = {
 }
 
 
-def probe_check(profile: Profile, result: ProbeResult) -> Check:
-    name = f"{profile.name}: live probe"
+def probe_check(profile: Profile, result: ProbeResult, name: str = "") -> Check:
+    name = name or f"{profile.name}: live probe"
     where = f"{result.url} in {result.latency_ms:.0f} ms"
     if result.status is None:
         if result.error == "timeout":

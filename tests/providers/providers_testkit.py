@@ -19,7 +19,8 @@ class ProviderServer:
     """An aiohttp server answering /v1/models, /v1/chat/completions and /v1/messages.
 
     ``mode`` picks the answer: "ok", "401", "403", "404", "429", "500", "hang" (never answers),
-    or "no-models" (404 on the models list, 200 on a one-token request).
+    or "no-models" (404 on the models list, 200 on a one-token request), or "chat-only" (no
+    Responses API: 404 on /responses, as a chat-completions-only gateway answers Codex).
     """
 
     base_url: str = ""
@@ -60,6 +61,12 @@ class ProviderServer:
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "p"}}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                 }
+            )
+        if request.path.endswith("/responses"):
+            if self.mode == "chat-only":
+                return web.json_response({"error": "no such route"}, status=404)
+            return web.json_response(
+                {"id": "r1", "object": "response", "status": "completed", "output": []}
             )
         if request.path.endswith("/messages"):
             return web.json_response(
