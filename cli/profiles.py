@@ -180,10 +180,20 @@ def _register_profile(sub: argparse._SubParsersAction) -> None:
     fields(p, required=False)
     p.add_argument("--clear-headers", action="store_true")
     p.add_argument("--prompt-key", action="store_true", help="ask for a new key (hidden)")
+    p.add_argument(
+        "--reapply",
+        action="store_true",
+        help="re-apply the edited profile to every file it is switched into (without asking)",
+    )
     p.set_defaults(func=_guarded(cmd_profile_edit))
 
     p = psub.add_parser("rm", help="remove a profile and its keyring entry")
     p.add_argument("name")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="remove it even though files still point at it (they are named first)",
+    )
     p.set_defaults(func=_guarded(cmd_profile_rm))
 
 
@@ -443,15 +453,61 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
         print(f"nothing to change for {profile.name} (see driftdesk profile edit --help)")
         return 0
     print(f"updated {profile.name}: {', '.join(changed)}")
+    _offer_reapply(profile, args.reapply)
     return 0
+
+
+def _offer_reapply(profile: Profile, reapply: bool) -> None:
+    """Files the profile is switched into keep its old settings until switched again: name
+    them, and re-apply (asked on a terminal, or with --reapply)."""
+    from driftdesk.providers.status import stale_switches
+    from driftdesk.providers.targets import apply_switch
+
+    for plan in stale_switches(profile):
+        where = f"{plan.target} ({plan.scope}) {plan.path}"
+        if not reapply and sys.stdin.isatty():
+            sys.stdout.write(plan.diff)
+            answer = input(
+                f"{where} still has the old settings of {profile.name}; re-apply? [y/N] "
+            )
+            reapply_this = answer.strip().lower() in ("y", "yes")
+        else:
+            reapply_this = reapply
+        if reapply_this:
+            apply_switch(plan)
+            print(f"re-applied {profile.name} to {where}")
+        else:
+            args = f" --env-file {plan.path}" if plan.target == "env" else f" --scope {plan.scope}"
+            print(
+                f"note: {where} is stale (old settings of {profile.name}): re-apply with "
+                f"driftdesk switch {profile.name} --target {plan.target}{args}"
+            )
 
 
 def cmd_profile_rm(args: argparse.Namespace) -> int:
     from driftdesk.providers.keys import KeyringUnavailable, delete_key
     from driftdesk.providers.profiles import ProfileStore
+    from driftdesk.providers.status import collect_status
 
     store = ProfileStore()
     store.get(args.name)  # a clear "no profile named" before touching the keyring
+    in_use = [row for row in collect_status() if row.profile == args.name]
+    if in_use and not args.yes:
+        for row in in_use:
+            print(f"{row.target} ({row.scope}) {row.path} points at {args.name}")
+        question = (
+            f"those files would be left asking `driftdesk key {args.name}` for a key that is "
+            "gone (switch them to another profile, or restore them, first)"
+        )
+        if not sys.stdin.isatty():
+            _err(f"driftdesk: error: {question}; remove anyway with --yes")
+            return 1
+        if input(f"{question}. Remove {args.name} anyway? [y/N] ").strip().lower() not in (
+            "y",
+            "yes",
+        ):
+            print(f"kept profile {args.name}")
+            return 1
     try:
         had_key = delete_key(args.name)
     except KeyringUnavailable as exc:
@@ -460,8 +516,6 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
         ) from exc
     store.remove(args.name)
     print(f"removed profile {args.name}" + (" and its keyring entry" if had_key else ""))
-    from driftdesk.providers.status import collect_status
-
     for row in collect_status():
         if row.profile == args.name:
             print(
@@ -607,6 +661,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in rows:
         active = row.profile or "-"
         drift = "  DRIFTED since driftdesk wrote it" if row.drifted else ""
+        if row.drifted and row.drifted_keys:
+            drift += f": {row.drifted_keys}"
         print(f"{row.target:<6} {row.scope:<7} {active:<20} {row.path}{drift}")
         if row.detail:
             print(f"{'':<15}{row.detail}")

@@ -129,6 +129,33 @@ def record_write(
 
 
 WRITES_FILE = "writes.json"
+WRITTEN_COPY = "written"  # what driftdesk last wrote (masked, exact): drift is diffed against it
+
+
+def keep_written(path: Path, data: bytes, kind: str) -> None:
+    """Keep what driftdesk just wrote, so ``status`` can say which keys drifted since. Best
+    effort: without a keyring for its secrets the drift is still seen (by sha256), unnamed."""
+    from driftdesk.providers import backupvault
+    from driftdesk.providers.errors import KeyringUnavailable
+
+    copy = backup_folder(path) / WRITTEN_COPY
+    backupvault.forget_copy(copy)
+    with contextlib.suppress(KeyringUnavailable):
+        backupvault.write_copy(copy, data, kind, _entry_prefix(copy))
+
+
+def written_bytes(path: Path) -> bytes | None:
+    """What driftdesk last wrote to ``path``, if it kept it."""
+    from driftdesk.providers import backupvault
+    from driftdesk.providers.errors import KeyringUnavailable, RestoreError
+
+    copy = backup_folder(path) / WRITTEN_COPY
+    if not copy.is_file():
+        return None
+    try:
+        return backupvault.read_copy(copy)
+    except (RestoreError, KeyringUnavailable):
+        return None
 
 
 def writes(path: Path) -> list[dict[str, Any]]:

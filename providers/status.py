@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.providers import locations, state
-from driftdesk.providers.targets import CODEX_PROJECT_IGNORED, CODEX_PROVIDER_PREFIX, ENV_OWNED
+from driftdesk.providers.profiles import Profile
+from driftdesk.providers.targets import (
+    CODEX_PROJECT_IGNORED,
+    CODEX_PROVIDER_PREFIX,
+    ENV_OWNED,
+    SwitchPlan,
+)
 
 
 @dataclass
@@ -23,6 +29,7 @@ class TargetStatus:
     detail: str = ""
     written_profile: str | None = None  # the profile driftdesk last wrote there
     written_at: str | None = None
+    drifted_keys: str = ""  # "set env.X; removed theme": what changed since driftdesk's write
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -94,9 +101,16 @@ def _status_of(
     else:
         status.profile, status.detail = _env_active(text, record)
     if drifted:
+        written = state.written_bytes(path)
+        if written is not None:
+            from driftdesk.providers.changes import summarize
+
+            status.drifted_keys = summarize(target, written.decode("utf-8", "replace"), text)
         status.detail = (status.detail + "; " if status.detail else "") + (
             f"changed since driftdesk wrote it at {record.written_at if record else '?'}"
         )
+        if status.drifted_keys:
+            status.detail += f" ({status.drifted_keys})"
     return status
 
 
@@ -190,3 +204,30 @@ def _env_active(text: str, record: state.WriteRecord | None) -> tuple[str | None
     ):
         return profile.name, detail
     return None, detail + f"; no longer matches profile {profile.name}"
+
+
+def stale_switches(profile: Profile) -> list[SwitchPlan]:
+    """Switch plans that would bring the files ``profile`` is switched into up to date with it
+    (after an edit): one per file whose content the profile would now change."""
+    from driftdesk.providers.errors import SwitchError
+    from driftdesk.providers.targets import plan_switch
+
+    plans = []
+    for row in collect_status():
+        if profile.name not in (row.profile, row.written_profile) or not row.exists:
+            continue
+        scope = row.scope if row.scope in ("user", "project", "local") else "user"
+        if row.target != "env" and row.scope == "file":
+            continue  # a file outside the usual places: named by status, not re-planned here
+        try:
+            plan = plan_switch(
+                profile,
+                row.target,
+                scope="user" if row.target == "env" else scope,
+                env_file=row.path if row.target == "env" else None,
+            )
+        except SwitchError:
+            continue
+        if plan.changed:
+            plans.append(plan)
+    return plans

@@ -308,9 +308,12 @@ def apply_edit(
         if data == current:
             if data is not None:
                 state.record_write(path, kind, profile, data)
+                state.keep_written(path, data, kind)
             return
         before = state.back_up(path, current, kind=kind)
         userfile.replace_checked(path, data, current)
+        if data is not None:
+            state.keep_written(path, data, kind)
         state.record_write(
             path,
             kind,
