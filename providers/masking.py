@@ -51,6 +51,8 @@ def is_secret_name(name: str, value: str) -> bool:
 _REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*(:?[-=?+][^}]*)?\}|[A-Za-z_][A-Za-z0-9_]*)$")
 # A file path: absolute, home-relative, dot-relative or a Windows drive path.
 _PATH = re.compile(r"^(/|~/|\./|\.\./|[A-Za-z]:[\\/])\S*$")
+# user:password@ in any URL, whatever name it is stored under.
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"']+:(?P<password>[^\s/@\"']+)@")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://\S+$")
 
 
@@ -168,6 +170,11 @@ def mask_exact(kind: str, text: str) -> tuple[str, list[MaskedValue]]:
         if end - start >= 4 and free(start, end):
             taken.append((start, end))
             found.append((start, end, "(a value that looks like a key or bearer token)"))
+    for match in _URL_PASSWORD.finditer(text):
+        start, end = match.span("password")
+        if end - start >= 4 and free(start, end):
+            taken.append((start, end))
+            found.append((start, end, "(the password in a URL)"))
     out: list[str] = []
     by_value: dict[str, MaskedValue] = {}
     cursor = shift = 0

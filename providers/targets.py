@@ -546,7 +546,8 @@ def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
             assert match is not None
             current, comment = split_env_comment(match.group("value"))
             wanted = env_quote(values[line.key], style=current[:1]) + comment
-            if env_unquote(current) != values[line.key] and line.key not in done:
+            # Every occurrence: a shell or dotenv loader takes the last one, a reader the first.
+            if env_unquote(current) != values[line.key]:
                 eol = line.text[len(line.text.rstrip("\r\n")) :]
                 line.text = (
                     match.group("indent")
