@@ -215,3 +215,47 @@ def test_exec_pins_codex_over_a_user_config_pointing_elsewhere(
     assert calls and all(header(c, "authorization") == f"Bearer {key}" for c in calls)
     assert _snapshot(home.codex_config) == before
     assert_no_key_in_files(key, home.root, home.project)
+
+
+# --- switched files, each scope ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["user", "project", "local"])
+def test_claude_code_switched_at_each_scope_sends_the_profile_key(
+    home: Any, cli: Callable[..., Any], add_profile: Any, endpoint: Endpoint, scope: str
+) -> None:
+    key = add_profile(
+        "cc", protocol="anthropic", base_url=endpoint.base_url, model="model-a",
+        extra=("--auth-header", "bearer"),
+    )  # fmt: skip
+    # A user file with settings of its own, which must survive the switch.
+    home.claude_settings.parent.mkdir(parents=True)
+    home.claude_settings.write_text('{\n  "permissions": {"allow": ["Bash(ls)"]}\n}\n')
+    switched = cli("switch", "cc", "--target", "claude", "--scope", scope)
+    assert switched.returncode == 0, switched.stderr
+    ran = run_claude(home, *CLAUDE_PRINT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert REPLY in ran.stdout
+    calls = endpoint.calls("/v1/messages")
+    assert calls and all(c["path"] == "/v1/messages" for c in calls)
+    # The helper's key travels as a bearer token (and, from Claude Code, as x-api-key too).
+    assert all(header(c, "authorization") == f"Bearer {key}" for c in calls)
+    assert "Bash(ls)" in home.claude_settings.read_text()
+    assert_no_key_in_files(key, home.root, home.project)
+
+
+def test_codex_switched_at_user_scope_sends_the_profile_key(
+    home: Any, cli: Callable[..., Any], add_profile: Any, endpoint: Endpoint
+) -> None:
+    key = add_profile("cx", base_url=endpoint.base_url + "/v1", model="model-a")
+    prepare_codex_home(home, tables='\n[mcp_servers.docs]\ncommand = "true"\nenabled = false\n')
+    switched = cli("switch", "cx", "--target", "codex")
+    assert switched.returncode == 0, switched.stderr
+    ran = run_codex(home, *CODEX_EXEC)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert REPLY in ran.stdout
+    calls = endpoint.calls("/v1/responses")
+    assert calls and all(c["path"] == "/v1/responses" for c in calls)
+    assert all(header(c, "authorization") == f"Bearer {key}" for c in calls)
+    assert "[mcp_servers.docs]" in home.codex_config.read_text()
+    assert_no_key_in_files(key, home.root, home.project)
