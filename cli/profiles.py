@@ -50,6 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env-file", help="the .env file for --target env (default ./.env)")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="write the file even if it is read-only (its mode is kept)",
+    )
+    p.add_argument(
         "--move-key",
         action="store_true",
         help="env: first move a provider key the file holds (OPENAI_API_KEY...) into the OS "
@@ -247,8 +252,11 @@ def _headers(profile_name: str, pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            # Never echo the pair: it may be a secret typed in the wrong place.
-            raise ProfileError(f"--header expects NAME=VALUE, got {name.strip()[:40]!r}...")
+            # Never echo what was given: it may be a key typed in the wrong place.
+            raise ProfileError(
+                f"--header expects NAME=VALUE, got {len(pair)} characters without '=' "
+                "(not shown: it may be a key; keys go to the keyring with --key-stdin)"
+            )
         if is_credential_header(name):
             raise ProfileError("--header: " + credential_header_problem(profile_name, name.strip()))
         out[name.strip()] = value.strip()
@@ -564,7 +572,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"dry run: {plan.path} not written")
             return 0
-        apply_switch(plan)
+        apply_switch(plan, force=args.force)
     if plan.changed:
         print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
     else:

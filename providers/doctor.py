@@ -251,8 +251,9 @@ def check_claude_settings() -> list[Check]:
             settings = json.loads(path.read_text(encoding="utf-8").lstrip("\ufeff"))
         except FileNotFoundError:
             continue
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            out.append(Check("claude settings", "error", f"{path} does not parse: {exc}", ""))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            out.append(Check("claude settings", "error", f"{path} does not parse: {why}", ""))
             continue
         env = settings.get("env") if isinstance(settings, dict) else None
         if isinstance(env, dict):

@@ -96,7 +96,7 @@ def inspect_source(source: str, path: str | Path | None, scope: str = "user") ->
 def _inspect_claude(path: Path, text: str) -> ImportCandidate:
     try:
         settings = json.loads(text.lstrip("\ufeff"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise ImportProblem(f"{path} does not parse as JSON: {exc}") from exc
     env = settings.get("env") if isinstance(settings, dict) else None
     env = env if isinstance(env, dict) else {}

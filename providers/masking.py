@@ -104,7 +104,7 @@ def secret_entries(kind: str, text: str) -> list[SecretEntry]:
             walk(tomllib.loads(text), "", "")
         else:
             found.extend(_env_entries(text))
-    except ValueError:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+    except (ValueError, RecursionError):  # JSONDecodeError and TOMLDecodeError are ValueErrors
         found = [
             SecretEntry(m.group("name"), m.group("value"))
             for m in _ASSIGNMENT.finditer(text)

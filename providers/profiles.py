@@ -24,7 +24,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 # Extra headers are stored in plain text (config file, Claude's ANTHROPIC_CUSTOM_HEADERS, Codex's
 # http_headers): none may carry a credential.
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key"})
-_CREDENTIAL_WORDS = ("token", "secret", "key", "cookie")
+_CREDENTIAL_WORDS = ("token", "secret", "key", "cookie", "auth", "pass", "credential", "session")
 # How the key travels: Anthropic's API takes ``x-api-key``, many gateways in front of it take a
 # bearer token instead; OpenAI-style clients (the openai SDK, Codex) only send a bearer token.
 AUTH_HEADERS: tuple[str, ...] = ("x-api-key", "bearer")

@@ -130,6 +130,8 @@ def _claude_active(text: str) -> tuple[str | None, str]:
         settings = json.loads(text.lstrip("\ufeff"))
     except json.JSONDecodeError as exc:
         return None, f"does not parse: {exc}"
+    except RecursionError:
+        return None, "does not parse: nested too deeply"
     if not isinstance(settings, dict):
         return None, "not a JSON object"
     helper = settings.get("apiKeyHelper")

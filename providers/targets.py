@@ -159,6 +159,7 @@ def plan_switch(
             "the .env file gets no key: run tools with `driftdesk exec "
             f"{profile.name} -- CMD` to hand them the key"
         )
+    verify_foreign_keys(target, old, new, profile, path)
     diff = unified_diff(path, old, new)
     secrets.extend(secret_values(target, old or "", path))
     return SwitchPlan(
@@ -174,6 +175,55 @@ def plan_switch(
         unsaved_keys=unsaved_keys(removed_keys(target, old, new)),
         stale_keys=stale if target == "env" else [],
     )
+
+
+def owns(target: str, key: str, profile: Profile) -> bool:
+    """Is the dotted ``key`` one a switch of ``profile`` into ``target`` may change?"""
+    if target == "claude":
+        owned_env = {f"env.{k}" for k in (*CLAUDE_OWNED_ENV, *CLAUDE_KEY_ENV)}
+        return key in owned_env or key in ("env", "apiKeyHelper")
+    if target == "codex":
+        ours = f"model_providers.{codex_provider_id(profile.name)}"
+        return key in ("model", "model_provider", "model_providers", ours) or key.startswith(
+            ours + "."
+        )
+    return key in ENV_OWNED
+
+
+def verify_foreign_keys(
+    target: str, old: str | None, new: str, profile: Profile, path: Path
+) -> None:
+    """Parse the edit back and refuse it unless every key driftdesk does not own keeps its
+    value (and every owned key came out as intended)."""
+    from driftdesk.providers.changes import flatten
+
+    before, after = flatten(target, old), flatten(target, new)
+    if after is None:
+        raise SwitchError(f"the edit of {path} would not parse back; driftdesk left it untouched")
+    if before is None:
+        return  # unparsable input was refused earlier
+    changed = sorted(
+        key
+        for key in set(before) | set(after)
+        if not owns(target, key, profile) and before.get(key, _MISSING) != after.get(key, _MISSING)
+    )
+    if target == "codex":
+        for key, wanted in (
+            ("model", profile.model),
+            ("model_provider", codex_provider_id(profile.name)),
+        ):
+            if after.get(key) != wanted:
+                changed.append(key)
+    if changed:
+        raise SwitchError(
+            f"the edit of {path} would change {', '.join(changed)}, which driftdesk does not "
+            "own (a TOML layout it cannot edit safely, such as dotted keys before top-level "
+            "keys?); driftdesk left the file untouched — move the top-level keys above the "
+            "dotted ones, or use driftdesk exec NAME -- codex"
+        )
+
+
+_MISSING = object()
 
 
 ENV_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -274,13 +324,15 @@ def secret_values(target: str, text: str, path: Path) -> list[str]:
     return [entry.value for entry in secret_entries(target, text)]
 
 
-def apply_switch(plan: SwitchPlan, discard_unsaved_keys: bool = False) -> None:
+def apply_switch(plan: SwitchPlan, discard_unsaved_keys: bool = False, force: bool = False) -> None:
     """Write ``plan``: under the file's lock, refuse if the file changed since planned; back up
     (exact, secrets in the keyring), write atomically, record the write in the file's history.
 
     Keys the edit removes (``plan.unsaved_keys``) stay recoverable from the backup with
     ``driftdesk restore``; ``discard_unsaved_keys`` is kept for callers of the older API."""
-    apply_edit(plan.path, plan.target, plan.old_text, plan.new_text, plan.profile, "switch")
+    apply_edit(
+        plan.path, plan.target, plan.old_text, plan.new_text, plan.profile, "switch", force=force
+    )
 
 
 def apply_edit(
@@ -291,9 +343,11 @@ def apply_edit(
     profile: str | None,
     action: str,
     summary_prefix: str = "",
+    force: bool = False,
 ) -> None:
     """Replace ``path``'s ``old_text`` with ``new_text`` (None: remove the file), backed up first
-    and recorded; ``TargetChanged`` if the file no longer holds ``old_text``."""
+    and recorded; ``TargetChanged`` if the file no longer holds ``old_text``. A read-only file
+    is refused unless ``force`` (someone made it so on purpose)."""
     from driftdesk.providers import changes, userfile
     from driftdesk.providers.filelock import locked
 
@@ -305,6 +359,7 @@ def apply_edit(
             raise TargetChanged(
                 f"{path} changed since driftdesk read it; nothing was written — plan the switch again"
             )
+        userfile.check_writable(path, force)
         if data == current:
             if data is not None:
                 state.record_write(path, kind, profile, data)

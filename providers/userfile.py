@@ -29,6 +29,29 @@ def current_bytes(path: Path) -> bytes | None:
         return None
 
 
+def check_writable(path: Path, force: bool = False) -> None:
+    """Refuse a read-only file (unless ``force``) and a symlink into a folder that is missing
+    (driftdesk creates no folders at a link's far end)."""
+    from driftdesk.providers.errors import SwitchError
+
+    target = destination(path)
+    if path.is_symlink() and not target.parent.is_dir():
+        raise SwitchError(
+            f"{path} is a symlink to {target}, whose folder does not exist; driftdesk creates "
+            "no folders there and left everything untouched"
+        )
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return
+    if not mode & 0o222 and not force:
+        raise SwitchError(
+            f"{path} is read-only (mode {mode & 0o777:o}), so someone froze it on purpose; "
+            "driftdesk left it untouched — switch again with --force to write it anyway "
+            "(its mode is kept)"
+        )
+
+
 def replace_checked(path: Path, data: bytes | None, expected: bytes | None) -> None:
     """Make ``path`` hold ``data`` (None: remove it) if it still holds ``expected``."""
     target = destination(path)
