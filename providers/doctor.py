@@ -399,20 +399,33 @@ async def probe_endpoint(profile: Profile, key: str | None, timeout: float = 10.
                     "messages": [{"role": "user", "content": "ping"}],
                 }
                 started = time.perf_counter()
-                async with session.post(
-                    request_url, headers=headers, json=payload, allow_redirects=False
-                ) as response:
-                    status_code = response.status
-                    location = response.headers.get("Location")
-                    await response.read()
-                if 300 <= status_code < 400:
-                    return _redirected(request_url, status_code, started, location)
+                return await _post_probe(session, request_url, headers, payload)
             return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
-    except TimeoutError:
-        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, "timeout")
-    except aiohttp.ClientError as exc:
-        message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
-        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, message)
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        return _probe_failure(url, started, exc, key)
+
+
+async def _post_probe(
+    session: Any, url: str, headers: dict[str, str], payload: dict[str, Any]
+) -> ProbeResult:
+    """One POST, never following a redirect (the key would go wherever it points)."""
+    started = time.perf_counter()
+    async with session.post(url, headers=headers, json=payload, allow_redirects=False) as response:
+        status_code = response.status
+        location = response.headers.get("Location")
+        await response.read()
+    if 300 <= status_code < 400:
+        return _redirected(url, status_code, started, location)
+    return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
+
+
+def _probe_failure(url: str, started: float, exc: BaseException, key: str | None) -> ProbeResult:
+    """No HTTP answer: a timeout, or a connection error (its text scrubbed of the key)."""
+    elapsed = (time.perf_counter() - started) * 1000
+    if isinstance(exc, TimeoutError):
+        return ProbeResult(url, None, elapsed, None, "timeout")
+    message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
+    return ProbeResult(url, None, elapsed, None, message)
 
 
 def _redirected(url: str, status_code: int, started: float, location: str | None) -> ProbeResult:
@@ -460,23 +473,10 @@ async def probe_target(profile: Profile, key: str | None, timeout: float = 10.0)
         payload = {"model": profile.model, "input": "ping", "max_output_tokens": 16}
     started = time.perf_counter()
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-            session.post(
-                url, headers=_auth_headers(profile, key), json=payload, allow_redirects=False
-            ) as response,
-        ):
-            status_code = response.status
-            location = response.headers.get("Location")
-            await response.read()
-        if 300 <= status_code < 400:
-            return _redirected(url, status_code, started, location)
-        return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
-    except TimeoutError:
-        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, "timeout")
-    except aiohttp.ClientError as exc:
-        message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
-        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, message)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+            return await _post_probe(session, url, _auth_headers(profile, key), payload)
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        return _probe_failure(url, started, exc, key)
 
 
 def probe_endpoint_sync(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:

@@ -8,13 +8,10 @@ longer holds the bytes the edit was computed from — so another program's edit 
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from pathlib import Path
 
+from driftdesk.fileio import atomic_write_bytes
 from driftdesk.providers.errors import TargetChanged
-
-NEW_FILE_MODE = 0o600
 
 
 def destination(path: Path) -> Path:
@@ -55,36 +52,17 @@ def check_writable(path: Path, force: bool = False) -> None:
 def replace_checked(path: Path, data: bytes | None, expected: bytes | None) -> None:
     """Make ``path`` hold ``data`` (None: remove it) if it still holds ``expected``."""
     target = destination(path)
-    changed = TargetChanged(
-        f"{path} changed since driftdesk read it; nothing was written — plan the switch again"
-    )
-    if data is None:
+
+    def unchanged() -> None:
         if current_bytes(target) != expected:
-            raise changed
+            raise TargetChanged(
+                f"{path} changed since driftdesk read it; nothing was written — plan the switch "
+                "again"
+            )
+
+    if data is None:
+        unchanged()
         with contextlib.suppress(FileNotFoundError):
             target.unlink()
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = NEW_FILE_MODE
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp_name, mode)
-        if current_bytes(target) != expected:
-            raise changed
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write_bytes(target, data, before_replace=unchanged)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,3 +83,23 @@ def fresh_key() -> str:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+FAIL_BACKEND = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    """This process's environment plus ``extra`` (for a CLI subprocess)."""
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+def files_holding(value: str, *roots: Path) -> list[str]:
+    """Every file below ``roots`` whose bytes contain ``value``."""
+    return [
+        str(path)
+        for root in roots
+        for path in root.rglob("*")
+        if path.is_file() and value.encode() in path.read_bytes()
+    ]

@@ -16,21 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from providers_testkit import fresh_key
+from providers_testkit import FAIL_BACKEND, fresh_key
+from providers_testkit import env_with as _env
+from providers_testkit import files_holding as _files_holding
 
 from driftdesk.providers import keys, state
 from driftdesk.providers.profiles import ProfileStore
 
 pytestmark = pytest.mark.keyring
-
-FAIL_BACKEND = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra)
-    return env
-
 
 # --- profiles and keys ------------------------------------------------------------------------
 
@@ -575,15 +568,6 @@ def test_import_codex_bearer_token(home: Any, cli: Callable[..., Any]) -> None:
     assert config["model_provider"] == "driftdesk-cx"
     assert config["model_providers"]["local"]["base_url"] == "http://127.0.0.1:9/v1"
     assert cli("key", "cx").stdout.strip() == key
-
-
-def _files_holding(key: str, *roots: Any) -> list[str]:
-    return [
-        str(path)
-        for root in roots
-        for path in root.rglob("*")
-        if path.is_file() and key.encode() in path.read_bytes()
-    ]
 
 
 @pytest.mark.parametrize("source", ["claude", "codex", "env"])

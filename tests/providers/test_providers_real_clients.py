@@ -55,12 +55,12 @@ def prepare_codex_home(home: Any, top: str = "", tables: str = "") -> None:
     )
 
 
-def run_codex(
-    home: Any, *args: str, cwd: Path | None = None, **env: str
+def run_client(
+    name: str, home: Any, *args: str, cwd: Path | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    command = [str(real_client("codex")), *args]
+    """The real ``claude`` or ``codex``, headless, in the throwaway home."""
     return subprocess.run(
-        command,
+        [str(real_client(name)), *args],
         cwd=cwd or home.project,
         env=client_env(home, **env),
         capture_output=True,
@@ -71,21 +71,6 @@ def run_codex(
 
 
 CODEX_EXEC = ("exec", "--skip-git-repo-check", "say pong")
-
-
-def run_claude(
-    home: Any, *args: str, cwd: Path | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
-    command = [str(real_client("claude")), *args]
-    return subprocess.run(
-        command,
-        cwd=cwd or home.project,
-        env=client_env(home, **env),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 CLAUDE_PRINT = ("-p", "say pong", "--max-turns", "1")
@@ -137,7 +122,7 @@ def test_codex_project_scope_is_refused_because_codex_ignores_it(
         f'name = "proj"\nbase_url = "{elsewhere.base_url}/v1"\nwire_api = "responses"\n'
         'env_key = "PROJ_KEY"\n'
     )
-    ran = run_codex(home, *CODEX_EXEC, PROJ_KEY=project_key)
+    ran = run_client("codex", home, *CODEX_EXEC, PROJ_KEY=project_key)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert REPLY in ran.stdout
     assert "Ignored unsupported project-local config keys" in ran.stderr
@@ -233,7 +218,7 @@ def test_claude_code_switched_at_each_scope_sends_the_profile_key(
     home.claude_settings.write_text('{\n  "permissions": {"allow": ["Bash(ls)"]}\n}\n')
     switched = cli("switch", "cc", "--target", "claude", "--scope", scope)
     assert switched.returncode == 0, switched.stderr
-    ran = run_claude(home, *CLAUDE_PRINT)
+    ran = run_client("claude", home, *CLAUDE_PRINT)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert REPLY in ran.stdout
     calls = endpoint.calls("/v1/messages")
@@ -251,7 +236,7 @@ def test_codex_switched_at_user_scope_sends_the_profile_key(
     prepare_codex_home(home, tables='\n[mcp_servers.docs]\ncommand = "true"\nenabled = false\n')
     switched = cli("switch", "cx", "--target", "codex")
     assert switched.returncode == 0, switched.stderr
-    ran = run_codex(home, *CODEX_EXEC)
+    ran = run_client("codex", home, *CODEX_EXEC)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert REPLY in ran.stdout
     calls = endpoint.calls("/v1/responses")

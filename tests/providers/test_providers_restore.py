@@ -6,40 +6,23 @@ Real files in a temporary home, the real OS keyring, the real CLI in subprocesse
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from providers_testkit import fresh_key
+from providers_testkit import FAIL_BACKEND, files_holding, fresh_key
+from providers_testkit import env_with as _env
 
 from driftdesk.providers import backupvault, state
 from driftdesk.providers.masking import mask_exact, secret_entries, unmask
 
 pytestmark = pytest.mark.keyring
 
-FAIL_BACKEND = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra)
-    return env
-
 
 def _backup_files(path: Path) -> list[Path]:
     folder = state.backup_folder(path)
     return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
-
-
-def _files_holding(value: str, *roots: Path) -> list[str]:
-    return [
-        str(p)
-        for root in roots
-        for p in root.rglob("*")
-        if p.is_file() and value.encode() in p.read_bytes()
-    ]
 
 
 # --- what is and is not a secret ---------------------------------------------------------------
@@ -267,7 +250,7 @@ def test_a_removed_key_is_warned_about_and_recoverable_with_restore(
     assert switched.returncode == 0, switched.stderr
     assert "warning" in switched.stderr and "driftdesk restore claude" in switched.stderr
     assert "sk-…" + old_key[-4:] in switched.stderr
-    assert _files_holding(old_key, home.root, home.project) == []
+    assert files_holding(old_key, home.root, home.project) == []
     restored = cli("restore", "claude", "--yes")
     assert restored.returncode == 0, restored.stderr
     assert home.claude_settings.read_text() == original
