@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from providers_testkit import ProviderServer, fresh_key
-from vendor_endpoint import VendorEndpoint
+from providers_testkit import Endpoint, ProviderServer, fresh_key
 
 
 @pytest.fixture
@@ -111,21 +110,6 @@ def add_profile(cli: Callable[..., Any]) -> Callable[..., str]:
         return key
 
     return add
-
-
-class Endpoint:
-    """A loopback vendor endpoint (``vendor_endpoint``) the real clients can talk to."""
-
-    def __init__(self) -> None:
-        self.vendor = VendorEndpoint()
-        self.base_url = ""
-
-    @property
-    def seen(self) -> list[dict[str, Any]]:
-        return self.vendor.seen
-
-    def calls(self, suffix: str) -> list[dict[str, Any]]:
-        return [r for r in self.seen if r["method"] == "POST" and r["path"].endswith(suffix)]
 
 
 def _serve_vendor() -> Iterator[Endpoint]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from vendor_endpoint import VendorEndpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -103,3 +104,18 @@ def files_holding(value: str, *roots: Path) -> list[str]:
         for path in root.rglob("*")
         if path.is_file() and value.encode() in path.read_bytes()
     ]
+
+
+class Endpoint:
+    """A loopback vendor endpoint (``vendor_endpoint``) the real clients can talk to."""
+
+    def __init__(self) -> None:
+        self.vendor = VendorEndpoint()
+        self.base_url = ""
+
+    @property
+    def seen(self) -> list[dict[str, Any]]:
+        return self.vendor.seen
+
+    def calls(self, suffix: str) -> list[dict[str, Any]]:
+        return [r for r in self.seen if r["method"] == "POST" and r["path"].endswith(suffix)]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Endpoint
+from providers_testkit import Endpoint
 from vendor_endpoint import REPLY
 
 from tests.conftest import real_client
