@@ -44,18 +44,65 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="user",
         choices=["user", "project", "local"],
         help="claude: user (~/.claude), project (.claude/settings.json) or local "
-        "(.claude/settings.local.json); codex: user ($CODEX_HOME) or project (.codex)",
+        "(.claude/settings.local.json); codex: user ($CODEX_HOME) only — Codex ignores a "
+        "provider set in a project's .codex/config.toml (use driftdesk exec NAME -- codex)",
     )
     p.add_argument("--env-file", help="the .env file for --target env (default ./.env)")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="write the file even if it is read-only (its mode is kept)",
+    )
+    p.add_argument(
+        "--move-key",
+        action="store_true",
+        help="env: first move a provider key the file holds (OPENAI_API_KEY...) into the OS "
+        "keyring, so tools loading the file do not send it to the new endpoint",
+    )
+    p.add_argument(
         "--yes",
         action="store_true",
-        help="claude: go on although the file holds an ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN "
-        "that no profile has in the keyring (the switch removes it and backups keep keys "
-        "masked: it is lost); without --yes the switch refuses and says how to import it first",
+        help="accepted for scripts written for older versions: a key the switch removes is no "
+        "longer refused but warned about, since the backup keeps it (driftdesk restore)",
     )
     p.set_defaults(func=_guarded(cmd_switch))
+
+    def file_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--scope",
+            default="user",
+            choices=["user", "project", "local"],
+            help="claude: user, project or local; codex: user or project",
+        )
+        p.add_argument("--env-file", help="the .env file for env (default ./.env)")
+
+    p = sub.add_parser(
+        "history",
+        help="every write driftdesk made to a config file (time, profile, what changed)",
+        description="List the writes driftdesk made to Claude Code's settings, Codex's config "
+        "or a .env file, numbered for `driftdesk restore --to N`. Without a target: every file "
+        "driftdesk has written.",
+    )
+    p.add_argument("target", nargs="?", choices=["claude", "codex", "env"])
+    file_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_guarded(cmd_history))
+
+    p = sub.add_parser(
+        "restore",
+        help="put a config file back byte for byte as it was before a driftdesk write",
+        description="Put the file back exactly as it was before driftdesk's latest write "
+        "(--to last), before write N of `driftdesk history` (--to N), or before driftdesk first "
+        "touched it (--to original). Shows the diff, then writes like a switch: the current "
+        "file is backed up first and the restore is recorded, so it can be undone in turn.",
+    )
+    p.add_argument("target", choices=["claude", "codex", "env"])
+    file_args(p)
+    p.add_argument("--to", default="last", help="last (default), original, or a write number")
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    p.add_argument("--yes", action="store_true", help="restore without asking")
+    p.set_defaults(func=_guarded(cmd_restore))
 
     p = sub.add_parser("status", help="which profile each target points at, and drift")
     p.add_argument("--json", action="store_true")
@@ -66,6 +113,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a command with the profile's base URL, model and key in its environment",
         usage="driftdesk exec NAME -- CMD [ARGS...]",
         description="Run CMD with the profile's base URL, model and key in its environment. "
+        "`-- claude ...` and `-- codex ...` (recognised by the command's name) are pinned "
+        "instead: Claude Code gets --settings, Codex gets -c overrides, so that process uses "
+        "the profile whatever your settings files say; they fetch the key through "
+        "`driftdesk key NAME` and your files are not touched. "
         "Refused when DRIFTDESK_RUN_CHILD is set (inside a driftdesk run's harness).",
     )
     p.add_argument("name")
@@ -101,6 +152,18 @@ def _register_profile(sub: argparse._SubParsersAction) -> None:
             "cookie are refused; the key goes to the OS keyring)",
         )
         p.add_argument("--notes")
+        p.add_argument(
+            "--auth-header",
+            choices=["x-api-key", "bearer"],
+            help="how the key is sent: x-api-key (Anthropic's API; the anthropic default) or "
+            "bearer (Authorization: Bearer, what many gateways and every openai endpoint take); "
+            "stored on the profile, used by run, exec and doctor alike",
+        )
+        p.add_argument(
+            "--no-key",
+            action="store_true",
+            help="a keyless endpoint (a local vLLM or Ollama): no key is stored, asked for or sent",
+        )
         p.add_argument("--key-stdin", action="store_true", help="read the key from stdin")
 
     p = psub.add_parser("add", help="create a profile (key from stdin or a hidden prompt)")
@@ -122,10 +185,20 @@ def _register_profile(sub: argparse._SubParsersAction) -> None:
     fields(p, required=False)
     p.add_argument("--clear-headers", action="store_true")
     p.add_argument("--prompt-key", action="store_true", help="ask for a new key (hidden)")
+    p.add_argument(
+        "--reapply",
+        action="store_true",
+        help="re-apply the edited profile to every file it is switched into (without asking)",
+    )
     p.set_defaults(func=_guarded(cmd_profile_edit))
 
     p = psub.add_parser("rm", help="remove a profile and its keyring entry")
     p.add_argument("name")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="remove it even though files still point at it (they are named first)",
+    )
     p.set_defaults(func=_guarded(cmd_profile_rm))
 
 
@@ -179,8 +252,11 @@ def _headers(profile_name: str, pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            # Never echo the pair: it may be a secret typed in the wrong place.
-            raise ProfileError(f"--header expects NAME=VALUE, got {name.strip()[:40]!r}...")
+            # Never echo what was given: it may be a key typed in the wrong place.
+            raise ProfileError(
+                f"--header expects NAME=VALUE, got {len(pair)} characters without '=' "
+                "(not shown: it may be a key; keys go to the keyring with --key-stdin)"
+            )
         if is_credential_header(name):
             raise ProfileError("--header: " + credential_header_problem(profile_name, name.strip()))
         out[name.strip()] = value.strip()
@@ -206,7 +282,12 @@ def _read_key(args: argparse.Namespace, name: str, prompt: bool) -> str | None:
 
 def cmd_profile_add(args: argparse.Namespace) -> int:
     from driftdesk.providers.keys import backend, set_key
-    from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore
+    from driftdesk.providers.profiles import (
+        Profile,
+        ProfileError,
+        ProfileStore,
+        default_auth_header,
+    )
 
     store = ProfileStore()
     if store.exists(args.name):
@@ -223,15 +304,22 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
         opus_model=args.opus_model,
         headers=_headers(args.name, args.header),
         notes=args.notes or "",
+        # Stored explicitly, so a later change of default never changes a profile's header.
+        auth_header=args.auth_header or default_auth_header(args.protocol),
+        no_key=args.no_key,
     )
     profile.validate()
-    key = _read_key(args, args.name, prompt=True)
+    if args.no_key and args.key_stdin:
+        raise ProfileError("--no-key and --key-stdin contradict each other: pick one")
+    key = None if args.no_key else _read_key(args, args.name, prompt=True)
     if key is not None:
         backend()  # fail before saving anything if there is no usable keyring
         set_key(profile.name, key)
     store.save(profile)
     print(f"added profile {profile.name} ({profile.protocol}, {profile.model})")
-    if key is None:
+    if profile.no_key:
+        print("keyless profile: no key is stored or sent")
+    elif key is None:
         why = (
             "none entered"
             if sys.stdin.isatty()
@@ -291,6 +379,7 @@ def cmd_profile_list(args: argparse.Namespace) -> int:
     width = max(len(v["name"]) for v in views)
     for v in views:
         key = v["key"] or ("(keyring unavailable)" if v["key_present"] is None else "(no key)")
+        key = "(keyless)" if v.get("no_key") else key
         print(f"{v['name']:<{width}}  {v['protocol']:<9}  {v['model']}  {v['base_url']}  {key}")
     return 0
 
@@ -311,11 +400,21 @@ def cmd_profile_show(args: argparse.Namespace) -> int:
         print(f"{'header':<13} {header}: {value}")  # view() masked credential headers
     if view["notes"]:
         print(f"{'notes':<13} {view['notes']}")
-    if view["key_present"] is None:
+    print(f"{'auth header':<13} {profile_auth_label(view)}")
+    if view.get("no_key"):
+        print(f"{'key':<13} (keyless profile: none sent)")
+    elif view["key_present"] is None:
         print(f"{'key':<13} (keyring unavailable: {view['keyring_error']})")
     else:
         print(f"{'key':<13} {view['key'] or '(none in the keyring)'}")
     return 0
+
+
+def profile_auth_label(view: dict[str, Any]) -> str:
+    from driftdesk.providers.profiles import default_auth_header
+
+    header = view.get("auth_header") or default_auth_header(view["protocol"])
+    return "x-api-key" if header == "x-api-key" else "Authorization: Bearer"
 
 
 def cmd_profile_edit(args: argparse.Namespace) -> int:
@@ -333,6 +432,7 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
         "sonnet_model",
         "opus_model",
         "notes",
+        "auth_header",
     ):
         value = getattr(args, attr)
         if value is not None:
@@ -345,7 +445,13 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
     if args.header:
         profile.headers.update(_headers(args.name, args.header))
         changed.append("headers")
+    if args.no_key and not profile.no_key:
+        profile.no_key = True
+        changed.append("no_key")
     key = _read_key(args, args.name, prompt=args.prompt_key)
+    if key is not None and profile.no_key:
+        profile.no_key = False  # a key given: the profile is no longer keyless
+        changed.append("no_key")
     if changed:
         store.save(profile)
     if key is not None:
@@ -355,15 +461,61 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
         print(f"nothing to change for {profile.name} (see driftdesk profile edit --help)")
         return 0
     print(f"updated {profile.name}: {', '.join(changed)}")
+    _offer_reapply(profile, args.reapply)
     return 0
+
+
+def _offer_reapply(profile: Profile, reapply: bool) -> None:
+    """Files the profile is switched into keep its old settings until switched again: name
+    them, and re-apply (asked on a terminal, or with --reapply)."""
+    from driftdesk.providers.status import stale_switches
+    from driftdesk.providers.targets import apply_switch
+
+    for plan in stale_switches(profile):
+        where = f"{plan.target} ({plan.scope}) {plan.path}"
+        if not reapply and sys.stdin.isatty():
+            sys.stdout.write(plan.diff)
+            answer = input(
+                f"{where} still has the old settings of {profile.name}; re-apply? [y/N] "
+            )
+            reapply_this = answer.strip().lower() in ("y", "yes")
+        else:
+            reapply_this = reapply
+        if reapply_this:
+            apply_switch(plan)
+            print(f"re-applied {profile.name} to {where}")
+        else:
+            args = f" --env-file {plan.path}" if plan.target == "env" else f" --scope {plan.scope}"
+            print(
+                f"note: {where} is stale (old settings of {profile.name}): re-apply with "
+                f"driftdesk switch {profile.name} --target {plan.target}{args}"
+            )
 
 
 def cmd_profile_rm(args: argparse.Namespace) -> int:
     from driftdesk.providers.keys import KeyringUnavailable, delete_key
     from driftdesk.providers.profiles import ProfileStore
+    from driftdesk.providers.status import collect_status
 
     store = ProfileStore()
     store.get(args.name)  # a clear "no profile named" before touching the keyring
+    in_use = [row for row in collect_status() if row.profile == args.name]
+    if in_use and not args.yes:
+        for row in in_use:
+            print(f"{row.target} ({row.scope}) {row.path} points at {args.name}")
+        question = (
+            f"those files would be left asking `driftdesk key {args.name}` for a key that is "
+            "gone (switch them to another profile, or restore them, first)"
+        )
+        if not sys.stdin.isatty():
+            _err(f"driftdesk: error: {question}; remove anyway with --yes")
+            return 1
+        if input(f"{question}. Remove {args.name} anyway? [y/N] ").strip().lower() not in (
+            "y",
+            "yes",
+        ):
+            print(f"kept profile {args.name}")
+            return 1
     try:
         had_key = delete_key(args.name)
     except KeyringUnavailable as exc:
@@ -372,8 +524,6 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
         ) from exc
     store.remove(args.name)
     print(f"removed profile {args.name}" + (" and its keyring entry" if had_key else ""))
-    from driftdesk.providers.status import collect_status
-
     for row in collect_status():
         if row.profile == args.name:
             print(
@@ -389,36 +539,124 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
 def cmd_switch(args: argparse.Namespace) -> int:
     from driftdesk.providers.profiles import ProfileStore
     from driftdesk.providers.targets import (
-        SwitchError,
         apply_switch,
         plan_switch,
+        stale_keys_message,
         unsaved_keys_message,
     )
 
-    if args.target == "env" and args.scope != "user":
-        raise SwitchError("--scope applies to claude and codex; use --env-file for env")
-    if args.target == "codex" and args.scope == "local":
-        raise SwitchError("codex has user and project scopes only")
+    _check_scope(args.target, args.scope)
+    from driftdesk.providers import state
+    from driftdesk.providers.filelock import locked
+    from driftdesk.providers.targets import target_path
+
     profile = ProfileStore().get(args.name)
-    plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
-    if plan.diff:
-        sys.stdout.write(plan.diff)
-    for note in plan.notes:
-        print(f"note: {note}")
-    if plan.unsaved_keys:
-        _err(f"driftdesk: warning: {unsaved_keys_message(plan)}")
-    if args.dry_run:
-        print(f"dry run: {plan.path} not written")
-        return 0
-    if plan.unsaved_keys and not args.yes:
-        _err(f"driftdesk: error: {plan.path} not written (the key would be lost)")
-        return 1
-    apply_switch(plan, discard_unsaved_keys=args.yes)
+    path = target_path(args.target, args.scope, args.env_file)
+    # Plan and write under the file's lock: a concurrent switch waits instead of being refused.
+    with locked(state.backup_folder(path).name):
+        plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
+        if plan.stale_keys and args.move_key and not args.dry_run:
+            from driftdesk.providers.envkeys import move_env_keys
+
+            for done in move_env_keys(plan.path, profile):
+                print(f"note: {done}")
+            plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
+        if plan.diff:
+            sys.stdout.write(plan.diff)
+        for note in plan.notes:
+            print(f"note: {note}")
+        if plan.unsaved_keys:
+            _err(f"driftdesk: warning: {unsaved_keys_message(plan)}")
+        if plan.stale_keys:
+            _err(f"driftdesk: warning: {stale_keys_message(plan)}")
+        if args.dry_run:
+            print(f"dry run: {plan.path} not written")
+            return 0
+        apply_switch(plan, force=args.force)
     if plan.changed:
         print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
     else:
         print(f"{plan.target} already points at {profile.name}: {plan.path} unchanged")
     return 0
+
+
+def _check_scope(target: str | None, scope: str) -> None:
+    from driftdesk.providers.errors import SwitchError
+
+    if target == "env" and scope != "user":
+        raise SwitchError("--scope applies to claude and codex; use --env-file for env")
+    if target == "codex" and scope == "local":
+        raise SwitchError("codex has user and project scopes only")
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from driftdesk.providers.restore import all_histories, file_history
+    from driftdesk.providers.targets import target_path
+
+    _check_scope(args.target, args.scope)
+    if args.target:
+        histories = [file_history(target_path(args.target, args.scope, args.env_file), args.target)]
+    else:
+        histories = all_histories()
+    if args.json:
+        print(json.dumps([h.to_dict() for h in histories], indent=2, ensure_ascii=False))
+        return 0
+    if not histories:
+        print("driftdesk has not written any config file yet")
+    for history in histories:
+        print(f"{history.target}  {history.path}")
+        if not history.writes:
+            kept = "a copy of the original is kept" if history.has_original else "no backup"
+            print(f"  no writes recorded ({kept})")
+        for entry in history.writes:
+            who = entry.get("profile") or "-"
+            print(
+                f"  {entry['n']:>3}  {entry.get('at', '?')}  {entry.get('action', 'switch'):<7}  "
+                f"{who:<16}  {entry.get('summary', '')}"
+            )
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from driftdesk.providers import state
+    from driftdesk.providers.filelock import locked
+    from driftdesk.providers.restore import apply_restore, plan_restore
+    from driftdesk.providers.targets import target_path
+
+    _check_scope(args.target, args.scope)
+    path = target_path(args.target, args.scope, args.env_file)
+    with locked(state.backup_folder(path).name):
+        plan = plan_restore(args.target, args.scope, args.env_file, to=args.to)
+        if plan.diff:
+            sys.stdout.write(plan.diff)
+        for note in plan.notes:
+            print(f"note: {note}")
+        if not plan.changed:
+            print(f"{plan.path} already is as it was {plan.label}: nothing to restore")
+            return 0
+        if args.dry_run:
+            print(f"dry run: {plan.path} not written (would restore {plan.label})")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                _err(f"driftdesk: error: restore {plan.label} of {plan.path}: add --yes to go on")
+                return 1
+            answer = input(f"Restore {plan.path} to {plan.label}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("not restored")
+                return 1
+        apply_restore(plan)
+    print(
+        f"restored {plan.path} to {plan.label} (undo: driftdesk restore {args.target}"
+        f"{_file_flags(args)})"
+    )
+    return 0
+
+
+def _file_flags(args: argparse.Namespace) -> str:
+    if args.target == "env":
+        return f" --env-file {args.env_file}" if args.env_file else ""
+    return "" if args.scope == "user" else f" --scope {args.scope}"
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -431,6 +669,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in rows:
         active = row.profile or "-"
         drift = "  DRIFTED since driftdesk wrote it" if row.drifted else ""
+        if row.drifted and row.drifted_keys:
+            drift += f": {row.drifted_keys}"
         print(f"{row.target:<6} {row.scope:<7} {active:<20} {row.path}{drift}")
         if row.detail:
             print(f"{'':<15}{row.detail}")

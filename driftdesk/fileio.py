@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,17 @@ from typing import Any
 NEW_FILE_MODE = 0o600
 
 
-def atomic_write_bytes(path: Path | str, data: bytes, mode: int | None = None) -> None:
+def atomic_write_bytes(
+    path: Path | str,
+    data: bytes,
+    mode: int | None = None,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
     """Replace ``path`` with ``data`` atomically.
 
     The mode is, in order: ``mode`` if given, the existing file's mode, else 0600.
+    ``before_replace`` runs once the new bytes are on disk, just before the rename; raising
+    there leaves ``path`` as it was (a last check that nobody changed it meanwhile).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -41,6 +48,8 @@ def atomic_write_bytes(path: Path | str, data: bytes, mode: int | None = None) -
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp_name, mode)
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp_name, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

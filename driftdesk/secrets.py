@@ -31,3 +31,13 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     for pattern in _KEY_PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + "…redacted", text)
     return text
+
+
+def key_like_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``redact`` would scrub ``text``: (start, end) of each key-like value, without the
+    prefix it keeps ("Bearer ", "x-api-key: ", "sk-abcd")."""
+    spans = []
+    for pattern in _KEY_PATTERNS:
+        for match in pattern.finditer(text):
+            spans.append((match.end(1), match.end()))
+    return spans

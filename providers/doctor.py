@@ -68,14 +68,28 @@ def run_doctor(
         )
     checks.extend(check_shell_env())
     checks.extend(check_codex_config())
+    checks.extend(check_codex_project_config())
+    checks.extend(check_env_keys())
     checks.extend(check_claude_settings())
     checks.extend(check_drift())
     for profile in profiles:
         checks.extend(check_base_url(profile))
-        key = _check_key(profile, checks) if keyring_ok else None
-        if probe and key:
+        if profile.no_key:
+            checks.append(Check(f"{profile.name}: key", "ok", "keyless profile: no key is sent"))
+            key = None
+        else:
+            key = _check_key(profile, checks) if keyring_ok else None
+        if probe and (key or profile.no_key):
             result = probe_endpoint_sync(profile, key, timeout)
             checks.append(probe_check(profile, result))
+            client, call = target_probe_label(profile)
+            checks.append(
+                probe_check(
+                    profile,
+                    asyncio.run(probe_target(profile, key, timeout)),
+                    name=f"{profile.name}: {client} probe ({call})",
+                )
+            )
             del key
     return checks
 
@@ -237,8 +251,9 @@ def check_claude_settings() -> list[Check]:
             settings = json.loads(path.read_text(encoding="utf-8").lstrip("\ufeff"))
         except FileNotFoundError:
             continue
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            out.append(Check("claude settings", "error", f"{path} does not parse: {exc}", ""))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            out.append(Check("claude settings", "error", f"{path} does not parse: {why}", ""))
             continue
         env = settings.get("env") if isinstance(settings, dict) else None
         if isinstance(env, dict):
@@ -252,6 +267,59 @@ def check_claude_settings() -> list[Check]:
                         f"driftdesk import claude {path} --name NAME --move-key",
                     )
                 )
+    return out
+
+
+def check_codex_project_config() -> list[Check]:
+    """A project's .codex/config.toml that names a provider: Codex ignores it (since 0.130)."""
+    from driftdesk.providers.targets import CODEX_PROJECT_IGNORED
+
+    path = locations.codex_config_path("project")
+    try:
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+    ignored = [key for key in CODEX_PROJECT_IGNORED if key in config]
+    if not ignored:
+        return []
+    return [
+        Check(
+            "codex project config",
+            "warn",
+            f"{path} sets {', '.join(ignored)}, which Codex ignores in a project config "
+            "(it uses the user config's provider)",
+            "pin per launch: driftdesk exec NAME -- codex; or driftdesk switch NAME --target "
+            "codex (user scope); an older driftdesk write there: driftdesk restore codex "
+            "--scope project --to original",
+        )
+    ]
+
+
+def check_env_keys() -> list[Check]:
+    """A .env file driftdesk switched that still holds a provider key: tools loading it send
+    that key to the endpoint the file now names."""
+    from driftdesk.providers.targets import env_key_lines
+
+    out = []
+    for row in status.collect_status():
+        if row.target != "env" or not row.written_profile:
+            continue
+        try:
+            text = row.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        names = [name for name, _ in env_key_lines(text)]
+        if names:
+            out.append(
+                Check(
+                    f"env file {row.path}",
+                    "warn",
+                    f"holds {', '.join(names)} although driftdesk pointed it at profile "
+                    f"{row.written_profile}: tools loading it send that key to the new endpoint",
+                    f"driftdesk switch {row.written_profile} --target env --env-file {row.path} "
+                    "--move-key",
+                )
+            )
     return out
 
 
@@ -281,18 +349,22 @@ def probe_urls(profile: Profile) -> tuple[str, str]:
     return base + "/models", base + "/chat/completions"
 
 
-def _auth_headers(profile: Profile, key: str) -> dict[str, str]:
+def _auth_headers(profile: Profile, key: str | None) -> dict[str, str]:
+    """The profile's extra headers and its key in the header it names (none when keyless)."""
     headers = dict(profile.headers)
     if profile.protocol == "anthropic":
-        headers.update(
-            {"x-api-key": key, "authorization": f"Bearer {key}", "anthropic-version": "2023-06-01"}
-        )
-    else:
-        headers["authorization"] = f"Bearer {key}"
+        headers["anthropic-version"] = "2023-06-01"
+    if key is not None:
+        headers.update(auth_header_for(profile, key))
     return headers
 
 
-async def probe_endpoint(profile: Profile, key: str, timeout: float = 10.0) -> ProbeResult:
+def auth_header_for(profile: Profile, key: str) -> dict[str, str]:
+    """``{"x-api-key": key}`` or ``{"authorization": "Bearer key"}``, as the profile says."""
+    return {"x-api-key": key} if profile.auth == "x-api-key" else {"authorization": f"Bearer {key}"}
+
+
+async def probe_endpoint(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:
     """List models (falling back to a one-token request) and time it."""
     import aiohttp
 
@@ -327,20 +399,33 @@ async def probe_endpoint(profile: Profile, key: str, timeout: float = 10.0) -> P
                     "messages": [{"role": "user", "content": "ping"}],
                 }
                 started = time.perf_counter()
-                async with session.post(
-                    request_url, headers=headers, json=payload, allow_redirects=False
-                ) as response:
-                    status_code = response.status
-                    location = response.headers.get("Location")
-                    await response.read()
-                if 300 <= status_code < 400:
-                    return _redirected(request_url, status_code, started, location)
+                return await _post_probe(session, request_url, headers, payload)
             return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
-    except TimeoutError:
-        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, "timeout")
-    except aiohttp.ClientError as exc:
-        message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
-        return ProbeResult(url, None, (time.perf_counter() - started) * 1000, None, message)
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        return _probe_failure(url, started, exc, key)
+
+
+async def _post_probe(
+    session: Any, url: str, headers: dict[str, str], payload: dict[str, Any]
+) -> ProbeResult:
+    """One POST, never following a redirect (the key would go wherever it points)."""
+    started = time.perf_counter()
+    async with session.post(url, headers=headers, json=payload, allow_redirects=False) as response:
+        status_code = response.status
+        location = response.headers.get("Location")
+        await response.read()
+    if 300 <= status_code < 400:
+        return _redirected(url, status_code, started, location)
+    return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
+
+
+def _probe_failure(url: str, started: float, exc: BaseException, key: str | None) -> ProbeResult:
+    """No HTTP answer: a timeout, or a connection error (its text scrubbed of the key)."""
+    elapsed = (time.perf_counter() - started) * 1000
+    if isinstance(exc, TimeoutError):
+        return ProbeResult(url, None, elapsed, None, "timeout")
+    message = redact(f"connection: {type(exc).__name__}: {exc}", [key])
+    return ProbeResult(url, None, elapsed, None, message)
 
 
 def _redirected(url: str, status_code: int, started: float, location: str | None) -> ProbeResult:
@@ -362,7 +447,39 @@ def redirect_base_url(profile: Profile, result: ProbeResult) -> str | None:
     return None
 
 
-def probe_endpoint_sync(profile: Profile, key: str, timeout: float = 10.0) -> ProbeResult:
+def target_probe_label(profile: Profile) -> tuple[str, str]:
+    """(the client a profile's target is, the call it makes) — what ``probe_target`` sends."""
+    if profile.protocol == "anthropic":
+        return "Claude Code", "POST /v1/messages"
+    return "Codex", "POST /responses"
+
+
+async def probe_target(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:
+    """One minimal request to the API the profile's target client uses: Claude Code's
+    Messages API (``/v1/messages``), Codex's Responses API (``/responses``). A models list can
+    answer while the endpoint the client needs does not."""
+    import aiohttp
+
+    base = profile.base_url.rstrip("/")
+    if profile.protocol == "anthropic":
+        url = base + "/v1/messages"
+        payload: dict[str, Any] = {
+            "model": profile.model,
+            "max_tokens": 1,
+            "messages": [{"role": "user", "content": "ping"}],
+        }
+    else:
+        url = base + "/responses"
+        payload = {"model": profile.model, "input": "ping", "max_output_tokens": 16}
+    started = time.perf_counter()
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+            return await _post_probe(session, url, _auth_headers(profile, key), payload)
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        return _probe_failure(url, started, exc, key)
+
+
+def probe_endpoint_sync(profile: Profile, key: str | None, timeout: float = 10.0) -> ProbeResult:
     return asyncio.run(probe_endpoint(profile, key, timeout))
 
 
@@ -398,8 +515,8 @@ _ADVICE = {
 }
 
 
-def probe_check(profile: Profile, result: ProbeResult) -> Check:
-    name = f"{profile.name}: live probe"
+def probe_check(profile: Profile, result: ProbeResult, name: str = "") -> Check:
+    name = name or f"{profile.name}: live probe"
     where = f"{result.url} in {result.latency_ms:.0f} ms"
     if result.status is None:
         if result.error == "timeout":

@@ -49,6 +49,11 @@ class UnsavedKeys(SwitchError):
     keys masked); nothing was written. Apply with ``discard_unsaved_keys=True`` to go on."""
 
 
+class RestoreError(SwitchError):
+    """A restore that cannot be done as asked (no such write, a copy that cannot be made exact
+    again); nothing was written."""
+
+
 class ImportProblem(ValueError):
     """The source cannot be imported as given (missing, unparseable, no model...)."""
 

@@ -12,23 +12,30 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from driftdesk.providers.keys import get_key
-from driftdesk.providers.profiles import Profile
+from driftdesk.providers.keys import get_key, refuse_in_run_child
+from driftdesk.providers.profiles import KEY_VARIABLES, Profile
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
-# Variables that would shadow what the profile sets (Claude Code prefers ANTHROPIC_API_KEY).
-SHADOWING = {"anthropic": ("ANTHROPIC_API_KEY",), "openai": ()}
+# What a keyless profile hands an OpenAI-style tool: the openai SDK refuses to start without
+# some key, and a keyless endpoint ignores it.
+NO_KEY_PLACEHOLDER = "no-key"
 
 
 def profile_env(
-    profile: Profile, key: str, base: Mapping[str, str] | None = None
+    profile: Profile, key: str | None, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
+    """The environment that points a tool at ``profile``: base URL, model, and the key in the
+    variable that makes the SDK send the profile's header (``key`` None: a keyless profile)."""
     env = dict(os.environ if base is None else base)
-    for name in SHADOWING.get(profile.protocol, ()):
+    variables = KEY_VARIABLES.get(profile.protocol, {})
+    for name in variables.values():
         env.pop(name, None)
+    if key is not None:
+        env[variables[profile.auth]] = key
+    elif profile.protocol == "openai":
+        env["OPENAI_API_KEY"] = NO_KEY_PLACEHOLDER
     if profile.protocol == "anthropic":
-        env["ANTHROPIC_AUTH_TOKEN"] = key
         env["ANTHROPIC_BASE_URL"] = profile.base_url
         env["ANTHROPIC_MODEL"] = profile.model
         for size in ("haiku", "sonnet", "opus"):
@@ -36,7 +43,6 @@ def profile_env(
             if model:
                 env[f"ANTHROPIC_DEFAULT_{size.upper()}_MODEL"] = model
     else:
-        env["OPENAI_API_KEY"] = key
         env["OPENAI_BASE_URL"] = profile.base_url
         env["OPENAI_MODEL"] = profile.model
     return env
@@ -53,8 +59,19 @@ def _terminal_foreground() -> bool:
 
 
 def run_with_profile(profile: Profile, argv: Sequence[str]) -> int:
-    """Run ``argv`` with the profile's variables; return its exit code (128+N if killed by N)."""
-    env = profile_env(profile, get_key(profile.name))
+    """Run ``argv`` with the profile's variables; return its exit code (128+N if killed by N).
+
+    Claude Code and Codex (recognised by the command's name) are pinned instead: started on the
+    profile through their own flags, the key fetched by them through ``driftdesk key``."""
+    from driftdesk.providers import pinning
+
+    if pinning.pinned_client(argv):
+        refuse_in_run_child()
+        if not profile.no_key:
+            get_key(profile.name)  # a missing key is reported now, not by the client's helper
+        argv, env = pinning.pin(profile, argv)
+    else:
+        env = profile_env(profile, None if profile.no_key else get_key(profile.name))
     try:
         child = subprocess.Popen(list(argv), env=env)
     except FileNotFoundError:

@@ -21,6 +21,20 @@ from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore, is
 from driftdesk.secrets import mask_key, redact
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
+# Codex provider settings a profile cannot express: importing without them would change what
+# is sent (Azure's api-version query parameter, headers read from the environment).
+CODEX_UNEXPRESSIBLE = ("query_params", "env_http_headers")
+# What an import reads from a Codex provider table (the rest is named in a note).
+CODEX_IMPORTED = {
+    "name",
+    "base_url",
+    "http_headers",
+    "env_key",
+    "env_key_instructions",
+    "experimental_bearer_token",
+    "wire_api",
+    "auth",
+}
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 SOURCES = ("claude", "codex", "env")
 
@@ -33,6 +47,7 @@ class ImportCandidate:
     key: str | None = None
     key_where: str | None = None  # e.g. "env.ANTHROPIC_AUTH_TOKEN"; never the key itself
     key_in_file: bool = False  # False when the key came from elsewhere (auth.json, the shell)
+    key_file: Path | None = None  # Codex's auth.json, when the key came from there
     notes: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:  # never print the key
@@ -81,7 +96,7 @@ def inspect_source(source: str, path: str | Path | None, scope: str = "user") ->
 def _inspect_claude(path: Path, text: str) -> ImportCandidate:
     try:
         settings = json.loads(text.lstrip("\ufeff"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise ImportProblem(f"{path} does not parse as JSON: {exc}") from exc
     env = settings.get("env") if isinstance(settings, dict) else None
     env = env if isinstance(env, dict) else {}
@@ -132,6 +147,16 @@ def _inspect_codex(path: Path, text: str) -> ImportCandidate:
     if table is None and provider_id != "openai":
         raise ImportProblem(f"{path}: model_provider {provider_id!r} has no table")
     table = table if isinstance(table, dict) else {}
+    blocking = {k: table[k] for k in CODEX_UNEXPRESSIBLE if table.get(k)}
+    if blocking:
+        # A profile cannot carry these yet; dropping them would send requests without them.
+        raise ImportProblem(
+            f"{path}: [model_providers.{provider_id}] sets {', '.join(blocking)} "
+            f"({', '.join(str(k) for v in blocking.values() if isinstance(v, dict) for k in v)}), "
+            "which a driftdesk profile cannot carry yet: not imported (nothing was stored). "
+            "Keep using that provider from your config.toml, or make a profile by hand with "
+            "driftdesk profile add if the endpoint works without them"
+        )
     fields = {
         "protocol": "openai",
         "base_url": str(table.get("base_url") or OPENAI_DEFAULT_URL),
@@ -139,6 +164,17 @@ def _inspect_codex(path: Path, text: str) -> ImportCandidate:
         "headers": {str(k): str(v) for k, v in dict(table.get("http_headers", {})).items()},
     }
     candidate = ImportCandidate("codex", path, fields)
+    left_out = sorted(set(table) - CODEX_IMPORTED)
+    if left_out:
+        candidate.notes.append(
+            f"not imported from [model_providers.{provider_id}]: {', '.join(left_out)} (a "
+            "profile has no such setting; a switch writes its own table and keeps yours)"
+        )
+    if table.get("env_key") and not os.environ.get(str(table["env_key"])):
+        candidate.notes.append(
+            f"env_key names ${table['env_key']}, which is not set in this shell: no key was "
+            "imported; store one with driftdesk profile edit NAME --key-stdin"
+        )
     token = table.get("experimental_bearer_token")
     if isinstance(token, str) and token.strip():
         candidate.key = token.strip()
@@ -156,7 +192,7 @@ def _inspect_codex(path: Path, text: str) -> ImportCandidate:
         if isinstance(stored, str) and stored.strip():
             candidate.key = stored.strip()
             candidate.key_where = f"{auth} (OPENAI_API_KEY)"
-            candidate.notes.append(f"{auth} is Codex's own login file; driftdesk leaves it as is")
+            candidate.key_file = auth
     return candidate
 
 
@@ -235,6 +271,14 @@ def import_profile(
             "rerun with --move-key to take it out (after a backup)"
         )
     diff = ""
+    if found.key and found.key_file is not None:
+        if move_key:
+            notes.extend(_move_out_of_auth_json(found, profile))
+        else:
+            notes.append(
+                f"the key is still in {found.key_file}, Codex's login file; rerun with "
+                "--move-key to take it out (after a backup; Codex then gets it from driftdesk)"
+            )
     if plan is not None:
         targets.apply_switch(plan)
         diff = plan.diff
@@ -248,6 +292,29 @@ def import_profile(
         diff=diff,
         notes=notes,
     )
+
+
+def _move_out_of_auth_json(found: ImportCandidate, profile: Profile) -> list[str]:
+    """Point Codex at the new profile (its key through ``driftdesk key``), then blank
+    OPENAI_API_KEY in auth.json (the rest of Codex's login file stays). Both backed up."""
+    from driftdesk.providers import jsonsplice
+
+    auth = found.key_file
+    assert auth is not None
+    config_old = targets.read_text(found.path)
+    config_new = targets.edit_codex_config(config_old, profile, found.path)
+    text = targets.read_text(auth) or ""
+    try:
+        _, top = jsonsplice.parse_document(text)
+    except jsonsplice.JsonEditError as exc:
+        raise ImportProblem(f"{auth} does not parse ({exc}); left untouched") from exc
+    blanked = jsonsplice.set_member(text, top, "OPENAI_API_KEY", "null")
+    targets.apply_edit(found.path, "codex", config_old, config_new, profile.name, "import")
+    targets.apply_edit(auth, "claude", text, blanked, profile.name, "move-key")
+    return [
+        f"switched {found.path} to profile {profile.name} (its key comes from driftdesk key)",
+        f"moved the key out of {auth} (OPENAI_API_KEY is now null; backed up first)",
+    ]
 
 
 def _default_name(store: ProfileStore, source: str, base_url: str) -> str:

@@ -69,6 +69,8 @@ def scan_object(text: str, start: int) -> ObjectSpan:
             _, value_end = _DECODER.raw_decode(text, value_start)
         except json.JSONDecodeError as exc:
             raise JsonEditError(str(exc)) from exc
+        except RecursionError:
+            raise JsonEditError(NESTED_TOO_DEEP) from None
         members.append(Member(key, pos, value_start, value_end))
         pos = _skip_ws(text, value_end)
         char = text[pos : pos + 1]
@@ -79,12 +81,17 @@ def scan_object(text: str, start: int) -> ObjectSpan:
         pos = _skip_ws(text, pos + 1)
 
 
+NESTED_TOO_DEEP = "nested too deeply for driftdesk to edit safely (thousands of levels)"
+
+
 def parse_document(text: str) -> tuple[dict[str, Any], ObjectSpan]:
     """Validate ``text`` as a JSON object; return its value and the top-level span."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise JsonEditError(f"not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise JsonEditError(NESTED_TOO_DEEP) from None
     if not isinstance(value, dict):
         raise JsonEditError(f"the top level is a {type(value).__name__}, expected an object")
     return value, scan_object(text, _skip_ws(text, 0))

@@ -24,7 +24,23 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 # Extra headers are stored in plain text (config file, Claude's ANTHROPIC_CUSTOM_HEADERS, Codex's
 # http_headers): none may carry a credential.
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key"})
-_CREDENTIAL_WORDS = ("token", "secret", "key", "cookie")
+_CREDENTIAL_WORDS = ("token", "secret", "key", "cookie", "auth", "pass", "credential", "session")
+# How the key travels: Anthropic's API takes ``x-api-key``, many gateways in front of it take a
+# bearer token instead; OpenAI-style clients (the openai SDK, Codex) only send a bearer token.
+AUTH_HEADERS: tuple[str, ...] = ("x-api-key", "bearer")
+
+
+# The key variables of each protocol, by header: the Anthropic SDKs and Claude Code send
+# ANTHROPIC_API_KEY as x-api-key and ANTHROPIC_AUTH_TOKEN as a bearer token. A stale one from
+# the shell must not reach a profile's endpoint.
+KEY_VARIABLES: dict[str, dict[str, str]] = {
+    "anthropic": {"x-api-key": "ANTHROPIC_API_KEY", "bearer": "ANTHROPIC_AUTH_TOKEN"},
+    "openai": {"bearer": "OPENAI_API_KEY"},
+}
+
+
+def default_auth_header(protocol: str) -> str:
+    return "x-api-key" if protocol == "anthropic" else "bearer"
 
 
 def is_credential_header(name: str) -> bool:
@@ -52,6 +68,15 @@ class Profile:
     opus_model: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     notes: str = ""
+    # "x-api-key" or "bearer"; None (profiles saved before the choice existed): the protocol's
+    # default, see ``auth``.
+    auth_header: str | None = None
+    no_key: bool = False  # a keyless endpoint (local vLLM / Ollama): no key is sent or asked for
+
+    @property
+    def auth(self) -> str:
+        """The header the key travels in: "x-api-key" or "bearer"."""
+        return self.auth_header or default_auth_header(self.protocol)
 
     def validate(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -67,6 +92,15 @@ class Profile:
             raise ProfileError(f"invalid base URL {self.base_url!r}: expected http(s)://host/...")
         if not self.model:
             raise ProfileError("a profile needs a model")
+        if self.auth_header is not None and self.auth_header not in AUTH_HEADERS:
+            raise ProfileError(
+                f"invalid auth header {self.auth_header!r}: expected one of {', '.join(AUTH_HEADERS)}"
+            )
+        if self.protocol == "openai" and self.auth == "x-api-key":
+            raise ProfileError(
+                "openai profiles send the key as a bearer token (the openai SDK and Codex know no "
+                "other way): use --auth-header bearer"
+            )
         for header in self.headers:
             if is_credential_header(header):
                 raise ProfileError(
@@ -92,6 +126,8 @@ def _from_table(name: str, table: dict[str, Any]) -> Profile:
         opus_model=table.get("opus_model"),
         headers={str(k): str(v) for k, v in dict(table.get("headers", {})).items()},
         notes=str(table.get("notes", "")),
+        auth_header=str(table["auth_header"]) if table.get("auth_header") else None,
+        no_key=bool(table.get("no_key", False)),
     )
 
 
@@ -154,6 +190,8 @@ class ProfileStore:
         for key in _OPTIONAL_FIELDS:
             values[key] = getattr(profile, key)
         values["notes"] = profile.notes or None
+        values["auth_header"] = profile.auth_header
+        values["no_key"] = True if profile.no_key else None
         for key, value in values.items():
             if value is None:
                 table.pop(key, None)

@@ -8,9 +8,15 @@ keeps the last few versions we replaced.
 A backup is a copy of a *user's* file, which may hold keys the user typed there (an
 ``ANTHROPIC_API_KEY`` in settings.json, an ``OPENAI_API_KEY`` line in .env, a Codex
 ``experimental_bearer_token``). Keys live in the OS keyring only, so every copy is written with
-those values masked (``sk-…7f3a``, see ``providers.masking``), and ``<copy>.masked.json`` beside
-it records which entries were masked. A backup therefore restores everything but the keys.
-Copies taken by older versions (no ``.masked.json``) are masked the next time we back up the file.
+those values masked (``sk-…7f3a``) and the masked values go to the OS keyring, one entry each
+(``providers.backupvault``): a copy restores byte for byte, and no file holds the key.
+
+``backups/<slug>/writes.json`` is the file's write history: one entry per write driftdesk made
+(switch, import, restore) with its time, profile, a one-line summary of the keys that changed,
+and which copy holds the file as it was just before (``original``, ``history/<stamp>.bak``, or
+none when the file did not exist). ``history``/``restore`` read it (``providers.restore``).
+Copies taken by older versions with no ``.masked.json`` are verbatim: they are masked (exactly)
+the next time we back up the file.
 """
 
 from __future__ import annotations
@@ -78,20 +84,100 @@ def record_for(path: Path) -> WriteRecord | None:
     return records().get(str(path.resolve()))
 
 
-def record_write(path: Path, target: str, profile: str | None, data: bytes) -> WriteRecord:
-    state = _load()
+def record_write(
+    path: Path,
+    target: str,
+    profile: str | None,
+    data: bytes | None,
+    before: str | None = None,
+    before_sha256: str | None = None,
+    action: str = "switch",
+    summary: str = "",
+) -> WriteRecord:
+    """Record that driftdesk wrote ``data`` to ``path`` (None: removed it), in ``state.json`` and
+    in the file's write history (``before``: the copy holding what it replaced)."""
+    from driftdesk.providers.filelock import locked
+
     key = str(path.resolve())
     record = WriteRecord(
         path=key,
         target=target,
         profile=profile,
-        sha256=sha256_bytes(data),
+        sha256=sha256_bytes(data) if data is not None else "",
         written_at=_now(),
         backup=str(backup_folder(path)),
     )
-    state["files"][key] = asdict(record)
-    atomic_write_json(state_file(), state)
+    with locked("state.json"):
+        state = _load()
+        state["files"][key] = asdict(record)
+        atomic_write_json(state_file(), state)
+    if before is not None or action != "switch" or before_sha256 is not None:
+        append_write(
+            path,
+            {
+                "at": record.written_at,
+                "action": action,
+                "target": target,
+                "profile": profile,
+                "summary": summary,
+                "before": before,
+                "before_sha256": before_sha256,
+                "after_sha256": record.sha256 or None,
+            },
+        )
     return record
+
+
+WRITES_FILE = "writes.json"
+WRITTEN_COPY = "written"  # what driftdesk last wrote (masked, exact): drift is diffed against it
+
+
+def keep_written(path: Path, data: bytes, kind: str) -> None:
+    """Keep what driftdesk just wrote, so ``status`` can say which keys drifted since. Best
+    effort: without a keyring for its secrets the drift is still seen (by sha256), unnamed."""
+    from driftdesk.providers import backupvault
+    from driftdesk.providers.errors import KeyringUnavailable
+
+    copy = backup_folder(path) / WRITTEN_COPY
+    backupvault.forget_copy(copy)
+    with contextlib.suppress(KeyringUnavailable):
+        backupvault.write_copy(copy, data, kind, _entry_prefix(copy))
+
+
+def written_bytes(path: Path) -> bytes | None:
+    """What driftdesk last wrote to ``path``, if it kept it."""
+    from driftdesk.providers import backupvault
+    from driftdesk.providers.errors import KeyringUnavailable, RestoreError
+
+    copy = backup_folder(path) / WRITTEN_COPY
+    if not copy.is_file():
+        return None
+    try:
+        return backupvault.read_copy(copy)
+    except (RestoreError, KeyringUnavailable):
+        return None
+
+
+def writes(path: Path) -> list[dict[str, Any]]:
+    """The write history of ``path``, oldest first, each with its number ``n`` (from 1)."""
+    try:
+        data = json.loads((backup_folder(path) / WRITES_FILE).read_text(encoding="utf-8"))
+        entries = data["writes"] if isinstance(data, dict) else []
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, KeyError):
+        entries = []
+    return [
+        dict(entry, n=index + 1) for index, entry in enumerate(entries) if isinstance(entry, dict)
+    ]
+
+
+def append_write(path: Path, entry: dict[str, Any]) -> None:
+    from driftdesk.providers.filelock import locked
+
+    folder = backup_folder(path)
+    with locked(folder.name):
+        entries = [{k: v for k, v in e.items() if k != "n"} for e in writes(path)]
+        entries.append(entry)
+        atomic_write_json(folder / WRITES_FILE, {"path": str(path.resolve()), "writes": entries})
 
 
 def backup_folder(path: Path) -> Path:
@@ -101,36 +187,44 @@ def backup_folder(path: Path) -> Path:
     return backups_dir() / f"{slug}-{digest}"
 
 
-def back_up(path: Path, current: bytes | None, kind: str | None = None) -> Path:
+ABSENT = "absent"  # in the write history: the file did not exist before that write
+
+
+def back_up(path: Path, current: bytes | None, kind: str | None = None) -> str:
     """Keep ``current`` (the bytes about to be replaced; ``None``: the file does not exist),
-    with key-like values masked. ``kind`` ("claude", "codex", "env") says how to read the file;
-    None guesses from its name.
+    masked, its secrets in the keyring. ``kind`` ("claude", "codex", "env") says how to read
+    the file; None guesses from its name. Returns which copy holds it (for ``record_write``).
 
     The first call for a file also stores it as ``original``, never overwritten afterwards.
+    Raises ``KeyringUnavailable`` (nothing written) when the secrets cannot be kept.
     """
+    from driftdesk.providers import backupvault
+
     kind = kind or guess_kind(path)
     folder = backup_folder(path)
-    folder.mkdir(parents=True, exist_ok=True)
     original = folder / "original"
     absent = folder / ("original" + ABSENT_MARKER)
     if not original.exists() and not absent.exists():
-        atomic_write_bytes(folder / "path.txt", (str(path.resolve()) + "\n").encode())
         if current is None:
             atomic_write_bytes(absent, b"")
         else:
-            _write_masked(original, current, kind)
-        return folder  # the original is the first version: no history entry yet
+            backupvault.write_copy(original, current, kind, _entry_prefix(original))
+        atomic_write_bytes(folder / "path.txt", (str(path.resolve()) + "\n").encode())
+        return absent.name if current is None else original.name
     _mask_old_copies(folder, kind)
     if current is None:
-        return folder
+        return ABSENT
     history = folder / "history"
-    history.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    _write_masked(history / f"{stamp}.bak", current, kind)
+    copy = history / f"{stamp}.bak"
+    backupvault.write_copy(copy, current, kind, _entry_prefix(copy))
     for old in sorted(history.glob("*.bak"))[:-HISTORY_KEEP]:
-        old.unlink(missing_ok=True)
-        _sidecar(old).unlink(missing_ok=True)
-    return folder
+        backupvault.forget_copy(old)
+    return f"history/{copy.name}"
+
+
+def _entry_prefix(copy: Path) -> str:
+    return str(copy.relative_to(backups_dir()))
 
 
 def guess_kind(path: Path) -> str:
@@ -142,39 +236,14 @@ def guess_kind(path: Path) -> str:
     return "env"
 
 
-MASKED_SUFFIX = ".masked.json"
-
-
-def _sidecar(copy: Path) -> Path:
-    return copy.with_name(copy.name + MASKED_SUFFIX)
-
-
-def _write_masked(copy: Path, data: bytes, kind: str) -> None:
-    from driftdesk.providers.masking import mask_secrets
-
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", "replace")  # we never write a file that is not UTF-8
-    masked_text, masked = mask_secrets(kind, text)
-    atomic_write_bytes(copy, masked_text.encode("utf-8"), mode=0o600)
-    atomic_write_json(
-        _sidecar(copy),
-        {
-            "masked": masked,
-            "note": "key-like values were masked in this copy: keys live in the OS keyring "
-            "only (driftdesk key NAME), never in a backup",
-        },
-        mode=0o600,
-    )
-
-
 def _mask_old_copies(folder: Path, kind: str) -> None:
-    """Mask copies an older driftdesk kept verbatim (they have no sidecar)."""
+    """Mask copies an older driftdesk kept verbatim (they have no sidecar), exactly."""
+    from driftdesk.providers import backupvault
+
     copies = [folder / "original", *sorted((folder / "history").glob("*.bak"))]
     for copy in copies:
-        if copy.is_file() and not _sidecar(copy).exists():
-            _write_masked(copy, copy.read_bytes(), kind)
+        if copy.is_file() and not backupvault.sidecar(copy).exists():
+            backupvault.write_copy(copy, copy.read_bytes(), kind, _entry_prefix(copy))
 
 
 def _now() -> str:

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.providers import locations, state
-from driftdesk.providers.targets import CODEX_PROVIDER_PREFIX, ENV_OWNED
+from driftdesk.providers.profiles import Profile
+from driftdesk.providers.targets import (
+    CODEX_PROJECT_IGNORED,
+    CODEX_PROVIDER_PREFIX,
+    ENV_OWNED,
+    SwitchPlan,
+)
 
 
 @dataclass
@@ -23,6 +29,7 @@ class TargetStatus:
     detail: str = ""
     written_profile: str | None = None  # the profile driftdesk last wrote there
     written_at: str | None = None
+    drifted_keys: str = ""  # "set env.X; removed theme": what changed since driftdesk's write
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -87,14 +94,23 @@ def _status_of(
     text = data.decode("utf-8", errors="replace")
     if target == "claude":
         status.profile, status.detail = _claude_active(text)
+    elif target == "codex" and scope == "project":
+        status.profile, status.detail = None, codex_project_detail(text)
     elif target == "codex":
         status.profile, status.detail = _codex_active(text)
     else:
         status.profile, status.detail = _env_active(text, record)
     if drifted:
+        written = state.written_bytes(path)
+        if written is not None:
+            from driftdesk.providers.changes import summarize
+
+            status.drifted_keys = summarize(target, written.decode("utf-8", "replace"), text)
         status.detail = (status.detail + "; " if status.detail else "") + (
             f"changed since driftdesk wrote it at {record.written_at if record else '?'}"
         )
+        if status.drifted_keys:
+            status.detail += f" ({status.drifted_keys})"
     return status
 
 
@@ -114,6 +130,8 @@ def _claude_active(text: str) -> tuple[str | None, str]:
         settings = json.loads(text.lstrip("\ufeff"))
     except json.JSONDecodeError as exc:
         return None, f"does not parse: {exc}"
+    except RecursionError:
+        return None, "does not parse: nested too deeply"
     if not isinstance(settings, dict):
         return None, "not a JSON object"
     helper = settings.get("apiKeyHelper")
@@ -146,6 +164,25 @@ def _codex_active(text: str) -> tuple[str | None, str]:
     return None, f"model_provider {provider or 'openai (default)'}, model {model}"
 
 
+def codex_project_detail(text: str) -> str:
+    """A project's .codex/config.toml selects no provider: Codex ignores the keys that would."""
+    import tomllib
+
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return f"does not parse: {exc}"
+    ignored = [key for key in CODEX_PROJECT_IGNORED if key in config]
+    if not ignored:
+        return "no provider keys (Codex reads the provider from the user config only)"
+    provider = config.get("model_provider")
+    named = f" (model_provider {provider})" if isinstance(provider, str) else ""
+    return (
+        f"NOT ACTIVE{named}: Codex ignores {', '.join(ignored)} in a project config; "
+        "use driftdesk exec NAME -- codex, or the user scope"
+    )
+
+
 def _env_active(text: str, record: state.WriteRecord | None) -> tuple[str | None, str]:
     values: dict[str, str] = {}
     for line in text.splitlines():
@@ -169,3 +206,30 @@ def _env_active(text: str, record: state.WriteRecord | None) -> tuple[str | None
     ):
         return profile.name, detail
     return None, detail + f"; no longer matches profile {profile.name}"
+
+
+def stale_switches(profile: Profile) -> list[SwitchPlan]:
+    """Switch plans that would bring the files ``profile`` is switched into up to date with it
+    (after an edit): one per file whose content the profile would now change."""
+    from driftdesk.providers.errors import SwitchError
+    from driftdesk.providers.targets import plan_switch
+
+    plans = []
+    for row in collect_status():
+        if profile.name not in (row.profile, row.written_profile) or not row.exists:
+            continue
+        scope = row.scope if row.scope in ("user", "project", "local") else "user"
+        if row.target != "env" and row.scope == "file":
+            continue  # a file outside the usual places: named by status, not re-planned here
+        try:
+            plan = plan_switch(
+                profile,
+                row.target,
+                scope="user" if row.target == "env" else scope,
+                env_file=row.path if row.target == "env" else None,
+            )
+        except SwitchError:
+            continue
+        if plan.changed:
+            plans.append(plan)
+    return plans

@@ -6,7 +6,8 @@ Two steps so every face can show the diff before anything is written::
     print(plan.diff)                                       # unified diff (secrets masked)
     apply_switch(plan)                                     # backs up, writes atomically, records
 
-``apply_switch`` refuses (``TargetChanged``) if the file changed since ``plan_switch`` read it.
+``apply_switch`` refuses (``TargetChanged``) if the file changed since ``plan_switch`` read it
+(checked under a lock, and again just before the rename).
 A file that does not parse is refused (``TargetParseError``) and left untouched. No key is ever
 written: Claude Code's ``apiKeyHelper`` and Codex's ``auth.command`` run ``driftdesk key NAME``.
 
@@ -15,11 +16,11 @@ What driftdesk owns, per target (everything else stays byte-for-byte):
 - claude: ``apiKeyHelper``; in ``env``: ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_MODEL``,
   ``ANTHROPIC_DEFAULT_{HAIKU,SONNET,OPUS}_MODEL``, ``ANTHROPIC_CUSTOM_HEADERS``; it removes
   ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_AUTH_TOKEN`` (they would beat the helper). A removed
-  key that no profile holds in the keyring is the user's only copy (backups keep keys masked):
-  the plan lists it in ``unsaved_keys`` and ``apply_switch`` refuses (``UnsavedKeys``) unless
-  called with ``discard_unsaved_keys=True``. We do not import it on our own: it may belong to
-  another provider than the profile switched in, so the user picks the profile (``driftdesk
-  import claude --move-key``) or discards it.
+  key that no profile holds in the keyring is listed in ``unsaved_keys`` so a face warns: it
+  stays recoverable, because the backup taken first keeps it (in the OS keyring) and
+  ``driftdesk restore`` gives the file back byte for byte. Where no backup can be taken (no
+  keyring) the switch is refused. We do not import the key on our own: it may belong to
+  another provider than the profile switched in (``driftdesk import claude --move-key``).
 - codex: top-level ``model`` and ``model_provider``; ``[model_providers.driftdesk-NAME]``.
 - env: ``OPENAI_BASE_URL`` and ``OPENAI_MODEL`` lines.
 """
@@ -36,12 +37,13 @@ from typing import Any, Literal
 from driftdesk.providers import jsonsplice, locations, state
 from driftdesk.providers.dotenv import (
     ENV_LINE,
+    assigned_values,
     env_quote,
     env_unquote,
     parse_env_lines,
     split_env_comment,
 )
-from driftdesk.providers.errors import SwitchError, TargetChanged, TargetParseError, UnsavedKeys
+from driftdesk.providers.errors import SwitchError, TargetChanged, TargetParseError, UnsavedKeys  # noqa: F401
 from driftdesk.providers.profiles import Profile
 from driftdesk.secrets import mask_key, redact
 
@@ -59,6 +61,23 @@ CLAUDE_OWNED_ENV = (
 CLAUDE_KEY_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 CODEX_PROVIDER_PREFIX = "driftdesk-"
 ENV_OWNED = ("OPENAI_BASE_URL", "OPENAI_MODEL")
+# Codex (since 0.130, openai/codex PR #20098 / issue #22222) drops these keys from a project's
+# .codex/config.toml with a startup warning: a provider switched in there is silently ignored.
+CODEX_PROJECT_IGNORED = (
+    "model_provider",
+    "model_providers",
+    "openai_base_url",
+    "chatgpt_base_url",
+    "profile",
+    "profiles",
+)
+CODEX_PROJECT_REFUSAL = (
+    "Codex ignores model_provider and [model_providers.*] in a project's .codex/config.toml "
+    "(since Codex 0.130, for safety: openai/codex#22222; verified with Codex 0.171), so a "
+    "project-scope switch would not take effect. Pin the profile per launch instead: "
+    "driftdesk exec {name} -- codex [ARGS] (your files stay untouched), or switch the user "
+    "config: driftdesk switch {name} --target codex"
+)
 
 
 @dataclass
@@ -73,8 +92,11 @@ class SwitchPlan:
     scope: str = "user"
     notes: list[str] = field(default_factory=list)
     # Keys the edit removes that no profile holds in the keyring: "env.ANTHROPIC_API_KEY
-    # (sk-…7f3a)" (masked). Applying needs discard_unsaved_keys=True (the CLI's --yes).
+    # (sk-…7f3a)" (masked); a face warns (they stay recoverable with restore).
     unsaved_keys: list[str] = field(default_factory=list)
+    # env: key lines the switch leaves in place, which tools loading the file would now send to
+    # the new endpoint: "OPENAI_API_KEY (sk-…7f3a)" (masked).
+    stale_keys: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:  # old_text may hold a user's key
         return f"SwitchPlan({self.target!r}, {str(self.path)!r}, changed={self.changed})"
@@ -120,6 +142,8 @@ def plan_switch(
     project_dir: Path | None = None,
 ) -> SwitchPlan:
     """Read the target file and compute the edit that points it at ``profile``. Writes nothing."""
+    if target == "codex" and scope == "project":
+        raise SwitchError(CODEX_PROJECT_REFUSAL.format(name=profile.name))
     path = target_path(target, scope, env_file, project_dir)
     old = read_text(path)
     notes: list[str] = []
@@ -130,10 +154,12 @@ def plan_switch(
         new = edit_codex_config(old, profile, path)
     else:
         new = edit_env_file(old, profile, path)
+        stale = [f"{name} ({mask_key(value)})" for name, value in env_key_lines(old or "")]
         notes.append(
             "the .env file gets no key: run tools with `driftdesk exec "
             f"{profile.name} -- CMD` to hand them the key"
         )
+    verify_foreign_keys(target, old, new, profile, path)
     diff = unified_diff(path, old, new)
     secrets.extend(secret_values(target, old or "", path))
     return SwitchPlan(
@@ -147,6 +173,83 @@ def plan_switch(
         scope=scope,
         notes=notes,
         unsaved_keys=unsaved_keys(removed_keys(target, old, new)),
+        stale_keys=stale if target == "env" else [],
+    )
+
+
+def owns(target: str, key: str, profile: Profile) -> bool:
+    """Is the dotted ``key`` one a switch of ``profile`` into ``target`` may change?"""
+    if target == "claude":
+        owned_env = {f"env.{k}" for k in (*CLAUDE_OWNED_ENV, *CLAUDE_KEY_ENV)}
+        return key in owned_env or key in ("env", "apiKeyHelper")
+    if target == "codex":
+        ours = f"model_providers.{codex_provider_id(profile.name)}"
+        return key in ("model", "model_provider", "model_providers", ours) or key.startswith(
+            ours + "."
+        )
+    return key in ENV_OWNED
+
+
+def verify_foreign_keys(
+    target: str, old: str | None, new: str, profile: Profile, path: Path
+) -> None:
+    """Parse the edit back and refuse it unless every key driftdesk does not own keeps its
+    value (and every owned key came out as intended)."""
+    from driftdesk.providers.changes import flatten
+
+    before, after = flatten(target, old), flatten(target, new)
+    if after is None:
+        raise SwitchError(f"the edit of {path} would not parse back; driftdesk left it untouched")
+    if before is None:
+        return  # unparsable input was refused earlier
+    changed = sorted(
+        key
+        for key in set(before) | set(after)
+        if not owns(target, key, profile) and before.get(key, _MISSING) != after.get(key, _MISSING)
+    )
+    if target == "codex":
+        for key, wanted in (
+            ("model", profile.model),
+            ("model_provider", codex_provider_id(profile.name)),
+        ):
+            if after.get(key) != wanted:
+                changed.append(key)
+    if changed:
+        raise SwitchError(
+            f"the edit of {path} would change {', '.join(changed)}, which driftdesk does not "
+            "own (a TOML layout it cannot edit safely, such as dotted keys before top-level "
+            "keys?); driftdesk left the file untouched — move the top-level keys above the "
+            "dotted ones, or use driftdesk exec NAME -- codex"
+        )
+
+
+_MISSING = object()
+
+
+ENV_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def env_key_lines(text: str) -> list[tuple[str, str]]:
+    """(variable, value) of the provider keys a .env file holds (references like $VAR aside)."""
+    from driftdesk.providers.masking import is_plain_value
+
+    try:
+        lines = parse_env_lines(text, Path(".env"))
+    except TargetParseError:
+        return []
+    return [
+        (name, value)
+        for name, value in assigned_values(lines)
+        if name in ENV_KEY_VARIABLES and not is_plain_value(value)
+    ]
+
+
+def stale_keys_message(plan: SwitchPlan) -> str:
+    return (
+        f"{plan.path} still holds {', '.join(plan.stale_keys)}: any tool that loads this file "
+        "now sends that key to the profile's endpoint. Move it into the OS keyring (the file "
+        f"is backed up first): driftdesk switch {plan.profile} --target env --env-file "
+        f"{plan.path} --move-key"
     )
 
 
@@ -196,14 +299,21 @@ def keys_in_keyring(values: set[str]) -> set[str]:
 
 
 def unsaved_keys_message(plan: SwitchPlan) -> str:
-    """The warning a face shows before discarding ``plan.unsaved_keys``."""
+    """The warning a face shows when a switch removes ``plan.unsaved_keys``."""
     return (
         f"{plan.path} holds {', '.join(plan.unsaved_keys)}: no driftdesk profile has this key "
-        "in the OS keyring, the switch removes it and backups keep keys masked, so this would "
-        "destroy your only copy. Keep it first: driftdesk import "
-        f"{plan.target} {plan.path} --name NAME --move-key (then switch again), or discard it: "
-        "switch again with --yes"
+        "in the OS keyring and the switch removes it from the file. It stays recoverable: the "
+        "backup taken first keeps it in the OS keyring, and `driftdesk restore "
+        f"{plan.target}{restore_args(plan)}` puts the file back as it was. To use it as a "
+        f"profile: driftdesk import {plan.target} {plan.path} --name NAME --move-key"
     )
+
+
+def restore_args(plan: SwitchPlan) -> str:
+    """The ``--scope`` / ``--env-file`` arguments that name ``plan``'s file to ``restore``."""
+    if plan.target == "env":
+        return f" --env-file {plan.path}"
+    return "" if plan.scope == "user" else f" --scope {plan.scope}"
 
 
 def secret_values(target: str, text: str, path: Path) -> list[str]:
@@ -214,28 +324,61 @@ def secret_values(target: str, text: str, path: Path) -> list[str]:
     return [entry.value for entry in secret_entries(target, text)]
 
 
-def apply_switch(plan: SwitchPlan, discard_unsaved_keys: bool = False) -> None:
-    """Write ``plan``: refuse if the file changed since planned, or (``UnsavedKeys``) if it would
-    destroy keys held nowhere else unless ``discard_unsaved_keys``; back up (keys masked), write
-    atomically."""
-    from driftdesk.fileio import atomic_write_bytes
+def apply_switch(plan: SwitchPlan, discard_unsaved_keys: bool = False, force: bool = False) -> None:
+    """Write ``plan``: under the file's lock, refuse if the file changed since planned; back up
+    (exact, secrets in the keyring), write atomically, record the write in the file's history.
 
-    if plan.unsaved_keys and not discard_unsaved_keys:
-        raise UnsavedKeys(unsaved_keys_message(plan) + "; nothing was written")
-    current = read_text(plan.path)
-    if current != plan.old_text:
-        raise TargetChanged(
-            f"{plan.path} changed since driftdesk read it; nothing was written — plan the switch again"
+    Keys the edit removes (``plan.unsaved_keys``) stay recoverable from the backup with
+    ``driftdesk restore``; ``discard_unsaved_keys`` is kept for callers of the older API."""
+    apply_edit(
+        plan.path, plan.target, plan.old_text, plan.new_text, plan.profile, "switch", force=force
+    )
+
+
+def apply_edit(
+    path: Path,
+    kind: str,
+    old_text: str | None,
+    new_text: str | None,
+    profile: str | None,
+    action: str,
+    summary_prefix: str = "",
+    force: bool = False,
+) -> None:
+    """Replace ``path``'s ``old_text`` with ``new_text`` (None: remove the file), backed up first
+    and recorded; ``TargetChanged`` if the file no longer holds ``old_text``. A read-only file
+    is refused unless ``force`` (someone made it so on purpose)."""
+    from driftdesk.providers import changes, userfile
+    from driftdesk.providers.filelock import locked
+
+    old = None if old_text is None else old_text.encode("utf-8", "surrogateescape")
+    data = None if new_text is None else new_text.encode("utf-8", "surrogateescape")
+    with locked(state.backup_folder(path).name):
+        current = userfile.current_bytes(path)
+        if current != old:
+            raise TargetChanged(
+                f"{path} changed since driftdesk read it; nothing was written — plan the switch again"
+            )
+        userfile.check_writable(path, force)
+        if data == current:
+            if data is not None:
+                state.record_write(path, kind, profile, data)
+                state.keep_written(path, data, kind)
+            return
+        before = state.back_up(path, current, kind=kind)
+        userfile.replace_checked(path, data, current)
+        if data is not None:
+            state.keep_written(path, data, kind)
+        state.record_write(
+            path,
+            kind,
+            profile,
+            data,
+            before=before,
+            before_sha256=None if current is None else state.sha256_bytes(current),
+            action=action,
+            summary=summary_prefix + changes.summarize(kind, old_text, new_text),
         )
-    data = plan.new_text.encode("utf-8")
-    if plan.changed:
-        state.back_up(
-            plan.path, None if current is None else current.encode("utf-8"), kind=plan.target
-        )
-        # Dotfile managers symlink these files: write through the link, keep the link.
-        destination = plan.path.resolve() if plan.path.is_symlink() else plan.path
-        atomic_write_bytes(destination, data)
-    state.record_write(plan.path, plan.target, plan.profile, data)
 
 
 def unified_diff(path: Path, old: str | None, new: str) -> str:
@@ -458,7 +601,8 @@ def edit_env_file(old: str | None, profile: Profile, path: Path) -> str:
             assert match is not None
             current, comment = split_env_comment(match.group("value"))
             wanted = env_quote(values[line.key], style=current[:1]) + comment
-            if env_unquote(current) != values[line.key] and line.key not in done:
+            # Every occurrence: a shell or dotenv loader takes the last one, a reader the first.
+            if env_unquote(current) != values[line.key]:
                 eol = line.text[len(line.text.rstrip("\r\n")) :]
                 line.text = (
                     match.group("indent")

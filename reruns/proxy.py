@@ -435,10 +435,14 @@ class MeteringProxy:
         on_call: Callable[[dict[str, Any]], None] | None = None,
         call_counts: dict[tuple[str, int], int] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        auth_header: str | None = None,
     ) -> None:
         self.run_id = run_id
         self._max_body_bytes = max_body_bytes
         self._scrubber = KeyScrubber(real_key)
+        # How the real key goes upstream: "x-api-key", "bearer" or "none" (a keyless profile);
+        # None: the protocol's usual header.
+        self.auth_header = auth_header or ("x-api-key" if protocol == "anthropic" else "bearer")
         self.upstream = upstream_base_url.rstrip("/")
         self.protocol = protocol
         self._real_key = real_key
@@ -556,9 +560,9 @@ class MeteringProxy:
     def _upstream_headers(self, request: web.Request) -> dict[str, str]:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
         headers.update(self._extra_headers)
-        if self.protocol == "anthropic":
+        if self.auth_header == "x-api-key":
             headers["x-api-key"] = self._real_key
-        else:
+        elif self.auth_header == "bearer":
             headers["Authorization"] = f"Bearer {self._real_key}"
         headers["Accept-Encoding"] = "identity"  # plain bytes, so usage can be read
         return headers

@@ -4,13 +4,14 @@ a helper that creates profiles through the real CLI."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from aiohttp import web
-from providers_testkit import ProviderServer, fresh_key
+from providers_testkit import Endpoint, ProviderServer, fresh_key
 
 
 @pytest.fixture
@@ -26,20 +27,28 @@ def second_server() -> Iterator[ProviderServer]:
 
 def _serve() -> Iterator[ProviderServer]:
     server = ProviderServer()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", server.handle)
+    with serving(app) as base_url:
+        server.base_url = base_url
+        yield server
+        server.mode = "ok"  # a handler hanging in mode "hang" is cancelled on the way out
+
+
+@contextlib.contextmanager
+def serving(app: web.Application) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 (a random port) from a thread; yields its base URL."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     holder: dict[str, Any] = {}
 
     async def start() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", server.handle)
         runner = web.AppRunner(app, shutdown_timeout=0.1)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         sockets = site._server.sockets  # type: ignore[union-attr]
-        port = sockets[0].getsockname()[1]
-        server.base_url = f"http://127.0.0.1:{port}"
+        holder["url"] = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
         holder["runner"] = runner
 
     def run() -> None:
@@ -50,22 +59,23 @@ def _serve() -> Iterator[ProviderServer]:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    assert started.wait(10), "provider server did not start"
-    yield server
-    server.mode = "ok"
+    assert started.wait(10), "server did not start"
+    try:
+        yield holder["url"]
+    finally:
 
-    async def stop() -> None:
-        # Handlers still hanging (mode "hang") are cancelled, not left pending.
-        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in others:
-            task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
-        await holder["runner"].cleanup()
+        async def stop() -> None:
+            # Handlers still running (a "hang" mode) are cancelled, not left pending.
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+            await holder["runner"].cleanup()
 
-    asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
 @pytest.fixture
@@ -100,3 +110,21 @@ def add_profile(cli: Callable[..., Any]) -> Callable[..., str]:
         return key
 
     return add
+
+
+def _serve_vendor() -> Iterator[Endpoint]:
+    endpoint = Endpoint()
+    with serving(endpoint.vendor.app()) as base_url:
+        endpoint.base_url = base_url
+        yield endpoint
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    yield from _serve_vendor()
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Endpoint]:
+    """A second endpoint: where a user's own file points, which a pinned launch must not use."""
+    yield from _serve_vendor()

@@ -205,3 +205,39 @@ def test_run_doctor_end_to_end(
     result = cli("doctor", "good")
     assert result.returncode == 1
     assert "HTTP 401" in result.stdout and "fix: set the right key" in result.stdout
+
+
+@pytest.mark.keyring
+@pytest.mark.parametrize(
+    ("protocol", "suffix", "client", "path"),
+    [
+        ("anthropic", "", "Claude Code", "/v1/messages"),
+        ("openai", "/v1", "Codex", "/v1/responses"),
+    ],
+)
+def test_doctor_probes_the_api_each_target_uses(
+    home: Any,
+    provider_server: ProviderServer,
+    cli: Callable[..., Any],
+    protocol: str,
+    suffix: str,
+    client: str,
+    path: str,
+) -> None:
+    profile = Profile("p", protocol, provider_server.base_url + suffix, "model-a")
+    ProfileStore().save(profile)
+    set_key("p", fresh_key())
+    result = cli("doctor", "p")
+    assert result.returncode == 0, result.stdout
+    assert f"[ok  ] p: {client} probe (POST {path.replace('/v1/responses', '/responses')})" in (
+        result.stdout
+    )
+    assert any(r["method"] == "POST" and r["path"] == path for r in provider_server.seen)
+    if protocol == "openai":
+        # A gateway with a models list and chat completions but no Responses API: Codex fails
+        # there, and doctor says so although the models probe passes.
+        provider_server.mode = "chat-only"
+        failing = cli("doctor", "p")
+        assert failing.returncode == 1
+        assert "[ok  ] p: live probe" in failing.stdout
+        assert "[FAIL] p: Codex probe (POST /responses): HTTP 404" in failing.stdout

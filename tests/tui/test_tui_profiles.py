@@ -233,9 +233,12 @@ USER_ONLY_KEY = "sk-ant-user-only-0123456789abcdef"
 
 
 @pytest.mark.keyring
-async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settle) -> None:
-    """settings.json holds a key no profile has in the keyring: the dialog says so (masked),
-    a second explicit yes is needed, and cancelling that second question writes nothing."""
+async def test_switch_that_drops_an_unsaved_key_warns_and_restore_brings_it_back(
+    home, make_app, settle
+) -> None:
+    """settings.json holds a key no profile has in the keyring: the dialog says so (masked) and
+    names restore; cancelling writes nothing; after the switch the backup gives it back."""
+    from driftdesk.providers.restore import apply_restore, plan_restore
     from driftdesk.secrets import mask_key
 
     _store_profile()
@@ -251,11 +254,7 @@ async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settl
         assert isinstance(app.screen, ConfirmScreen)
         first = app.screen._body
         assert "WARNING" in first and mask_key(USER_ONLY_KEY) in first
-        assert USER_ONLY_KEY not in first
-        await pilot.press("y")
-        await settle(app, pilot)
-        assert isinstance(app.screen, ConfirmScreen)  # the second, explicit question
-        assert "Discard" in app.screen._yes and mask_key(USER_ONLY_KEY) in app.screen._body
+        assert "driftdesk restore claude" in first and USER_ONLY_KEY not in first
         await pilot.press("n")
         await settle(app, pilot)
         assert isinstance(app.screen, ProfilesScreen)
@@ -265,11 +264,58 @@ async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settl
         await settle(app, pilot)
         await pilot.press("y")
         await settle(app, pilot)
-        await pilot.press("y")
-        await settle(app, pilot)
         assert isinstance(app.screen, ProfilesScreen)
         assert not [n for n in app._notifications if n.severity == "error"]
     written = json.loads(home.claude_settings.read_text())
     assert written["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/v1"
     assert written["env"]["OTHER"] == "kept"
     assert USER_ONLY_KEY not in home.claude_settings.read_text()
+    apply_restore(plan_restore("claude"))
+    assert home.claude_settings.read_text() == original
+
+
+@pytest.mark.keyring
+async def test_history_and_restore_with_preview_and_confirm(home, make_app, settle) -> None:
+    """h lists the file's writes; picking one shows the diff; cancel writes nothing; confirm
+    puts the file back byte for byte."""
+    from driftdesk.providers.targets import apply_switch, plan_switch
+
+    _store_profile()
+    ProfileStore().save(
+        Profile(name="other", protocol="anthropic", base_url="http://127.0.0.1:8/v1", model="m-2")
+    )
+    home.claude_settings.parent.mkdir(parents=True)
+    original = json.dumps(SETTINGS, indent=2) + "\n"
+    home.claude_settings.write_text(original)
+    apply_switch(plan_switch(ProfileStore().get("work"), "claude"))
+    after_first = home.claude_settings.read_bytes()
+    apply_switch(plan_switch(ProfileStore().get("other"), "claude"))
+    after_second = home.claude_settings.read_bytes()
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("h")
+        assert isinstance(app.screen, PickScreen)
+        await pilot.press("enter")  # Claude Code
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickScreen)  # restore to…: last, original, each write
+        await pilot.press("enter")  # last: undo the latest write
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert (
+            "http://127.0.0.1:8/v1" in app.screen._body and "before write 2" in app.screen._heading
+        )
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert home.claude_settings.read_bytes() == after_second
+        await pilot.press("h", "enter")
+        await settle(app, pilot)
+        await pilot.press("down", "enter")  # original
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+        assert not [n for n in app._notifications if n.severity == "error"]
+    assert home.claude_settings.read_text() == original
+    assert after_first != original

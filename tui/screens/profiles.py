@@ -55,6 +55,17 @@ class DetailReady(Message):
 
 
 @dataclass
+class HistoryLoaded(Message):
+    target: str
+    history: Any  # providers.restore.FileHistory
+
+
+@dataclass
+class RestorePlanned(Message):
+    plan: Any  # providers.restore.RestorePlan
+
+
+@dataclass
 class SwitchPlanned(Message):
     profile: str
     target: str
@@ -67,7 +78,8 @@ class ProfilesScreen(WorkbenchScreen):
     HELP_INTRO = (
         "Provider profiles live in driftdesk's config.toml; keys live only in the OS keyring and "
         "are shown masked. Switching a profile into Claude Code, Codex or a .env file edits that "
-        "file in place (after showing the diff) and keeps everything else in it."
+        "file in place (after showing the diff) and keeps everything else in it. History (h) "
+        "lists every write driftdesk made to a file and restores it byte for byte."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "add", "Add", id="profiles.add", tooltip="Add a profile (key typed masked)"),
@@ -75,6 +87,13 @@ class ProfilesScreen(WorkbenchScreen):
         Binding("s", "switch", "Switch", id="profiles.switch", tooltip="Switch a target to it"),
         Binding("t", "doctor", "Test", id="profiles.doctor", tooltip="Test connection + doctor"),
         Binding("i", "import", "Import", id="profiles.import", tooltip="Import a live config"),
+        Binding(
+            "h",
+            "history",
+            "History",
+            id="profiles.history",
+            tooltip="A config file's driftdesk writes, and restoring it byte for byte",
+        ),
         Binding("c", "copy", "Copy name", id="profiles.copy", show=False),
         Binding("r", "refresh", "Refresh", id="profiles.refresh"),
     ]
@@ -182,13 +201,10 @@ class ProfilesScreen(WorkbenchScreen):
     @work(
         thread=True, exclusive=True, group="profiles-switch", exit_on_error=False, name="the switch"
     )
-    def apply_switch(
-        self, plan: Any, name: str, target: str, discard_unsaved_keys: bool = False
-    ) -> None:
+    def apply_switch(self, plan: Any, name: str, target: str) -> None:
         from driftdesk.providers.targets import apply_switch
 
-        # Without the user's second yes, UnsavedKeys (nothing written) reaches the notification.
-        apply_switch(plan, discard_unsaved_keys=discard_unsaved_keys)
+        apply_switch(plan)
         self.post_message(
             DetailReady(
                 f"switched {target} to {name}",
@@ -215,7 +231,96 @@ class ProfilesScreen(WorkbenchScreen):
         self.post_message(DetailReady(f"imported from {source}", "\n".join(lines)))
         self.load_profiles()
 
+    @work(
+        thread=True, exclusive=True, group="profiles-restore", exit_on_error=False, name="history"
+    )
+    def load_history(self, target: str) -> None:
+        from driftdesk.providers.restore import file_history
+        from driftdesk.providers.targets import target_path
+
+        self.post_message(HistoryLoaded(target, file_history(target_path(target), target)))
+
+    @work(
+        thread=True, exclusive=True, group="profiles-restore", exit_on_error=False, name="restore"
+    )
+    def plan_restore(self, target: str, to: str) -> None:
+        from driftdesk.providers.restore import plan_restore
+
+        self.post_message(RestorePlanned(plan_restore(target, to=to)))
+
+    @work(
+        thread=True, exclusive=True, group="profiles-restore", exit_on_error=False, name="restore"
+    )
+    def apply_restore(self, plan: Any) -> None:
+        from driftdesk.providers.restore import apply_restore
+
+        apply_restore(plan)
+        self.post_message(
+            DetailReady(
+                f"restored {plan.target}",
+                f"{plan.path} is back as it was {plan.label} (the version it replaced is backed "
+                "up: restore again to undo)",
+            )
+        )
+        self.load_profiles()
+
     # -- message handlers ----------------------------------------------------------------------
+    @on(HistoryLoaded)
+    def _show_history(self, message: HistoryLoaded) -> None:
+        history = message.history
+        lines = [
+            f"{e['n']:>3}  {e.get('at', '?')}  {e.get('action', 'switch')}  "
+            f"{e.get('profile') or '-'}  {e.get('summary', '')}"
+            for e in history.writes
+        ]
+        self._detail(
+            f"history of {history.path}",
+            "\n".join(lines)
+            or (
+                "no writes recorded (a copy of the original is kept)"
+                if history.has_original
+                else "driftdesk has not written this file"
+            ),
+        )
+        if not history.writes and not history.has_original:
+            return
+        options = [("last", "undo the latest driftdesk write")] if history.writes else []
+        options.append(("original", "as it was before driftdesk first wrote it"))
+        options += [
+            (str(e["n"]), f"before write {e['n']}: {e.get('summary', '')}"[:90])
+            for e in reversed(history.writes)
+        ]
+
+        def picked(to: str | None) -> None:
+            if to:
+                self.plan_restore(message.target, to)
+
+        self.app.push_screen(PickScreen(f"Restore {history.path} to…", options), picked)
+
+    @on(RestorePlanned)
+    def _confirm_restore(self, message: RestorePlanned) -> None:
+        plan = message.plan
+        if not plan.changed:
+            self._detail("nothing to restore", f"{plan.path} already is as it was {plan.label}")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.apply_restore(plan)
+            else:
+                self.notify("restore cancelled: nothing was written")
+
+        notes = "".join(f"\n# note: {note}" for note in plan.notes)
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Restore {plan.path} to {plan.label}? This diff will be written:",
+                plan.diff + notes,
+                diff=True,
+                yes="Restore",
+            ),
+            answered,
+        )
+
     @on(ProfilesLoaded)
     def _show_profiles(self, message: ProfilesLoaded) -> None:
         table = self.query_one("#profiles-table", DataTable)
@@ -278,34 +383,19 @@ class ProfilesScreen(WorkbenchScreen):
         from driftdesk.providers.targets import unsaved_keys_message
 
         plan = message.plan
-        # A key only the user's file holds: the switch would destroy the only copy. Say so
-        # (masked) up front, and ask a second, explicit time before discarding it.
+        # A key only the user's file holds: say so (masked) in the dialog. It stays
+        # recoverable from the backup (history / restore), so one yes is enough.
         warning = unsaved_keys_message(plan) if plan.unsaved_keys else ""
 
-        def discard_answered(yes: bool | None) -> None:
-            if yes:
-                self.apply_switch(plan, message.profile, message.target, True)
-            else:
-                self.notify("switch cancelled: nothing was written")
-
         def answered(yes: bool | None) -> None:
-            if not yes:
-                self.notify("switch cancelled: nothing was written")
-            elif warning:
-                self.app.push_screen(
-                    ConfirmScreen(
-                        f"Discard the only copy of {len(plan.unsaved_keys)} key(s)?",
-                        warning,
-                        yes="Discard key and write",
-                    ),
-                    discard_answered,
-                )
-            else:
+            if yes:
                 self.apply_switch(plan, message.profile, message.target)
+            else:
+                self.notify("switch cancelled: nothing was written")
 
         title = f"Switch {message.target} to {message.profile}? This diff will be written:"
         if warning:
-            title = f"Switch {message.target} to {message.profile}? It REMOVES an unsaved key:"
+            title = f"Switch {message.target} to {message.profile}? It removes a key from the file:"
         self.app.push_screen(
             ConfirmScreen(
                 title,
@@ -375,6 +465,13 @@ class ProfilesScreen(WorkbenchScreen):
 
         self.app.push_screen(PickScreen("Import the current config of…", TARGETS), picked)
 
+    def action_history(self) -> None:
+        def picked(target: str | None) -> None:
+            if target:
+                self.load_history(target)
+
+        self.app.push_screen(PickScreen("History and restore of…", TARGETS), picked)
+
     def action_copy(self) -> None:
         name = self.selected_profile()
         if name:
@@ -390,6 +487,11 @@ class ProfilesScreen(WorkbenchScreen):
             ),
             PaletteCommand("profiles: test", "Doctor the selected profile", self.action_doctor),
             PaletteCommand("profiles: import", "Import a live config", self.action_import),
+            PaletteCommand(
+                "profiles: history and restore",
+                "A config file's driftdesk writes; restore it byte for byte",
+                self.action_history,
+            ),
             PaletteCommand("profiles: refresh", "Reload profiles and status", self.action_refresh),
         ]
 

@@ -1,0 +1,197 @@
+"""The header a key travels in is chosen per profile and stored on it; run, exec and doctor agree.
+
+Seen: `exec` of an anthropic profile set only ANTHROPIC_AUTH_TOKEN (the client sent a bearer
+token, no x-api-key) while `run` sent x-api-key. Real subprocesses, the real keyring, the real
+Claude Code reading the environment `exec` gives it, real HTTP on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from driftdesk.providers.profiles import ProfileStore
+
+pytestmark = [pytest.mark.keyring, pytest.mark.timeout(300)]
+
+SUITE = '{"task_id": "t1", "prompt": "say p", "expected": {"equals": "p"}}\n'
+
+
+def _headers(seen: list[dict[str, Any]], suffix: str) -> list[dict[str, str]]:
+    return [
+        {k.lower(): v for k, v in r["headers"].items()}
+        for r in seen
+        if r["method"] == "POST" and r["path"].endswith(suffix)
+    ]
+
+
+def _run_once(cli: Callable[..., Any], home: Any, profile: str) -> Any:
+    suite = home.project / "suite.jsonl"
+    suite.write_text(SUITE)
+    return cli(
+        "run", "--profile", profile, "--suite", str(suite), "--repeat", "1",
+        "--out", str(home.project / "runs"),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("auth", ["x-api-key", "bearer"])
+def test_exec_run_and_doctor_send_the_key_in_the_profiles_header(
+    home: Any, cli: Callable[..., Any], add_profile: Any, provider_server: Any, auth: str
+) -> None:
+    key = add_profile(
+        "an",
+        protocol="anthropic",
+        base_url=provider_server.base_url,
+        model="model-a",
+        extra=("--auth-header", auth),
+    )
+    assert ProfileStore().get("an").auth_header == auth  # stored on the profile
+    shown = cli("profile", "show", "an")
+    assert ("x-api-key" if auth == "x-api-key" else "Authorization: Bearer") in shown.stdout
+    # exec: a child reading the environment the way the Anthropic SDKs and Claude Code do.
+    probe = (
+        "import os, json; print(json.dumps({k: bool(os.environ.get(k)) for k in "
+        "('ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN')}))"
+    )
+    env = dict(os.environ, ANTHROPIC_API_KEY="sk-stale-shell-key-000000", ANTHROPIC_AUTH_TOKEN="x")
+    ran = cli("exec", "an", "--", sys.executable, "-c", probe, env=env)
+    assert ran.returncode == 0, ran.stderr
+    present = json.loads(ran.stdout)
+    assert present == {
+        "ANTHROPIC_API_KEY": auth == "x-api-key",
+        "ANTHROPIC_AUTH_TOKEN": auth == "bearer",
+    }
+    # run: the metering proxy sends the real key upstream in the same header.
+    provider_server.seen.clear()
+    result = _run_once(cli, home, "an")
+    assert result.returncode == 0, result.stderr
+    upstream = _headers(provider_server.seen, "/v1/messages")
+    assert upstream, provider_server.seen
+    for headers in upstream:
+        if auth == "x-api-key":
+            assert headers.get("x-api-key") == key and "authorization" not in headers
+        else:
+            assert headers.get("authorization") == f"Bearer {key}" and "x-api-key" not in headers
+    # doctor: the probe too.
+    provider_server.seen.clear()
+    assert cli("doctor", "an").returncode == 0
+    probed = [{k.lower(): v for k, v in r["headers"].items()} for r in provider_server.seen]
+    assert probed
+    for headers in probed:
+        if auth == "x-api-key":
+            assert headers.get("x-api-key") == key and "authorization" not in headers
+        else:
+            assert headers.get("authorization") == f"Bearer {key}" and "x-api-key" not in headers
+
+
+def test_exec_of_real_claude_code_sends_the_profiles_header(
+    home: Any, cli: Callable[..., Any], add_profile: Any, endpoint: Any
+) -> None:
+    """Claude Code started through a shell (so exec hands it the environment, not a pin)."""
+    from tests.conftest import real_client
+
+    claude = real_client("claude")
+    key = add_profile(
+        "gw",
+        protocol="anthropic",
+        base_url=endpoint.base_url,
+        model="model-a",
+        extra=("--auth-header", "bearer"),
+    )
+    env = dict(os.environ, HOME=str(home.root), CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    env.update(DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1")
+    ran = cli(
+        "exec", "gw", "--", "sh", "-c", f'exec "{claude}" -p "say p" --max-turns 1',
+        env=env, timeout=180,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    calls = _headers(endpoint.seen, "/v1/messages")
+    assert calls and all(h.get("authorization") == f"Bearer {key}" for h in calls)
+    assert all("x-api-key" not in h for h in calls)
+
+
+def test_openai_profiles_refuse_x_api_key(home: Any, cli: Callable[..., Any]) -> None:
+    result = cli(
+        "profile", "add", "o", "--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1",
+        "--model", "m", "--auth-header", "x-api-key", "--no-key",
+    )  # fmt: skip
+    assert result.returncode == 1 and "bearer" in result.stderr
+    assert not ProfileStore().exists("o")
+
+
+def test_keyless_profiles_work_for_run_exec_and_doctor(
+    home: Any, cli: Callable[..., Any], provider_server: Any
+) -> None:
+    added = cli(
+        "profile", "add", "local", "--protocol", "openai", "--base-url",
+        provider_server.base_url + "/v1", "--model", "model-a", "--no-key",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert "keyless" in added.stdout
+    assert ProfileStore().get("local").no_key is True
+    assert "(keyless)" in cli("profile", "list").stdout
+    doctor = cli("doctor", "local")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "keyless" in doctor.stdout
+    ran = cli(
+        "exec",
+        "local",
+        "--",
+        sys.executable,
+        "-c",
+        "import os; print(os.environ['OPENAI_BASE_URL'])",
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == provider_server.base_url + "/v1"
+    provider_server.seen.clear()
+    result = _run_once(cli, home, "local")
+    assert result.returncode == 0, result.stderr
+    upstream = _headers(provider_server.seen, "/chat/completions")
+    assert upstream and all("authorization" not in h and "x-api-key" not in h for h in upstream)
+    rows = [
+        json.loads(line)
+        for line in next(Path(home.project / "runs").rglob("attempts.jsonl"))
+        .read_text()
+        .splitlines()
+    ]
+    # The call went through without a key (this test server's answer lacks a finish_reason,
+    # so the outcome itself is a truncation, not an auth failure).
+    assert len(rows) == 1 and rows[0]["calls"] == 1 and rows[0]["error_code"] != "auth"
+
+
+def test_env_switch_that_leaves_the_old_providers_key_warns_and_moves_it(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    from providers_testkit import fresh_key
+
+    add_profile("new", base_url="http://127.0.0.1:8/v1", model="model-b")
+    old_key = fresh_key()
+    env_file = home.project / ".env"
+    original = (
+        f"OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_MODEL=old-m\nOPENAI_API_KEY={old_key}\n"
+    )
+    env_file.write_text(original)
+    warned = cli("switch", "new", "--target", "env")
+    assert warned.returncode == 0, warned.stderr
+    assert "OPENAI_API_KEY (sk-…" + old_key[-4:] + ")" in warned.stderr
+    assert "--move-key" in warned.stderr
+    doctor = cli("doctor", "--no-probe")
+    assert "holds OPENAI_API_KEY" in doctor.stdout and "--move-key" in doctor.stdout
+    moved = cli("switch", "new", "--target", "env", "--move-key")
+    assert moved.returncode == 0, moved.stderr
+    assert "warning" not in moved.stderr
+    assert old_key not in env_file.read_text()
+    assert "OPENAI_BASE_URL=http://127.0.0.1:8/v1" in env_file.read_text()
+    old_profile = [p for p in ProfileStore().all() if p.base_url == "http://127.0.0.1:9/v1"]
+    assert len(old_profile) == 1  # the old provider, with its key in the keyring
+    assert cli("key", old_profile[0].name).stdout.strip() == old_key
+    assert "holds OPENAI_API_KEY" not in cli("doctor", "--no-probe").stdout
+    for result in (warned, moved, doctor):
+        assert old_key not in result.stdout + result.stderr
+    held = [p for p in home.root.rglob("*") if p.is_file() and old_key.encode() in p.read_bytes()]
+    assert held == [] and old_key not in env_file.read_text()
