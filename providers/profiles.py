@@ -6,6 +6,7 @@ adds by hand survive our writes. It never holds a key: keys are in ``providers.k
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ import tomlkit.exceptions
 from driftdesk import paths
 from driftdesk.fileio import atomic_write_text
 from driftdesk.providers.errors import ConfigFileError, ProfileError, ProfileNotFound
+from driftdesk.providers.filelock import locked
 
 Protocol = Literal["openai", "anthropic"]
 PROTOCOLS: tuple[str, ...] = ("openai", "anthropic")
@@ -171,9 +173,18 @@ class ProfileStore:
     def exists(self, name: str) -> bool:
         return name in self._load().get("profiles", {})
 
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        # Read-modify-write under one lock, so two writers (processes or TUI workers) never
+        # drop each other's profiles.
+        return locked(f"profiles-{self.path}")
+
     def save(self, profile: Profile) -> None:
         """Create or replace ``profile`` (its table is updated in place, keeping comments)."""
         profile.validate()
+        with self._locked():
+            self._save_unlocked(profile)
+
+    def _save_unlocked(self, profile: Profile) -> None:
         doc = self._load()
         if "profiles" not in doc:
             doc["profiles"] = tomlkit.table(is_super_table=True)
@@ -204,9 +215,10 @@ class ProfileStore:
         self._save(doc)
 
     def remove(self, name: str) -> None:
-        doc = self._load()
-        profiles = doc.get("profiles", {})
-        if name not in profiles:
-            raise ProfileNotFound(f"no profile named {name!r}")
-        del profiles[name]
-        self._save(doc)
+        with self._locked():
+            doc = self._load()
+            profiles = doc.get("profiles", {})
+            if name not in profiles:
+                raise ProfileNotFound(f"no profile named {name!r}")
+            del profiles[name]
+            self._save(doc)
