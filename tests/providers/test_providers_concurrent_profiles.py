@@ -15,8 +15,10 @@ from driftdesk.providers.filelock import locked
 from driftdesk.providers.profiles import Profile, ProfileStore
 
 ADD = (sys.executable, "-m", "driftdesk", "profile", "add")
-PROFILE_FLAGS = ("--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-PROFILE_FLAGS += ("--no-key",)
+PROFILE_FLAGS = (
+    *("--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1"),
+    *("--model", "m", "--no-key"),
+)
 
 
 def test_concurrent_profile_adds_from_many_processes_lose_nothing(home: Any) -> None:
