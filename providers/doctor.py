@@ -382,7 +382,7 @@ async def probe_endpoint(profile: Profile, key: str | None, timeout: float = 10.
                 location = response.headers.get("Location")
                 body = await response.read()
             if 300 <= status_code < 400:
-                return _redirected(models_url, status_code, started, location)
+                return _redirected(models_url, status_code, started, location, key)
             if status_code == 200:
                 return ProbeResult(
                     models_url,
@@ -399,14 +399,14 @@ async def probe_endpoint(profile: Profile, key: str | None, timeout: float = 10.
                     "messages": [{"role": "user", "content": "ping"}],
                 }
                 started = time.perf_counter()
-                return await _post_probe(session, request_url, headers, payload)
+                return await _post_probe(session, request_url, headers, payload, key)
             return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
     except (TimeoutError, aiohttp.ClientError) as exc:
         return _probe_failure(url, started, exc, key)
 
 
 async def _post_probe(
-    session: Any, url: str, headers: dict[str, str], payload: dict[str, Any]
+    session: Any, url: str, headers: dict[str, str], payload: dict[str, Any], key: str | None
 ) -> ProbeResult:
     """One POST, never following a redirect (the key would go wherever it points)."""
     started = time.perf_counter()
@@ -415,7 +415,7 @@ async def _post_probe(
         location = response.headers.get("Location")
         await response.read()
     if 300 <= status_code < 400:
-        return _redirected(url, status_code, started, location)
+        return _redirected(url, status_code, started, location, key)
     return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None)
 
 
@@ -428,10 +428,14 @@ def _probe_failure(url: str, started: float, exc: BaseException, key: str | None
     return ProbeResult(url, None, elapsed, None, message)
 
 
-def _redirected(url: str, status_code: int, started: float, location: str | None) -> ProbeResult:
-    from urllib.parse import urljoin
+def _redirected(
+    url: str, status_code: int, started: float, location: str | None, key: str | None
+) -> ProbeResult:
+    from urllib.parse import unquote_plus, urljoin
 
-    target = urljoin(url, location) if location else None
+    # A hostile endpoint may quote the key it was sent in the Location (…/steal?Bearer sk-…),
+    # verbatim or URL-encoded: what we show of it is decoded and masked.
+    target = redact(unquote_plus(urljoin(url, location)), [key]) if location else None
     return ProbeResult(url, status_code, (time.perf_counter() - started) * 1000, None, None, target)
 
 
@@ -474,7 +478,7 @@ async def probe_target(profile: Profile, key: str | None, timeout: float = 10.0)
     started = time.perf_counter()
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            return await _post_probe(session, url, _auth_headers(profile, key), payload)
+            return await _post_probe(session, url, _auth_headers(profile, key), payload, key)
     except (TimeoutError, aiohttp.ClientError) as exc:
         return _probe_failure(url, started, exc, key)
 

@@ -241,3 +241,28 @@ def test_doctor_probes_the_api_each_target_uses(
         assert failing.returncode == 1
         assert "[ok  ] p: live probe" in failing.stdout
         assert "[FAIL] p: Codex probe (POST /responses): HTTP 404" in failing.stdout
+
+
+@pytest.mark.keyring
+@pytest.mark.parametrize("shape", ["raw", "url-encoded"])
+def test_a_redirect_target_that_quotes_the_key_is_shown_masked(
+    home: Any,
+    provider_server: ProviderServer,
+    second_server: ProviderServer,
+    cli: Callable[..., Any],
+    shape: str,
+) -> None:
+    # Seen: doctor printed the key inside the redirect target it quoted (…/steal?Bearer sk-live-…).
+    from urllib.parse import quote
+
+    key = fresh_key()
+    quoted = key if shape == "raw" else quote(key, safe="")
+    provider_server.redirect_to = f"{second_server.base_url}/steal?Bearer {quoted}"
+    profile = _profile("an", provider_server.base_url, protocol="anthropic")
+    set_key(profile.name, key)
+    result = cli("doctor", "an")
+    assert result.returncode == 1
+    assert "redirects to 127.0.0.1:" in result.stdout
+    shown = result.stdout + result.stderr
+    assert key not in shown and quoted not in shown
+    assert key[-4:] in shown  # masked, as keys are shown
