@@ -35,15 +35,18 @@ from driftdesk.fileio import JsonlAppender, JsonlProblem
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import (
+    COMMAND_PLACEHOLDERS,
     AgentResult,
     AttemptContext,
     LinkError,
     child_environment,
     command_outcome,
+    kill_leftover_harnesses,
     render_command,
     run_builtin_anthropic,
     run_builtin_openai,
     run_command_once,
+    template_fields,
 )
 from driftdesk.reruns.events import (
     AttemptEnded,
@@ -67,6 +70,8 @@ if TYPE_CHECKING:
     import openai
 
 log = logging.getLogger(__name__)
+
+MAX_PROMPT_IN_ENV = 32 * 1024  # bytes; a longer prompt reaches a harness only by its file
 
 
 @dataclass
@@ -309,11 +314,16 @@ class _Execution:
 
                 # One client (one connection pool) for the run; attempts get cheap copies
                 # with their own base URL. max_retries=0: ours is the only retry layer.
+                # follow_redirects=False: a redirect would lead the agent past the meter; it
+                # is a link error (the SDK raises on the 3xx).
                 self._openai = openai.AsyncOpenAI(
                     base_url=self.proxy.url,
                     api_key=self.proxy.run_key,
                     max_retries=0,
                     timeout=self.timeout_s,
+                    http_client=openai.DefaultAsyncHttpxClient(
+                        follow_redirects=False, timeout=self.timeout_s
+                    ),
                 )
 
     async def _stop(self) -> None:
@@ -407,6 +417,8 @@ class _Execution:
             "model": self.profile.model,
             "base_url": self.profile.base_url,
         }
+        if ctx.result_path is not None:
+            row["result_path"] = ctx.result_path  # the last try's, relative to the run dir
         self._persist_row(row)
 
     def _persist_row(self, row: dict[str, Any]) -> None:
@@ -468,12 +480,23 @@ class _Execution:
     async def _run_command(
         self, ctx: AttemptContext, log_path: Path
     ) -> tuple[AgentResult, list[dict[str, Any]]]:
-        """Run the harness; retry the whole try when it ended on a retryable link error."""
+        """Run the harness; retry the whole try when it ended on a retryable link error.
+
+        Every try gets fresh files of its own (``<attempt>.<try id>.result.json`` and
+        ``.prompt.txt``, absolute paths): a harness left over from another try, or another
+        task, can never hand its result to this one. The row records the last try's."""
         assert self.proxy is not None and self.command is not None
         all_calls: list[dict[str, Any]] = []
-        result_path = log_path.with_name(f"{ctx.attempt}.result.json")
+        folder = log_path.parent.absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+        uses_result_path = "result_path" in template_fields(self.command)
         while True:
-            result_path.unlink(missing_ok=True)
+            try_id = os.urandom(4).hex()
+            result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
+            prompt_path = folder / f"{ctx.attempt}.{try_id}.prompt.txt"
+            ctx.result_path = str(result_path.relative_to(self.run_dir.absolute()))
+            with rundir.open_private(prompt_path, "w") as fh:
+                fh.write(ctx.task.prompt_text)
             token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
             try:
                 command = render_command(
@@ -484,21 +507,27 @@ class _Execution:
                         "run_id": self.run_id,
                         "model": self.profile.model,
                         "result_path": str(result_path),
+                        "prompt_file": str(prompt_path),
                     },
                 )
+                extra = {
+                    "DRIFTDESK_RUN_ID": self.run_id,
+                    "DRIFTDESK_TASK_ID": ctx.task.task_id,
+                    "DRIFTDESK_ATTEMPT": str(ctx.attempt),
+                    "DRIFTDESK_MODEL": self.profile.model,
+                    "DRIFTDESK_RESULT_PATH": str(result_path),
+                    "DRIFTDESK_PROMPT_FILE": str(prompt_path),
+                }
+                # One environment string is limited to 128 KiB by the kernel (E2BIG for the
+                # whole exec): a long prompt is only in the file.
+                if len(ctx.task.prompt_text.encode("utf-8")) <= MAX_PROMPT_IN_ENV:
+                    extra["DRIFTDESK_PROMPT"] = ctx.task.prompt_text
                 env = child_environment(
                     self.profile.protocol,
                     self.proxy.base_url_for(token),
                     self.proxy.run_key,
                     self._real_key,
-                    {
-                        "DRIFTDESK_RUN_ID": self.run_id,
-                        "DRIFTDESK_TASK_ID": ctx.task.task_id,
-                        "DRIFTDESK_ATTEMPT": str(ctx.attempt),
-                        "DRIFTDESK_MODEL": self.profile.model,
-                        "DRIFTDESK_RESULT_PATH": str(result_path),
-                        "DRIFTDESK_PROMPT": ctx.task.prompt_text,
-                    },
+                    extra,
                     run_id=self.run_id,
                 )
                 outcome = await run_command_once(
@@ -508,7 +537,7 @@ class _Execution:
             finally:
                 self.proxy.close_attempt(token)
             all_calls.extend(calls.calls)
-            result = command_outcome(result_path, outcome, calls)
+            result = command_outcome(result_path, outcome, calls, uses_result_path=uses_result_path)
             if (
                 result.outcome == "link_error"
                 and is_retryable(result.error_code)
@@ -554,9 +583,7 @@ def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[s
     if agent == "command":
         if not command:
             raise RunSetupError("--agent command needs --command TEMPLATE")
-        render_command(
-            command, dict.fromkeys(("task_id", "attempt", "run_id", "model", "result_path"), "x")
-        )
+        render_command(command, dict.fromkeys(COMMAND_PLACEHOLDERS, "x"))
         return
     lacking = [t for t in task_ids if not suite.task(t).runnable_by_builtin]
     if lacking:
@@ -690,6 +717,9 @@ async def resume_run(
     try:
         suite = _load_suite_for(manifest)
         notices: list[str] = []
+        leftovers = kill_leftover_harnesses(str(manifest["run_id"]))
+        if leftovers:
+            notices.append(f"killed {leftovers} harness processes left by the run's last process")
         for name in (rundir.ATTEMPTS, rundir.CALLS):
             dropped = rundir.drop_torn_tail(run_dir / name)
             if dropped:
