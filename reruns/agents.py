@@ -415,6 +415,7 @@ def child_environment(
 
 
 GUARD_SCRIPT = Path(__file__).with_name("guard.py")
+EXIT_CANNOT_START = 127  # as a shell reports a command it cannot run
 _GUARD_GRACE_S = 2.0  # the guard's time to kill the harness's tree before we kill the group
 
 
@@ -581,14 +582,18 @@ async def run_command_once(
     with open_private(log_path, "a") as log:
         log.write(f"$ {command}\n")
         log.flush()
-        process = await asyncio.create_subprocess_exec(
-            *guarded_argv(argv if argv is not None else ["/bin/sh", "-c", command]),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *guarded_argv(argv if argv is not None else ["/bin/sh", "-c", command]),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                stdin=asyncio.subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:  # e.g. E2BIG: this attempt's error, not the run's
+            log.write(f"[driftdesk] cannot start the harness: {exc}\n")
+            return CommandTry(EXIT_CANNOT_START, False, False)
         budget = _LogBudget()
         pumps = asyncio.gather(
             _pump(process.stdout, "stdout", ctx, log, budget),
