@@ -133,6 +133,8 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         print(f"driftdesk: {exc}", file=sys.stderr)
         return EXIT_SETUP_ERROR
     print(f"{outcome.status}: {outcome.run_dir}")
+    if outcome.reason:
+        print(outcome.reason, file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
     return 0 if outcome.status == "completed" else 1
 

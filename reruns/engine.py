@@ -23,7 +23,8 @@ import random
 import time
 import traceback
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -101,6 +102,7 @@ class RunOutcome:
     status: str  # "completed" | "interrupted" | "failed"
     stats: RunStats
     notices: list[str] = field(default_factory=list)  # e.g. a torn last line that was dropped
+    reason: str | None = None  # one line: why a run stopped early (a full disk)
 
 
 class RunSetupError(ValueError):
@@ -200,7 +202,8 @@ class _Execution:
         self._rows_pending = 0
         self._rows_flushed = asyncio.Event()
         self._rows_flushed.set()
-        self._write_error: BaseException | None = None
+        self._stop_reason: str | None = None  # set when the run dir cannot take more writes
+        self._workers: list[asyncio.Task[None]] = []
 
     # --- events -----------------------------------------------------------------------------
 
@@ -256,7 +259,7 @@ class _Execution:
         try:
             await self._start()
             pending = deque(slots)
-            workers = [
+            workers = self._workers = [
                 asyncio.create_task(self._worker(pending))
                 for _ in range(min(self.concurrency, len(slots)))
             ]
@@ -266,12 +269,14 @@ class _Execution:
                 for worker in workers:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
-                raise
+                # Workers cancelled because the disk took no more rows: the run stops here,
+                # interrupted (a Ctrl-C meanwhile still propagates).
+                current = asyncio.current_task()
+                if self._stop_reason is None or (current is not None and current.cancelling()):
+                    raise
             finally:
                 await self._rows_flushed.wait()  # finished attempts' rows are on disk
-            if self._write_error is not None:
-                raise self._write_error
-            status = "completed"
+            status = "completed" if self._stop_reason is None else "interrupted"
         except asyncio.CancelledError:
             status = "interrupted"
             raise
@@ -279,18 +284,41 @@ class _Execution:
             await self._stop()
             self.manifest["status"] = status
             self.manifest["ended_at"] = rundir.iso(rundir.utc_now())
+            if self._stop_reason is not None:
+                self.manifest["stop_reason"] = self._stop_reason
             if self.manifest.get("resumes"):
                 self.manifest["resumes"][-1]["ended_at"] = self.manifest["ended_at"]
                 self.manifest["resumes"][-1]["status"] = status
-            rundir.write_manifest(self.run_dir, self.manifest)
+            try:
+                rundir.write_manifest(self.run_dir, self.manifest)
+            except OSError as exc:  # a full disk: the manifest says "running"; resume works
+                self._stop_for_write_failure(exc, "manifest.json")
             self.emit(RunFinished(self.run_id, status, self.stats))
-        return RunOutcome(self.run_dir, self.run_id, status, self.stats, self.notices)
+        return RunOutcome(
+            self.run_dir, self.run_id, status, self.stats, self.notices, self._stop_reason
+        )
+
+    def _stop_for_write_failure(self, error: BaseException, what: str) -> None:
+        """A row, log or manifest could not be written (disk full, quota, I/O error): start
+        no new attempt and cancel those in flight (they could only pay for calls whose rows
+        would be lost). Their slots have no row: ``resume`` redoes exactly them."""
+        if self._stop_reason is None:
+            detail = error.strerror if isinstance(error, OSError) and error.strerror else error
+            self._stop_reason = (
+                f"stopped: cannot write {what} in {self.run_dir} ({detail}); "
+                f"free space, then: driftdesk resume {self.run_dir}"
+            )
+        for worker in self._workers:
+            worker.cancel()
 
     async def _start(self) -> None:
-        self._attempts_file = JsonlAppender(self.run_dir / rundir.ATTEMPTS)
-        # calls.jsonl rows are written at once (a kill -9 keeps them: they are in the OS's
-        # page cache) but not fsynced one by one: only attempts.jsonl rows carry that cost.
-        self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS, fsync=False)
+        try:
+            self._attempts_file = JsonlAppender(self.run_dir / rundir.ATTEMPTS)
+            # calls.jsonl rows are written at once (a kill -9 keeps them: they are in the OS's
+            # page cache) but not fsynced one by one: only attempts.jsonl rows carry that cost.
+            self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS, fsync=False)
+        except OSError as exc:
+            raise RunSetupError(_cannot_write(self.run_dir, exc)) from None
         # File writes and fsyncs run on one I/O thread, in submission order, so they never
         # stall the event loop (and the proxy's streams with it). One thread: on a small
         # machine more threads only compete with the loop for the cores.
@@ -301,7 +329,7 @@ class _Execution:
             protocol=self.profile.protocol,
             real_key=self._real_key,
             extra_headers=self.profile.headers,
-            calls_file=_BackgroundRows(self._calls_file, self._io),
+            calls_file=_BackgroundRows(self._calls_file, self._io, self._watch_write),
             on_call=self._on_call,
             call_counts=rundir.count_calls(self.run_dir),
         )
@@ -341,9 +369,13 @@ class _Execution:
                 appender.close()
 
     async def _worker(self, pending: deque[tuple[str, int]]) -> None:
-        while pending:
+        while pending and self._stop_reason is None:
             task_id, attempt = pending.popleft()
-            await self._run_slot(task_id, attempt)
+            try:
+                await self._run_slot(task_id, attempt)
+            except OSError as exc:  # the attempt's log or result folder could not be written
+                self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
+                return
 
     # --- one attempt ------------------------------------------------------------------------
 
@@ -384,12 +416,15 @@ class _Execution:
             else:
                 result, calls, transcript = await self._run_builtin(ctx)
                 assert self._io is not None
-                self._io.submit(
-                    _write_attempt_files,
-                    log_path,
-                    redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
-                    transcript_path,
-                    transcript,
+                self._watch_write(
+                    self._io.submit(
+                        _write_attempt_files,
+                        log_path,
+                        redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
+                        transcript_path,
+                        transcript,
+                    ),
+                    f"the log of {task_id}/{attempt}",
                 )
         finally:
             self.stats.running -= 1
@@ -437,7 +472,7 @@ class _Execution:
             self._rows_pending -= 1
             error = future.exception()
             if error is not None:
-                self._write_error = self._write_error or error
+                self._stop_for_write_failure(error, rundir.ATTEMPTS)
             else:
                 self.stats.record_row(row)
                 self.emit(AttemptFinished(self.run_id, row))
@@ -445,6 +480,17 @@ class _Execution:
                 self._rows_flushed.set()
 
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(written, f))
+
+    def _watch_write(self, future: Future[Any], what: str) -> None:
+        """Stop the run if a write done on the I/O thread fails."""
+        loop = asyncio.get_running_loop()
+
+        def done(f: Future[Any]) -> None:
+            error = f.exception()
+            if error is not None:
+                loop.call_soon_threadsafe(self._stop_for_write_failure, error, what)
+
+        future.add_done_callback(done)
 
     async def _run_builtin(
         self, ctx: AttemptContext
@@ -556,14 +602,21 @@ class _Execution:
 
 
 class _BackgroundRows:
-    """Appends rows on the run's I/O thread (in order) instead of on the event loop."""
+    """Appends rows on the run's I/O thread (in order) instead of on the event loop; a
+    failed write is handed to ``watch`` (it stops the run)."""
 
-    def __init__(self, appender: JsonlAppender, io: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        appender: JsonlAppender,
+        io: ThreadPoolExecutor,
+        watch: Callable[[Future[Any], str], None],
+    ) -> None:
         self._appender = appender
         self._io = io
+        self._watch = watch
 
     def append(self, row: dict[str, Any]) -> None:
-        self._io.submit(self._appender.append, row)
+        self._watch(self._io.submit(self._appender.append, row), rundir.CALLS)
 
 
 def _write_attempt_files(
@@ -575,6 +628,10 @@ def _write_attempt_files(
     if transcript is not None:
         with rundir.open_private(transcript_path, "w") as fh:
             fh.write(json.dumps(transcript, indent=1, ensure_ascii=False))
+
+
+def _cannot_write(run_dir: Path, exc: OSError) -> str:
+    return f"cannot write the run dir {run_dir}: {exc.strerror or exc}"
 
 
 def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:
@@ -611,7 +668,12 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     _check_agent(spec.agent, spec.command, suite, task_ids)
     real_key = _resolve_key(profile.name, spec.api_key)
     now = rundir.utc_now()
-    run_id, run_dir = rundir.create_run_dir(Path(spec.out_dir), profile.name, profile.model, now)
+    try:
+        run_id, run_dir = rundir.create_run_dir(
+            Path(spec.out_dir), profile.name, profile.model, now
+        )
+    except OSError as exc:
+        raise RunSetupError(_cannot_write(Path(spec.out_dir), exc)) from None
     manifest: dict[str, Any] = {
         "run_id": run_id,
         "profile": profile.name,
@@ -647,7 +709,10 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     }
     lock = rundir.lock_run_dir(run_dir)
     try:
-        rundir.write_manifest(run_dir, manifest)
+        try:
+            rundir.write_manifest(run_dir, manifest)
+        except OSError as exc:
+            raise RunSetupError(_cannot_write(run_dir, exc)) from None
         return await _Execution(
             run_dir=run_dir,
             manifest=manifest,
@@ -721,7 +786,10 @@ async def resume_run(
         if leftovers:
             notices.append(f"killed {leftovers} harness processes left by the run's last process")
         for name in (rundir.ATTEMPTS, rundir.CALLS):
-            dropped = rundir.drop_torn_tail(run_dir / name)
+            try:
+                dropped = rundir.drop_torn_tail(run_dir / name)
+            except OSError as exc:
+                raise RunSetupError(_cannot_write(run_dir, exc)) from None
             if dropped:
                 notices.append(
                     f"{name}: dropped a torn last line ({dropped} bytes) left by an interrupted writer"
@@ -750,7 +818,10 @@ async def resume_run(
                 "pid": os.getpid(),
             }
         )
-        rundir.write_manifest(run_dir, manifest)
+        try:
+            rundir.write_manifest(run_dir, manifest)
+        except OSError as exc:
+            raise RunSetupError(_cannot_write(run_dir, exc)) from None
         return await _Execution(
             run_dir=run_dir,
             manifest=manifest,
