@@ -62,6 +62,7 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
+from driftdesk.reruns.isolation import IsolationUnavailable, check_isolation, isolate_argv
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.retry import RetryPolicy, is_retryable
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
@@ -90,6 +91,7 @@ class RunSpec:
     out_dir: Path = field(default_factory=lambda: Path("runs"))
     agent: Literal["builtin", "command"] = "builtin"
     command: str | None = None
+    isolate: bool = False  # run the harness under bubblewrap (reruns/isolation.py)
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
@@ -170,6 +172,7 @@ class _Execution:
         real_key: str,
         agent: str,
         command: str | None,
+        isolate: bool = False,
         timeout_s: float,
         concurrency: int,
         seed: int,
@@ -185,6 +188,7 @@ class _Execution:
         self._real_key = real_key
         self.agent = agent
         self.command = command
+        self.isolate = isolate
         self.timeout_s = timeout_s
         self.concurrency = max(1, concurrency)
         self.policy = policy
@@ -576,8 +580,16 @@ class _Execution:
                     extra,
                     run_id=self.run_id,
                 )
+                argv = None
+                if self.isolate:
+                    argv = isolate_argv(
+                        ["/bin/sh", "-c", command],
+                        folder,
+                        self.proxy.base_url_for(token),
+                        readable=[self.suite.path.parent],
+                    )
                 outcome = await run_command_once(
-                    command, env, log_path, ctx, self.proxy.attempt_calls(token)
+                    command, env, log_path, ctx, self.proxy.attempt_calls(token), argv=argv
                 )
                 calls = await self.proxy.settle(token)
             finally:
@@ -634,9 +646,20 @@ def _cannot_write(run_dir: Path, exc: OSError) -> str:
     return f"cannot write the run dir {run_dir}: {exc.strerror or exc}"
 
 
-def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:
+def _check_agent(
+    agent: str, command: str | None, suite: Suite, task_ids: list[str], isolate: bool = False
+) -> None:
     if agent not in ("builtin", "command"):
         raise RunSetupError(f"unknown agent {agent!r}: use builtin or command")
+    if isolate:
+        if agent == "builtin":
+            raise RunSetupError(
+                "--isolate sandboxes a harness; the builtin agent runs inside driftdesk"
+            )
+        try:
+            check_isolation()
+        except IsolationUnavailable as exc:
+            raise RunSetupError(str(exc)) from None
     if agent == "command":
         if not command:
             raise RunSetupError("--agent command needs --command TEMPLATE")
@@ -665,7 +688,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     profile = _resolve_profile(spec.profile)
     suite = load_suite(spec.suite)
     task_ids = select_tasks(spec, suite)
-    _check_agent(spec.agent, spec.command, suite, task_ids)
+    _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
     real_key = _resolve_key(profile.name, spec.api_key)
     now = rundir.utc_now()
     try:
@@ -686,6 +709,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         "timeout_seconds": spec.timeout_s,
         "agent": spec.agent,
         "command": spec.command,
+        "isolate": spec.isolate,
         "seed": spec.seed,
         "sample": spec.sample,
         "selection": (
@@ -721,6 +745,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
             real_key=real_key,
             agent=spec.agent,
             command=spec.command,
+            isolate=spec.isolate,
             timeout_s=spec.timeout_s,
             concurrency=spec.concurrency,
             seed=spec.seed,
@@ -801,7 +826,8 @@ async def resume_run(
         slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
         agent = str(manifest.get("agent", "builtin"))
         command = manifest.get("command")
-        _check_agent(agent, command, suite, task_ids)
+        isolate = bool(manifest.get("isolate", False))
+        _check_agent(agent, command, suite, task_ids, isolate)
         real_key = _resolve_key(profile.name, api_key)
         policy_info = manifest.get("retry_policy") or {}
         policy = RetryPolicy(
@@ -830,6 +856,7 @@ async def resume_run(
             real_key=real_key,
             agent=agent,
             command=command,
+            isolate=isolate,
             timeout_s=float(manifest.get("timeout_seconds", 120.0)),
             concurrency=concurrency or int(manifest.get("concurrency", 2)),
             seed=int(manifest.get("seed", 0)),
