@@ -466,6 +466,13 @@ def kill_leftover_harnesses(run_id: str) -> int:
     return killed
 
 
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Stop the guarded harness (its whole tree) and wait until its pipes are closed."""
+    await _stop_guarded(process)
+    with contextlib.suppress(ProcessLookupError):
+        await process.wait()
+
+
 MAX_LOGGED_LINE = 8 * 1024  # bytes of one output line kept in the log and the live views
 MAX_LOG_BYTES = 4 * 1024 * 1024  # output of one try kept in the attempt's log (then counted)
 _READ_SIZE = 64 * 1024
@@ -610,12 +617,15 @@ async def run_command_once(
             await _stop_guarded(process)
         except BaseException:
             pumps.cancel()
-            try:
-                await _stop_guarded(process)  # the guard kills daemons of the harness too
-            finally:
-                _kill_group(process)
-                with contextlib.suppress(BaseException):
-                    await pumps  # retrieved: no "exception was never retrieved" at exit
+            # Finish the clean-up even if cancelled again meanwhile (a run cancels its
+            # workers twice): a subprocess transport left open is closed by the garbage
+            # collector after the loop, printing "Event loop is closed" tracebacks.
+            cleanup = asyncio.ensure_future(_reap(process))
+            while not cleanup.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(cleanup)
+            with contextlib.suppress(BaseException):
+                await pumps  # retrieved: no "exception was never retrieved" at exit
             raise
         # The guard is gone, and with it every process of the harness: the pipes close at
         # once. A process that escaped the guard's tree cannot hold the attempt for long.

@@ -130,7 +130,8 @@ def select_tasks(spec: RunSpec, suite: Suite) -> list[str]:
     """The task ids to run, in suite order: --tasks, --only-failed/--only-volatile, --sample."""
     chosen = suite.task_ids
     if spec.tasks:
-        unknown = [t for t in spec.tasks if t not in chosen]
+        known = set(chosen)
+        unknown = [t for t in spec.tasks if t not in known]
         if unknown:
             raise RunSetupError(f"unknown task ids for suite {suite.name}: {', '.join(unknown)}")
         wanted = set(spec.tasks)
@@ -642,6 +643,13 @@ def _write_attempt_files(
             fh.write(json.dumps(transcript, indent=1, ensure_ascii=False))
 
 
+async def _checkpoint() -> None:
+    """Let the loop run between set-up steps (a big suite takes seconds to set up): a Ctrl-C or
+    SIGTERM, which cancels the run's task, takes effect at the next step, not at the end."""
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
 def _cannot_write(run_dir: Path, exc: OSError) -> str:
     return f"cannot write the run dir {run_dir}: {exc.strerror or exc}"
 
@@ -687,8 +695,11 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         raise RunSetupError("--timeout must be positive")
     profile = _resolve_profile(spec.profile)
     suite = load_suite(spec.suite)
+    await _checkpoint()
     task_ids = select_tasks(spec, suite)
+    await _checkpoint()
     _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
+    await _checkpoint()
     real_key = _resolve_key(profile.name, spec.api_key)
     now = rundir.utc_now()
     try:
@@ -806,6 +817,7 @@ async def resume_run(
     lock = rundir.lock_run_dir(run_dir)  # before touching files: never under a live run
     try:
         suite = _load_suite_for(manifest)
+        await _checkpoint()
         notices: list[str] = []
         leftovers = kill_leftover_harnesses(str(manifest["run_id"]))
         if leftovers:
@@ -821,6 +833,7 @@ async def resume_run(
                 )
         problems: list[JsonlProblem] = []
         rows = rundir.read_attempt_rows(run_dir, problems)
+        await _checkpoint()
         notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
         task_ids = [str(t) for t in manifest.get("tasks") or []]
         slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)

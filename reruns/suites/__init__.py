@@ -86,12 +86,14 @@ class Suite:
     sha256: str
     tasks: list[Task]
     problems: list[JsonlProblem] = field(default_factory=list)
+    # task_id -> Task, built on first use: a lookup per slot must not scan the suite
+    # (100k tasks x repeats made set-up quadratic).
+    _by_id: dict[str, Task] | None = field(default=None, init=False, repr=False, compare=False)
 
     def task(self, task_id: str) -> Task:
-        for task in self.tasks:
-            if task.task_id == task_id:
-                return task
-        raise KeyError(task_id)
+        if self._by_id is None or len(self._by_id) != len(self.tasks):
+            self._by_id = {task.task_id: task for task in self.tasks}
+        return self._by_id[task_id]
 
     @property
     def task_ids(self) -> list[str]:
