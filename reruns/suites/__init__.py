@@ -183,10 +183,21 @@ def _parse_task(row: dict[str, Any], where: str) -> Task:
         expected=expected,
         scenario_id=str(scenario) if scenario else None,
         tools=tuple(tools),
-        max_turns=int(row.get("max_turns") or DEFAULT_MAX_TURNS),
+        max_turns=_max_turns(row.get("max_turns", DEFAULT_MAX_TURNS), where, task_id),
         reference_answer=row.get("reference_answer"),
         raw=row,
     )
+
+
+def _max_turns(value: Any, where: str, task_id: str) -> int:
+    if value is None:
+        return DEFAULT_MAX_TURNS
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise SuiteError(
+            f"{where}: task {task_id!r}: max_turns must be a whole number from 1 to 1000, "
+            f"not {json.dumps(value)[:60]}"
+        )
+    return value
 
 
 def load_suite(suite: str | Path) -> Suite:
