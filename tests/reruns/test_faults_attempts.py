@@ -10,6 +10,7 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -197,29 +198,28 @@ async def upstreams() -> AsyncIterator[Upstreams]:
     await servers.stop()
 
 
-@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
-async def test_the_builtin_agent_does_not_follow_a_redirect_past_the_proxy(
-    upstreams: Upstreams, tmp_path: Path, protocol: str
-) -> None:
+async def _builtin_rows(tmp_path: Path, profile: Profile, task: str) -> list[dict[str, Any]]:
+    """Rows of two builtin-agent attempts of ``task`` against ``profile``, no retries."""
     outcome = await execute_run(
         RunSpec(
-            profile=Profile(
-                name="p",
-                protocol=protocol,
-                # Anthropic base URLs stop before /v1 (the agent adds /v1/messages).
-                base_url=upstreams.url.removesuffix("/v1")
-                if protocol == "anthropic"
-                else upstreams.url,
-                model="m",
-            ),
-            suite=str(write_suite(tmp_path / "suite.jsonl", ["redirect"])),
+            profile=profile,
+            suite=str(write_suite(tmp_path / "suite.jsonl", [task])),
             repeat=2,
             out_dir=tmp_path / "runs",
             api_key=KEY,
             retry_policy=RetryPolicy(max_retries=0),
         )
     )
-    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    return read_rows(outcome.run_dir / "attempts.jsonl")
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+async def test_the_builtin_agent_does_not_follow_a_redirect_past_the_proxy(
+    upstreams: Upstreams, tmp_path: Path, protocol: str
+) -> None:
+    # Anthropic base URLs stop before /v1 (the agent adds /v1/messages).
+    base_url = upstreams.url.removesuffix("/v1") if protocol == "anthropic" else upstreams.url
+    rows = await _builtin_rows(tmp_path, Profile("p", protocol, base_url, "m"), "redirect")
     assert [r["outcome"] for r in rows] == ["link_error", "link_error"]
     assert all(str(r["error_code"]).startswith("3") for r in rows), [
         (r["error_code"], r["error_message"]) for r in rows
@@ -230,17 +230,7 @@ async def test_the_builtin_agent_does_not_follow_a_redirect_past_the_proxy(
 async def test_invalid_sse_from_the_provider_is_a_link_error(
     upstreams: Upstreams, tmp_path: Path
 ) -> None:
-    outcome = await execute_run(
-        RunSpec(
-            profile=Profile(name="p", protocol="openai", base_url=upstreams.url, model="m"),
-            suite=str(write_suite(tmp_path / "suite.jsonl", ["broken-sse"])),
-            repeat=2,
-            out_dir=tmp_path / "runs",
-            api_key=KEY,
-            retry_policy=RetryPolicy(max_retries=0),
-        )
-    )
-    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    rows = await _builtin_rows(tmp_path, Profile("p", "openai", upstreams.url, "m"), "broken-sse")
     assert [(r["outcome"], r["error_code"]) for r in rows] == [
         ("link_error", "invalid_response"),
         ("link_error", "invalid_response"),

@@ -121,16 +121,32 @@ def _start_run(tmp_path: Path, pid_dir: Path, base_url: str) -> subprocess.Popen
     )
 
 
-@pytest.mark.keyring
-def test_kill_9_of_driftdesk_run_takes_every_harness_process_with_it(
-    home: object, tmp_path: Path
-) -> None:
+def _started(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, dict[str, int], int]:
+    """A real run whose harness has its child and its daemon up: (run, pid dir, pids, daemon)."""
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     run = _start_run(tmp_path, pid_dir, "http://127.0.0.1:9/v1")
     _wait_for(pid_dir / "pids.json")
     pids = json.loads((pid_dir / "pids.json").read_text())
-    daemon = int((pid_dir / "daemon.pid").read_text())
+    return run, pid_dir, pids, int((pid_dir / "daemon.pid").read_text())
+
+
+def _resume(run_dir: Path) -> subprocess.CompletedProcess[str]:
+    resumed = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "resume", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    return resumed
+
+
+@pytest.mark.keyring
+def test_kill_9_of_driftdesk_run_takes_every_harness_process_with_it(
+    home: object, tmp_path: Path
+) -> None:
+    run, pid_dir, pids, daemon = _started(tmp_path)
     everyone = [pids["group"], pids["harness"], pids["child"], daemon]  # group: the guard
     assert all(_alive(p) for p in everyone)
     os.kill(run.pid, signal.SIGKILL)
@@ -140,13 +156,7 @@ def test_kill_9_of_driftdesk_run_takes_every_harness_process_with_it(
 
     # The resumed slot is judged on its own try only: its harness exits 1 with no result.
     (run_dir,) = (tmp_path / "runs").iterdir()
-    resumed = subprocess.run(
-        [sys.executable, "-m", "driftdesk", "resume", str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    _resume(run_dir)
     (row,) = read_rows(run_dir / "attempts.jsonl")
     assert (row["outcome"], row["error_code"]) == ("harness_error", "no_result")
 
@@ -155,12 +165,7 @@ def test_kill_9_of_driftdesk_run_takes_every_harness_process_with_it(
 def test_resume_kills_what_a_run_killed_with_its_guard_left_behind(
     home: object, tmp_path: Path
 ) -> None:
-    pid_dir = tmp_path / "pids"
-    pid_dir.mkdir()
-    run = _start_run(tmp_path, pid_dir, "http://127.0.0.1:9/v1")
-    _wait_for(pid_dir / "pids.json")
-    pids = json.loads((pid_dir / "pids.json").read_text())
-    daemon = int((pid_dir / "daemon.pid").read_text())
+    run, _, pids, daemon = _started(tmp_path)
     # Everything that could clean up dies at once: driftdesk, the guard, the harness's group.
     os.killpg(pids["group"], signal.SIGKILL)  # the guard leads the harness's group
     os.kill(run.pid, signal.SIGKILL)
@@ -168,13 +173,7 @@ def test_resume_kills_what_a_run_killed_with_its_guard_left_behind(
     assert _wait_dead([pids["group"], pids["harness"], pids["child"]]) == []
     assert _alive(daemon)  # escaped: a setsid daemon whose reaper died first
     (run_dir,) = (tmp_path / "runs").iterdir()
-    resumed = subprocess.run(
-        [sys.executable, "-m", "driftdesk", "resume", str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = _resume(run_dir)
     assert _wait_dead([daemon], timeout=5) == []
     assert "killed 1 harness process" in resumed.stdout + resumed.stderr
     (row,) = read_rows(run_dir / "attempts.jsonl")
