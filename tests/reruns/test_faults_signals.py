@@ -45,6 +45,19 @@ def _run(tmp_path: Path, suite: Path, *extra: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def _wait_until_sigterm_is_caught(pid: int) -> None:
+    """Until the process has its SIGTERM handler (its caught-signals mask in /proc says so):
+    before that, imports are still running and SIGTERM would simply kill it."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as fh:
+            caught = next(line for line in fh if line.startswith("SigCgt:"))
+        if int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.01)
+    raise AssertionError("driftdesk never installed its SIGTERM handler")
+
+
 @pytest.mark.keyring
 def test_sigterm_during_the_set_up_of_a_100k_task_suite_stops_it(
     home: object, tmp_path: Path
@@ -56,7 +69,7 @@ def test_sigterm_during_the_set_up_of_a_100k_task_suite_stops_it(
             fh.write(json.dumps({"task_id": f"t{i}", "prompt": "q", "expected": {"equals": "x"}}))
             fh.write("\n")
     run = _run(tmp_path, suite, "--repeat", "3")
-    time.sleep(2.0)  # imports done; set-up under way (it took minutes when quadratic)
+    _wait_until_sigterm_is_caught(run.pid)  # set-up starts now; it took minutes when quadratic
     run.send_signal(signal.SIGTERM)
     try:
         out, err = run.communicate(timeout=60)
