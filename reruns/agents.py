@@ -377,6 +377,7 @@ def render_command(template: str, values: dict[str, str]) -> str:
 _KEYRING_ACCESS = ("DBUS_SESSION_BUS_ADDRESS", "DRIFTDESK_KEYRING_SERVICE", "GNOME_KEYRING_CONTROL")
 # Set in every harness's environment; ``driftdesk key`` refuses to print a key when it is set.
 RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"
+RUN_DIR_ENV = "DRIFTDESK_RUN_DIR"  # the run dir (absolute), in every harness's environment
 
 
 def _is_credential(name: str) -> bool:
@@ -442,12 +443,14 @@ async def _stop_guarded(process: asyncio.subprocess.Process) -> None:
     _kill_group(process)
 
 
-def kill_leftover_harnesses(run_id: str) -> int:
-    """Kill every process of ours still carrying ``DRIFTDESK_RUN_CHILD=<run_id>``: what a run
-    that died with no chance to clean up (its guard killed too) left behind. Returns how many.
-    A process that scrubbed its environment and re-executed is beyond this (see the threat
-    model in docs/ARCHITECTURE.md)."""
+def kill_leftover_harnesses(run_id: str, run_dir: Path) -> int:
+    """Kill every process of ours still carrying ``DRIFTDESK_RUN_CHILD=<run_id>`` and
+    ``DRIFTDESK_RUN_DIR=<run_dir>`` (two run dirs may share a run id): what a run that died
+    with no chance to clean up (its guard killed too) left behind. Returns how many. A process
+    that scrubbed its environment and re-executed is beyond this (see the threat model in
+    docs/ARCHITECTURE.md)."""
     needle = f"{RUN_CHILD_ENV}={run_id}".encode()
+    where = f"{RUN_DIR_ENV}={Path(run_dir).absolute()}".encode()
     me, uid, killed = os.getpid(), os.getuid(), 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
@@ -459,7 +462,7 @@ def kill_leftover_harnesses(run_id: str) -> int:
                 variables = fh.read().split(b"\0")
         except OSError:
             continue
-        if needle in variables:
+        if needle in variables and where in variables:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(name), signal.SIGKILL)
                 killed += 1

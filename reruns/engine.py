@@ -37,6 +37,7 @@ from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import (
     COMMAND_PLACEHOLDERS,
+    RUN_DIR_ENV,
     AgentResult,
     AttemptContext,
     LinkError,
@@ -563,6 +564,7 @@ class _Execution:
                 )
                 extra = {
                     "DRIFTDESK_RUN_ID": self.run_id,
+                    RUN_DIR_ENV: str(self.run_dir.absolute()),
                     "DRIFTDESK_TASK_ID": ctx.task.task_id,
                     "DRIFTDESK_ATTEMPT": str(ctx.attempt),
                     "DRIFTDESK_MODEL": self.profile.model,
@@ -819,7 +821,7 @@ async def resume_run(
         suite = _load_suite_for(manifest)
         await _checkpoint()
         notices: list[str] = []
-        leftovers = kill_leftover_harnesses(str(manifest["run_id"]))
+        leftovers = kill_leftover_harnesses(str(manifest["run_id"]), run_dir)
         if leftovers:
             notices.append(f"killed {leftovers} harness processes left by the run's last process")
         for name in (rundir.ATTEMPTS, rundir.CALLS):
