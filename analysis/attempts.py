@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.analysis.sources import ATTEMPTS_FILE, row_problem
-from driftdesk.layout import attempt_folder
+from driftdesk.layout import attempt_folder, result_file
 
 
 def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
@@ -45,8 +45,8 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
         row["superseded"] = last_line[row["attempt"]] != row["line"]
         log = folder / f"{row['attempt']}.log"
         transcript = folder / f"{row['attempt']}.transcript.json"
-        result = folder / f"{row['attempt']}.result.json"
         row["log_path"] = str(log) if log.exists() else None
         row["transcript_path"] = str(transcript) if transcript.exists() else None
-        row["result_path"] = str(result) if result.exists() else None
+        result = result_file(run_dir, row)
+        row["result_path"] = str(result) if result is not None else None
     return rows

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.terminal import printable
+
 if TYPE_CHECKING:
     from driftdesk.analysis.compare import Comparison
     from driftdesk.analysis.volatility import RunReport
@@ -232,7 +234,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = _csv_text(reports)
     else:
-        text = "\n".join(render_report_table(r) for r in reports)
+        # Task ids and error kinds come from files: shown, their control characters are inert.
+        text = printable("\n".join(render_report_table(r) for r in reports))
     _emit(text, args.out)
     return 0
 
@@ -419,7 +422,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(comparison.to_json(), ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_comparison(comparison))
+        sys.stdout.write(printable(render_comparison(comparison)))
     return 0
 
 
@@ -515,8 +518,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from driftdesk.analysis.selection import select_task_ids
 
     runs = [Path(r) for r in args.runs]
+    # Raw into a pipe (ids are data for --tasks); escaped on a terminal.
+    shown = printable if sys.stdout.isatty() else str
     for task_id in select_task_ids(runs, "volatile" if args.volatile else "failed"):
-        sys.stdout.write(task_id + "\n")
+        sys.stdout.write(shown(task_id) + "\n")
     return 0
 
 

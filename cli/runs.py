@@ -59,6 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="harness command for --agent command; placeholders {task_id} {attempt} {run_id} "
         "{model} {result_path}",
     )
+    p.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run the harness under bubblewrap: no session bus, keyring files, home or other "
+        "processes' /proc; writes only to its attempt folder (see docs/ARCHITECTURE.md)",
+    )
     p.add_argument("--max-retries", type=int, default=4, help="link-error retries per attempt")
     p.add_argument(
         "--max-retry-delay", type=float, default=30.0, help="cap on one retry's wait (seconds)"
@@ -150,6 +156,8 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         print(f"driftdesk: {exc}", file=sys.stderr)
         return EXIT_SETUP_ERROR
     print(f"{outcome.status}: {outcome.run_dir}")
+    if outcome.reason:
+        print(outcome.reason, file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
     return 0 if outcome.status == "completed" else 1
 
@@ -172,6 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         out_dir=args.out,
         agent=args.agent,
         command=args.command_template,
+        isolate=args.isolate,
         retry_policy=RetryPolicy(max_retries=args.max_retries, max_delay_s=args.max_retry_delay),
     )
     return _drive(lambda progress: execute_run(spec, progress))

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -100,11 +101,24 @@ class JsonlAppender:
                     os.write(self._fd, b"\n")
 
     def append(self, row: dict[str, Any]) -> None:
-        line = json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
-        # One write() per row on an O_APPEND fd: rows never interleave.
-        os.write(self._fd, line.encode("utf-8"))
-        if self._fsync:
-            os.fsync(self._fd)
+        """Append one row, or raise ``OSError`` with the file as it was: a write that fails
+        or lands only in part (a full disk, a quota, a file size limit) is cut off again, so
+        the file never ends in a torn row this process wrote."""
+        data = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        start = os.fstat(self._fd).st_size
+        try:
+            # One write() per row on an O_APPEND fd: rows never interleave.
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(
+                    errno.ENOSPC, f"short write: {written} of {len(data)} bytes", str(self.path)
+                )
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
 
     def sync(self) -> None:
         """fsync what was appended (for writers that batch rows with ``fsync=False``)."""

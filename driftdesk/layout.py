@@ -3,16 +3,22 @@ the importer of foreign results, so the places a file is looked for are where it
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
+from typing import Any
 
 MANIFEST_FILE = "manifest.json"
 ATTEMPTS_FILE = "attempts.jsonl"
 CALLS_FILE = "calls.jsonl"
 INSPECT_LOG_DIR = "inspect"  # run --agent inspect: inspect_ai's own logs and output
-ATTEMPTS_DIR = "attempts"  # attempts/<safe task id>/<attempt>.log|.transcript.json|.result.json
+# attempts/<task folder>/<attempt>.log|.transcript.json, and one
+# <attempt>.<try id>.result.json per try of the command agent (the row's ``result_path``)
+ATTEMPTS_DIR = "attempts"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Room for the hash suffix and a file name inside a 255-byte name limit, and short paths.
+_READABLE_PART = 64
 
 
 def safe_name(text: str) -> str:
@@ -20,9 +26,36 @@ def safe_name(text: str) -> str:
     return _UNSAFE.sub("-", text).strip("-.") or "x"
 
 
+def task_folder_name(task_id: str) -> str:
+    """A folder name that is unique per task id: a readable start and a hash of the whole id,
+    so ``a/b``, ``a-b`` and ``a b`` never share a folder and any id length fits a file name."""
+    digest = hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{safe_name(task_id)[:_READABLE_PART].rstrip('-.')}-{digest}"
+
+
 def attempt_folder(run_dir: Path, task_id: str) -> Path:
-    """The folder holding one task's per-attempt logs, transcripts and result files."""
-    return Path(run_dir) / ATTEMPTS_DIR / safe_name(task_id)
+    """The folder holding one task's per-attempt logs, transcripts and result files.
+
+    Run dirs written before the hash suffix (``attempts/<safe name>``) stay readable: when
+    only the old folder exists, it is the one returned."""
+    attempts = Path(run_dir) / ATTEMPTS_DIR
+    folder = attempts / task_folder_name(task_id)
+    if not folder.exists():
+        legacy = attempts / safe_name(task_id)
+        if len(safe_name(task_id).encode()) <= 255 and legacy.is_dir():
+            return legacy
+    return folder
+
+
+def result_file(run_dir: Path, row: dict[str, Any]) -> Path | None:
+    """The command agent's result file of one attempt row: the path the row records
+    (relative to the run dir), or the old single ``<attempt>.result.json``."""
+    recorded = row.get("result_path")
+    if isinstance(recorded, str) and recorded:
+        path = Path(run_dir) / recorded
+        return path if path.is_file() else None
+    legacy = attempt_folder(run_dir, str(row.get("task_id"))) / f"{row.get('attempt')}.result.json"
+    return legacy if legacy.is_file() else None
 
 
 # Per-attempt files beside ``<attempt>.log`` for tasks that change files (workspace + check)

@@ -7,6 +7,7 @@ raise ``KeyringUnavailable`` naming the backend problem, and the caller tells th
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,14 @@ def service_name() -> str:
 
 def backend() -> KeyringBackend:
     """The active keyring backend, refusing ones that would store keys in plaintext or nowhere."""
-    kr = keyring.get_keyring()
+    try:
+        kr = keyring.get_keyring()
+    except Exception as exc:  # a PYTHON_KEYRING_BACKEND naming no importable backend
+        raise KeyringUnavailable(
+            f"the keyring backend cannot be loaded ({type(exc).__name__}: {exc}); check "
+            f"PYTHON_KEYRING_BACKEND={os.environ.get('PYTHON_KEYRING_BACKEND', '')!r} "
+            "(e.g. keyring.backends.SecretService.Keyring) or unset it"
+        ) from None
     name = f"{type(kr).__module__}.{type(kr).__name__}"
     if "fail" in name.lower() or "null" in name.lower():
         raise KeyringUnavailable(
@@ -48,7 +56,7 @@ def backend() -> KeyringBackend:
 
 def _call(action: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
-        return fn(*args)
+        return _within_deadline(action, fn, *args)
     except keyring.errors.KeyringLocked as exc:
         raise KeyringUnavailable(
             f"the OS keyring is locked ({action}): unlock it and retry"
@@ -63,6 +71,39 @@ def _call(action: str, fn: Callable[..., Any], *args: Any) -> Any:
         raise KeyringUnavailable(
             f"the OS keyring failed to {action}: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+KEYRING_TIMEOUT_S = 10.0  # DRIFTDESK_KEYRING_TIMEOUT overrides (seconds)
+
+
+def _within_deadline(action: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, or ``KeyringUnavailable`` if it has not answered in time: a Secret
+    Service that D-Bus can activate but that never starts makes every call wait for the bus's
+    own activation timeout (minutes). The call goes on in a daemon thread; we stop waiting."""
+    try:
+        limit = float(os.environ.get("DRIFTDESK_KEYRING_TIMEOUT") or KEYRING_TIMEOUT_S)
+    except ValueError:
+        limit = KEYRING_TIMEOUT_S
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=call, name="driftdesk-keyring", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        raise KeyringUnavailable(
+            f"the OS keyring did not answer within {limit:g}s ({action}): its Secret Service "
+            "may be starting or hung; check it (e.g. gnome-keyring-daemon) in your D-Bus "
+            "session and retry"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def refuse_in_run_child() -> None:

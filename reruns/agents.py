@@ -12,6 +12,8 @@ import os
 import random
 import shlex
 import signal
+import string
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ if TYPE_CHECKING:  # openai is imported lazily: it takes long to import, `run --
 
 T = TypeVar("T")
 ANTHROPIC_VERSION = "2023-06-01"
+INVALID_RESPONSE = "invalid_response"  # error_code: a body or stream the API does not speak
 
 
 class LinkError(Exception):
@@ -74,6 +77,7 @@ class AttemptContext:
     secrets: tuple[str, ...] = ()  # scrubbed from any message we keep
     retries: int = 0
     log_lines: list[str] = field(default_factory=list)
+    result_path: str | None = None  # the command agent's last try's, relative to the run dir
 
     def log(self, stream: str, text: str) -> None:
         self.log_lines.append(f"[{stream}] {text}")
@@ -171,6 +175,7 @@ async def _openai_turn(
     client: openai.AsyncOpenAI, ctx: AttemptContext, messages: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """One streamed chat completion; returns the assistant message. Raises ``LinkError``."""
+    import httpx
     import openai
 
     tools = _openai_tools(ctx.task)
@@ -210,6 +215,14 @@ async def _openai_turn(
         raise LinkError("timeout", f"no complete answer within {ctx.timeout_s:g}s") from None
     except openai.OpenAIError as exc:
         raise link_error_from_openai(exc) from None
+    except httpx.HTTPError as exc:  # the stream broke after the response began
+        raise LinkError("truncated", f"the response stream broke: {exc}") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        # Not a stream the API speaks (an event that is not JSON, or not a chunk): the
+        # provider's answer is broken, whatever the model said. JSONDecodeError is a ValueError.
+        raise LinkError(
+            INVALID_RESPONSE, f"the response stream is not valid: {type(exc).__name__}: {exc}"
+        ) from None
     if finish is None:
         raise LinkError("truncated", "the response stream ended without a finish_reason")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
@@ -270,10 +283,12 @@ async def _anthropic_turn(
     try:
         async with (
             asyncio.timeout(ctx.timeout_s),
-            session.post(f"{base_url}/v1/messages", json=body, headers=headers) as response,
+            session.post(
+                f"{base_url}/v1/messages", json=body, headers=headers, allow_redirects=False
+            ) as response,
         ):
             raw = await response.read()
-            if response.status >= 400:
+            if response.status >= 300:  # a redirect would lead past the meter: a link error
                 if response.headers.get(PROXY_ERROR_HEADER) == "connection":
                     raise LinkError("connection", raw.decode("utf-8", "replace")[:500])
                 raise LinkError(
@@ -289,7 +304,7 @@ async def _anthropic_turn(
         raise LinkError("connection", f"{type(exc).__name__}: {exc}") from None
     try:
         data = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise LinkError("truncated", "the response body is not complete JSON") from None
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
         raise LinkError("truncated", "the response has no content blocks")
@@ -331,15 +346,33 @@ async def run_builtin_anthropic(
 # --- command agent ------------------------------------------------------------------------
 
 
+COMMAND_PLACEHOLDERS = ("task_id", "attempt", "run_id", "model", "result_path", "prompt_file")
+
+
+def template_fields(template: str) -> set[str]:
+    """The placeholders a command template uses (``{{``/``}}`` are literal braces)."""
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    except ValueError:
+        return set()
+
+
 def render_command(template: str, values: dict[str, str]) -> str:
-    """Fill ``{task_id}`` ``{attempt}`` ``{run_id}`` ``{model}`` ``{result_path}``, shell-quoted."""
+    """Fill ``{task_id}`` ``{attempt}`` ``{run_id}`` ``{model}`` ``{result_path}``
+    ``{prompt_file}``, shell-quoted. A literal brace is written ``{{`` or ``}}``."""
     quoted = {k: shlex.quote(v) for k, v in values.items()}
     try:
         return template.format(**quoted)
-    except (KeyError, IndexError) as exc:
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        what = (
+            f"unknown placeholder {{{exc.args[0]}}}"
+            if isinstance(exc, KeyError)
+            else f"{type(exc).__name__}: {exc}"
+        )
         raise ValueError(
-            f"unknown placeholder {exc} in command template; use "
+            f"bad command template ({what}); placeholders are "
             + " ".join("{" + k + "}" for k in values)
+            + "; write a literal brace as {{ or }} (e.g. echo '{{\"success\": true}}')"
         ) from None
 
 
@@ -348,6 +381,7 @@ def render_command(template: str, values: dict[str, str]) -> str:
 _KEYRING_ACCESS = ("DBUS_SESSION_BUS_ADDRESS", "DRIFTDESK_KEYRING_SERVICE", "GNOME_KEYRING_CONTROL")
 # Set in every harness's environment; ``driftdesk key`` refuses to print a key when it is set.
 RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"
+RUN_DIR_ENV = "DRIFTDESK_RUN_DIR"  # the run dir (absolute), in every harness's environment
 
 
 def _is_credential(name: str) -> bool:
@@ -385,12 +419,69 @@ def child_environment(
     return env
 
 
+GUARD_SCRIPT = Path(__file__).with_name("guard.py")
+EXIT_CANNOT_START = 127  # as a shell reports a command it cannot run
+_GUARD_GRACE_S = 2.0  # the guard's time to kill the harness's tree before we kill the group
+
+
+def guarded_argv(argv: list[str]) -> list[str]:
+    """``argv`` run under the guard (reruns/guard.py): it dies with driftdesk, reaps whatever
+    the harness left (a subreaper), and ends the attempt when the harness exits."""
+    return [sys.executable, "-I", "-S", str(GUARD_SCRIPT), str(os.getpid()), "--", *argv]
+
+
 def _kill_group(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
 
 
+async def _stop_guarded(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM the guard (it kills the harness's whole tree, daemons included), then SIGKILL
+    the process group if it has not gone within the grace."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_GUARD_GRACE_S):
+                await process.wait()
+    _kill_group(process)
+
+
+def kill_leftover_harnesses(run_id: str, run_dir: Path) -> int:
+    """Kill every process of ours still carrying ``DRIFTDESK_RUN_CHILD=<run_id>`` and
+    ``DRIFTDESK_RUN_DIR=<run_dir>`` (two run dirs may share a run id): what a run that died
+    with no chance to clean up (its guard killed too) left behind. Returns how many. A process
+    that scrubbed its environment and re-executed is beyond this (see the threat model in
+    docs/ARCHITECTURE.md)."""
+    needle = f"{RUN_CHILD_ENV}={run_id}".encode()
+    where = f"{RUN_DIR_ENV}={Path(run_dir).absolute()}".encode()
+    me, uid, killed = os.getpid(), os.getuid(), 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                variables = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in variables and where in variables:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Stop the guarded harness (its whole tree) and wait until its pipes are closed."""
+    await _stop_guarded(process)
+    with contextlib.suppress(ProcessLookupError):
+        await process.wait()
+
+
 MAX_LOGGED_LINE = 8 * 1024  # bytes of one output line kept in the log and the live views
+MAX_LOG_BYTES = 4 * 1024 * 1024  # output of one try kept in the attempt's log (then counted)
 _READ_SIZE = 64 * 1024
 
 
@@ -405,21 +496,47 @@ def _drop_secret_start(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
+@dataclass
+class _LogBudget:
+    """What one try may still write to the attempt's log; past it, output is only counted."""
+
+    left: int = MAX_LOG_BYTES
+    dropped_lines: int = 0
+    dropped_bytes: int = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+
 async def _pump(
-    stream: asyncio.StreamReader | None, name: str, ctx: AttemptContext, log: Any
+    stream: asyncio.StreamReader | None,
+    name: str,
+    ctx: AttemptContext,
+    log: Any,
+    budget: _LogBudget | None = None,
 ) -> None:
     """Log and emit the stream line by line. Read in chunks, not ``readline`` (whose 64 KiB
     limit raises on a longer line): a line over ``MAX_LOGGED_LINE`` bytes keeps its start
-    and a note of its length, so any output a harness prints costs bounded memory."""
+    and a note of its length, and once ``budget`` is spent further output is only counted,
+    so any output a harness prints costs bounded memory and disk."""
     if stream is None:
         return
+    budget = budget if budget is not None else _LogBudget()
 
     def emit(line: bytes, size: int) -> None:
         text = line.decode("utf-8", "replace").rstrip("\r")
         if size > len(line):
             text = _drop_secret_start(text, ctx.secrets) + f" [line truncated: {size} bytes]"
         text = redact(text, ctx.secrets)
-        log.write(f"[{name}] {text}\n")
+        entry = f"[{name}] {text}\n"
+        budget.left -= len(entry)
+        log.write(entry)
+        if budget.spent:
+            log.write(
+                f"[driftdesk] log capped at {MAX_LOG_BYTES} bytes for this try: "
+                "further output is counted, not kept\n"
+            )
         log.flush()
         ctx.emit_output(name, text)
 
@@ -429,6 +546,10 @@ async def _pump(
         chunk = await stream.read(_READ_SIZE)
         if not chunk:
             break
+        if budget.spent:
+            budget.dropped_lines += chunk.count(b"\n")
+            budget.dropped_bytes += len(chunk)
+            continue
         start = 0
         while True:
             end = chunk.find(b"\n", start)
@@ -443,7 +564,12 @@ async def _pump(
             line.clear()
             size = 0
             start = end + 1
-    if size:
+            if budget.spent:
+                rest = chunk[start:]
+                budget.dropped_lines += rest.count(b"\n")
+                budget.dropped_bytes += len(rest)
+                break
+    if size and not budget.spent:
         emit(bytes(line), size)
 
 
@@ -455,24 +581,37 @@ class CommandTry:
 
 
 async def run_command_once(
-    command: str, env: dict[str, str], log_path: Path, ctx: AttemptContext, calls: AttemptCalls
+    command: str,
+    env: dict[str, str],
+    log_path: Path,
+    ctx: AttemptContext,
+    calls: AttemptCalls,
+    *,
+    argv: list[str] | None = None,
 ) -> CommandTry:
-    """Run the harness once in its own process group; kill the whole group at the timeout
-    (or when the attempt is cancelled)."""
+    """Run the harness once (``argv``, or ``command`` through ``/bin/sh -c``) under the guard,
+    in its own process group. The harness's exit ends the try (the guard kills what it left
+    behind); at the timeout or on cancel the whole tree is killed."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open_private(log_path, "a") as log:
         log.write(f"$ {command}\n")
         log.flush()
-        process = await asyncio.create_subprocess_shell(
-            command,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *guarded_argv(argv if argv is not None else ["/bin/sh", "-c", command]),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                stdin=asyncio.subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:  # e.g. E2BIG: this attempt's error, not the run's
+            log.write(f"[driftdesk] cannot start the harness: {exc}\n")
+            return CommandTry(EXIT_CANNOT_START, False, False)
+        budget = _LogBudget()
         pumps = asyncio.gather(
-            _pump(process.stdout, "stdout", ctx, log), _pump(process.stderr, "stderr", ctx, log)
+            _pump(process.stdout, "stdout", ctx, log, budget),
+            _pump(process.stderr, "stderr", ctx, log, budget),
         )
         timed_out = False
         in_flight = False
@@ -482,60 +621,110 @@ async def run_command_once(
         except TimeoutError:
             timed_out = True
             in_flight = calls.in_flight > 0
-            _kill_group(process)
-            await process.wait()
+            await _stop_guarded(process)
         except BaseException:
-            _kill_group(process)
             pumps.cancel()
+            # Finish the clean-up even if cancelled again meanwhile (a run cancels its
+            # workers twice): a subprocess transport left open is closed by the garbage
+            # collector after the loop, printing "Event loop is closed" tracebacks.
+            cleanup = asyncio.ensure_future(_reap(process))
+            while not cleanup.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(cleanup)
             with contextlib.suppress(BaseException):
-                await process.wait()
+                await pumps  # retrieved: no "exception was never retrieved" at exit
             raise
-        # Grandchildren may hold the pipes open; the group is gone once we killed it, but a
-        # harness that exited normally may have left some: bound the wait for the pipes.
+        # The guard is gone, and with it every process of the harness: the pipes close at
+        # once. A process that escaped the guard's tree cannot hold the attempt for long.
         try:
             async with asyncio.timeout(2.0):
                 await pumps
         except TimeoutError:
             _kill_group(process)
             pumps.cancel()
+            with contextlib.suppress(BaseException):
+                await pumps
+        if budget.dropped_bytes:
+            log.write(
+                f"[driftdesk] not logged: {budget.dropped_lines} more lines "
+                f"({budget.dropped_bytes} bytes) past the {MAX_LOG_BYTES}-byte cap\n"
+            )
         if timed_out:
-            log.write(f"[driftdesk] killed after {ctx.timeout_s:g}s (process group)\n")
+            log.write(f"[driftdesk] killed after {ctx.timeout_s:g}s (process tree)\n")
         else:
             log.write(f"[driftdesk] exit code {process.returncode}\n")
     return CommandTry(process.returncode, timed_out, in_flight)
 
 
-def command_outcome(result_path: Path, attempt_try: CommandTry, calls: AttemptCalls) -> AgentResult:
+MAX_RESULT_BYTES = 1024 * 1024
+_ERROR_CODE_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _no_result(message: str) -> AgentResult:
+    return AgentResult("harness_error", error_code="no_result", error_message=message)
+
+
+def read_result_file(result_path: Path) -> AgentResult | None:
+    """The harness's own verdict from its result file, or None when there is no file.
+
+    ``{"success": bool, "score": float?}`` → pass/fail; ``{"error_code": "429"}`` (or
+    ``"empty_response"``, …; ``"error_message"`` optional) → link_error with that code;
+    anything else (not JSON, a directory, too big…) → harness_error ``no_result``."""
+    try:
+        with open(result_path, "rb") as fh:
+            raw = fh.read(MAX_RESULT_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        return _no_result(f"the result path {result_path} is a directory, not a file")
+    except OSError as exc:
+        return _no_result(f"the result file cannot be read: {exc.strerror or exc}")
+    if len(raw) > MAX_RESULT_BYTES:
+        return _no_result(f"the result file is over {MAX_RESULT_BYTES} bytes")
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _no_result(f"result file is not JSON: {exc}")
+    if not isinstance(data, dict):
+        return _no_result('result file is not a JSON object with "success" or "error_code"')
+    code = data.get("error_code")
+    if code is not None:
+        code = str(code) if isinstance(code, int | str) and not isinstance(code, bool) else ""
+        if not code or len(code) > 64 or not set(code) <= _ERROR_CODE_CHARS:
+            return _no_result('"error_code" must be a short code such as "429" or "timeout"')
+        said = data.get("error_message")
+        return AgentResult(
+            "link_error",
+            error_code=code,
+            error_message=str(said) if said else "the harness reported a link error",
+        )
+    if isinstance(data.get("success"), bool):
+        score = data.get("score")
+        return AgentResult(
+            "pass" if data["success"] else "fail",
+            success=data["success"],
+            score=float(score) if isinstance(score, int | float) else None,
+        )
+    return _no_result('result file lacks a boolean "success" (or an "error_code")')
+
+
+def command_outcome(
+    result_path: Path, attempt_try: CommandTry, calls: AttemptCalls, *, uses_result_path: bool
+) -> AgentResult:
     """Outcome of one try of a command.
 
-    1. ``{result_path}`` holds ``{"success": bool, "score": float?}`` → pass/fail (the harness
-       judged it). A file that exists but is not such an object → harness_error ``no_result``.
+    1. The result file (``read_result_file``): the harness's verdict, or its link error.
     2. Else, if the proxy saw the harness's last call fail (or a call was in flight when the
        timeout hit) → link_error with that call's error kind.
-    3. Else the exit code: 0 → pass, 1 → fail, anything else (or killed at the timeout) →
-       harness_error (``harness_crash`` / ``timeout``).
+    3. Else killed at the timeout → harness_error ``timeout``.
+    4. Else, when the template uses ``{result_path}``, exit 0 or 1 without a result file →
+       harness_error ``no_result`` (never a pass); other codes → ``harness_crash``.
+       A template without ``{result_path}`` is judged by its exit code: 0 → pass, 1 → fail,
+       anything else → harness_error ``harness_crash``.
     """
-    if result_path.exists():
-        try:
-            data = json.loads(result_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return AgentResult(
-                "harness_error",
-                error_code="no_result",
-                error_message=f"result file is not JSON: {exc}",
-            )
-        if isinstance(data, dict) and isinstance(data.get("success"), bool):
-            score = data.get("score")
-            return AgentResult(
-                "pass" if data["success"] else "fail",
-                success=data["success"],
-                score=float(score) if isinstance(score, int | float) else None,
-            )
-        return AgentResult(
-            "harness_error",
-            error_code="no_result",
-            error_message='result file lacks a boolean "success"',
-        )
+    verdict = read_result_file(result_path)
+    if verdict is not None:
+        return verdict
     if attempt_try.timed_out and attempt_try.call_in_flight_at_timeout:
         return AgentResult(
             "link_error",
@@ -554,6 +743,11 @@ def command_outcome(result_path: Path, attempt_try: CommandTry, calls: AttemptCa
             "harness_error",
             error_code="timeout",
             error_message="the command ran past the timeout and was killed",
+        )
+    if uses_result_path and attempt_try.returncode in (0, 1):
+        return _no_result(
+            f"the command exited {attempt_try.returncode} without writing its result file "
+            f"{result_path}"
         )
     if attempt_try.returncode == 0:
         return AgentResult("pass", success=True)

@@ -24,7 +24,8 @@ import shlex
 import time
 import traceback
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,15 +38,19 @@ from driftdesk.layout import INSPECT_LOG_DIR
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir, workspace
 from driftdesk.reruns.agents import (
+    COMMAND_PLACEHOLDERS,
+    RUN_DIR_ENV,
     AgentResult,
     AttemptContext,
     LinkError,
     child_environment,
     command_outcome,
+    kill_leftover_harnesses,
     render_command,
     run_builtin_anthropic,
     run_builtin_openai,
     run_command_once,
+    template_fields,
 )
 from driftdesk.reruns.events import (
     AttemptEnded,
@@ -66,6 +71,7 @@ from driftdesk.reruns.inspect_harness import (
     inspect_suite,
     run_inspect_eval,
 )
+from driftdesk.reruns.isolation import IsolationUnavailable, check_isolation, isolate_argv
 from driftdesk.reruns.presets import PRESETS, preset_problem, run_preset_attempt
 from driftdesk.reruns.proxy import (
     MeteringProxy,
@@ -83,6 +89,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_PROMPT_IN_ENV = 32 * 1024  # bytes; a longer prompt reaches a harness only by its file
+
 
 @dataclass
 class RunSpec:
@@ -99,6 +107,7 @@ class RunSpec:
     out_dir: Path = field(default_factory=lambda: Path("runs"))
     agent: Literal["builtin", "command", "inspect", "claude-code", "codex"] = "builtin"
     command: str | None = None
+    isolate: bool = False  # run the harness under bubblewrap (reruns/isolation.py)
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
@@ -111,6 +120,7 @@ class RunOutcome:
     status: str  # "completed" | "interrupted" | "failed"
     stats: RunStats
     notices: list[str] = field(default_factory=list)  # e.g. a torn last line that was dropped
+    reason: str | None = None  # one line: why a run stopped early (a full disk)
 
 
 class RunSetupError(ValueError):
@@ -142,7 +152,8 @@ def select_tasks(spec: RunSpec, suite: Suite) -> list[str]:
     """The task ids to run, in suite order: --tasks, --only-failed/--only-volatile, --sample."""
     chosen = suite.task_ids
     if spec.tasks:
-        unknown = [t for t in spec.tasks if t not in chosen]
+        known = set(chosen)
+        unknown = [t for t in spec.tasks if t not in known]
         if unknown:
             raise RunSetupError(f"unknown task ids for suite {suite.name}: {', '.join(unknown)}")
         wanted = set(spec.tasks)
@@ -184,6 +195,7 @@ class _Execution:
         real_key: str,
         agent: str,
         command: str | None,
+        isolate: bool = False,
         timeout_s: float,
         concurrency: int,
         seed: int,
@@ -199,6 +211,7 @@ class _Execution:
         self._real_key = real_key
         self.agent = agent
         self.command = command
+        self.isolate = isolate
         self.timeout_s = timeout_s
         self.concurrency = max(1, concurrency)
         self.policy = policy
@@ -216,7 +229,8 @@ class _Execution:
         self._rows_pending = 0
         self._rows_flushed = asyncio.Event()
         self._rows_flushed.set()
-        self._write_error: BaseException | None = None
+        self._stop_reason: str | None = None  # set when the run dir cannot take more writes
+        self._workers: list[asyncio.Task[None]] = []
 
     # --- events -----------------------------------------------------------------------------
 
@@ -275,7 +289,7 @@ class _Execution:
                 await run_inspect_eval(self)
                 slots = []
             pending = deque(slots)
-            workers = [
+            workers = self._workers = [
                 asyncio.create_task(self._worker(pending))
                 for _ in range(min(self.concurrency, len(slots)))
             ]
@@ -285,12 +299,14 @@ class _Execution:
                 for worker in workers:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
-                raise
+                # Workers cancelled because the disk took no more rows: the run stops here,
+                # interrupted (a Ctrl-C meanwhile still propagates).
+                current = asyncio.current_task()
+                if self._stop_reason is None or (current is not None and current.cancelling()):
+                    raise
             finally:
                 await self._rows_flushed.wait()  # finished attempts' rows are on disk
-            if self._write_error is not None:
-                raise self._write_error
-            status = "completed"
+            status = "completed" if self._stop_reason is None else "interrupted"
         except asyncio.CancelledError:
             status = "interrupted"
             raise
@@ -298,18 +314,41 @@ class _Execution:
             await self._stop()
             self.manifest["status"] = status
             self.manifest["ended_at"] = rundir.iso(rundir.utc_now())
+            if self._stop_reason is not None:
+                self.manifest["stop_reason"] = self._stop_reason
             if self.manifest.get("resumes"):
                 self.manifest["resumes"][-1]["ended_at"] = self.manifest["ended_at"]
                 self.manifest["resumes"][-1]["status"] = status
-            rundir.write_manifest(self.run_dir, self.manifest)
+            try:
+                rundir.write_manifest(self.run_dir, self.manifest)
+            except OSError as exc:  # a full disk: the manifest says "running"; resume works
+                self._stop_for_write_failure(exc, "manifest.json")
             self.emit(RunFinished(self.run_id, status, self.stats))
-        return RunOutcome(self.run_dir, self.run_id, status, self.stats, self.notices)
+        return RunOutcome(
+            self.run_dir, self.run_id, status, self.stats, self.notices, self._stop_reason
+        )
+
+    def _stop_for_write_failure(self, error: BaseException, what: str) -> None:
+        """A row, log or manifest could not be written (disk full, quota, I/O error): start
+        no new attempt and cancel those in flight (they could only pay for calls whose rows
+        would be lost). Their slots have no row: ``resume`` redoes exactly them."""
+        if self._stop_reason is None:
+            detail = error.strerror if isinstance(error, OSError) and error.strerror else error
+            self._stop_reason = (
+                f"stopped: cannot write {what} in {self.run_dir} ({detail}); "
+                f"free space, then: driftdesk resume {self.run_dir}"
+            )
+        for worker in self._workers:
+            worker.cancel()
 
     async def _start(self) -> None:
-        self._attempts_file = JsonlAppender(self.run_dir / rundir.ATTEMPTS)
-        # calls.jsonl rows are written at once (a kill -9 keeps them: they are in the OS's
-        # page cache) but not fsynced one by one: only attempts.jsonl rows carry that cost.
-        self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS, fsync=False)
+        try:
+            self._attempts_file = JsonlAppender(self.run_dir / rundir.ATTEMPTS)
+            # calls.jsonl rows are written at once (a kill -9 keeps them: they are in the OS's
+            # page cache) but not fsynced one by one: only attempts.jsonl rows carry that cost.
+            self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS, fsync=False)
+        except OSError as exc:
+            raise RunSetupError(_cannot_write(self.run_dir, exc)) from None
         # File writes and fsyncs run on one I/O thread, in submission order, so they never
         # stall the event loop (and the proxy's streams with it). One thread: on a small
         # machine more threads only compete with the loop for the cores.
@@ -321,7 +360,7 @@ class _Execution:
             real_key=self._real_key,
             auth_header="none" if self.profile.no_key else self.profile.auth,
             extra_headers=self.profile.headers,
-            calls_file=_BackgroundRows(self._calls_file, self._io),
+            calls_file=_BackgroundRows(self._calls_file, self._io, self._watch_write),
             on_call=self._on_call,
             call_counts=rundir.count_calls(self.run_dir),
         )
@@ -334,11 +373,16 @@ class _Execution:
 
                 # One client (one connection pool) for the run; attempts get cheap copies
                 # with their own base URL. max_retries=0: ours is the only retry layer.
+                # follow_redirects=False: a redirect would lead the agent past the meter; it
+                # is a link error (the SDK raises on the 3xx).
                 self._openai = openai.AsyncOpenAI(
                     base_url=self.proxy.url,
                     api_key=self.proxy.run_key,
                     max_retries=0,
                     timeout=self.timeout_s,
+                    http_client=openai.DefaultAsyncHttpxClient(
+                        follow_redirects=False, timeout=self.timeout_s
+                    ),
                 )
 
     async def _stop(self) -> None:
@@ -356,9 +400,13 @@ class _Execution:
                 appender.close()
 
     async def _worker(self, pending: deque[tuple[str, int]]) -> None:
-        while pending:
+        while pending and self._stop_reason is None:
             task_id, attempt = pending.popleft()
-            await self._run_slot(task_id, attempt)
+            try:
+                await self._run_slot(task_id, attempt)
+            except OSError as exc:  # the attempt's log or result folder could not be written
+                self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
+                return
 
     # --- one attempt ------------------------------------------------------------------------
 
@@ -422,13 +470,16 @@ class _Execution:
                     ws, ctx, result, step_env, lambda line: ctx.log("check", line)
                 )
                 assert self._io is not None
-                self._io.submit(
-                    _write_attempt_files,
-                    log_path,
-                    redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
-                    transcript_path,
-                    transcript,
-                    ctx.secrets,
+                self._watch_write(
+                    self._io.submit(
+                        _write_attempt_files,
+                        log_path,
+                        redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
+                        transcript_path,
+                        transcript,
+                        ctx.secrets,
+                    ),
+                    f"the log of {task_id}/{attempt}",
                 )
         finally:
             self.stats.running -= 1
@@ -458,6 +509,8 @@ class _Execution:
             "base_url": self.profile.base_url,
             **client_fields,
         }
+        if ctx.result_path is not None:
+            row["result_path"] = ctx.result_path  # the last try's, relative to the run dir
         self._persist_row(row)
 
     def _persist_row(self, row: dict[str, Any]) -> None:
@@ -476,7 +529,7 @@ class _Execution:
             self._rows_pending -= 1
             error = future.exception()
             if error is not None:
-                self._write_error = self._write_error or error
+                self._stop_for_write_failure(error, rundir.ATTEMPTS)
             else:
                 self.stats.record_row(row)
                 self.emit(AttemptFinished(self.run_id, row))
@@ -484,6 +537,17 @@ class _Execution:
                 self._rows_flushed.set()
 
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(written, f))
+
+    def _watch_write(self, future: Future[Any], what: str) -> None:
+        """Stop the run if a write done on the I/O thread fails."""
+        loop = asyncio.get_running_loop()
+
+        def done(f: Future[Any]) -> None:
+            error = f.exception()
+            if error is not None:
+                loop.call_soon_threadsafe(self._stop_for_write_failure, error, what)
+
+        future.add_done_callback(done)
 
     async def _run_builtin(
         self, ctx: AttemptContext
@@ -520,13 +584,25 @@ class _Execution:
     async def _run_command(
         self, ctx: AttemptContext, log_path: Path
     ) -> tuple[AgentResult, list[dict[str, Any]]]:
-        """Run the harness; retry the whole try when it ended on a retryable link error."""
+        """Run the harness; retry the whole try when it ended on a retryable link error.
+
+        Every try gets fresh files of its own (``<attempt>.<try id>.result.json`` and
+        ``.prompt.txt``, absolute paths) and, for a task with a workspace, a fresh copy of it:
+        a harness left over from another try, or another task, can never hand its result to
+        this one. The row records the last try's result file."""
         assert self.proxy is not None and self.command is not None
         all_calls: list[dict[str, Any]] = []
-        result_path = log_path.with_name(f"{ctx.attempt}.result.json")
+        folder = log_path.parent.absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+        uses_result_path = "result_path" in template_fields(self.command)
         step_env = workspace.step_environment(self._real_key, self.run_id)
         while True:
-            result_path.unlink(missing_ok=True)
+            try_id = os.urandom(4).hex()
+            result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
+            prompt_path = folder / f"{ctx.attempt}.{try_id}.prompt.txt"
+            ctx.result_path = str(result_path.relative_to(self.run_dir.absolute()))
+            with rundir.open_private(prompt_path, "w") as fh:
+                fh.write(ctx.task.prompt_text)
             ws, failed = await workspace.begin(
                 self.run_dir, ctx.task, ctx.attempt, step_env, self.timeout_s
             )
@@ -542,33 +618,49 @@ class _Execution:
                         "run_id": self.run_id,
                         "model": self.profile.model,
                         "result_path": str(result_path),
+                        "prompt_file": str(prompt_path),
                     },
                 )
                 if ws is not None:  # the harness works in the attempt's own copy
                     command = f"cd {shlex.quote(str(ws.path))} && {command}"
+                extra = {
+                    "DRIFTDESK_RUN_ID": self.run_id,
+                    RUN_DIR_ENV: str(self.run_dir.absolute()),
+                    "DRIFTDESK_TASK_ID": ctx.task.task_id,
+                    "DRIFTDESK_ATTEMPT": str(ctx.attempt),
+                    "DRIFTDESK_MODEL": self.profile.model,
+                    "DRIFTDESK_RESULT_PATH": str(result_path),
+                    "DRIFTDESK_PROMPT_FILE": str(prompt_path),
+                }
+                # One environment string is limited to 128 KiB by the kernel (E2BIG for the
+                # whole exec): a long prompt is only in the file.
+                if len(ctx.task.prompt_text.encode("utf-8")) <= MAX_PROMPT_IN_ENV:
+                    extra["DRIFTDESK_PROMPT"] = ctx.task.prompt_text
                 env = child_environment(
                     self.profile.protocol,
                     self.proxy.base_url_for(token),
                     self.proxy.run_key,
                     self._real_key,
-                    {
-                        "DRIFTDESK_RUN_ID": self.run_id,
-                        "DRIFTDESK_TASK_ID": ctx.task.task_id,
-                        "DRIFTDESK_ATTEMPT": str(ctx.attempt),
-                        "DRIFTDESK_MODEL": self.profile.model,
-                        "DRIFTDESK_RESULT_PATH": str(result_path),
-                        "DRIFTDESK_PROMPT": ctx.task.prompt_text,
-                    },
+                    extra,
                     run_id=self.run_id,
                 )
+                argv = None
+                if self.isolate:
+                    # The attempt's folder holds its workspace copy too: writable inside.
+                    argv = isolate_argv(
+                        ["/bin/sh", "-c", command],
+                        folder,
+                        self.proxy.base_url_for(token),
+                        readable=[self.suite.path.parent],
+                    )
                 outcome = await run_command_once(
-                    command, env, log_path, ctx, self.proxy.attempt_calls(token)
+                    command, env, log_path, ctx, self.proxy.attempt_calls(token), argv=argv
                 )
                 calls = await self.proxy.settle(token)
             finally:
                 self.proxy.close_attempt(token)
             all_calls.extend(calls.calls)
-            result = command_outcome(result_path, outcome, calls)
+            result = command_outcome(result_path, outcome, calls, uses_result_path=uses_result_path)
             # A verdict reached over a broken last call is a link error: no check for it.
             result = link_failure_overrides(result, calls.calls)
             result = await workspace.conclude(
@@ -600,14 +692,21 @@ def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> 
 
 
 class _BackgroundRows:
-    """Appends rows on the run's I/O thread (in order) instead of on the event loop."""
+    """Appends rows on the run's I/O thread (in order) instead of on the event loop; a
+    failed write is handed to ``watch`` (it stops the run)."""
 
-    def __init__(self, appender: JsonlAppender, io: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        appender: JsonlAppender,
+        io: ThreadPoolExecutor,
+        watch: Callable[[Future[Any], str], None],
+    ) -> None:
         self._appender = appender
         self._io = io
+        self._watch = watch
 
     def append(self, row: dict[str, Any]) -> None:
-        self._io.submit(self._appender.append, row)
+        self._watch(self._io.submit(self._appender.append, row), rundir.CALLS)
 
 
 def _write_attempt_files(
@@ -627,7 +726,37 @@ def _write_attempt_files(
             fh.write(text)
 
 
-def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[str]) -> None:
+async def _checkpoint() -> None:
+    """Let the loop run between set-up steps (a big suite takes seconds to set up): a Ctrl-C or
+    SIGTERM, which cancels the run's task, takes effect at the next step, not at the end."""
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
+def _cannot_write(run_dir: Path, exc: OSError) -> str:
+    return f"cannot write the run dir {run_dir}: {exc.strerror or exc}"
+
+
+def _check_agent(
+    agent: str, command: str | None, suite: Suite, task_ids: list[str], isolate: bool = False
+) -> None:
+    if agent not in ("builtin", "command", "inspect", *PRESETS):
+        raise RunSetupError(
+            f"unknown agent {agent!r}: use builtin, command, inspect, " + " or ".join(PRESETS)
+        )
+    if isolate:
+        if agent == "builtin":
+            raise RunSetupError(
+                "--isolate sandboxes a harness; the builtin agent runs inside driftdesk"
+            )
+        if agent != "command":
+            raise RunSetupError(
+                f"--isolate works with --agent command; {agent} does not run under bubblewrap yet"
+            )
+        try:
+            check_isolation()
+        except IsolationUnavailable as exc:
+            raise RunSetupError(str(exc)) from None
     if agent == "inspect":
         return
     if agent in PRESETS:
@@ -638,16 +767,10 @@ def _check_agent(agent: str, command: str | None, suite: Suite, task_ids: list[s
                 + ", ".join(lacking[:5])
             )
         return
-    if agent not in ("builtin", "command"):
-        raise RunSetupError(
-            f"unknown agent {agent!r}: use builtin, command, inspect, " + " or ".join(PRESETS)
-        )
     if agent == "command":
         if not command:
             raise RunSetupError("--agent command needs --command TEMPLATE")
-        render_command(
-            command, dict.fromkeys(("task_id", "attempt", "run_id", "model", "result_path"), "x")
-        )
+        render_command(command, dict.fromkeys(COMMAND_PLACEHOLDERS, "x"))
         return
     lacking = [t for t in task_ids if not suite.task(t).runnable_by_builtin]
     if lacking:
@@ -695,12 +818,20 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         suite, task_ids = _inspect_setup(spec, profile)
     else:
         suite = load_suite(spec.suite)
+        await _checkpoint()
         task_ids = select_tasks(spec, suite)
-    _check_agent(spec.agent, spec.command, suite, task_ids)
+    await _checkpoint()
+    _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
     _check_preset(spec.agent, profile)
+    await _checkpoint()
     real_key = _resolve_key(profile, spec.api_key)
     now = rundir.utc_now()
-    run_id, run_dir = rundir.create_run_dir(Path(spec.out_dir), profile.name, profile.model, now)
+    try:
+        run_id, run_dir = rundir.create_run_dir(
+            Path(spec.out_dir), profile.name, profile.model, now
+        )
+    except OSError as exc:
+        raise RunSetupError(_cannot_write(Path(spec.out_dir), exc)) from None
     manifest: dict[str, Any] = {
         "run_id": run_id,
         "profile": profile.name,
@@ -713,6 +844,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         "timeout_seconds": spec.timeout_s,
         "agent": spec.agent,
         "command": spec.command,
+        "isolate": spec.isolate,
         "seed": spec.seed,
         "sample": spec.sample,
         "selection": (
@@ -738,7 +870,10 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         manifest["inspect"] = {"sample_ids": spec.tasks}
     lock = rundir.lock_run_dir(run_dir)
     try:
-        rundir.write_manifest(run_dir, manifest)
+        try:
+            rundir.write_manifest(run_dir, manifest)
+        except OSError as exc:
+            raise RunSetupError(_cannot_write(run_dir, exc)) from None
         return await _Execution(
             run_dir=run_dir,
             manifest=manifest,
@@ -747,6 +882,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
             real_key=real_key,
             agent=spec.agent,
             command=spec.command,
+            isolate=spec.isolate,
             timeout_s=spec.timeout_s,
             concurrency=spec.concurrency,
             seed=spec.seed,
@@ -812,21 +948,30 @@ async def resume_run(
     lock = rundir.lock_run_dir(run_dir)  # before touching files: never under a live run
     try:
         suite = _load_suite_for(manifest)
+        await _checkpoint()
         notices: list[str] = []
+        leftovers = kill_leftover_harnesses(str(manifest["run_id"]), run_dir)
+        if leftovers:
+            notices.append(f"killed {leftovers} harness processes left by the run's last process")
         for name in (rundir.ATTEMPTS, rundir.CALLS):
-            dropped = rundir.drop_torn_tail(run_dir / name)
+            try:
+                dropped = rundir.drop_torn_tail(run_dir / name)
+            except OSError as exc:
+                raise RunSetupError(_cannot_write(run_dir, exc)) from None
             if dropped:
                 notices.append(
                     f"{name}: dropped a torn last line ({dropped} bytes) left by an interrupted writer"
                 )
         problems: list[JsonlProblem] = []
         rows = rundir.read_attempt_rows(run_dir, problems)
+        await _checkpoint()
         notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
         task_ids = [str(t) for t in manifest.get("tasks") or []]
         slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
         agent = str(manifest.get("agent", "builtin"))
         command = manifest.get("command")
-        _check_agent(agent, command, suite, task_ids)
+        isolate = bool(manifest.get("isolate", False))
+        _check_agent(agent, command, suite, task_ids, isolate)
         _check_preset(agent, profile)
         real_key = _resolve_key(profile, api_key)
         policy_info = manifest.get("retry_policy") or {}
@@ -844,7 +989,10 @@ async def resume_run(
                 "pid": os.getpid(),
             }
         )
-        rundir.write_manifest(run_dir, manifest)
+        try:
+            rundir.write_manifest(run_dir, manifest)
+        except OSError as exc:
+            raise RunSetupError(_cannot_write(run_dir, exc)) from None
         return await _Execution(
             run_dir=run_dir,
             manifest=manifest,
@@ -853,6 +1001,7 @@ async def resume_run(
             real_key=real_key,
             agent=agent,
             command=command,
+            isolate=isolate,
             timeout_s=float(manifest.get("timeout_seconds", 120.0)),
             concurrency=concurrency or int(manifest.get("concurrency", 2)),
             seed=int(manifest.get("seed", 0)),

@@ -22,6 +22,7 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
+from driftdesk.terminal import printable
 
 BAR_WIDTH = 24
 
@@ -104,13 +105,15 @@ class TextProgress:
             spec = event.spec
             verb = "resuming" if spec.get("resumed") else "run"
             self._write(
-                f"{verb} {event.run_id}: {len(event.task_ids)} tasks x {event.repeat} repeats, "
-                f"{event.total_attempts} attempts to make; {spec.get('model')} at "
-                f"{spec.get('base_url')} (agent {spec.get('agent')}, concurrency "
-                f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
+                printable(
+                    f"{verb} {event.run_id}: {len(event.task_ids)} tasks x {event.repeat} "
+                    f"repeats, {event.total_attempts} attempts to make; {spec.get('model')} at "
+                    f"{spec.get('base_url')} (agent {spec.get('agent')}, concurrency "
+                    f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
+                )
             )
-            for notice in spec.get("notices") or []:
-                self._write(f"  note: {notice}\n")
+            for notice in spec.get("notices") or []:  # may quote task ids and file lines
+                self._write(printable(f"  note: {notice}\n"))
             return
         if isinstance(event, AttemptStarted):
             stats.running += 1

@@ -8,7 +8,6 @@ when present; both are capped by ``max_delay_s``.
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import math
 import random
@@ -27,12 +26,14 @@ def is_retryable(error_code: str | None) -> bool:
     return error_code.isdigit() and 500 <= int(error_code) <= 599
 
 
-def _seconds(value: float) -> float | None:
-    """A wait a server asked for: ``nan`` is no answer (it would slip past any cap), and a
-    negative or infinite one is clamped by the caller's cap."""
-    if math.isnan(value):
+def _finite_seconds(raw: str, per_second: float) -> float | None:
+    """A number of seconds, or None. ``nan`` and ``inf`` are no numbers of seconds: a ``nan``
+    would slip past every ``min`` and ``max`` (all comparisons with it are false)."""
+    try:
+        value = float(raw) / per_second
+    except ValueError:
         return None
-    return max(value, 0.0)
+    return max(value, 0.0) if math.isfinite(value) else None
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -42,13 +43,15 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     lowered = {k.lower(): v for k, v in headers.items()}
     raw_ms = lowered.get("retry-after-ms")
     if raw_ms:
-        with contextlib.suppress(ValueError):
-            return _seconds(float(raw_ms) / 1000.0)
+        seconds = _finite_seconds(raw_ms, 1000.0)
+        if seconds is not None:
+            return seconds
     raw = lowered.get("retry-after")
     if not raw:
         return None
-    with contextlib.suppress(ValueError):
-        return _seconds(float(raw))
+    seconds = _finite_seconds(raw, 1.0)
+    if seconds is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError):
@@ -66,8 +69,8 @@ class RetryPolicy:
 
     def delay(self, retry_number: int, retry_after_s: float | None, rng: random.Random) -> float:
         """Seconds to wait before retry ``retry_number`` (1 for the first retry)."""
-        if retry_after_s is not None:
-            return min(retry_after_s, self.max_delay_s)
+        if retry_after_s is not None and math.isfinite(retry_after_s):
+            return min(max(retry_after_s, 0.0), self.max_delay_s)
         ceiling = min(self.base_delay_s * (2 ** (retry_number - 1)), self.max_delay_s)
         # "Equal jitter": at least half the backoff, so retries never bunch up at zero.
         return ceiling / 2 + rng.uniform(0, ceiling / 2)

@@ -100,12 +100,14 @@ class Suite:
     sha256: str
     tasks: list[Task]
     problems: list[JsonlProblem] = field(default_factory=list)
+    # task_id -> Task, built on first use: a lookup per slot must not scan the suite
+    # (100k tasks x repeats made set-up quadratic).
+    _by_id: dict[str, Task] | None = field(default=None, init=False, repr=False, compare=False)
 
     def task(self, task_id: str) -> Task:
-        for task in self.tasks:
-            if task.task_id == task_id:
-                return task
-        raise KeyError(task_id)
+        if self._by_id is None or len(self._by_id) != len(self.tasks):
+            self._by_id = {task.task_id: task for task in self.tasks}
+        return self._by_id[task_id]
 
     @property
     def task_ids(self) -> list[str]:
@@ -242,13 +244,24 @@ def _parse_task(row: dict[str, Any], where: str, base: Path | None = None) -> Ta
         expected=expected,
         scenario_id=str(scenario) if scenario else None,
         tools=tuple(tools),
-        max_turns=int(row.get("max_turns") or DEFAULT_MAX_TURNS),
+        max_turns=_max_turns(row.get("max_turns", DEFAULT_MAX_TURNS), where, task_id),
         reference_answer=row.get("reference_answer"),
         workspace=_parse_workspace(row, here, base),
         setup=_optional_command(row, "setup", here),
         check=_optional_command(row, "check", here),
         raw=row,
     )
+
+
+def _max_turns(value: Any, where: str, task_id: str) -> int:
+    if value is None:
+        return DEFAULT_MAX_TURNS
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise SuiteError(
+            f"{where}: task {task_id!r}: max_turns must be a whole number from 1 to 1000, "
+            f"not {json.dumps(value)[:60]}"
+        )
+    return value
 
 
 def load_suite(suite: str | Path) -> Suite:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
+from driftdesk.layout import attempt_folder
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import AttemptOutput, RunEvent
@@ -187,7 +188,7 @@ async def test_command_agent_end_to_end_without_the_key_in_its_environment(
     assert {oct(p.stat().st_mode & 0o777) for p in logs} == {"0o600"}
 
     # stdout/stderr reach the attempt's log and the live views.
-    log = (outcome.run_dir / "attempts" / "answer-42" / "0.log").read_text()
+    log = (attempt_folder(outcome.run_dir, "answer-42") / "0.log").read_text()
     assert "[stdout] answer 42" in log
     outputs = [e for e in recorder.events if isinstance(e, AttemptOutput)]
     assert any(e.task_id == "crash" and e.stream == "stderr" for e in outputs)
@@ -224,7 +225,7 @@ async def test_the_proxy_refuses_requests_without_the_run_token(
             api_key=REAL_KEY,
         )
     )
-    log = (outcome.run_dir / "attempts" / "answer-42" / "0.log").read_text()
+    log = (attempt_folder(outcome.run_dir, "answer-42") / "0.log").read_text()
     assert "401" in log and "run's token" in log
     assert sum(scripted.requests.values()) == 0  # nothing reached the provider
 
@@ -394,7 +395,7 @@ async def test_a_200_kb_output_line_is_logged_truncated_and_the_run_completes(
     assert outcome.status == "completed"
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     assert sorted((r["attempt"], r["outcome"]) for r in rows) == [(0, "pass"), (1, "pass")]
-    log_path = outcome.run_dir / "attempts" / "answer-42" / "0.log"
+    log_path = attempt_folder(outcome.run_dir, "answer-42") / "0.log"
     log = log_path.read_text()
     stdout_lines = [line for line in log.splitlines() if line.startswith("[stdout]")]
     assert len(stdout_lines) == 2

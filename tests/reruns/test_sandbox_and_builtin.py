@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 from reruns_helpers import read_rows
 
+from driftdesk.layout import attempt_folder
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
@@ -64,7 +65,7 @@ async def test_basic_suite_on_the_sandbox_drifts_per_task(
     invoice = [r for r in rows if r["task_id"] == "invoice-7_2"]
     assert all(r["calls"] == 2 and r["scenario_id"] == "invoice-7" for r in invoice)
     transcript = json.loads(
-        (outcome.run_dir / "attempts" / "invoice-7_2" / "0.transcript.json").read_text()
+        (attempt_folder(outcome.run_dir, "invoice-7_2") / "0.transcript.json").read_text()
     )
     assert [m["role"] for m in transcript] == ["user", "assistant", "tool", "tool", "assistant"]
     assert all(r["total_tokens"] and r["total_tokens"] > 0 for r in rows)

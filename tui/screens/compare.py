@@ -15,6 +15,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label
 
+from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.widgets.tables import fill_table
 
@@ -129,7 +130,7 @@ class CompareScreen(WorkbenchScreen):
         changed_rows: list[tuple[str, tuple[Any, ...]]] = []
         for c in comparison.changed:
             changed_cells = (
-                c.task_id,
+                printable(c.task_id, keep_newlines=False),
                 Text(c.before, style=CLASS_STYLES.get(c.before, "")),
                 Text(c.after, style=CLASS_STYLES.get(c.after, "")),
                 _fmt(c.success_a),

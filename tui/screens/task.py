@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Label, RichLog
 
 from driftdesk.analysis.attempt_detail import AttemptDetail, attempt_detail, call_line
+from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.widgets.tables import fill_table
 
@@ -78,7 +79,10 @@ class TaskScreen(WorkbenchScreen):
         with Vertical(id="task-body"):
             yield Label(
                 Text.assemble(
-                    ("task ", "dim"), (self.task_id, "bold"), ("  in  ", "dim"), self.run_dir.name
+                    ("task ", "dim"),
+                    (printable(self.task_id, keep_newlines=False), "bold"),
+                    ("  in  ", "dim"),
+                    self.run_dir.name,
                 ),
                 id="task-title",
             )

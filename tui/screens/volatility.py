@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList,
 from textual.widgets.option_list import Option
 
 from driftdesk.layout import MANIFEST_FILE
+from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.widgets.tables import fill_table
@@ -457,7 +458,7 @@ class VolatilityScreen(WorkbenchScreen):
             )
             cells = (
                 Text("●", style="bold cyan") if t.task_id in self.marked else "",
-                t.task_id,
+                printable(t.task_id, keep_newlines=False),
                 str(t.n),
                 str(t.passes),
                 str(t.fails),

@@ -18,6 +18,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from driftdesk.terminal import printable
+
 AttemptKey = tuple[str, int]
 
 SYMBOLS: dict[str, tuple[str, Style]] = {
@@ -68,7 +70,9 @@ class AttemptGrid(ScrollView, can_focus=True):
         self.repeat = repeat
         self.cells = {}
         self.cursor = (0, 0)
-        self._label_width = max((len(t) for t in task_ids), default=4) + 1
+        self._label_width = (
+            max((len(printable(t, keep_newlines=False)) for t in task_ids), default=4) + 1
+        )
         self.virtual_size = Size(self._label_width + CELL_WIDTH * repeat, len(task_ids) + 1)
         self.refresh()
 
@@ -99,7 +103,7 @@ class AttemptGrid(ScrollView, can_focus=True):
         if row >= len(self.task_ids):
             return Strip.blank(width)
         task = self.task_ids[row]
-        segments = [Segment(task.ljust(self._label_width))]
+        segments = [Segment(printable(task, keep_newlines=False).ljust(self._label_width))]
         cursor_row, cursor_col = self.cursor
         for attempt in range(self.repeat):
             symbol, style = SYMBOLS.get(self.cells.get((task, attempt), "pending"), UNKNOWN)
