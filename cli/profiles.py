@@ -137,6 +137,8 @@ def _guarded(handler: Handler) -> Handler:
 
         try:
             return handler(args)
+        except BrokenPipeError:
+            raise  # the reader left (`| head`): main ends quietly
         except EXPECTED as exc:
             print(f"driftdesk: error: {exc}", file=sys.stderr)
             return 1

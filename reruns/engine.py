@@ -58,6 +58,7 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
+from driftdesk.reruns.preflight import PROBE_TIMEOUT_S, check_endpoint
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.retry import RetryPolicy, is_retryable
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
@@ -87,6 +88,11 @@ class RunSpec:
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    # Lines of the suite file that cannot be read: refused unless told to leave them out.
+    skip_bad_lines: bool = False
+    # Check the endpoint once (the doctor's probe) before the first attempt; off for tests that
+    # script every request the endpoint gets.
+    probe: bool = False
 
 
 @dataclass
@@ -580,9 +586,12 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         raise RunSetupError("--timeout must be positive")
     profile = _resolve_profile(spec.profile)
     suite = load_suite(spec.suite)
+    notices = suite.bad_lines(skip=spec.skip_bad_lines)
     task_ids = select_tasks(spec, suite)
     _check_agent(spec.agent, spec.command, suite, task_ids)
     real_key = _resolve_key(profile.name, spec.api_key)
+    if spec.probe:
+        notices += await check_endpoint(profile, real_key, min(spec.timeout_s, PROBE_TIMEOUT_S))
     now = rundir.utc_now()
     run_id, run_dir = rundir.create_run_dir(Path(spec.out_dir), profile.name, profile.model, now)
     manifest: dict[str, Any] = {
@@ -634,7 +643,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
             seed=spec.seed,
             policy=spec.retry_policy,
             listener=listener,
-            notices=[],
+            notices=notices,
         ).run(rundir.pending_slots(task_ids, spec.repeat, [], False))
     finally:
         rundir.unlock_run_dir(lock)
@@ -666,6 +675,7 @@ async def resume_run(
     api_key: str | None = None,
     profile: Profile | None = None,
     concurrency: int | None = None,
+    probe: bool = False,
 ) -> RunOutcome:
     """Run exactly the missing (task, attempt) slots of ``run_dir``; with
     ``retry_link_errors`` also the slots whose latest row is a link_error (the new row is
@@ -705,6 +715,9 @@ async def resume_run(
         command = manifest.get("command")
         _check_agent(agent, command, suite, task_ids)
         real_key = _resolve_key(profile.name, api_key)
+        if probe and slots:
+            timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
+            notices += await check_endpoint(profile, real_key, min(timeout, PROBE_TIMEOUT_S))
         policy_info = manifest.get("retry_policy") or {}
         policy = RetryPolicy(
             max_retries=int(policy_info.get("max_retries", RetryPolicy.max_retries)),

@@ -22,6 +22,7 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
+from driftdesk.text import plural, tokens
 
 BAR_WIDTH = 24
 
@@ -33,14 +34,6 @@ def _duration(seconds: float | None) -> str:
     hours, rest = divmod(total_seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
-
-
-def _count(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    if n >= 10_000:
-        return f"{n / 1000:.1f}k"
-    return str(n)
 
 
 def status_line(stats: RunStats, bar: bool = True) -> str:
@@ -63,7 +56,7 @@ def status_line(stats: RunStats, bar: bool = True) -> str:
     if outcome.get("harness_error"):
         parts.append(f"harness {outcome['harness_error']}")
     parts.append(f"retries {stats.retries}")
-    parts.append(f"tokens {_count(stats.tokens)}")
+    parts.append(f"tokens {tokens(stats.tokens)}")
     parts.append(f"running {stats.running}")
     parts.append(f"ETA {_duration(stats.eta_seconds())}")
     return "  ".join(parts)
@@ -102,8 +95,9 @@ class TextProgress:
             spec = event.spec
             verb = "resuming" if spec.get("resumed") else "run"
             self._write(
-                f"{verb} {event.run_id}: {len(event.task_ids)} tasks x {event.repeat} repeats, "
-                f"{event.total_attempts} attempts to make; {spec.get('model')} at "
+                f"{verb} {event.run_id}: {plural(len(event.task_ids), 'task')} x "
+                f"{plural(event.repeat, 'repeat')}, "
+                f"{plural(event.total_attempts, 'attempt')} to make; {spec.get('model')} at "
                 f"{spec.get('base_url')} (agent {spec.get('agent')}, concurrency "
                 f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
             )
