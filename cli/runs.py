@@ -44,7 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     only.add_argument(
         "--only-volatile", type=Path, metavar="RUN_DIR", help="tasks with mixed outcomes there"
     )
-    p.add_argument("--out", type=Path, default=Path("runs"), help="folder for run dirs (./runs)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the run dir (default: ./runs, or $DRIFTDESK_RUNS_DIR; with "
+        "--only-failed/--only-volatile, beside that run)",
+    )
     p.add_argument("--agent", choices=["builtin", "command"], default="builtin")
     p.add_argument(
         "--command",
@@ -276,7 +281,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         only_failed=args.only_failed,
         only_volatile=args.only_volatile,
-        out_dir=args.out,
+        out_dir=_out_dir(args),
         agent=args.agent,
         command=args.command_template,
         retry_policy=RetryPolicy(max_retries=args.max_retries, max_delay_s=args.max_retry_delay),
@@ -284,6 +289,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         probe=not args.no_probe,
     )
     return _drive(lambda progress: execute_run(spec, progress))
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    """The one rule (shared with the TUI): ``--out``, else beside the run whose tasks are
+    rerun, else ./runs."""
+    from driftdesk import paths
+
+    if args.out is not None:
+        return Path(args.out)
+    source = args.only_failed or args.only_volatile
+    return paths.rerun_dir(source) if source is not None else paths.runs_dir()
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

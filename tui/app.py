@@ -79,8 +79,10 @@ class DriftdeskApp(App[None]):
         super().__init__()
         from driftdesk import paths
 
-        self.out_dir = out_dir or paths.data_dir() / "runs"
-        dirs = [self.out_dir, *(runs_dirs or [Path.cwd() / "runs"])]
+        # One rule with the CLI: new runs go to ./runs ($DRIFTDESK_RUNS_DIR), reruns beside
+        # their source; runs older versions left in the data dir are still listed.
+        self.out_dir = out_dir or paths.runs_dir()
+        dirs = [self.out_dir, *(runs_dirs or [paths.data_dir() / "runs"])]
         self.runs_dirs: list[Path] = list(dict.fromkeys(p.resolve() for p in dirs))
         self.start_mode = start_mode
         self.export_dir = Path.cwd() / "driftdesk-exports"
@@ -89,7 +91,9 @@ class DriftdeskApp(App[None]):
         self.demo_concurrency = demo_concurrency
         self.demo_latency_ms = demo_latency_ms
         self.demo_run: LiveRun | None = None
-        self.demo_api_key: str | None = None  # only when there is no keyring; never written
+        # The demo's profile and throwaway key live only in this process (never saved).
+        self.demo_profile: Any = None
+        self.demo_api_key: str | None = None
         self.demo_spec: Any = None
         self.blink = blink  # tests and screenshots turn the cursor blink off
         self.live_runs: list[LiveRun] = []
@@ -114,6 +118,7 @@ class DriftdeskApp(App[None]):
         """Execute ``spec`` (a ``reruns.engine.RunSpec``) in a worker; returns its live state."""
         from driftdesk.reruns.engine import execute_run
 
+        spec = self._with_demo_profile(spec)
         live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
         self.live_runs.append(live)
         live.worker = self._execute_run(live, lambda: execute_run(spec, live))
@@ -128,15 +133,34 @@ class DriftdeskApp(App[None]):
         from driftdesk.reruns.rundir import read_manifest
 
         label = f"resume of {run_dir.name}" + (" (+link errors)" if retry_link_errors else "")
-        if api_key is None and str(read_manifest(run_dir).get("profile")) == "sandbox":
-            api_key = self.demo_api_key  # the demo's in-memory key (no keyring)
+        profile = None
+        if api_key is None and self._is_demo_profile(read_manifest(run_dir).get("profile")):
+            profile, api_key = self.demo_profile, self.demo_api_key  # the demo's, in memory
         live = LiveRun(label=label, run_dir=Path(run_dir).resolve())  # executing from now on
         self.live_runs.append(live)
         live.worker = self._execute_run(
             live,
-            lambda: resume_run(run_dir, live, retry_link_errors=retry_link_errors, api_key=api_key),
+            lambda: resume_run(
+                run_dir,
+                live,
+                retry_link_errors=retry_link_errors,
+                api_key=api_key,
+                profile=profile,
+                probe=True,
+            ),
         )
         return live
+
+    def _is_demo_profile(self, name: object) -> bool:
+        return self.demo_profile is not None and name == self.demo_profile.name
+
+    def _with_demo_profile(self, spec: Any) -> Any:
+        """A spec naming the demo's profile runs with the in-memory profile and key."""
+        import dataclasses
+
+        if isinstance(spec.profile, str) and self._is_demo_profile(spec.profile):
+            return dataclasses.replace(spec, profile=self.demo_profile, api_key=self.demo_api_key)
+        return spec
 
     # Runs belong to the App, never to a screen: a worker dies with the node that started it.
     # Not exclusive: a second run must never cancel the first.
@@ -159,12 +183,20 @@ class DriftdeskApp(App[None]):
             live.loop = None
             self.post_message(RunEnded(live))
 
-    def rerun_tasks(self, manifest: dict[str, Any], tasks: list[str]) -> LiveRun:
-        """A new run of ``tasks`` under the same conditions as the run of ``manifest``."""
+    def rerun_tasks(
+        self,
+        manifest: dict[str, Any],
+        tasks: list[str],
+        source: Path | None = None,
+        profile: str | None = None,
+    ) -> LiveRun:
+        """A new run of ``tasks`` under the same conditions as the run of ``manifest``, beside
+        its ``source`` run dir (``profile`` overrides the manifest's, e.g. for imported runs)."""
+        from driftdesk import paths
         from driftdesk.reruns.engine import RunSpec
 
         suite = manifest.get("suite") or {}
-        profile = str(manifest.get("profile"))
+        profile = profile or str(manifest.get("profile"))
         spec = RunSpec(
             profile=profile,
             suite=str(suite.get("path") or suite.get("name") or "basic"),
@@ -173,10 +205,10 @@ class DriftdeskApp(App[None]):
             timeout_s=float(manifest.get("timeout_seconds") or 120.0),
             tasks=list(tasks),
             seed=int(manifest.get("seed") or 0),
-            out_dir=self.out_dir,
+            out_dir=paths.rerun_dir(source) if source is not None else self.out_dir,
             agent="command" if manifest.get("agent") == "command" else "builtin",
             command=manifest.get("command"),
-            api_key=self.demo_api_key if profile == "sandbox" else None,
+            probe=True,
         )
         return self.start_run(spec, label=f"rerun of {len(tasks)} task(s)")
 
@@ -241,7 +273,8 @@ class DriftdeskApp(App[None]):
     @on(DemoReady)
     def _demo_ready(self, message: DemoReady) -> None:
         self.demo_spec = message.spec
-        self.demo_api_key = getattr(message.spec, "api_key", None)
+        self.demo_profile = message.spec.profile
+        self.demo_api_key = message.spec.api_key
         self.notify(message.note, title="demo", timeout=8)
         self.demo_run = self.start_run(message.spec, label="demo")
         run_screen = self._screen_for_mode("run")
@@ -310,15 +343,19 @@ class DriftdeskApp(App[None]):
 
 
 def run_workbench(runs_dirs: list[Path] | None = None) -> int:
-    """``driftdesk`` / ``driftdesk tui``: runs are listed from the data dir and ``./runs``."""
-    extra = [Path.cwd() / "runs", *(runs_dirs or [])]
+    """``driftdesk`` / ``driftdesk tui``: runs are listed from ``./runs`` and the data dir."""
+    from driftdesk import paths
+
+    extra = [paths.data_dir() / "runs", *(runs_dirs or [])]
     DriftdeskApp(runs_dirs=extra).run()
     return 0
 
 
 def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8) -> int:
-    """``driftdesk demo``: sandbox + ``sandbox`` profile + a live run of the built-in suite."""
-    extra = [Path.cwd() / "runs"] + ([out_dir] if out_dir else [])
+    """``driftdesk demo``: sandbox + an in-memory profile + a live run of the built-in suite."""
+    from driftdesk import paths
+
+    extra = [paths.data_dir() / "runs"]
     app = DriftdeskApp(
         demo=True,
         out_dir=out_dir,

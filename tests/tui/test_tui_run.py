@@ -150,3 +150,43 @@ async def test_launch_only_volatile_tasks_of_an_earlier_run(
         assert live.status == "completed"
         manifest = json.loads((live.run_dir / "manifest.json").read_text())
         assert sorted(manifest["tasks"]) == ["arith-02", "format-01"]
+
+
+def _closed_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
+    home, sandbox, make_app, settle
+) -> None:
+    from textual.widgets import Select
+
+    from driftdesk.providers.profiles import Profile, ProfileStore
+
+    # Listed first, but its endpoint is gone (a demo's leftover used to be just that).
+    ProfileStore().save(Profile("aaa-gone", "openai", _closed_url(), "m"))
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("n")
+        await settle(app, pilot)
+        form = app.screen
+        assert isinstance(form, LaunchScreen)
+        select = form.query_one("#profile", Select)
+        assert select.value == "sandbox"
+        assert app.focused is select  # Enter opens it: no Tab needed first
+        labels = [str(option[0]) for option in select._options]
+        assert not any("loading" in label for label in labels)
+        assert any("aaa-gone" in label and "not answering" in label for label in labels)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        sandbox.stop()  # now every endpoint is gone: nothing is preselected
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert app.screen.query_one("#profile", Select).value == Select.NULL
+        await pilot.press("ctrl+s")
+        assert "choose a profile" in str(app.screen.query_one("#form-error").render())

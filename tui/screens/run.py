@@ -247,7 +247,10 @@ class RunScreen(WorkbenchScreen):
             if spec is not None:
                 self.show_run(self.workbench.start_run(spec))
 
-        self.app.push_screen(LaunchScreen(self.workbench.out_dir, earlier), launched)
+        demo = self.workbench.demo_profile
+        self.app.push_screen(
+            LaunchScreen(self.workbench.out_dir, earlier, [demo] if demo else []), launched
+        )
 
     def action_cancel_run(self) -> None:
         live = self.live

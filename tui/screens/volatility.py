@@ -533,7 +533,7 @@ class VolatilityScreen(WorkbenchScreen):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                live = self.workbench.rerun_tasks(info.manifest, tasks)
+                live = self.workbench.rerun_tasks(info.manifest, tasks, source=info.path)
                 self.notify(f"rerunning {len(tasks)} task(s) as a new run")
                 self.workbench.show_live_run(live)
 
