@@ -318,13 +318,24 @@ class DriftdeskApp(App[None]):
         if not isinstance(screen, WorkbenchScreen):
             return
         rows: list[tuple[str, str, str]] = []
+        wide = self.size.width >= 120
         for source in (screen, self):
             for binding in source.BINDINGS:
                 if isinstance(binding, Binding):
                     rows.append(
-                        (binding.key, binding.tooltip or binding.description, binding.id or "")
+                        (
+                            self.readable_keys(binding),
+                            # the longer tooltip only where the three columns still fit
+                            (binding.tooltip if wide else "") or binding.description,
+                            binding.id or "",
+                        )
                     )
         self.push_screen(HelpScreen(screen.HELP_INTRO, rows))
+
+    def readable_keys(self, binding: Binding) -> str:
+        """``/`` and ``?`` rather than ``slash`` and ``question_mark``; every key of the binding."""
+        keys = [key.strip() for key in binding.key.split(",") if key.strip()]
+        return "  ".join(self.get_key_display(Binding(key, binding.description)) for key in keys)
 
     async def action_quit(self) -> None:
         """Cancel every run (they are marked interrupted), stop the sandbox, then exit."""

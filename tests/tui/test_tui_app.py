@@ -71,3 +71,18 @@ async def test_q_quits(home, make_app, settle) -> None:
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_help_names_keys_as_they_are_typed(home, make_app, settle) -> None:
+    app = make_app(start_mode="volatility")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f1")
+        table = app.screen.query_one("#help-table", DataTable)
+        keys = {str(table.get_row(k)[0]) for k in table.rows}
+        assert "/" in keys and "slash" not in keys
+        assert any("?" in key for key in keys)
+        assert not any("question_mark" in key or "square_bracket" in key for key in keys)
+        # the table fits the dialog at 80 columns: ids are not cut off
+        width = sum(c.get_render_width(table) for c in table.columns.values())
+        assert width <= table.scrollable_content_region.width

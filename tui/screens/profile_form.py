@@ -26,6 +26,8 @@ _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Headers that carry credentials: their value would land in config.toml in plain text.
 KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 TIERS = (("haiku_model", "Haiku"), ("sonnet_model", "Sonnet"), ("opus_model", "Opus"))
+# Lines of the dialog around its fields: border, title, error line, buttons and their margins.
+FORM_CHROME_LINES = 10
 
 
 @dataclass
@@ -70,8 +72,18 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
     def compose(self) -> ComposeResult:
         p = self._profile
         editing = p is not None
-        with VerticalScroll(id="dialog", classes="form"):
+        # The fields scroll; the error line and Save/Cancel stay below them, always on screen.
+        with Vertical(id="dialog", classes="form"):
             yield Label(f"Edit profile {p.name}" if p else "Add a profile", id="dialog-title")
+            with VerticalScroll(id="form-fields"):
+                yield from self._fields(p, editing)
+            yield Label("", id="form-error")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Save (ctrl+s)", variant="primary", id="save")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def _fields(self, p: Profile | None, editing: bool) -> ComposeResult:
+        if True:  # (one indentation level, as the fields were laid out before)
             with Horizontal(classes="row"):
                 with Vertical():
                     yield Label("Name")
@@ -117,14 +129,16 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
             )
             yield Label("Notes")
             yield Input(p.notes if p else "", id="notes", placeholder="free text")
-            yield Label("", id="form-error")
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Save (ctrl+s)", variant="primary", id="save")
-                yield Button("Cancel (esc)", id="cancel")
 
     def on_mount(self) -> None:
         # The scrolling dialog would take the focus first: start in the first field to type.
         self.query_one("#base_url" if self._profile else "#name", Input).focus()
+        self.on_resize()
+
+    def on_resize(self) -> None:
+        # The fields get what the screen has left after the title, error line and buttons.
+        fields = self.query_one("#form-fields", VerticalScroll)
+        fields.styles.max_height = max(self.app.size.height - FORM_CHROME_LINES, 4)
 
     def _value(self, widget_id: str) -> str:
         return self.query_one(f"#{widget_id}", Input).value.strip()

@@ -23,6 +23,9 @@ from driftdesk.tui.screens.profile_form import ProfileFormResult, ProfileFormScr
 from driftdesk.tui.widgets.tables import fill_table
 
 COLUMNS = ("profile", "protocol", "base URL", "model", "key", "active on", "drift")
+NARROW_COLUMNS = ("profile", "model", "base URL", "active on", "drift")
+NARROW_WIDTH = 120
+NARROW_URL_WIDTH = 22
 TARGETS: tuple[tuple[str, str], ...] = (
     ("claude", "Claude Code (~/.claude/settings.json)"),
     ("codex", "Codex (~/.codex/config.toml)"),
@@ -218,39 +221,50 @@ class ProfilesScreen(WorkbenchScreen):
     # -- message handlers ----------------------------------------------------------------------
     @on(ProfilesLoaded)
     def _show_profiles(self, message: ProfilesLoaded) -> None:
-        table = self.query_one("#profiles-table", DataTable)
-        selected = self.selected_profile()
         self._rows = {row.name: row for row in message.rows}
         self._note = message.note
-        fill_table(
-            table,
-            [(label, label) for label in COLUMNS],
-            [
-                (
-                    row.name,
-                    (
-                        row.name,
-                        row.protocol,
-                        row.base_url,
-                        row.model,
-                        row.masked_key,
-                        row.active_on,
-                        Text(row.drift, style="yellow" if row.drift != "-" else ""),
-                    ),
-                )
-                for row in message.rows
-            ],
-        )
-        if selected is not None and selected in {r.name for r in message.rows}:
-            table.move_cursor(row=table.get_row_index(selected))
+        self._fill_table()
         if not message.rows:
             self._detail(
                 "no profiles yet",
                 "Press a to add one, i to import Claude Code / Codex / .env settings, "
-                "or run `driftdesk demo` to get a sandbox profile.",
+                "or run `driftdesk demo` to try a simulated endpoint.",
             )
         elif message.note:
             self._detail("note", message.note)
+
+    def on_resize(self) -> None:
+        if getattr(self, "_rows", None):
+            self._fill_table()
+
+    def _fill_table(self) -> None:
+        """The columns that fit: below NARROW_WIDTH the protocol and key move to the detail
+        pane and long base URLs are shortened, so "active on" and "drift" stay visible."""
+        table = self.query_one("#profiles-table", DataTable)
+        selected = self.selected_profile()
+        narrow = self.app.size.width < NARROW_WIDTH
+        columns = NARROW_COLUMNS if narrow else COLUMNS
+        url_width = NARROW_URL_WIDTH if narrow else None
+
+        def cells(row: ProfileRow) -> tuple[Any, ...]:
+            values: dict[str, Any] = {
+                "profile": row.name,
+                "protocol": row.protocol,
+                "base URL": _shorten(row.base_url, url_width),
+                "model": _shorten(row.model, url_width),
+                "key": row.masked_key,
+                "active on": row.active_on,
+                "drift": Text(row.drift, style="yellow" if row.drift != "-" else ""),
+            }
+            return tuple(values[column] for column in columns)
+
+        fill_table(
+            table,
+            [(label, label) for label in columns],
+            [(row.name, cells(row)) for row in self._rows.values()],
+        )
+        if selected is not None and selected in self._rows:
+            table.move_cursor(row=table.get_row_index(selected))
 
     @on(DataTable.RowHighlighted, "#profiles-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -392,6 +406,10 @@ class ProfilesScreen(WorkbenchScreen):
             PaletteCommand("profiles: import", "Import a live config", self.action_import),
             PaletteCommand("profiles: refresh", "Reload profiles and status", self.action_refresh),
         ]
+
+
+def _shorten(text: str, width: int | None) -> str:
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def _profile_extra(p: Any) -> str:

@@ -193,7 +193,16 @@ class VolatilityScreen(WorkbenchScreen):
         self.rescan()
 
     def on_resize(self) -> None:
-        wide = self.app.size.width >= HISTOGRAM_MIN_WIDTH
+        width, height = self.app.size
+        # Below STACK_BELOW_WIDTH the runs list goes above the report (a strip of a few lines)
+        # instead of beside it: the summary keeps the whole width, so the headline never
+        # shrinks to a column of letters. The plot shows only where it fits beside it.
+        self.set_class(width < STACK_BELOW_WIDTH, "stacked")
+        self.set_class(height < SHORT_BELOW_HEIGHT, "short")
+        self.query_one("#plot", Static).display = width >= PLOT_MIN_WIDTH and (
+            height >= SHORT_BELOW_HEIGHT
+        )
+        wide = width >= HISTOGRAM_MIN_WIDTH
         self.query_one("#histogram", Static).display = wide
 
     # -- what the app calls ---------------------------------------------------------------------
@@ -656,6 +665,9 @@ HISTOGRAM_SIZE = (40, 12)
 # The histogram sits beside the pass^k plot only when the screen is this wide (app.tcss
 # hides it below: the summary needs its ~44 columns first).
 HISTOGRAM_MIN_WIDTH = 180
+STACK_BELOW_WIDTH = 130  # runs list above the report, not beside it
+PLOT_MIN_WIDTH = 96  # summary (44) + plot (50)
+SHORT_BELOW_HEIGHT = 30  # one-line filter box, no plot
 
 
 def _plot(report: Any) -> str:
