@@ -60,8 +60,15 @@ class DriftdeskApp(App[None]):
         Binding("2", "switch_mode('run')", "Run", id="app.run"),
         Binding("3", "switch_mode('volatility')", "Volatility", id="app.volatility"),
         Binding("f1,question_mark", "help", "Help", id="app.help"),
-        Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("ctrl+q", "quit", "Quit", id="app.quit_now", show=False, priority=True),
+        Binding("q", "ask_quit", "Quit", id="app.quit", tooltip="Quit (asks while a run is live)"),
+        Binding(
+            "ctrl+q",
+            "quit",
+            "Cancel runs and quit",
+            id="app.quit_now",
+            show=False,
+            priority=True,
+        ),
     ]
 
     def __init__(
@@ -97,6 +104,10 @@ class DriftdeskApp(App[None]):
         self.demo_spec: Any = None
         self.blink = blink  # tests and screenshots turn the cursor blink off
         self.live_runs: list[LiveRun] = []
+        # Said on the terminal once the app has exited (the resume command of a cancelled run).
+        self.exit_messages: list[str] = []
+        # Runs the user chose to keep running after the app exits (finished in the terminal).
+        self.kept_runs: list[LiveRun] = []
         self.sandbox: Any = None
         if demo:
             self.title = "driftdesk demo"
@@ -309,7 +320,7 @@ class DriftdeskApp(App[None]):
             ),
             PaletteCommand("app: help", "Keys of this screen", self.action_help),
             PaletteCommand(
-                "app: quit", "Cancel runs and quit", lambda: self.call_later(self.action_quit)
+                "app: quit", "Quit (asks what to do with live runs)", self.action_ask_quit
             ),
         ]
 
@@ -337,9 +348,39 @@ class DriftdeskApp(App[None]):
         keys = [key.strip() for key in binding.key.split(",") if key.strip()]
         return "  ".join(self.get_key_display(Binding(key, binding.description)) for key in keys)
 
+    def unfinished_runs(self) -> list[LiveRun]:
+        return [live for live in self.live_runs if not live.finished]
+
+    def action_ask_quit(self) -> None:
+        """``q``: quit at once when nothing runs; otherwise ask what becomes of the runs."""
+        live = self.unfinished_runs()
+        if not live:
+            self.call_later(self.action_quit)
+            return
+        from driftdesk.tui.screens.modals import PickScreen
+
+        count = "a run is" if len(live) == 1 else f"{len(live)} runs are"
+        choices = [
+            ("cancel", "Cancel and quit: finished attempts are kept; resume it later"),
+            ("keep", "Keep running: leave the workbench, finish in the terminal"),
+            ("stay", "Stay in the workbench"),
+        ]
+        if self.demo:  # the demo's endpoint lives in this process: it cannot outlive the app
+            choices.pop(1)
+
+        def answered(choice: str | None) -> None:
+            if choice == "cancel":
+                self.call_later(self.action_quit)
+            elif choice == "keep":
+                self.kept_runs = self.unfinished_runs()
+                self.exit()
+
+        self.push_screen(PickScreen(f"Quit? {count} still running.", choices), answered)
+
     async def action_quit(self) -> None:
         """Cancel every run (they are marked interrupted), stop the sandbox, then exit."""
         running = [w for w in self.workers if w.group == "runs" and w.is_running]
+        cancelled = self.unfinished_runs()
         for live in self.live_runs:
             live.request_cancel()
         if running:
@@ -347,6 +388,12 @@ class DriftdeskApp(App[None]):
             # The engine writes its manifest before the worker returns; do not cut that short.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.workers.wait_for_complete(running), 15.0)
+        for live in cancelled:
+            if live.run_dir is not None and live.status == "interrupted":
+                self.exit_messages.append(
+                    f"{live.run_id}: interrupted; finished attempts are kept. Finish it with:\n"
+                    f"  driftdesk resume {live.run_dir}"
+                )
         if self.sandbox is not None:
             sandbox, self.sandbox = self.sandbox, None
             await asyncio.to_thread(sandbox.stop)
@@ -358,7 +405,37 @@ def run_workbench(runs_dirs: list[Path] | None = None) -> int:
     from driftdesk import paths
 
     extra = [paths.data_dir() / "runs", *(runs_dirs or [])]
-    DriftdeskApp(runs_dirs=extra).run()
+    app = DriftdeskApp(runs_dirs=extra)
+    app.run()
+    return after_exit(app)
+
+
+def after_exit(app: DriftdeskApp, stream: Any = None) -> int:
+    """Once the app has exited: say what became of its runs, and finish the ones the user
+    chose to keep running (Ctrl-C interrupts them, as in ``driftdesk run``)."""
+    import sys
+    import time
+
+    from driftdesk.reruns.progress import status_line
+    from driftdesk.reruns.events import RunStats
+
+    out = stream or sys.stderr
+    for message in app.exit_messages:
+        print(message, file=out)
+    for live in app.kept_runs:
+        print(f"{live.run_id}: still running in {live.run_dir} (Ctrl-C interrupts it)", file=out)
+        try:
+            while not live.finished:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            live.request_cancel()
+            while not live.finished:
+                time.sleep(0.1)
+        stats = RunStats(total=live.total, done=live.done)
+        stats.by_outcome.update(live.by_outcome)
+        print(f"{live.status}: {live.run_dir}\n{status_line(stats, bar=False)}", file=out)
+        if live.status == "interrupted":
+            print(f"finish it with:\n  driftdesk resume {live.run_dir}", file=out)
     return 0
 
 
@@ -377,4 +454,4 @@ def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8)
     app.run()
     if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
         print(f"demo run ({app.demo_run.status}) saved in {app.demo_run.run_dir}")
-    return 0
+    return after_exit(app)

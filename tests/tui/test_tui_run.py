@@ -190,3 +190,68 @@ async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
         assert app.screen.query_one("#profile", Select).value == Select.NULL
         await pilot.press("ctrl+s")
         assert "choose a profile" in str(app.screen.query_one("#form-error").render())
+
+
+async def test_q_during_a_live_run_asks_and_cancel_prints_the_resume_command(
+    home, make_app, settle, runs_dir
+) -> None:
+    import io
+
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.tui.app import after_exit
+    from driftdesk.tui.screens.modals import PickScreen
+
+    with SandboxServer(latency_ms=150.0) as server:
+        ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
+        app = make_app(start_mode="run")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            spec = RunSpec(profile="slow", suite="basic", repeat=3, out_dir=runs_dir, api_key="k")
+            live = app.start_run(spec)
+            while live.done < 1:
+                await pilot.pause(0.05)
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, PickScreen)  # asked, not quit
+            await pilot.press("end", "enter")  # "stay"
+            await pilot.pause()
+            assert not isinstance(app.screen, PickScreen) and not live.finished
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("home", "enter")  # "cancel and quit"
+            while app.is_running and not live.finished:
+                await pilot.pause(0.05)
+        assert live.status == "interrupted"
+        said = io.StringIO()
+        after_exit(app, said)
+        assert f"driftdesk resume {live.run_dir}" in said.getvalue()
+
+
+async def test_q_keep_running_finishes_the_run_after_the_app_exits(
+    home, make_app, settle, runs_dir
+) -> None:
+    import io
+
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.tui.app import after_exit
+
+    with SandboxServer(latency_ms=30.0) as server:
+        ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
+        app = make_app(start_mode="run")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            spec = RunSpec(profile="slow", suite="basic", repeat=2, out_dir=runs_dir, api_key="k")
+            live = app.start_run(spec)
+            while live.done < 1:
+                await pilot.pause(0.05)
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("down", "enter")  # "keep running"
+            await pilot.pause()
+        said = io.StringIO()
+        after_exit(app, said)
+        assert live.status == "completed", said.getvalue()
+        assert f"completed: {live.run_dir}" in said.getvalue()
+        assert len(_rows(live.run_dir)) == len(live.task_ids) * 2
