@@ -416,8 +416,8 @@ def after_exit(app: DriftdeskApp, stream: Any = None) -> int:
     import sys
     import time
 
-    from driftdesk.reruns.progress import status_line
     from driftdesk.reruns.events import RunStats
+    from driftdesk.reruns.progress import status_line
 
     out = stream or sys.stderr
     for message in app.exit_messages:

@@ -209,8 +209,12 @@ async def test_q_during_a_live_run_asks_and_cancel_prints_the_resume_command(
             await settle(app, pilot)
             spec = RunSpec(profile="slow", suite="basic", repeat=3, out_dir=runs_dir, api_key="k")
             live = app.start_run(spec)
+            app.screen.show_run(live)
             while live.done < 1:
                 await pilot.pause(0.05)
+            app.screen.redraw()
+            # the run shows where it is written (./runs, the same rule as the CLI's)
+            assert str(live.run_dir) in str(app.screen.query_one("#run-title").render())
             await pilot.press("q")
             await pilot.pause()
             assert isinstance(app.screen, PickScreen)  # asked, not quit

@@ -186,6 +186,8 @@ class RunScreen(WorkbenchScreen):
                 f"{live.repeat}× · concurrency {live.spec.get('concurrency', '?')}",
                 style="dim",
             )
+        if live.run_dir is not None:
+            title.append(f"\n→ {live.run_dir}", style="dim")  # where the run is written
         self.query_one("#run-title", Label).update(title)
         bar = self.query_one("#run-progress", ProgressBar)
         if live.total:

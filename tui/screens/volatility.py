@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from driftdesk.layout import MANIFEST_FILE
+from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.widgets.tables import fill_table
@@ -43,9 +43,22 @@ class RunInfo:
     # Interrupted (manifest "interrupted", or "running" with no process holding its lock: it
     # was killed): ``resume_run`` can run its missing slots.
     resumable: bool = False
+    success: float | None = None  # share of judged attempts that passed (latest row per slot)
+
+    @property
+    def details(self) -> str:
+        """Suite × repeats · model · success: what tells runs apart besides their ids."""
+        suite = self.manifest.get("suite")
+        name = suite.get("name") if isinstance(suite, dict) else None
+        repeat = self.manifest.get("repeat")
+        parts = [f"{name or '?'} ×{repeat or '?'}", self.model or "?"]
+        parts.append("success -" if self.success is None else f"success {self.success:.0%}")
+        return " · ".join(parts)
 
     @property
     def label(self) -> str:
+        if self.status == "interrupted" and not self.resumable:
+            return "interrupted (suite file gone)"
         return "interrupted (resumable)" if self.resumable else self.status
 
 
@@ -85,6 +98,8 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
             resumable = status == "interrupted"
             if status == "running" and child.resolve() not in executing and not is_live(child):
                 status, resumable = "interrupted", True
+            # A run whose suite file is gone cannot be resumed (the engine refuses it).
+            resumable = resumable and _suite_available(manifest)
             runs[child] = RunInfo(
                 run_id=str(manifest.get("run_id") or child.name),
                 path=child,
@@ -94,8 +109,42 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
                 model=str(manifest.get("model") or ""),
                 started_at=str(manifest.get("started_at") or ""),
                 manifest=manifest,
+                success=_success_rate(child),
             )
     return sorted(runs.values(), key=lambda r: (r.started_at, r.run_id), reverse=True)
+
+
+def _suite_available(manifest: dict[str, Any]) -> bool:
+    from driftdesk.reruns.suites import builtin_suites
+
+    suite = manifest.get("suite") or {}
+    path = suite.get("path") if isinstance(suite, dict) else None
+    name = suite.get("name") if isinstance(suite, dict) else None
+    return bool(path and Path(str(path)).is_file()) or str(name) in builtin_suites()
+
+
+# (path, size, mtime) -> success rate: the runs list is rescanned every few seconds.
+_SUCCESS_CACHE: dict[tuple[Path, int, int], float | None] = {}
+
+
+def _success_rate(run_dir: Path) -> float | None:
+    """Passed / judged over the latest row per slot, read straight from attempts.jsonl."""
+    from driftdesk.fileio import iter_jsonl
+    from driftdesk.reruns.rundir import latest_rows
+
+    path = run_dir / ATTEMPTS_FILE
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    key = (path, stat.st_size, stat.st_mtime_ns)
+    if key not in _SUCCESS_CACHE:
+        rows = latest_rows([row for _, row in iter_jsonl(path, [])]).values()
+        judged = [
+            row.get("outcome") == "pass" for row in rows if row.get("outcome") in ("pass", "fail")
+        ]
+        _SUCCESS_CACHE[key] = sum(judged) / len(judged) if judged else None
+    return _SUCCESS_CACHE[key]
 
 
 @dataclass
@@ -317,7 +366,7 @@ class VolatilityScreen(WorkbenchScreen):
                 label = Text()
                 label.append(run.run_id + "\n")
                 label.append(f"  {run.label}", style=_status_style(run.status))
-                label.append(f" · {run.started_at[:16]}", style="dim")
+                label.append(f" · {run.details} · {run.started_at[:16]}", style="dim")
                 options.add_option(Option(label, id=str(run.path)))
         target = self._wanted_run or highlighted
         if target is None and message.runs:
