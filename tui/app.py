@@ -21,8 +21,8 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
-from driftdesk.secrets import redact
 from driftdesk.tui.commands import WorkbenchCommands
+from driftdesk.tui.errors import plain_error
 from driftdesk.tui.screens.base import PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import HelpScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen
@@ -186,7 +186,7 @@ class DriftdeskApp(App[None]):
             except asyncio.CancelledError:
                 live.status = "interrupted" if not live.finished else live.status
             except Exception as exc:
-                live.mark_failed(redact(f"{type(exc).__name__}: {exc}"))
+                live.mark_failed(plain_error(exc))
                 raise
         finally:
             loop.run_until_complete(loop.shutdown_asyncgens())
@@ -296,10 +296,11 @@ class DriftdeskApp(App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state != WorkerState.ERROR:
             return
-        error = event.worker.error
-        message = redact(f"{type(error).__name__}: {error}" if error else "unknown error")
         self.notify(
-            message, title=f"{event.worker.name or 'task'} failed", severity="error", timeout=12
+            plain_error(event.worker.error),
+            title=f"{event.worker.name or 'task'} failed",
+            severity="error",
+            timeout=12,
         )
 
     # -- app actions ---------------------------------------------------------------------------

@@ -273,3 +273,51 @@ async def test_switch_that_drops_an_unsaved_key_asks_twice(home, make_app, settl
     assert written["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/v1"
     assert written["env"]["OTHER"] == "kept"
     assert USER_ONLY_KEY not in home.claude_settings.read_text()
+
+
+async def test_adding_a_profile_with_a_key_but_no_keyring_writes_nothing_and_keeps_the_key(
+    home, make_app, settle
+) -> None:
+    """As ``driftdesk profile add`` does: refused, nothing written, the typed key still there."""
+    import keyring
+    from keyring.backends import fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        app = make_app(start_mode="profiles")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("a")
+            form = app.screen
+            form.query_one("#name").value = "nokeyring"  # type: ignore[attr-defined]
+            form.query_one("#base_url").value = "http://127.0.0.1:7/v1"  # type: ignore[attr-defined]
+            form.query_one("#model").value = "m"  # type: ignore[attr-defined]
+            form.query_one("#key").value = "sk-typed-0123456789abcdef"  # type: ignore[attr-defined]
+            await pilot.press("ctrl+s")
+            await settle(app, pilot)
+            assert isinstance(app.screen, ProfileFormScreen)  # still open
+            error = str(app.screen.query_one("#form-error").render())
+            assert "keyring" in error and "Nothing was saved" in error
+            assert "KeyringUnavailable" not in error
+            assert app.screen.query_one("#key").value == "sk-typed-0123456789abcdef"  # type: ignore[attr-defined]
+        assert ProfileStore().names() == []
+        assert not (home.config_dir / "config.toml").exists()
+    finally:
+        keyring.set_keyring(previous)
+
+
+async def test_a_failed_run_is_reported_as_a_plain_sentence(home, make_app, settle) -> None:
+    from driftdesk.reruns.engine import RunSpec
+
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        live = app.start_run(RunSpec(profile="nope", suite="basic", out_dir=home.project / "r"))
+        while not live.finished:
+            await pilot.pause(0.05)
+        await settle(app, pilot)
+        messages = [n.message for n in app._notifications if n.severity == "error"]
+        assert messages and "No profile named 'nope'" in messages[-1]
+        for text in (messages[-1], live.error or ""):
+            assert "ProfileNotFound" not in text and "--" not in text

@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
 
 from driftdesk.providers.profiles import PROTOCOLS, Profile, ProfileError
+from driftdesk.tui.errors import plain_error
+from driftdesk.tui.screens.base import ForwardsWorkerFailures
 
 # RFC 9110 token characters.
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -34,6 +37,16 @@ FORM_CHROME_LINES = 10
 class ProfileFormResult:
     profile: Profile
     key: str | None  # None: leave the stored key as it is
+
+
+@dataclass
+class SaveFailed(Message):
+    text: str
+
+
+@dataclass
+class Saved(Message):
+    result: ProfileFormResult
 
 
 def parse_headers(text: str) -> dict[str, str]:
@@ -59,7 +72,7 @@ def format_headers(headers: dict[str, str]) -> str:
     return "".join(f"{name}: {value}\n" for name, value in headers.items())
 
 
-class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
+class ProfileFormScreen(ForwardsWorkerFailures, ModalScreen[ProfileFormResult | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="profile_form.cancel"),
         Binding("ctrl+s", "save", "Save", id="profile_form.save"),
@@ -165,7 +178,39 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
             error.update(Text(str(exc), style="bold red"))
             return
         key = self._value("key") or None
-        self.dismiss(ProfileFormResult(profile, key))
+        error.update("saving…")
+        self.save(ProfileFormResult(profile, key))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="saving the profile")
+    def save(self, result: ProfileFormResult) -> None:
+        """Save as ``driftdesk profile add`` does: a typed key needs a usable keyring first, and
+        without one nothing is written and the form (with the typed key) stays open."""
+        from driftdesk.providers.errors import EXPECTED
+        from driftdesk.providers.keys import backend, set_key
+        from driftdesk.providers.profiles import ProfileStore
+
+        try:
+            store = ProfileStore()
+            if self._profile is None and store.exists(result.profile.name):
+                raise ProfileError(f"a profile named {result.profile.name!r} exists already")
+            if result.key:
+                backend()  # refuse before anything is written
+                set_key(result.profile.name, result.key)
+            store.save(result.profile)
+        except EXPECTED as exc:
+            self.post_message(SaveFailed(plain_error(exc)))
+            return
+        self.post_message(Saved(result))
+
+    @on(SaveFailed)
+    def _save_failed(self, message: SaveFailed) -> None:
+        text = Text(message.text, style="bold red")
+        text.append("\nNothing was saved.", style="red")
+        self.query_one("#form-error", Label).update(text)
+
+    @on(Saved)
+    def _saved(self, message: Saved) -> None:
+        self.dismiss(message.result)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

@@ -140,23 +140,6 @@ class ProfilesScreen(WorkbenchScreen):
         self.post_message(ProfilesLoaded(rows, note=" ".join(x for x in (note, keyring_note) if x)))
 
     @work(
-        thread=True,
-        exclusive=True,
-        group="profiles-save",
-        exit_on_error=False,
-        name="saving the profile",
-    )
-    def save_profile(self, result: ProfileFormResult) -> None:
-        from driftdesk.providers.keys import set_key
-        from driftdesk.providers.profiles import ProfileStore
-
-        ProfileStore().save(result.profile)
-        if result.key:
-            set_key(result.profile.name, result.key)
-        self.app.call_from_thread(self.notify, f"profile {result.profile.name} saved")
-        self.load_profiles()
-
-    @work(
         thread=True, exclusive=True, group="profiles-doctor", exit_on_error=False, name="the doctor"
     )
     def run_doctor(self, name: str) -> None:
@@ -360,8 +343,9 @@ class ProfilesScreen(WorkbenchScreen):
         self.app.push_screen(ProfileFormScreen(ProfileStore().get(name)), self._form_done)
 
     def _form_done(self, result: ProfileFormResult | None) -> None:
-        if result is not None:
-            self.save_profile(result)
+        if result is not None:  # the form saved it (or refused and stayed open)
+            self.notify(f"profile {result.profile.name} saved")
+            self.load_profiles()
 
     def action_switch(self) -> None:
         name = self.selected_profile()
