@@ -361,27 +361,15 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_rm(args: argparse.Namespace) -> int:
-    from driftdesk.providers.keys import KeyringUnavailable, delete_key
-    from driftdesk.providers.profiles import ProfileStore
+    from driftdesk.providers.removal import remove_profile
 
-    store = ProfileStore()
-    store.get(args.name)  # a clear "no profile named" before touching the keyring
-    try:
-        had_key = delete_key(args.name)
-    except KeyringUnavailable as exc:
-        raise KeyringUnavailable(
-            f"{exc}; profile {args.name!r} was kept so its key is not orphaned"
-        ) from exc
-    store.remove(args.name)
-    print(f"removed profile {args.name}" + (" and its keyring entry" if had_key else ""))
-    from driftdesk.providers.status import collect_status
-
-    for row in collect_status():
-        if row.profile == args.name:
-            print(
-                f"note: {row.target} ({row.scope}) still points at {args.name} in {row.path}; "
-                "switch it to another profile"
-            )
+    removed = remove_profile(args.name)
+    print(f"removed profile {args.name}" + (" and its keyring entry" if removed.had_key else ""))
+    for row in removed.still_pointing:
+        print(
+            f"note: {row.target} ({row.scope}) still points at {args.name} in {row.path}; "
+            "switch it to another profile"
+        )
     return 0
 
 

@@ -321,3 +321,57 @@ async def test_a_failed_run_is_reported_as_a_plain_sentence(home, make_app, sett
         assert messages and "No profile named 'nope'" in messages[-1]
         for text in (messages[-1], live.error or ""):
             assert "ProfileNotFound" not in text and "--" not in text
+
+
+async def test_switch_offers_only_targets_for_the_protocol_with_scopes_and_files(
+    home, make_app, settle
+) -> None:
+    _store_profile()  # anthropic
+    ProfileStore().save(Profile("oa", "openai", "http://127.0.0.1:9/v1", "gpt-x"))
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#profiles-table", DataTable)
+        table.move_cursor(row=table.get_row_index("work"))
+        await pilot.press("s")
+        picker = app.screen
+        assert isinstance(picker, PickScreen)
+        values = [value for value, _ in picker._options]
+        assert values == ["claude:user", "claude:project", "claude:local"]
+        labels = " ".join(label for _, label in picker._options)
+        assert "~/.claude/settings.json" in labels and "settings.local.json" in labels
+        await pilot.press("escape")
+        table.move_cursor(row=table.get_row_index("oa"))
+        await pilot.press("s")
+        values = [value for value, _ in app.screen._options]  # type: ignore[attr-defined]
+        assert values == ["codex:user", "codex:project", "env:file"]
+        await pilot.press("down", "enter")  # Codex, project scope: .codex/config.toml here
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        table.move_cursor(row=table.get_row_index("oa"))
+        await settle(app, pilot)
+        detail = str(app.screen.query_one("#profile-detail-text").render())
+        assert "codex (project):" in detail and ".codex/config.toml" in detail
+
+
+@pytest.mark.keyring
+async def test_delete_a_profile_and_its_key_from_the_profiles_screen(
+    home, make_app, settle
+) -> None:
+    from driftdesk.providers.keys import KeyMissing, get_key, set_key
+
+    _store_profile()
+    set_key("work", "sk-work-0123456789abcdef")
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("d")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert app.screen.query_one("#profiles-table", DataTable).row_count == 0
+    assert ProfileStore().names() == []
+    with pytest.raises(KeyMissing):
+        get_key("work")

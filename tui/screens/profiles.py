@@ -26,6 +26,12 @@ COLUMNS = ("profile", "protocol", "base URL", "model", "key", "active on", "drif
 NARROW_COLUMNS = ("profile", "model", "base URL", "active on", "drift")
 NARROW_WIDTH = 120
 NARROW_URL_WIDTH = 22
+# Which targets can use a profile of each protocol: Claude Code speaks Anthropic's API; Codex
+# and the .env variables (OPENAI_BASE_URL) speak OpenAI's.
+TARGETS_BY_PROTOCOL = {
+    "anthropic": (("claude", "user"), ("claude", "project"), ("claude", "local")),
+    "openai": (("codex", "user"), ("codex", "project"), ("env", "file")),
+}
 TARGETS: tuple[tuple[str, str], ...] = (
     ("claude", "Claude Code (~/.claude/settings.json)"),
     ("codex", "Codex (~/.codex/config.toml)"),
@@ -42,6 +48,7 @@ class ProfileRow:
     masked_key: str
     active_on: str
     drift: str
+    active_files: tuple[str, ...] = ()  # "claude (user): /home/me/.claude/settings.json"
     extra: str = ""  # tier models, headers (names only), notes
 
 
@@ -78,6 +85,9 @@ class ProfilesScreen(WorkbenchScreen):
         Binding("s", "switch", "Switch", id="profiles.switch", tooltip="Switch a target to it"),
         Binding("t", "doctor", "Test", id="profiles.doctor", tooltip="Test connection + doctor"),
         Binding("i", "import", "Import", id="profiles.import", tooltip="Import a live config"),
+        Binding(
+            "d", "delete", "Delete", id="profiles.delete", tooltip="Delete the profile and its key"
+        ),
         Binding("c", "copy", "Copy name", id="profiles.copy", show=False),
         Binding("r", "refresh", "Refresh", id="profiles.refresh"),
     ]
@@ -114,7 +124,7 @@ class ProfilesScreen(WorkbenchScreen):
         from driftdesk.secrets import mask_key
 
         profiles = ProfileStore().all()
-        active, drift, note = _target_status()
+        active, drift, note, files = _target_status()
         rows: list[ProfileRow] = []
         keyring_note = ""
         for p in profiles:
@@ -133,6 +143,7 @@ class ProfilesScreen(WorkbenchScreen):
                     model=p.model,
                     masked_key=masked,
                     active_on=", ".join(active.get(p.name, [])) or "-",
+                    active_files=tuple(files.get(p.name, [])),
                     drift="; ".join(drift.get(p.name, [])) or "-",
                     extra=_profile_extra(p),
                 )
@@ -152,11 +163,11 @@ class ProfilesScreen(WorkbenchScreen):
     @work(
         thread=True, exclusive=True, group="profiles-switch", exit_on_error=False, name="the switch"
     )
-    def plan_switch(self, name: str, target: str) -> None:
+    def plan_switch(self, name: str, target: str, scope: str = "user") -> None:
         from driftdesk.providers.profiles import ProfileStore
         from driftdesk.providers.targets import plan_switch
 
-        plan = plan_switch(ProfileStore().get(name), target)
+        plan = plan_switch(ProfileStore().get(name), target, scope=scope)
         if not plan.changed:
             self.post_message(
                 DetailReady(f"{target} already points at {name}", f"{plan.path} is unchanged")
@@ -256,7 +267,10 @@ class ProfilesScreen(WorkbenchScreen):
             return
         body = Text()
         body.append(f"{row.protocol} · {row.base_url} · {row.model} · key {row.masked_key}\n")
-        body.append(f"active on: {row.active_on}\n")
+        if row.active_files:
+            body.append("active on:\n" + "".join(f"  {f}\n" for f in row.active_files))
+        else:
+            body.append("active on: no target yet (s switches one to it)\n")
         if row.drift != "-":
             body.append(f"drift: {row.drift}\n", style="yellow")
         if row.extra:
@@ -353,11 +367,15 @@ class ProfilesScreen(WorkbenchScreen):
             self.notify("no profile selected", severity="warning")
             return
 
-        def picked(target: str | None) -> None:
-            if target:
-                self.plan_switch(name, target)
+        row = self._rows.get(name)
+        choices = switch_choices(row.protocol if row else "openai")
 
-        self.app.push_screen(PickScreen(f"Switch which target to {name}?", TARGETS), picked)
+        def picked(choice: str | None) -> None:
+            if choice:
+                target, _, scope = choice.partition(":")
+                self.plan_switch(name, target, scope if target != "env" else "user")
+
+        self.app.push_screen(PickScreen(f"Switch which target to {name}?", choices), picked)
 
     def action_doctor(self) -> None:
         name = self.selected_profile()
@@ -372,6 +390,47 @@ class ProfilesScreen(WorkbenchScreen):
                 self.import_current(source)
 
         self.app.push_screen(PickScreen("Import the current config of…", TARGETS), picked)
+
+    def action_delete(self) -> None:
+        name = self.selected_profile()
+        if name is None:
+            self.notify("no profile selected", severity="warning")
+            return
+        row = self._rows.get(name)
+        where = (
+            "\nStill pointing at it (switch them to another profile):\n"
+            + "\n".join(f"  {f}" for f in row.active_files)
+            if row and row.active_files
+            else ""
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.delete_profile(name)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Delete profile {name}?",
+                f"The profile and its key in the OS keyring are removed.{where}",
+                yes="Delete",
+            ),
+            answered,
+        )
+
+    @work(
+        thread=True, exclusive=True, group="profiles-delete", exit_on_error=False, name="the delete"
+    )
+    def delete_profile(self, name: str) -> None:
+        from driftdesk.providers.removal import remove_profile
+
+        removed = remove_profile(name)
+        lines = [f"removed {name}" + (" and its keyring entry" if removed.had_key else "")]
+        lines += [
+            f"{row.target} ({row.scope}) still points at it: {row.path}"
+            for row in removed.still_pointing
+        ]
+        self.post_message(DetailReady(f"deleted {name}", "\n".join(lines)))
+        self.load_profiles()
 
     def action_copy(self) -> None:
         name = self.selected_profile()
@@ -388,6 +447,7 @@ class ProfilesScreen(WorkbenchScreen):
             ),
             PaletteCommand("profiles: test", "Doctor the selected profile", self.action_doctor),
             PaletteCommand("profiles: import", "Import a live config", self.action_import),
+            PaletteCommand("profiles: delete", "Delete the selected profile", self.action_delete),
             PaletteCommand("profiles: refresh", "Reload profiles and status", self.action_refresh),
         ]
 
@@ -413,22 +473,56 @@ def _profile_extra(p: Any) -> str:
     return " · ".join(parts)
 
 
-def _target_status() -> tuple[dict[str, list[str]], dict[str, list[str]], str]:
-    """Which profile is active on which target (and drift there), from ``providers.status``."""
+def switch_choices(protocol: str) -> list[tuple[str, str]]:
+    """``("target:scope", "label naming the file")`` for the targets this protocol can drive."""
+    from driftdesk.providers import locations
+
+    names = {"claude": "Claude Code", "codex": "Codex", "env": ".env file"}
+    choices = []
+    for target, scope in TARGETS_BY_PROTOCOL.get(protocol, ()):
+        if target == "claude":
+            path = locations.claude_settings_path(scope)
+        elif target == "codex":
+            path = locations.codex_config_path(scope)
+        else:
+            path = locations.env_file_path(None)
+        where = "" if scope in ("user", "file") else f" ({scope})"
+        choices.append((f"{target}:{scope}", f"{names[target]}{where}: {_home_relative(path)}"))
+    return choices
+
+
+def _home_relative(path: Any) -> str:
+    from pathlib import Path
+
+    try:
+        return "~/" + str(Path(path).relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
+def _target_status() -> tuple[
+    dict[str, list[str]], dict[str, list[str]], str, dict[str, list[str]]
+]:
+    """Which profile is active on which target (and drift there), from ``providers.status``;
+    the last dict names the files: ``claude (user): ~/.claude/settings.json``."""
     from driftdesk.providers.status import collect_status
 
     active: dict[str, list[str]] = {}
     drift: dict[str, list[str]] = {}
+    files: dict[str, list[str]] = {}
     notes: list[str] = []
     for entry in collect_status():
         where = entry.target if entry.scope in ("user", "file") else f"{entry.target}/{entry.scope}"
         if entry.profile:
             active.setdefault(entry.profile, []).append(where)
+            files.setdefault(entry.profile, []).append(
+                f"{entry.target} ({entry.scope}): {_home_relative(entry.path)}"
+            )
         if entry.drifted:
             owner = entry.written_profile or entry.profile or "?"
             drift.setdefault(owner, []).append(f"{where} edited since switch")
             notes.append(f"{entry.path} changed since driftdesk wrote it ({entry.detail})".strip())
-    return active, drift, "\n".join(notes)
+    return active, drift, "\n".join(notes), files
 
 
 LEVEL_STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "info": "dim"}
