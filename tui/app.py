@@ -149,17 +149,22 @@ class DriftdeskApp(App[None]):
             profile, api_key = self.demo_profile, self.demo_api_key  # the demo's, in memory
         live = LiveRun(label=label, run_dir=Path(run_dir).resolve())  # executing from now on
         self.live_runs.append(live)
-        live.worker = self._execute_run(
-            live,
-            lambda: resume_run(
+
+        def start() -> Coroutine[Any, Any, Any]:
+            # (on the worker thread) what was finished before the interrupt shows as done
+            from driftdesk.reruns.rundir import latest_rows, read_attempt_rows
+
+            live.add_earlier_rows(list(latest_rows(read_attempt_rows(run_dir, [])).values()))
+            return resume_run(
                 run_dir,
                 live,
                 retry_link_errors=retry_link_errors,
                 api_key=api_key,
                 profile=profile,
                 probe=True,
-            ),
-        )
+            )
+
+        live.worker = self._execute_run(live, start)
         return live
 
     def _is_demo_profile(self, name: object) -> bool:
