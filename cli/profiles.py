@@ -227,6 +227,7 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
         notes=args.notes or "",
     )
     profile.validate()
+    profile.base_url = _offer_clean_url(profile.name, profile.base_url)
     key = _read_key(args, args.name, prompt=True)
     if key is not None:
         backend()  # fail before saving anything if there is no usable keyring
@@ -246,6 +247,27 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
     else:
         print(f"key stored in the OS keyring: {_masked(key)}")
     return 0
+
+
+def _offer_clean_url(name: str, url: str) -> str:
+    """Warn about a base URL clients would append their paths to wrongly; on a terminal offer
+    the cleaned one (default yes), otherwise keep the URL as given and say how to change it."""
+    from driftdesk.providers.urls import cleaned_base_url
+
+    found = cleaned_base_url(url)
+    if found is None:
+        return url
+    clean, why = found
+    _err(f"driftdesk: warning: base URL {url}: {why}; clients would get 404s")
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        answer = input(f"use {clean} instead? [Y/n] ").strip().lower()
+        if answer in ("", "y", "yes"):
+            return clean
+    else:
+        _err(
+            f"  kept as given; to use the cleaned URL: driftdesk profile edit {name} --base-url {clean}"
+        )
+    return url
 
 
 def _masked(key: str | None) -> str:
@@ -290,10 +312,20 @@ def cmd_profile_list(args: argparse.Namespace) -> int:
             "no profiles yet: driftdesk profile add NAME --protocol ... --base-url ... --model ..."
         )
         return 0
-    width = max(len(v["name"]) for v in views)
-    for v in views:
-        key = v["key"] or ("(keyring unavailable)" if v["key_present"] is None else "(no key)")
-        print(f"{v['name']:<{width}}  {v['protocol']:<9}  {v['model']}  {v['base_url']}  {key}")
+    rows = [
+        (
+            v["name"],
+            v["protocol"],
+            v["model"],
+            v["base_url"],
+            v["key"] or ("(keyring unavailable)" if v["key_present"] is None else "(no key)"),
+        )
+        for v in views
+    ]
+    header = ("NAME", "PROTOCOL", "MODEL", "BASE URL", "KEY")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
 
 
@@ -389,6 +421,15 @@ def cmd_switch(args: argparse.Namespace) -> int:
         raise SwitchError("--scope applies to claude and codex; use --env-file for env")
     if args.target == "codex" and args.scope == "local":
         raise SwitchError("codex has user and project scopes only")
+    if args.env_file:
+        from pathlib import Path
+
+        folder = Path(args.env_file).expanduser().absolute().parent
+        if not folder.is_dir():
+            raise SwitchError(
+                f"--env-file {args.env_file}: the folder {folder} does not exist (a switch "
+                "creates no folders); create it first or pick another file"
+            )
     profile = ProfileStore().get(args.name)
     plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
     if plan.diff:

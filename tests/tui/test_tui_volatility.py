@@ -237,3 +237,21 @@ async def test_run_list_tells_runs_apart_and_a_run_without_its_suite_is_not_resu
         assert "gone-suite-run" in labels[0] and "interrupted (suite file gone)" in labels[0]
         info = next(r for r in screen.runs if r.run_id == "gone-suite-run")
         assert not info.resumable
+
+
+async def test_an_imported_run_shows_tokens_and_cost_as_unknown(
+    home, runs_dir, make_app, settle, cli
+) -> None:
+    results = home.project / "results.jsonl"
+    results.write_text(
+        "".join(json.dumps({"task_id": f"t{i}", "success": i % 2 == 0}) + "\n" for i in range(4))
+    )
+    done = cli("import", str(results), "--format", "jsonl", "--out", str(runs_dir))
+    assert done.returncode == 0, done.stderr
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        summary = str(app.screen.query_one("#summary").render())
+        assert "tokens · cost" in summary
+        line = next(line for line in summary.splitlines() if line.startswith("tokens · cost"))
+        assert line.split()[-3:] == ["unknown", "·", "unknown"], line

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList,
 from textual.widgets.option_list import Option
 
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
+from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.widgets.tables import fill_table
@@ -461,10 +462,13 @@ class VolatilityScreen(WorkbenchScreen):
             f"{report.link_errors}" + (f" ({kinds})" if kinds else "") + "\n",
             style="magenta" if report.link_errors else "",
         )
-        tokens = (report.tokens or {}).get("total")
+        # No attempt reported any usage (e.g. imported results): unknown, not free.
+        counted = any(t.tokens_mean is not None for t in report.tasks)
+        total = (report.tokens or {}).get("total") if counted else None
         text.append(f"{'tokens · cost':<18}", style="bold")
-        cost = "n/a" if report.cost_usd is None else f"${report.cost_usd:.4f}"
-        text.append(f"{tokens if tokens is not None else '-'} · {cost}\n")
+        known = total is not None and report.cost_usd is not None
+        cost = f"${report.cost_usd:.4f}" if known else "unknown"
+        text.append(f"{format_tokens(total)} · {cost}\n")
         if report.skipped_lines:
             text.append(
                 f"{len(report.skipped_lines)} malformed line(s) skipped\n", style="bold red"
