@@ -255,3 +255,31 @@ async def test_an_imported_run_shows_tokens_and_cost_as_unknown(
         assert "tokens · cost" in summary
         line = next(line for line in summary.splitlines() if line.startswith("tokens · cost"))
         assert line.split()[-3:] == ["unknown", "·", "unknown"], line
+
+
+async def test_rerun_of_an_imported_run_asks_which_profile(
+    home, runs_dir, make_app, settle, cli
+) -> None:
+    from driftdesk.providers.profiles import Profile, ProfileStore
+
+    ProfileStore().save(Profile("mine", "openai", "http://127.0.0.1:9/v1", "m"))
+    results = home.project / "results.jsonl"
+    results.write_text(
+        "".join(json.dumps({"task_id": "t1", "success": ok}) + "\n" for ok in (True, False, True))
+    )
+    done = cli("import", str(results), "--format", "jsonl", "--out", str(runs_dir))
+    assert done.returncode == 0, done.stderr
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.screen.query_one("#tasks").focus()
+        await pilot.press("a", "R")  # mark the volatile task, rerun
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickScreen)  # asked, not "no profile named 'None'"
+        assert [value for value, _ in app.screen._options] == ["mine"]
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not app.live_runs

@@ -593,11 +593,34 @@ class VolatilityScreen(WorkbenchScreen):
         if info is None:
             return
 
+        def start(profile: str | None) -> None:
+            live = self.workbench.rerun_tasks(info.manifest, tasks, info.path, profile)
+            self.notify(f"rerunning {len(tasks)} task(s) as a new run")
+            self.workbench.show_live_run(live)
+
         def answered(yes: bool | None) -> None:
-            if yes:
-                live = self.workbench.rerun_tasks(info.manifest, tasks, source=info.path)
-                self.notify(f"rerunning {len(tasks)} task(s) as a new run")
-                self.workbench.show_live_run(live)
+            if not yes:
+                return
+            from driftdesk.providers.profiles import ProfileStore
+
+            names = ProfileStore().names()
+            own = info.manifest.get("profile")
+            if own in names or self.workbench._is_demo_profile(own):
+                start(None)
+            elif not names:
+                self.notify(
+                    "this run's profile does not exist here (an imported run?): add a profile "
+                    "on the Profiles screen first",
+                    severity="warning",
+                )
+            else:  # e.g. an imported run: its "profile" is not one of ours
+                self.app.push_screen(
+                    PickScreen(
+                        f"Rerun with which profile? ({own or 'the run has none'} is not one here)",
+                        [(name, name) for name in names],
+                    ),
+                    lambda name: start(name) if name else None,
+                )
 
         repeat = info.manifest.get("repeat", "?")
         self.app.push_screen(
