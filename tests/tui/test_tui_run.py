@@ -192,26 +192,34 @@ async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
         assert "choose a profile" in str(app.screen.query_one("#form-error").render())
 
 
+async def _live_slow_run(app, pilot, settle, server, runs_dir, repeat):  # type: ignore[no-untyped-def]
+    """A run of the built-in suite against ``server`` that has finished one attempt."""
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.sandbox import SIM_MODEL
+
+    ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
+    await settle(app, pilot)
+    spec = RunSpec(profile="slow", suite="basic", repeat=repeat, out_dir=runs_dir, api_key="k")
+    live = app.start_run(spec)
+    while live.done < 1:
+        await pilot.pause(0.05)
+    return live
+
+
 async def test_q_during_a_live_run_asks_and_cancel_prints_the_resume_command(
     home, make_app, settle, runs_dir
 ) -> None:
     import io
 
-    from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.sandbox import SandboxServer
     from driftdesk.tui.app import after_exit
     from driftdesk.tui.screens.modals import PickScreen
 
     with SandboxServer(latency_ms=150.0) as server:
-        ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
         app = make_app(start_mode="run")
         async with app.run_test(size=SIZE) as pilot:
-            await settle(app, pilot)
-            spec = RunSpec(profile="slow", suite="basic", repeat=3, out_dir=runs_dir, api_key="k")
-            live = app.start_run(spec)
+            live = await _live_slow_run(app, pilot, settle, server, runs_dir, repeat=3)
             app.screen.show_run(live)
-            while live.done < 1:
-                await pilot.pause(0.05)
             app.screen.redraw()
             # the run shows where it is written (./runs, the same rule as the CLI's)
             assert str(live.run_dir) in str(app.screen.query_one("#run-title").render())
@@ -237,19 +245,13 @@ async def test_q_keep_running_finishes_the_run_after_the_app_exits(
 ) -> None:
     import io
 
-    from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.sandbox import SandboxServer
     from driftdesk.tui.app import after_exit
 
     with SandboxServer(latency_ms=30.0) as server:
-        ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
         app = make_app(start_mode="run")
         async with app.run_test(size=SIZE) as pilot:
-            await settle(app, pilot)
-            spec = RunSpec(profile="slow", suite="basic", repeat=2, out_dir=runs_dir, api_key="k")
-            live = app.start_run(spec)
-            while live.done < 1:
-                await pilot.pause(0.05)
+            live = await _live_slow_run(app, pilot, settle, server, runs_dir, repeat=2)
             await pilot.press("q")
             await pilot.pause()
             await pilot.press("down", "enter")  # "keep running"
