@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 from driftdesk.tui.app import DriftdeskApp
 from driftdesk.tui.screens.compare import CompareScreen
 from driftdesk.tui.screens.launch import LaunchScreen
-from driftdesk.tui.screens.modals import ConfirmScreen, HelpScreen, PickScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, HelpScreen, NameScreen, PickScreen
 from driftdesk.tui.screens.profile_form import ProfileFormScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen
 from driftdesk.tui.screens.run import RunScreen
@@ -20,7 +20,7 @@ from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 
 SIZE = (140, 42)
 SCREENS = [DriftdeskApp, ProfilesScreen, RunScreen, VolatilityScreen, TaskScreen, CompareScreen]
-MODALS = [ConfirmScreen, PickScreen, HelpScreen, ProfileFormScreen, LaunchScreen]
+MODALS = [ConfirmScreen, PickScreen, HelpScreen, ProfileFormScreen, LaunchScreen, NameScreen]
 
 
 @pytest.mark.parametrize("owner", [*SCREENS, *MODALS, AttemptGrid], ids=lambda c: c.__name__)

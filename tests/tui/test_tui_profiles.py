@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import DataTable
 
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, NameScreen, PickScreen
 from driftdesk.tui.screens.profile_form import ProfileFormScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen
 
@@ -176,12 +176,39 @@ async def test_import_claude_settings_as_a_profile(home, make_app, settle) -> No
         assert isinstance(app.screen, PickScreen)
         await pilot.press("enter")  # Claude Code
         await settle(app, pilot)
+        # What will be imported is shown first, and the name is asked for.
+        assert isinstance(app.screen, NameScreen)
+        body = app.screen._body
+        assert "https://gw.example.com/anthropic" in body and "claude-x" in body
+        assert "sk-ant-imported-0123456789" not in body  # the key only masked
+        app.screen.query_one("#name").value = "gw"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await settle(app, pilot)
         table = app.screen.query_one("#profiles-table", DataTable)
         names = [str(table.get_row(k)[0]) for k in table.rows]
-        assert len(names) == 1
-    profile = ProfileStore().get(names[0])
+        assert names == ["gw"]
+    profile = ProfileStore().get("gw")
     assert (profile.base_url, profile.model) == ("https://gw.example.com/anthropic", "claude-x")
-    assert get_key(names[0]) == "sk-ant-imported-0123456789"
+    assert get_key("gw") == "sk-ant-imported-0123456789"
+
+
+async def test_importing_a_config_driftdesk_wrote_points_at_its_profile(
+    home, make_app, settle
+) -> None:
+    from driftdesk.providers.targets import apply_switch, plan_switch
+
+    ProfileStore().save(Profile("oa", "openai", "http://127.0.0.1:9/v1", "gpt-x"))
+    apply_switch(plan_switch(ProfileStore().get("oa"), "codex"))
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("i")
+        await pilot.press("down", "enter")  # Codex
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)  # nothing asked: nothing to import
+        said = [n.message for n in app._notifications]
+        assert any("driftdesk's own profile 'oa'" in m for m in said), said
+    assert ProfileStore().names() == ["oa"]
 
 
 @pytest.mark.keyring

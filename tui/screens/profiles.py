@@ -65,6 +65,13 @@ class DetailReady(Message):
 
 
 @dataclass
+class ImportPreview(Message):
+    source: str
+    preview: str
+    default: str
+
+
+@dataclass
 class SwitchPlanned(Message):
     profile: str
     target: str
@@ -197,10 +204,78 @@ class ProfilesScreen(WorkbenchScreen):
     @work(
         thread=True, exclusive=True, group="profiles-import", exit_on_error=False, name="the import"
     )
-    def import_current(self, source: str) -> None:
+    def inspect_import(self, source: str) -> None:
+        """What importing ``source`` would create; refused when the file already points at one
+        of our profiles (driftdesk wrote it: importing it would only duplicate that profile)."""
+        from driftdesk.providers.importer import inspect_source
+        from driftdesk.providers.profiles import ProfileStore
+        from driftdesk.providers.status import collect_status
+        from driftdesk.secrets import mask_key
+
+        found = inspect_source(source, None)
+        owner = next(
+            (
+                row.profile
+                for row in collect_status()
+                if row.profile
+                and row.target == source
+                and row.path.resolve() == found.path.resolve()
+            ),
+            None,
+        )
+        if owner is not None:
+            said = (
+                f"Nothing to import: {found.path} points at driftdesk's own profile {owner!r}, "
+                "which is already here."
+            )
+            self.app.call_from_thread(self.notify, said, title="import", severity="warning")
+            return
+        fields = found.profile_fields
+        key = (
+            f"{mask_key(found.key)} from {found.key_where} (goes to the OS keyring)"
+            if found.key
+            else "none found (add one afterwards with e)"
+        )
+        preview = "\n".join(
+            [
+                f"from       {found.path}",
+                f"protocol   {fields.get('protocol')}",
+                f"base URL   {fields.get('base_url')}",
+                f"model      {fields.get('model')}",
+                f"key        {key}",
+                *found.notes,
+            ]
+        )
+        from driftdesk.providers.importer import _default_name
+
+        default = _default_name(ProfileStore(), source, str(fields.get("base_url")))
+        self.post_message(ImportPreview(source, preview, default))
+
+    @on(ImportPreview)
+    def _ask_import_name(self, message: ImportPreview) -> None:
+        from driftdesk.tui.screens.modals import NameScreen
+
+        def named(name: str | None) -> None:
+            if name:
+                self.import_current(message.source, name)
+
+        self.app.push_screen(
+            NameScreen(
+                f"Import the {message.source} settings as a profile?",
+                message.preview,
+                message.default,
+                yes="Import",
+            ),
+            named,
+        )
+
+    @work(
+        thread=True, exclusive=True, group="profiles-import", exit_on_error=False, name="the import"
+    )
+    def import_current(self, source: str, name: str) -> None:
         from driftdesk.providers.importer import import_profile
 
-        result = import_profile(source)
+        result = import_profile(source, name=name)
         lines = [
             f"profile {result.profile.name}: {result.profile.base_url} · {result.profile.model}",
             f"read from {result.source_path}",
@@ -387,7 +462,7 @@ class ProfilesScreen(WorkbenchScreen):
     def action_import(self) -> None:
         def picked(source: str | None) -> None:
             if source:
-                self.import_current(source)
+                self.inspect_import(source)
 
         self.app.push_screen(PickScreen("Import the current config of…", TARGETS), picked)
 
