@@ -26,6 +26,7 @@ into place, so an interrupted import leaves nothing half-written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -82,6 +83,20 @@ class _Attempt:
     ended_at: str | None = None
 
 
+def _imported_before(out: Path, import_key: str) -> Path | None:
+    """The run dir under ``out`` already imported from this content with these options."""
+    if not out.is_dir():
+        return None
+    for manifest_path in out.glob(f"*/{MANIFEST_FILE}"):
+        try:
+            source = json.loads(manifest_path.read_text(encoding="utf-8")).get("imported_from")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(source, dict) and source.get("import_key") == import_key:
+            return manifest_path.parent
+    return None
+
+
 def import_results(
     path: Path,
     *,
@@ -96,6 +111,16 @@ def import_results(
     if not path.is_file():
         raise ResultsImportError(f"{path}: no such file")
     raw = path.read_bytes()
+    # The same content read the same way: a second import would only make a "-2" copy.
+    import_key = hashlib.sha256(
+        raw + json.dumps([fmt, task_field, success_field, score_threshold]).encode()
+    ).hexdigest()
+    earlier = _imported_before(out, import_key)
+    if earlier is not None and run_id is None:
+        raise ResultsImportError(
+            f"{path} was imported before, as {earlier} (same content); nothing was written. "
+            "Give it a --run-id to import it again anyway."
+        )
     fmt_found, document = _detect(path, raw, fmt)
     problems: list[str] = []
     published: dict[str, Any] = {}
@@ -120,7 +145,7 @@ def import_results(
     if model is None and len(models) == 1:
         model = models.pop()
     run_dir = _write_run(
-        path, raw, fmt_found, attempts, out, run_id, model, published, len(problems)
+        path, raw, fmt_found, attempts, out, run_id, model, published, len(problems), import_key
     )
     tasks = {a.task_id for a in attempts}
     return ImportResult(run_dir, fmt_found, len(attempts), len(tasks), problems, published)
@@ -449,6 +474,7 @@ def _write_run(
     model: str | None,
     published: dict[str, Any],
     skipped: int,
+    import_key: str,
 ) -> Path:
     # Imported here: the report path imports this module for its error type only.
     import hashlib
@@ -505,6 +531,7 @@ def _write_run(
             "status": "completed",
             "imported_from": {
                 "path": str(source.resolve()),
+                "import_key": import_key,
                 "format": fmt,
                 "records": len(attempts),
                 "skipped": skipped,

@@ -59,3 +59,17 @@ def test_import_counts_and_articles_agree(home: object, tmp_path: Path, cli: obj
     wrong.write_text("[]")
     result = cli("import", str(wrong), "--format", "appworld")  # type: ignore[operator]
     assert "not an appworld file" in result.stderr
+
+
+def test_importing_the_same_file_twice_says_it_was_imported_before(
+    home: object, tmp_path: Path, cli: object
+) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps({"task_id": "t1", "success": True}) + "\n")
+    out = tmp_path / "runs"
+    first = cli("import", str(results), "--out", str(out))  # type: ignore[operator]
+    assert first.returncode == 0, first.stderr
+    again = cli("import", str(results), "--out", str(out))  # type: ignore[operator]
+    assert again.returncode != 0
+    assert "was imported before" in again.stderr and str(next(out.iterdir())) in again.stderr
+    assert len(list(out.iterdir())) == 1  # no "-2" copy
