@@ -26,6 +26,7 @@ into place, so an interrupted import leaves nothing half-written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from typing import Any, Literal
 from driftdesk.analysis.sources import OUTCOMES
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
+from driftdesk.text import article
 
 Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect"]
 FORMATS = ("jsonl", "tau-bench", "tau2", "appworld", "inspect")
@@ -82,6 +84,35 @@ class _Attempt:
     ended_at: str | None = None
 
 
+def _refuse_a_second_import(
+    path: Path, raw: bytes, options: list[Any], out: Path, run_id: str | None
+) -> str:
+    """The import's key; raises when the same content, read the same way, was imported into
+    ``out`` before (a second import would only make a "-2" copy) and no --run-id was given."""
+    import_key = hashlib.sha256(raw + json.dumps(options).encode()).hexdigest()
+    earlier = _imported_before(out, import_key)
+    if earlier is not None and run_id is None:
+        raise ResultsImportError(
+            f"{path} was imported before, as {earlier} (same content); nothing was written. "
+            "Give it a --run-id to import it again anyway."
+        )
+    return import_key
+
+
+def _imported_before(out: Path, import_key: str) -> Path | None:
+    """The run dir under ``out`` already imported from this content with these options."""
+    if not out.is_dir():
+        return None
+    for manifest_path in out.glob(f"*/{MANIFEST_FILE}"):
+        try:
+            source = json.loads(manifest_path.read_text(encoding="utf-8")).get("imported_from")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(source, dict) and source.get("import_key") == import_key:
+            return manifest_path.parent
+    return None
+
+
 def import_results(
     path: Path,
     *,
@@ -98,6 +129,9 @@ def import_results(
     if not path.is_file():
         raise ResultsImportError(f"{path}: no such file")
     raw = path.read_bytes()
+    import_key = _refuse_a_second_import(
+        path, raw, [fmt, task_field, success_field, score_threshold], out, run_id
+    )
     fmt_found, document = _detect(path, raw, fmt)
     problems: list[str] = []
     published: dict[str, Any] = {}
@@ -122,7 +156,7 @@ def import_results(
     if model is None and len(models) == 1:
         model = models.pop()
     run_dir = _write_run(
-        path, raw, fmt_found, attempts, out, run_id, model, published, len(problems)
+        path, raw, fmt_found, attempts, out, run_id, model, published, len(problems), import_key
     )
     tasks = {a.task_id for a in attempts}
     return ImportResult(run_dir, fmt_found, len(attempts), len(tasks), problems, published)
@@ -184,7 +218,7 @@ def _check_shape(path: Path, fmt: str, document: Any) -> None:
             "tau2": "an object with 'simulations'",
             "appworld": "an object with 'individual'",
         }[fmt]
-        raise ResultsImportError(f"{path}: not a {fmt} file: expected {expected}")
+        raise ResultsImportError(f"{path}: not {article(fmt)} file: expected {expected}")
 
 
 # --- readers ----------------------------------------------------------------------------
@@ -451,6 +485,7 @@ def _write_run(
     model: str | None,
     published: dict[str, Any],
     skipped: int,
+    import_key: str,
 ) -> Path:
     # Imported here: the report path imports this module for its error type only.
     import hashlib
@@ -507,6 +542,7 @@ def _write_run(
             "status": "completed",
             "imported_from": {
                 "path": str(source.resolve()),
+                "import_key": import_key,
                 "format": fmt,
                 "records": len(attempts),
                 "skipped": skipped,
@@ -577,6 +613,7 @@ def _import_inspect(path: Path, out: Path, run_id: str | None) -> ImportResult:
         raw = path.read_bytes()
     else:  # a folder: its logs' hashes, in order, stand for it
         raw = b"".join(hashlib.sha256(f.read_bytes()).digest() for f in logs.files)
-    run_dir = _write_run(path, raw, "inspect", attempts, out, run_id, logs.model, {}, 0)
+    import_key = _refuse_a_second_import(path, raw, ["inspect"], out, run_id)
+    run_dir = _write_run(path, raw, "inspect", attempts, out, run_id, logs.model, {}, 0, import_key)
     tasks = {a.task_id for a in attempts}
     return ImportResult(run_dir, "inspect", len(attempts), len(tasks), logs.problems)

@@ -298,6 +298,8 @@ def _curve(curve: dict[int, float], limit: int = 8) -> str:
 
 def render_report_table(report: RunReport) -> str:
     """The human report: run summary, then one line per task."""
+    from driftdesk.text import tokens
+
     lines = [
         f"run {report.run_id}"
         + (f"  model {report.model}" if report.model else "")
@@ -345,7 +347,7 @@ def render_report_table(report: RunReport) -> str:
         else "unknown (no price for " + ", ".join(report.unpriced_models) + ")"
     )
     if report.tokens.get("total"):
-        lines.append(f"  tokens {report.tokens['total']:,}  cost {cost}")
+        lines.append(f"  tokens {tokens(report.tokens['total'])}  cost {cost}")
     if report.group_by == "scenario" and report.task_goal_completion is not None:
         tgc, sgc = report.task_goal_completion, report.scenario_goal_completion or 0.0
         lines.append(
@@ -545,6 +547,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 
 def _import_results(args: argparse.Namespace) -> int:
     from driftdesk.analysis.imports import import_results
+    from driftdesk.text import article, plural
 
     result = import_results(
         Path(args.source),
@@ -558,8 +561,9 @@ def _import_results(args: argparse.Namespace) -> int:
     for problem in result.problems:
         print(f"warning: {args.source}: {problem}", file=sys.stderr)
     print(
-        f"imported {result.attempts} attempts of {result.tasks} tasks ({result.format}) "
+        f"imported {plural(result.attempts, 'attempt')} of {plural(result.tasks, 'task')} "
+        f"({article(result.format)} file) "
         f"into {result.run_dir}"
-        + (f"; {len(result.problems)} records skipped" if result.problems else "")
+        + (f"; {plural(len(result.problems), 'record')} skipped" if result.problems else "")
     )
     return 0

@@ -9,6 +9,7 @@ sub-command, ``driftdesk tui`` and ``driftdesk demo`` load the TUI.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pin provider configs, rerun agent suites, see per-task volatility.",
     )
     parser.add_argument("--version", action="version", version=f"driftdesk {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the full traceback of an unexpected error (also DRIFTDESK_DEBUG=1; "
+        "accepted anywhere before a `--`)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     profiles.register(sub)
     runs.register(sub)
@@ -82,21 +89,55 @@ def _dispatch_import(args: argparse.Namespace) -> int:
     return cmd_import_results(args)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    func = getattr(args, "func", None)
-    if func is None:
-        from driftdesk.cli.workbench import open_workbench
+def _debug_flag(argv: list[str]) -> tuple[list[str], bool]:
+    """``--debug`` anywhere before a ``--`` (users add it to the end of the line that failed)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    head = [a for a in argv[:cut] if a != "--debug"]
+    return head + argv[cut:], len(head) != cut
 
-        return open_workbench()
+
+def _quiet_stdout() -> None:
+    """The reader went away (``| head``): send what is left to /dev/null, so neither this
+    write nor the interpreter's final flush raises again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list, debug = _debug_flag(list(sys.argv[1:] if argv is None else argv))
+    debug = debug or os.environ.get("DRIFTDESK_DEBUG") == "1"
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    func = getattr(args, "func", None)
     try:
-        return int(func(args) or 0)
+        if func is None:
+            from driftdesk.cli.workbench import open_workbench
+
+            code = open_workbench()
+        else:
+            code = int(func(args) or 0)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 0
+    except Exception as exc:
+        # The one place an unexpected error becomes a sentence instead of a traceback.
+        if debug:
+            raise
+        from driftdesk.secrets import redact
+
+        message = redact(str(exc)).strip() or type(exc).__name__
+        print(f"driftdesk: error: {message}", file=sys.stderr)
+        print(
+            "(this was not expected; `driftdesk --debug ...` shows where it came from)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -210,6 +210,8 @@ def _guarded(handler: Handler) -> Handler:
 
         try:
             return handler(args)
+        except BrokenPipeError:
+            raise  # the reader left (`| head`): main ends quietly
         except EXPECTED as exc:
             print(f"driftdesk: error: {exc}", file=sys.stderr)
             return 1
@@ -311,6 +313,7 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
     profile.validate()
     if args.no_key and args.key_stdin:
         raise ProfileError("--no-key and --key-stdin contradict each other: pick one")
+    profile.base_url = _offer_clean_url(profile.name, profile.base_url)
     key = None if args.no_key else _read_key(args, args.name, prompt=True)
     if key is not None:
         backend()  # fail before saving anything if there is no usable keyring
@@ -332,6 +335,27 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
     else:
         print(f"key stored in the OS keyring: {_masked(key)}")
     return 0
+
+
+def _offer_clean_url(name: str, url: str) -> str:
+    """Warn about a base URL clients would append their paths to wrongly; on a terminal offer
+    the cleaned one (default yes), otherwise keep the URL as given and say how to change it."""
+    from driftdesk.providers.urls import cleaned_base_url
+
+    found = cleaned_base_url(url)
+    if found is None:
+        return url
+    clean, why = found
+    _err(f"driftdesk: warning: base URL {url}: {why}; clients would get 404s")
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        answer = input(f"use {clean} instead? [Y/n] ").strip().lower()
+        if answer in ("", "y", "yes"):
+            return clean
+    else:
+        _err(
+            f"  kept as given; to use the cleaned URL: driftdesk profile edit {name} --base-url {clean}"
+        )
+    return url
 
 
 def _masked(key: str | None) -> str:
@@ -376,11 +400,22 @@ def cmd_profile_list(args: argparse.Namespace) -> int:
             "no profiles yet: driftdesk profile add NAME --protocol ... --base-url ... --model ..."
         )
         return 0
-    width = max(len(v["name"]) for v in views)
-    for v in views:
-        key = v["key"] or ("(keyring unavailable)" if v["key_present"] is None else "(no key)")
-        key = "(keyless)" if v.get("no_key") else key
-        print(f"{v['name']:<{width}}  {v['protocol']:<9}  {v['model']}  {v['base_url']}  {key}")
+    rows = [
+        (
+            v["name"],
+            v["protocol"],
+            v["model"],
+            v["base_url"],
+            "(keyless)"
+            if v.get("no_key")
+            else v["key"] or ("(keyring unavailable)" if v["key_present"] is None else "(no key)"),
+        )
+        for v in views
+    ]
+    header = ("NAME", "PROTOCOL", "MODEL", "BASE URL", "KEY")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
 
 
@@ -493,12 +528,11 @@ def _offer_reapply(profile: Profile, reapply: bool) -> None:
 
 
 def cmd_profile_rm(args: argparse.Namespace) -> int:
-    from driftdesk.providers.keys import KeyringUnavailable, delete_key
     from driftdesk.providers.profiles import ProfileStore
+    from driftdesk.providers.removal import remove_profile
     from driftdesk.providers.status import collect_status
 
-    store = ProfileStore()
-    store.get(args.name)  # a clear "no profile named" before touching the keyring
+    ProfileStore().get(args.name)  # a clear "no profile named" before asking anything
     in_use = [row for row in collect_status() if row.profile == args.name]
     if in_use and not args.yes:
         for row in in_use:
@@ -516,20 +550,13 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
         ):
             print(f"kept profile {args.name}")
             return 1
-    try:
-        had_key = delete_key(args.name)
-    except KeyringUnavailable as exc:
-        raise KeyringUnavailable(
-            f"{exc}; profile {args.name!r} was kept so its key is not orphaned"
-        ) from exc
-    store.remove(args.name)
-    print(f"removed profile {args.name}" + (" and its keyring entry" if had_key else ""))
-    for row in collect_status():
-        if row.profile == args.name:
-            print(
-                f"note: {row.target} ({row.scope}) still points at {args.name} in {row.path}; "
-                "switch it to another profile"
-            )
+    removed = remove_profile(args.name)
+    print(f"removed profile {args.name}" + (" and its keyring entry" if removed.had_key else ""))
+    for row in removed.still_pointing:
+        print(
+            f"note: {row.target} ({row.scope}) still points at {args.name} in {row.path}; "
+            "switch it to another profile"
+        )
     return 0
 
 
@@ -546,6 +573,17 @@ def cmd_switch(args: argparse.Namespace) -> int:
     )
 
     _check_scope(args.target, args.scope)
+    if args.env_file:
+        from pathlib import Path
+
+        from driftdesk.providers.errors import SwitchError
+
+        folder = Path(args.env_file).expanduser().absolute().parent
+        if not folder.is_dir():
+            raise SwitchError(
+                f"--env-file {args.env_file}: the folder {folder} does not exist (a switch "
+                "creates no folders); create it first or pick another file"
+            )
     from driftdesk.providers import state
     from driftdesk.providers.filelock import locked
     from driftdesk.providers.targets import target_path

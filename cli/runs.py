@@ -9,13 +9,14 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from driftdesk.reruns.engine import RunOutcome
     from driftdesk.reruns.progress import TextProgress
 
 EXIT_SETUP_ERROR = 2
+EXIT_ALL_LINK_ERRORS = 3  # the run ended, but no attempt reached the model
 EXIT_INTERRUPTED = 130
 
 
@@ -43,7 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     only.add_argument(
         "--only-volatile", type=Path, metavar="RUN_DIR", help="tasks with mixed outcomes there"
     )
-    p.add_argument("--out", type=Path, default=Path("runs"), help="folder for run dirs (./runs)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the run dir (default: ./runs, or $DRIFTDESK_RUNS_DIR; with "
+        "--only-failed/--only-volatile, beside that run)",
+    )
     p.add_argument(
         "--agent",
         choices=["builtin", "command", "claude-code", "codex", "inspect"],
@@ -69,6 +75,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-retry-delay", type=float, default=30.0, help="cap on one retry's wait (seconds)"
     )
+    p.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="run the suite without its unreadable lines (listed first) instead of refusing it",
+    )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not check the endpoint (as driftdesk doctor does) before the first attempt",
+    )
     p.set_defaults(func=cmd_run)
 
     r = sub.add_parser(
@@ -81,6 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("run_dir", type=Path)
     r.add_argument("--retry-link-errors", action="store_true")
     r.add_argument("--concurrency", type=int, help="override the run's concurrency")
+    r.add_argument("--no-probe", action="store_true", help="do not check the endpoint first")
     r.set_defaults(func=cmd_resume)
 
     s = sub.add_parser(
@@ -120,9 +137,10 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     from driftdesk.providers.keys import KeyMissing, KeyringUnavailable
     from driftdesk.providers.profiles import ProfileError
     from driftdesk.reruns.engine import RunSetupError
+    from driftdesk.reruns.preflight import EndpointCheckFailed
     from driftdesk.reruns.progress import TextProgress, status_line
     from driftdesk.reruns.rundir import RunDirBusy
-    from driftdesk.reruns.suites import SuiteError
+    from driftdesk.reruns.suites import SuiteError, SuiteLinesUnreadable
 
     progress = TextProgress()
 
@@ -143,6 +161,28 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    except SuiteLinesUnreadable as exc:
+        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(
+            f"nothing was run: fix those lines, or run again with --skip-bad-lines to run the "
+            f"other {_plural(exc.tasks_left, 'task')} without them",
+            file=sys.stderr,
+        )
+        return EXIT_SETUP_ERROR
+    except EndpointCheckFailed as exc:
+        print(
+            f"driftdesk: the run did not start: profile {exc.profile}'s endpoint failed its check",
+            file=sys.stderr,
+        )
+        for check in exc.checks:
+            print(f"  {check.message}", file=sys.stderr)
+            if check.fix:
+                print(f"  fix: {check.fix}", file=sys.stderr)
+        print(
+            f"  every check: driftdesk doctor {exc.profile}   (skip this one: --no-probe)",
+            file=sys.stderr,
+        )
+        return EXIT_SETUP_ERROR
     except (
         ProfileError,
         KeyMissing,
@@ -159,7 +199,96 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     if outcome.reason:
         print(outcome.reason, file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
-    return 0 if outcome.status == "completed" else 1
+    if outcome.status != "completed":
+        return 1
+    stats = outcome.stats
+    link_errors = stats.by_outcome.get("link_error", 0)
+    if stats.done and link_errors == stats.done:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(stats.link_errors.items()))
+        profile = _manifest(outcome.run_dir).get("profile", "PROFILE")
+        print(
+            f"driftdesk: every attempt ({stats.done}) was a link error ({kinds}): the model was "
+            f"never reached, so this run measures nothing about it.\n"
+            f"  check the endpoint: driftdesk doctor {profile}\n"
+            f"  then retry those attempts: driftdesk resume {_shown(outcome.run_dir)} "
+            "--retry-link-errors",
+            file=sys.stderr,
+        )
+        return EXIT_ALL_LINK_ERRORS
+    print(next_commands(outcome.run_dir))
+    return 0
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the current folder when under it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _manifest(run_dir: Path) -> dict[str, Any]:
+    from driftdesk.reruns.rundir import read_manifest
+
+    try:
+        return read_manifest(run_dir)
+    except (OSError, ValueError):
+        return {}
+
+
+def next_commands(run_dir: Path) -> str:
+    """What a user usually does after a run: read it, rerun what wobbled, compare, browse."""
+    here = _shown(run_dir)
+    manifest = _manifest(run_dir)
+    lines = ["next:", f"  driftdesk report {here}   # the per-task numbers"]
+    suite = _suite_argument(manifest.get("suite"))
+    if manifest.get("profile") and suite:
+        lines.append(
+            f"  driftdesk run --profile {manifest['profile']} --suite {suite} "
+            f"--only-volatile {here}   # rerun the tasks that wobbled"
+        )
+    earlier = _earlier_run(Path(run_dir))
+    if earlier is not None:
+        lines.append(f"  driftdesk compare {_shown(earlier)} {here}   # against the run before")
+    lines.append(
+        f"  driftdesk tui --runs {_shown(Path(run_dir).parent)}   # browse it in the workbench"
+    )
+    return "\n".join(lines)
+
+
+def _suite_argument(suite: object) -> str | None:
+    """How to name the run's suite on the command line: a built-in by name, a file by path."""
+    from driftdesk.reruns.suites import builtin_suites
+
+    if not isinstance(suite, dict):
+        return None
+    name, path = suite.get("name"), suite.get("path")
+    builtin = builtin_suites().get(str(name))
+    if builtin is not None and (not path or Path(str(path)).resolve() == builtin.resolve()):
+        return str(name)
+    return _shown(Path(str(path))) if path else None
+
+
+def _earlier_run(run_dir: Path) -> Path | None:
+    """The newest other run dir beside ``run_dir`` (by its manifest's start time)."""
+    from driftdesk.layout import MANIFEST_FILE
+
+    best: tuple[str, Path] | None = None
+    try:
+        siblings = list(run_dir.parent.iterdir())
+    except OSError:
+        return None
+    for sibling in siblings:
+        if sibling.resolve() == run_dir.resolve() or not (sibling / MANIFEST_FILE).is_file():
+            continue
+        started = str(_manifest(sibling).get("started_at") or "")
+        if best is None or started > best[0]:
+            best = (started, sibling)
+    return None if best is None else best[1]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -177,26 +306,64 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         only_failed=args.only_failed,
         only_volatile=args.only_volatile,
-        out_dir=args.out,
+        out_dir=_out_dir(args),
         agent=args.agent,
         command=args.command_template,
         isolate=args.isolate,
         retry_policy=RetryPolicy(max_retries=args.max_retries, max_delay_s=args.max_retry_delay),
+        skip_bad_lines=args.skip_bad_lines,
+        probe=not args.no_probe,
     )
     return _drive(lambda progress: execute_run(spec, progress))
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    """The one rule (shared with the TUI): ``--out``, else beside the run whose tasks are
+    rerun, else ./runs."""
+    from driftdesk import paths
+
+    if args.out is not None:
+        return Path(args.out)
+    source = args.only_failed or args.only_volatile
+    return paths.rerun_dir(source) if source is not None else paths.runs_dir()
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from driftdesk.reruns.engine import resume_run
 
+    done = _nothing_to_resume(args.run_dir, args.retry_link_errors)
+    if done:
+        print(done)
+        return 0
     return _drive(
         lambda progress: resume_run(
             args.run_dir,
             progress,
             retry_link_errors=args.retry_link_errors,
             concurrency=args.concurrency,
+            probe=not args.no_probe,
         )
     )
+
+
+def _nothing_to_resume(run_dir: Path, retry_link_errors: bool) -> str | None:
+    """What to say when every slot of ``run_dir`` already has its row (None: there is work, or
+    the run dir cannot be read, which ``resume_run`` then reports)."""
+    from driftdesk.reruns import rundir
+
+    manifest = _manifest(run_dir)
+    if not manifest.get("tasks") or manifest.get("status") == "running":
+        return None
+    try:
+        rows = rundir.read_attempt_rows(run_dir, [])
+        tasks = [str(t) for t in manifest["tasks"]]
+        repeat = int(manifest.get("repeat") or 0)
+    except (OSError, TypeError, ValueError):
+        return None
+    if rundir.pending_slots(tasks, repeat, rows, retry_link_errors):
+        return None
+    what = "every attempt has its row" + (" and none is a link error" if retry_link_errors else "")
+    return f"nothing to resume: {what} ({manifest.get('status')}).\n" + next_commands(run_dir)
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
@@ -234,7 +401,19 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     what = "the suites " + ", ".join(args.suites) if args.suites else "the built-in suites"
     # Everything after start() sits inside the try: a Ctrl-C at any point stops cleanly.
     try:
-        base_url = server.start()
+        try:
+            base_url = server.start()
+        except OSError as exc:
+            import errno
+
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            print(
+                f"driftdesk: port {args.port} on 127.0.0.1 is already in use: stop what listens "
+                "there, or pick another --port (0 picks a free one)",
+                file=sys.stderr,
+            )
+            return EXIT_SETUP_ERROR
         print(BANNER.format(model=SIM_MODEL, what=what), file=sys.stderr)
         print(
             f"base URL: {base_url} (OpenAI: chat/completions, responses)   "

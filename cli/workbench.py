@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--repeat", type=int, default=5, help="attempts per task (default 5)")
     d.add_argument("--concurrency", type=int, default=8, help="attempts at once (default 8)")
     d.add_argument(
-        "--out", type=Path, help="folder for the demo run (default: driftdesk's data dir/runs)"
+        "--out", type=Path, help="folder for the demo run (default: ./runs, as for driftdesk run)"
     )
     d.set_defaults(func=cmd_demo)
 

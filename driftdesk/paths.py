@@ -24,3 +24,16 @@ def data_dir() -> Path:
 
 def config_file() -> Path:
     return config_dir() / "config.toml"
+
+
+def runs_dir() -> Path:
+    """Where a new run goes, for the CLI and the TUI alike: ``$DRIFTDESK_RUNS_DIR``, else
+    ``./runs`` (so ``driftdesk report runs/<id>`` finds what either face started). A rerun of an
+    earlier run's tasks goes beside that run instead (``rerun_dir``)."""
+    override = os.environ.get("DRIFTDESK_RUNS_DIR")
+    return Path(override) if override else Path.cwd() / "runs"
+
+
+def rerun_dir(source_run: Path) -> Path:
+    """Where a rerun of ``source_run``'s tasks goes: beside it, wherever it is."""
+    return Path(source_run).resolve().parent

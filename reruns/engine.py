@@ -72,6 +72,7 @@ from driftdesk.reruns.inspect_harness import (
     run_inspect_eval,
 )
 from driftdesk.reruns.isolation import IsolationUnavailable, check_isolation, isolate_argv
+from driftdesk.reruns.preflight import PROBE_TIMEOUT_S, check_endpoint
 from driftdesk.reruns.presets import PRESETS, preset_problem, run_preset_attempt
 from driftdesk.reruns.proxy import (
     MeteringProxy,
@@ -111,6 +112,11 @@ class RunSpec:
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    # Lines of the suite file that cannot be read: refused unless told to leave them out.
+    skip_bad_lines: bool = False
+    # Check the endpoint once (the doctor's probe) before the first attempt; off for tests that
+    # script every request the endpoint gets.
+    probe: bool = False
 
 
 @dataclass
@@ -814,10 +820,12 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     if spec.timeout_s <= 0:
         raise RunSetupError("--timeout must be positive")
     profile = _resolve_profile(spec.profile)
+    notices: list[str] = []
     if spec.agent == "inspect":
         suite, task_ids = _inspect_setup(spec, profile)
     else:
         suite = load_suite(spec.suite)
+        notices = suite.bad_lines(skip=spec.skip_bad_lines)
         await _checkpoint()
         task_ids = select_tasks(spec, suite)
     await _checkpoint()
@@ -825,6 +833,9 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     _check_preset(spec.agent, profile)
     await _checkpoint()
     real_key = _resolve_key(profile, spec.api_key)
+    if spec.probe:
+        probe_key = None if profile.no_key else real_key
+        notices += await check_endpoint(profile, probe_key, min(spec.timeout_s, PROBE_TIMEOUT_S))
     now = rundir.utc_now()
     try:
         run_id, run_dir = rundir.create_run_dir(
@@ -888,7 +899,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
             seed=spec.seed,
             policy=spec.retry_policy,
             listener=listener,
-            notices=[],
+            notices=notices,
         ).run(rundir.pending_slots(task_ids, spec.repeat, [], False))
     finally:
         rundir.unlock_run_dir(lock)
@@ -920,6 +931,7 @@ async def resume_run(
     api_key: str | None = None,
     profile: Profile | None = None,
     concurrency: int | None = None,
+    probe: bool = False,
 ) -> RunOutcome:
     """Run exactly the missing (task, attempt) slots of ``run_dir``; with
     ``retry_link_errors`` also the slots whose latest row is a link_error (the new row is
@@ -974,6 +986,10 @@ async def resume_run(
         _check_agent(agent, command, suite, task_ids, isolate)
         _check_preset(agent, profile)
         real_key = _resolve_key(profile, api_key)
+        if probe and slots:
+            timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
+            probe_key = None if profile.no_key else real_key
+            notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
         policy_info = manifest.get("retry_policy") or {}
         policy = RetryPolicy(
             max_retries=int(policy_info.get("max_retries", RetryPolicy.max_retries)),

@@ -23,6 +23,7 @@ from driftdesk.reruns.events import (
     RunStats,
 )
 from driftdesk.terminal import printable
+from driftdesk.text import plural, tokens
 
 BAR_WIDTH = 24
 
@@ -34,14 +35,6 @@ def _duration(seconds: float | None) -> str:
     hours, rest = divmod(total_seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
-
-
-def _count(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    if n >= 10_000:
-        return f"{n / 1000:.1f}k"
-    return str(n)
 
 
 def status_line(stats: RunStats, bar: bool = True) -> str:
@@ -66,7 +59,7 @@ def status_line(stats: RunStats, bar: bool = True) -> str:
     parts.append(f"retries {stats.retries}")
     if stats.model_mismatches:
         parts.append(f"served-model mismatches {stats.model_mismatches}")
-    parts.append(f"tokens {_count(stats.tokens)}")
+    parts.append(f"tokens {tokens(stats.tokens)}")
     parts.append(f"running {stats.running}")
     parts.append(f"ETA {_duration(stats.eta_seconds())}")
     return "  ".join(parts)
@@ -106,8 +99,9 @@ class TextProgress:
             verb = "resuming" if spec.get("resumed") else "run"
             self._write(
                 printable(
-                    f"{verb} {event.run_id}: {len(event.task_ids)} tasks x {event.repeat} "
-                    f"repeats, {event.total_attempts} attempts to make; {spec.get('model')} at "
+                    f"{verb} {event.run_id}: {plural(len(event.task_ids), 'task')} x "
+                    f"{plural(event.repeat, 'repeat')}, "
+                    f"{plural(event.total_attempts, 'attempt')} to make; {spec.get('model')} at "
                     f"{spec.get('base_url')} (agent {spec.get('agent')}, concurrency "
                     f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
                 )

@@ -21,8 +21,8 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.worker import Worker, WorkerState
 
-from driftdesk.secrets import redact
 from driftdesk.tui.commands import WorkbenchCommands
+from driftdesk.tui.errors import plain_error
 from driftdesk.tui.screens.base import PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import HelpScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen
@@ -60,8 +60,15 @@ class DriftdeskApp(App[None]):
         Binding("2", "switch_mode('run')", "Run", id="app.run"),
         Binding("3", "switch_mode('volatility')", "Volatility", id="app.volatility"),
         Binding("f1,question_mark", "help", "Help", id="app.help"),
-        Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("ctrl+q", "quit", "Quit", id="app.quit_now", show=False, priority=True),
+        Binding("q", "ask_quit", "Quit", id="app.quit", tooltip="Quit (asks while a run is live)"),
+        Binding(
+            "ctrl+q",
+            "quit",
+            "Cancel runs and quit",
+            id="app.quit_now",
+            show=False,
+            priority=True,
+        ),
     ]
 
     def __init__(
@@ -79,8 +86,10 @@ class DriftdeskApp(App[None]):
         super().__init__()
         from driftdesk import paths
 
-        self.out_dir = out_dir or paths.data_dir() / "runs"
-        dirs = [self.out_dir, *(runs_dirs or [Path.cwd() / "runs"])]
+        # One rule with the CLI: new runs go to ./runs ($DRIFTDESK_RUNS_DIR), reruns beside
+        # their source; runs older versions left in the data dir are still listed.
+        self.out_dir = out_dir or paths.runs_dir()
+        dirs = [self.out_dir, *(runs_dirs or [paths.data_dir() / "runs"])]
         self.runs_dirs: list[Path] = list(dict.fromkeys(p.resolve() for p in dirs))
         self.start_mode = start_mode
         self.export_dir = Path.cwd() / "driftdesk-exports"
@@ -89,10 +98,16 @@ class DriftdeskApp(App[None]):
         self.demo_concurrency = demo_concurrency
         self.demo_latency_ms = demo_latency_ms
         self.demo_run: LiveRun | None = None
-        self.demo_api_key: str | None = None  # only when there is no keyring; never written
+        # The demo's profile and throwaway key live only in this process (never saved).
+        self.demo_profile: Any = None
+        self.demo_api_key: str | None = None
         self.demo_spec: Any = None
         self.blink = blink  # tests and screenshots turn the cursor blink off
         self.live_runs: list[LiveRun] = []
+        # Said on the terminal once the app has exited (the resume command of a cancelled run).
+        self.exit_messages: list[str] = []
+        # Runs the user chose to keep running after the app exits (finished in the terminal).
+        self.kept_runs: list[LiveRun] = []
         self.sandbox: Any = None
         if demo:
             self.title = "driftdesk demo"
@@ -114,6 +129,7 @@ class DriftdeskApp(App[None]):
         """Execute ``spec`` (a ``reruns.engine.RunSpec``) in a worker; returns its live state."""
         from driftdesk.reruns.engine import execute_run
 
+        spec = self._with_demo_profile(spec)
         live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
         self.live_runs.append(live)
         live.worker = self._execute_run(live, lambda: execute_run(spec, live))
@@ -128,15 +144,39 @@ class DriftdeskApp(App[None]):
         from driftdesk.reruns.rundir import read_manifest
 
         label = f"resume of {run_dir.name}" + (" (+link errors)" if retry_link_errors else "")
-        if api_key is None and str(read_manifest(run_dir).get("profile")) == "sandbox":
-            api_key = self.demo_api_key  # the demo's in-memory key (no keyring)
+        profile = None
+        if api_key is None and self._is_demo_profile(read_manifest(run_dir).get("profile")):
+            profile, api_key = self.demo_profile, self.demo_api_key  # the demo's, in memory
         live = LiveRun(label=label, run_dir=Path(run_dir).resolve())  # executing from now on
         self.live_runs.append(live)
-        live.worker = self._execute_run(
-            live,
-            lambda: resume_run(run_dir, live, retry_link_errors=retry_link_errors, api_key=api_key),
-        )
+
+        def start() -> Coroutine[Any, Any, Any]:
+            # (on the worker thread) what was finished before the interrupt shows as done
+            from driftdesk.reruns.rundir import latest_rows, read_attempt_rows
+
+            live.add_earlier_rows(list(latest_rows(read_attempt_rows(run_dir, [])).values()))
+            return resume_run(
+                run_dir,
+                live,
+                retry_link_errors=retry_link_errors,
+                api_key=api_key,
+                profile=profile,
+                probe=True,
+            )
+
+        live.worker = self._execute_run(live, start)
         return live
+
+    def _is_demo_profile(self, name: object) -> bool:
+        return self.demo_profile is not None and name == self.demo_profile.name
+
+    def _with_demo_profile(self, spec: Any) -> Any:
+        """A spec naming the demo's profile runs with the in-memory profile and key."""
+        import dataclasses
+
+        if isinstance(spec.profile, str) and self._is_demo_profile(spec.profile):
+            return dataclasses.replace(spec, profile=self.demo_profile, api_key=self.demo_api_key)
+        return spec
 
     # Runs belong to the App, never to a screen: a worker dies with the node that started it.
     # Not exclusive: a second run must never cancel the first.
@@ -151,7 +191,7 @@ class DriftdeskApp(App[None]):
             except asyncio.CancelledError:
                 live.status = "interrupted" if not live.finished else live.status
             except Exception as exc:
-                live.mark_failed(redact(f"{type(exc).__name__}: {exc}"))
+                live.mark_failed(plain_error(exc))
                 raise
         finally:
             loop.run_until_complete(loop.shutdown_asyncgens())
@@ -159,12 +199,20 @@ class DriftdeskApp(App[None]):
             live.loop = None
             self.post_message(RunEnded(live))
 
-    def rerun_tasks(self, manifest: dict[str, Any], tasks: list[str]) -> LiveRun:
-        """A new run of ``tasks`` under the same conditions as the run of ``manifest``."""
+    def rerun_tasks(
+        self,
+        manifest: dict[str, Any],
+        tasks: list[str],
+        source: Path | None = None,
+        profile: str | None = None,
+    ) -> LiveRun:
+        """A new run of ``tasks`` under the same conditions as the run of ``manifest``, beside
+        its ``source`` run dir (``profile`` overrides the manifest's, e.g. for imported runs)."""
+        from driftdesk import paths
         from driftdesk.reruns.engine import RunSpec
 
         suite = manifest.get("suite") or {}
-        profile = str(manifest.get("profile"))
+        profile = profile or str(manifest.get("profile"))
         spec = RunSpec(
             profile=profile,
             suite=str(suite.get("path") or suite.get("name") or "basic"),
@@ -173,10 +221,10 @@ class DriftdeskApp(App[None]):
             timeout_s=float(manifest.get("timeout_seconds") or 120.0),
             tasks=list(tasks),
             seed=int(manifest.get("seed") or 0),
-            out_dir=self.out_dir,
+            out_dir=paths.rerun_dir(source) if source is not None else self.out_dir,
             agent="command" if manifest.get("agent") == "command" else "builtin",
             command=manifest.get("command"),
-            api_key=self.demo_api_key if profile == "sandbox" else None,
+            probe=True,
         )
         return self.start_run(spec, label=f"rerun of {len(tasks)} task(s)")
 
@@ -241,7 +289,8 @@ class DriftdeskApp(App[None]):
     @on(DemoReady)
     def _demo_ready(self, message: DemoReady) -> None:
         self.demo_spec = message.spec
-        self.demo_api_key = getattr(message.spec, "api_key", None)
+        self.demo_profile = message.spec.profile
+        self.demo_api_key = message.spec.api_key
         self.notify(message.note, title="demo", timeout=8)
         self.demo_run = self.start_run(message.spec, label="demo")
         run_screen = self._screen_for_mode("run")
@@ -252,10 +301,11 @@ class DriftdeskApp(App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state != WorkerState.ERROR:
             return
-        error = event.worker.error
-        message = redact(f"{type(error).__name__}: {error}" if error else "unknown error")
         self.notify(
-            message, title=f"{event.worker.name or 'task'} failed", severity="error", timeout=12
+            plain_error(event.worker.error),
+            title=f"{event.worker.name or 'task'} failed",
+            severity="error",
+            timeout=12,
         )
 
     # -- app actions ---------------------------------------------------------------------------
@@ -276,7 +326,7 @@ class DriftdeskApp(App[None]):
             ),
             PaletteCommand("app: help", "Keys of this screen", self.action_help),
             PaletteCommand(
-                "app: quit", "Cancel runs and quit", lambda: self.call_later(self.action_quit)
+                "app: quit", "Quit (asks what to do with live runs)", self.action_ask_quit
             ),
         ]
 
@@ -285,17 +335,58 @@ class DriftdeskApp(App[None]):
         if not isinstance(screen, WorkbenchScreen):
             return
         rows: list[tuple[str, str, str]] = []
+        wide = self.size.width >= 120
         for source in (screen, self):
             for binding in source.BINDINGS:
                 if isinstance(binding, Binding):
                     rows.append(
-                        (binding.key, binding.tooltip or binding.description, binding.id or "")
+                        (
+                            self.readable_keys(binding),
+                            # the longer tooltip only where the three columns still fit
+                            (binding.tooltip if wide else "") or binding.description,
+                            binding.id or "",
+                        )
                     )
         self.push_screen(HelpScreen(screen.HELP_INTRO, rows))
+
+    def readable_keys(self, binding: Binding) -> str:
+        """``/`` and ``?`` rather than ``slash`` and ``question_mark``; every key of the binding."""
+        keys = [key.strip() for key in binding.key.split(",") if key.strip()]
+        return "  ".join(self.get_key_display(Binding(key, binding.description)) for key in keys)
+
+    def unfinished_runs(self) -> list[LiveRun]:
+        return [live for live in self.live_runs if not live.finished]
+
+    def action_ask_quit(self) -> None:
+        """``q``: quit at once when nothing runs; otherwise ask what becomes of the runs."""
+        live = self.unfinished_runs()
+        if not live:
+            self.call_later(self.action_quit)
+            return
+        from driftdesk.tui.screens.modals import PickScreen
+
+        count = "a run is" if len(live) == 1 else f"{len(live)} runs are"
+        choices = [
+            ("cancel", "Cancel and quit: finished attempts are kept; resume it later"),
+            ("keep", "Keep running: leave the workbench, finish in the terminal"),
+            ("stay", "Stay in the workbench"),
+        ]
+        if self.demo:  # the demo's endpoint lives in this process: it cannot outlive the app
+            choices.pop(1)
+
+        def answered(choice: str | None) -> None:
+            if choice == "cancel":
+                self.call_later(self.action_quit)
+            elif choice == "keep":
+                self.kept_runs = self.unfinished_runs()
+                self.exit()
+
+        self.push_screen(PickScreen(f"Quit? {count} still running.", choices), answered)
 
     async def action_quit(self) -> None:
         """Cancel every run (they are marked interrupted), stop the sandbox, then exit."""
         running = [w for w in self.workers if w.group == "runs" and w.is_running]
+        cancelled = self.unfinished_runs()
         for live in self.live_runs:
             live.request_cancel()
         if running:
@@ -303,6 +394,12 @@ class DriftdeskApp(App[None]):
             # The engine writes its manifest before the worker returns; do not cut that short.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.workers.wait_for_complete(running), 15.0)
+        for live in cancelled:
+            if live.run_dir is not None and live.status == "interrupted":
+                self.exit_messages.append(
+                    f"{live.run_id}: interrupted; finished attempts are kept. Finish it with:\n"
+                    f"  driftdesk resume {live.run_dir}"
+                )
         if self.sandbox is not None:
             sandbox, self.sandbox = self.sandbox, None
             await asyncio.to_thread(sandbox.stop)
@@ -310,15 +407,49 @@ class DriftdeskApp(App[None]):
 
 
 def run_workbench(runs_dirs: list[Path] | None = None) -> int:
-    """``driftdesk`` / ``driftdesk tui``: runs are listed from the data dir and ``./runs``."""
-    extra = [Path.cwd() / "runs", *(runs_dirs or [])]
-    DriftdeskApp(runs_dirs=extra).run()
+    """``driftdesk`` / ``driftdesk tui``: runs are listed from ``./runs`` and the data dir."""
+    from driftdesk import paths
+
+    extra = [paths.data_dir() / "runs", *(runs_dirs or [])]
+    app = DriftdeskApp(runs_dirs=extra)
+    app.run()
+    return after_exit(app)
+
+
+def after_exit(app: DriftdeskApp, stream: Any = None) -> int:
+    """Once the app has exited: say what became of its runs, and finish the ones the user
+    chose to keep running (Ctrl-C interrupts them, as in ``driftdesk run``)."""
+    import sys
+    import time
+
+    from driftdesk.reruns.events import RunStats
+    from driftdesk.reruns.progress import status_line
+
+    out = stream or sys.stderr
+    for message in app.exit_messages:
+        print(message, file=out)
+    for live in app.kept_runs:
+        print(f"{live.run_id}: still running in {live.run_dir} (Ctrl-C interrupts it)", file=out)
+        try:
+            while not live.finished:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            live.request_cancel()
+            while not live.finished:
+                time.sleep(0.1)
+        stats = RunStats(total=live.total, done=live.done)
+        stats.by_outcome.update(live.by_outcome)
+        print(f"{live.status}: {live.run_dir}\n{status_line(stats, bar=False)}", file=out)
+        if live.status == "interrupted":
+            print(f"finish it with:\n  driftdesk resume {live.run_dir}", file=out)
     return 0
 
 
 def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8) -> int:
-    """``driftdesk demo``: sandbox + ``sandbox`` profile + a live run of the built-in suite."""
-    extra = [Path.cwd() / "runs"] + ([out_dir] if out_dir else [])
+    """``driftdesk demo``: sandbox + an in-memory profile + a live run of the built-in suite."""
+    from driftdesk import paths
+
+    extra = [paths.data_dir() / "runs"]
     app = DriftdeskApp(
         demo=True,
         out_dir=out_dir,
@@ -329,4 +460,4 @@ def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8)
     app.run()
     if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
         print(f"demo run ({app.demo_run.status}) saved in {app.demo_run.run_dir}")
-    return 0
+    return after_exit(app)

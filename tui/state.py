@@ -154,6 +154,15 @@ class LiveRun:
             self.running = 0
             self.ended_monotonic = time.monotonic()
 
+    def add_earlier_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Slots a resumed run finished before it was interrupted: shown done in the grid (the
+        counters stay this execution's own)."""
+        for row in rows:
+            key = (str(row.get("task_id")), int(row.get("attempt") or 0))
+            self.cells[key] = str(row.get("outcome"))
+            self.rows[key] = row
+        self.version += 1
+
     def _append(self, task_id: str, attempt: int, line: str) -> None:
         key = (task_id, attempt)
         log = self.logs.get(key)

@@ -48,6 +48,23 @@ class SuiteError(ValueError):
     """A suite that cannot be used: missing file, bad task lines, duplicate ids."""
 
 
+class SuiteLinesUnreadable(SuiteError):
+    """Lines of a suite file that are not a JSON object (broken JSON, a list, a comment).
+
+    A run refuses such a suite unless told to leave the lines out: a task dropped without a
+    word changes what the run measures."""
+
+    def __init__(self, path: Path, problems: list[str], tasks_left: int) -> None:
+        self.path = path
+        self.problems = problems
+        self.tasks_left = tasks_left
+        count = len(problems)
+        super().__init__(
+            f"{count} line{'s' if count != 1 else ''} of suite {path} cannot be read:\n"
+            + "\n".join(f"  {problem}" for problem in problems)
+        )
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -112,6 +129,16 @@ class Suite:
     @property
     def task_ids(self) -> list[str]:
         return [t.task_id for t in self.tasks]
+
+    def bad_lines(self, skip: bool) -> list[str]:
+        """Every unreadable line, numbered, with its reason. Raises ``SuiteLinesUnreadable``
+        when there are any and ``skip`` is false; otherwise returns them (as notices)."""
+        if self.problems and not skip:
+            raise SuiteLinesUnreadable(self.path, self.problem_lines(), len(self.tasks))
+        return [f"skipped suite {line}" for line in self.problem_lines()]
+
+    def problem_lines(self) -> list[str]:
+        return [f"line {p.line_number}: {p.message}" for p in self.problems]
 
 
 def canonical_arguments(arguments: Any) -> str:
@@ -278,9 +305,17 @@ def load_suite(suite: str | Path) -> Suite:
             raise SuiteError(f"{path}:{number}: duplicate task_id {task.task_id!r}")
         seen.add(task.task_id)
         tasks.append(task)
+    lines = data.split(b"\n")
+    for problem in problems:
+        if lines[problem.line_number - 1].lstrip().startswith(b"#"):
+            problem.message = "a comment: JSONL has no comment lines"
+    loaded = Suite(name, path, hashlib.sha256(data).hexdigest(), tasks, problems)
     if not tasks:
-        raise SuiteError(f"suite {path} has no tasks")
-    return Suite(name, path, hashlib.sha256(data).hexdigest(), tasks, problems)
+        unreadable = "".join(f"\n  {line}" for line in loaded.problem_lines())
+        raise SuiteError(
+            f"suite {path} has no tasks" + (f"; unreadable:{unreadable}" if unreadable else "")
+        )
+    return loaded
 
 
 def normalise(text: str) -> str:

@@ -182,14 +182,14 @@ def test_import_then_report(cli, home, tmp_path: Path) -> None:  # type: ignore[
         "aw",
     )
     assert done.returncode == 0, done.stderr
-    assert "imported 8 attempts of 8 tasks (appworld)" in done.stdout
-    assert "record 9 (task 3b2e8f1_1)" in done.stderr and "1 records skipped" in done.stdout
+    assert "imported 8 attempts of 8 tasks (an appworld file)" in done.stdout
+    assert "record 9 (task 3b2e8f1_1)" in done.stderr and "1 record skipped" in done.stdout
     data = json.loads(
         cli("report", str(out / "aw"), "--format", "json", "--group-by", "scenario").stdout
     )
     assert (data["task_goal_completion"], data["scenario_goal_completion"]) == (62.5, 33.3)
     jsonl = cli("import", str(FIXTURES / "generic_results.jsonl"), "--out", str(out))
-    assert jsonl.returncode == 0 and "(jsonl)" in jsonl.stdout
+    assert jsonl.returncode == 0 and "(a jsonl file)" in jsonl.stdout
     assert "line 10: torn last line" in jsonl.stderr
     bad = tmp_path / "bad.json"
     bad.write_text("{}")

@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 from driftdesk.tui.app import DriftdeskApp
 from driftdesk.tui.screens.compare import CompareScreen
 from driftdesk.tui.screens.launch import LaunchScreen
-from driftdesk.tui.screens.modals import ConfirmScreen, HelpScreen, PickScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, HelpScreen, NameScreen, PickScreen
 from driftdesk.tui.screens.profile_form import ProfileFormScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen
 from driftdesk.tui.screens.run import RunScreen
@@ -20,7 +20,7 @@ from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 
 SIZE = (140, 42)
 SCREENS = [DriftdeskApp, ProfilesScreen, RunScreen, VolatilityScreen, TaskScreen, CompareScreen]
-MODALS = [ConfirmScreen, PickScreen, HelpScreen, ProfileFormScreen, LaunchScreen]
+MODALS = [ConfirmScreen, PickScreen, HelpScreen, ProfileFormScreen, LaunchScreen, NameScreen]
 
 
 @pytest.mark.parametrize("owner", [*SCREENS, *MODALS, AttemptGrid], ids=lambda c: c.__name__)
@@ -71,3 +71,18 @@ async def test_q_quits(home, make_app, settle) -> None:
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_help_names_keys_as_they_are_typed(home, make_app, settle) -> None:
+    app = make_app(start_mode="volatility")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f1")
+        table = app.screen.query_one("#help-table", DataTable)
+        keys = {str(table.get_row(k)[0]) for k in table.rows}
+        assert "/" in keys and "slash" not in keys
+        assert any("?" in key for key in keys)
+        assert not any("question_mark" in key or "square_bracket" in key for key in keys)
+        # the table fits the dialog at 80 columns: ids are not cut off
+        width = sum(c.get_render_width(table) for c in table.columns.values())
+        assert width <= table.scrollable_content_region.width

@@ -47,16 +47,28 @@ async def test_demo_quits_mid_run_cleanly(home, make_app, settle, runs_dir) -> N
 
 
 @pytest.mark.keyring
-async def test_demo_keeps_its_key_in_the_keyring_when_there_is_one(
+async def test_demo_leaves_the_users_profiles_and_keyring_alone(
     home, make_app, settle, wait_for_run
 ) -> None:
-    from driftdesk.providers.keys import get_key
+    """A user's own profile named ``sandbox`` is neither overwritten nor joined by a demo
+    profile that outlives the demo (pointing at a port that is dead once it exits)."""
+    from driftdesk.providers.keys import KeyMissing, get_key, set_key
+    from driftdesk.providers.profiles import Profile, ProfileStore
 
+    mine = Profile("sandbox", "openai", "https://my-gateway.example.com/v1", "my-model")
+    ProfileStore().save(mine)
+    set_key("sandbox", "sk-users-own-key-0123456789")
+    config_before = (home.config_dir / "config.toml").read_bytes()
     app = make_app(demo=True, demo_repeat=1, demo_concurrency=8, demo_latency_ms=0.0)
     async with app.run_test(size=SIZE) as pilot:
         while app.demo_run is None:
             await pilot.pause(0.05)
-        assert app.demo_spec.api_key is None  # not in memory: the keyring has it
-        assert get_key("sandbox").startswith("sk-sandbox-")
         await wait_for_run(app, pilot, app.demo_run)
         assert app.demo_run.status == "completed"
+        assert app.demo_run.spec["profile"] != "sandbox"
+        assert ProfileStore().names() == ["sandbox"]  # during the demo too
+    assert (home.config_dir / "config.toml").read_bytes() == config_before
+    assert ProfileStore().get("sandbox") == mine
+    assert get_key("sandbox") == "sk-users-own-key-0123456789"
+    with pytest.raises(KeyMissing):
+        get_key(app.demo_run.spec["profile"])

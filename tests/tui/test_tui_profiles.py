@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import DataTable
 
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
+from driftdesk.tui.screens.modals import ConfirmScreen, NameScreen, PickScreen
 from driftdesk.tui.screens.profile_form import ProfileFormScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen
 
@@ -176,12 +176,39 @@ async def test_import_claude_settings_as_a_profile(home, make_app, settle) -> No
         assert isinstance(app.screen, PickScreen)
         await pilot.press("enter")  # Claude Code
         await settle(app, pilot)
+        # What will be imported is shown first, and the name is asked for.
+        assert isinstance(app.screen, NameScreen)
+        body = app.screen._body
+        assert "https://gw.example.com/anthropic" in body and "claude-x" in body
+        assert "sk-ant-imported-0123456789" not in body  # the key only masked
+        app.screen.query_one("#name").value = "gw"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await settle(app, pilot)
         table = app.screen.query_one("#profiles-table", DataTable)
         names = [str(table.get_row(k)[0]) for k in table.rows]
-        assert len(names) == 1
-    profile = ProfileStore().get(names[0])
+        assert names == ["gw"]
+    profile = ProfileStore().get("gw")
     assert (profile.base_url, profile.model) == ("https://gw.example.com/anthropic", "claude-x")
-    assert get_key(names[0]) == "sk-ant-imported-0123456789"
+    assert get_key("gw") == "sk-ant-imported-0123456789"
+
+
+async def test_importing_a_config_driftdesk_wrote_points_at_its_profile(
+    home, make_app, settle
+) -> None:
+    from driftdesk.providers.targets import apply_switch, plan_switch
+
+    ProfileStore().save(Profile("oa", "openai", "http://127.0.0.1:9/v1", "gpt-x"))
+    apply_switch(plan_switch(ProfileStore().get("oa"), "codex"))
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("i")
+        await pilot.press("down", "enter")  # Codex
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)  # nothing asked: nothing to import
+        said = [n.message for n in app._notifications]
+        assert any("driftdesk's own profile 'oa'" in m for m in said), said
+    assert ProfileStore().names() == ["oa"]
 
 
 @pytest.mark.keyring
@@ -230,6 +257,108 @@ async def test_edit_tiers_headers_and_notes_keeps_the_key(home, make_app, settle
 
 
 USER_ONLY_KEY = "sk-ant-user-only-0123456789abcdef"
+
+
+async def test_adding_a_profile_with_a_key_but_no_keyring_writes_nothing_and_keeps_the_key(
+    home, make_app, settle
+) -> None:
+    """As ``driftdesk profile add`` does: refused, nothing written, the typed key still there."""
+    import keyring
+    from keyring.backends import fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        app = make_app(start_mode="profiles")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("a")
+            form = app.screen
+            form.query_one("#name").value = "nokeyring"  # type: ignore[attr-defined]
+            form.query_one("#base_url").value = "http://127.0.0.1:7/v1"  # type: ignore[attr-defined]
+            form.query_one("#model").value = "m"  # type: ignore[attr-defined]
+            form.query_one("#key").value = "sk-typed-0123456789abcdef"  # type: ignore[attr-defined]
+            await pilot.press("ctrl+s")
+            await settle(app, pilot)
+            assert isinstance(app.screen, ProfileFormScreen)  # still open
+            error = str(app.screen.query_one("#form-error").render())
+            assert "keyring" in error and "Nothing was saved" in error
+            assert "KeyringUnavailable" not in error
+            assert app.screen.query_one("#key").value == "sk-typed-0123456789abcdef"  # type: ignore[attr-defined]
+        assert ProfileStore().names() == []
+        assert not (home.config_dir / "config.toml").exists()
+    finally:
+        keyring.set_keyring(previous)
+
+
+async def test_a_failed_run_is_reported_as_a_plain_sentence(home, make_app, settle) -> None:
+    from driftdesk.reruns.engine import RunSpec
+
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        live = app.start_run(RunSpec(profile="nope", suite="basic", out_dir=home.project / "r"))
+        while not live.finished:
+            await pilot.pause(0.05)
+        await settle(app, pilot)
+        messages = [n.message for n in app._notifications if n.severity == "error"]
+        assert messages and "No profile named 'nope'" in messages[-1]
+        for text in (messages[-1], live.error or ""):
+            assert "ProfileNotFound" not in text and "--" not in text
+
+
+async def test_switch_offers_only_targets_for_the_protocol_with_scopes_and_files(
+    home, make_app, settle
+) -> None:
+    _store_profile()  # anthropic
+    ProfileStore().save(Profile("oa", "openai", "http://127.0.0.1:9/v1", "gpt-x"))
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#profiles-table", DataTable)
+        table.move_cursor(row=table.get_row_index("work"))
+        await pilot.press("s")
+        picker = app.screen
+        assert isinstance(picker, PickScreen)
+        values = [value for value, _ in picker._options]
+        assert values == ["claude:user", "claude:project", "claude:local"]
+        labels = " ".join(label for _, label in picker._options)
+        assert "~/.claude/settings.json" in labels and "settings.local.json" in labels
+        await pilot.press("escape")
+        table.move_cursor(row=table.get_row_index("oa"))
+        await pilot.press("s")
+        values = [value for value, _ in app.screen._options]  # type: ignore[attr-defined]
+        assert values == ["codex:user", "codex:project", "env:file"]
+        await pilot.press("down", "enter")  # Codex, project scope: .codex/config.toml here
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        table.move_cursor(row=table.get_row_index("oa"))
+        await settle(app, pilot)
+        detail = str(app.screen.query_one("#profile-detail-text").render())
+        assert "codex (project):" in detail and ".codex/config.toml" in detail
+
+
+@pytest.mark.keyring
+async def test_delete_a_profile_and_its_key_from_the_profiles_screen(
+    home, make_app, settle
+) -> None:
+    from driftdesk.providers.keys import KeyMissing, get_key, set_key
+
+    _store_profile()
+    set_key("work", "sk-work-0123456789abcdef")
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("d")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert app.screen.query_one("#profiles-table", DataTable).row_count == 0
+    assert ProfileStore().names() == []
+    with pytest.raises(KeyMissing):
+        get_key("work")
 
 
 @pytest.mark.keyring

@@ -46,6 +46,7 @@ async def test_resume_a_killed_run_to_completion(
     set_key("sandbox", THROWAWAY_KEY)
     run_dir = await _killed_run(runs_dir, keep_rows=3)
     tasks = json.loads((run_dir / "manifest.json").read_text())["tasks"]
+    earlier = [json.loads(r) for r in (run_dir / "attempts.jsonl").read_text().splitlines()]
     app = make_app(start_mode="volatility")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -62,8 +63,14 @@ async def test_resume_a_killed_run_to_completion(
         assert isinstance(app.screen, RunScreen)
         live = app.screen.live
         assert live is not None and live.label.startswith("resume of")
+        # The attempts finished before the interrupt show as done, not pending (this resume
+        # never runs those slots, so only the rows read at its start can fill them in).
+        while live.status == "starting":
+            await pilot.pause(0.02)
+        for row in earlier:
+            assert live.cells[(row["task_id"], row["attempt"])] == row["outcome"]
         await wait_for_run(app, pilot, live)
-        assert live.worker.state.name == "SUCCESS" and live.status == "completed"
+        assert live.worker.state.name == "SUCCESS" and live.status == "completed", live.error
     rows = [json.loads(r) for r in (run_dir / "attempts.jsonl").read_text().splitlines()]
     slots = {(r["task_id"], r["attempt"]) for r in rows}
     assert len(rows) == len(slots) == len(tasks) * REPEAT

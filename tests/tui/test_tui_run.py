@@ -150,3 +150,114 @@ async def test_launch_only_volatile_tasks_of_an_earlier_run(
         assert live.status == "completed"
         manifest = json.loads((live.run_dir / "manifest.json").read_text())
         assert sorted(manifest["tasks"]) == ["arith-02", "format-01"]
+
+
+def _closed_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
+    home, sandbox, make_app, settle
+) -> None:
+    from textual.widgets import Select
+
+    from driftdesk.providers.profiles import Profile, ProfileStore
+
+    # Listed first, but its endpoint is gone (a demo's leftover used to be just that).
+    ProfileStore().save(Profile("aaa-gone", "openai", _closed_url(), "m"))
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("n")
+        await settle(app, pilot)
+        form = app.screen
+        assert isinstance(form, LaunchScreen)
+        select = form.query_one("#profile", Select)
+        assert select.value == "sandbox"
+        assert app.focused is select  # Enter opens it: no Tab needed first
+        labels = [str(option[0]) for option in select._options]
+        assert not any("loading" in label for label in labels)
+        assert any("aaa-gone" in label and "not answering" in label for label in labels)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        sandbox.stop()  # now every endpoint is gone: nothing is preselected
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert app.screen.query_one("#profile", Select).value == Select.NULL
+        await pilot.press("ctrl+s")
+        assert "choose a profile" in str(app.screen.query_one("#form-error").render())
+
+
+async def _live_slow_run(app, pilot, settle, server, runs_dir, repeat):  # type: ignore[no-untyped-def]
+    """A run of the built-in suite against ``server`` that has finished one attempt."""
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.sandbox import SIM_MODEL
+
+    ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
+    await settle(app, pilot)
+    spec = RunSpec(profile="slow", suite="basic", repeat=repeat, out_dir=runs_dir, api_key="k")
+    live = app.start_run(spec)
+    while live.done < 1:
+        await pilot.pause(0.05)
+    return live
+
+
+async def test_q_during_a_live_run_asks_and_cancel_prints_the_resume_command(
+    home, make_app, settle, runs_dir
+) -> None:
+    import io
+
+    from driftdesk.reruns.sandbox import SandboxServer
+    from driftdesk.tui.app import after_exit
+    from driftdesk.tui.screens.modals import PickScreen
+
+    with SandboxServer(latency_ms=150.0) as server:
+        app = make_app(start_mode="run")
+        async with app.run_test(size=SIZE) as pilot:
+            live = await _live_slow_run(app, pilot, settle, server, runs_dir, repeat=3)
+            app.screen.show_run(live)
+            app.screen.redraw()
+            # the run shows where it is written (./runs, the same rule as the CLI's)
+            assert str(live.run_dir) in str(app.screen.query_one("#run-title").render())
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, PickScreen)  # asked, not quit
+            await pilot.press("end", "enter")  # "stay"
+            await pilot.pause()
+            assert not isinstance(app.screen, PickScreen) and not live.finished
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("home", "enter")  # "cancel and quit"
+            while app.is_running and not live.finished:
+                await pilot.pause(0.05)
+        assert live.status == "interrupted"
+        said = io.StringIO()
+        after_exit(app, said)
+        assert f"driftdesk resume {live.run_dir}" in said.getvalue()
+
+
+async def test_q_keep_running_finishes_the_run_after_the_app_exits(
+    home, make_app, settle, runs_dir
+) -> None:
+    import io
+
+    from driftdesk.reruns.sandbox import SandboxServer
+    from driftdesk.tui.app import after_exit
+
+    with SandboxServer(latency_ms=30.0) as server:
+        app = make_app(start_mode="run")
+        async with app.run_test(size=SIZE) as pilot:
+            live = await _live_slow_run(app, pilot, settle, server, runs_dir, repeat=2)
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("down", "enter")  # "keep running"
+            await pilot.pause()
+        said = io.StringIO()
+        after_exit(app, said)
+        assert live.status == "completed", said.getvalue()
+        assert f"completed: {live.run_dir}" in said.getvalue()
+        assert len(_rows(live.run_dir)) == len(live.task_ids) * 2

@@ -212,3 +212,74 @@ async def test_plot_in_colour_and_histogram_only_when_wide(
         await pilot.resize_terminal(140, 42)
         await settle(app, pilot)
         assert not histogram.display
+
+
+async def test_run_list_tells_runs_apart_and_a_run_without_its_suite_is_not_resumable(
+    home, fixture_runs, runs_dir, make_app, settle
+) -> None:
+    gone = runs_dir / "gone-suite-run"
+    gone.mkdir()
+    manifest = json.loads((fixture_runs[0] / "manifest.json").read_text())
+    manifest.update(
+        run_id="gone-suite-run",
+        status="interrupted",
+        started_at="2026-01-03T10:00:00Z",
+        suite={"path": str(home.project / "deleted.jsonl"), "name": "deleted", "sha256": "0"},
+    )
+    (gone / "manifest.json").write_text(json.dumps(manifest))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        runs = screen.query_one("#runs", OptionList)
+        labels = [str(runs.get_option_at_index(i).prompt) for i in range(runs.option_count)]
+        assert "basic ×4 · sandbox-sim · success 80%" in labels[1]  # run B: 16 of 20 judged
+        assert "gone-suite-run" in labels[0] and "interrupted (suite file gone)" in labels[0]
+        info = next(r for r in screen.runs if r.run_id == "gone-suite-run")
+        assert not info.resumable
+
+
+async def test_an_imported_run_shows_tokens_and_cost_as_unknown(
+    home, runs_dir, make_app, settle, cli
+) -> None:
+    results = home.project / "results.jsonl"
+    results.write_text(
+        "".join(json.dumps({"task_id": f"t{i}", "success": i % 2 == 0}) + "\n" for i in range(4))
+    )
+    done = cli("import", str(results), "--format", "jsonl", "--out", str(runs_dir))
+    assert done.returncode == 0, done.stderr
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        summary = str(app.screen.query_one("#summary").render())
+        assert "tokens · cost" in summary
+        line = next(line for line in summary.splitlines() if line.startswith("tokens · cost"))
+        assert line.split()[-3:] == ["unknown", "·", "unknown"], line
+
+
+async def test_rerun_of_an_imported_run_asks_which_profile(
+    home, runs_dir, make_app, settle, cli
+) -> None:
+    from driftdesk.providers.profiles import Profile, ProfileStore
+
+    ProfileStore().save(Profile("mine", "openai", "http://127.0.0.1:9/v1", "m"))
+    results = home.project / "results.jsonl"
+    results.write_text(
+        "".join(json.dumps({"task_id": "t1", "success": ok}) + "\n" for ok in (True, False, True))
+    )
+    done = cli("import", str(results), "--format", "jsonl", "--out", str(runs_dir))
+    assert done.returncode == 0, done.stderr
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.screen.query_one("#tasks").focus()
+        await pilot.press("a", "R")  # mark the volatile task, rerun
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickScreen)  # asked, not "no profile named 'None'"
+        assert [value for value, _ in app.screen._options] == ["mine"]
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not app.live_runs

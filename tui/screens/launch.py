@@ -29,8 +29,23 @@ AGENT_CHOICES = [
 
 @dataclass
 class LaunchChoices(Message):
-    profiles: list[str]
+    profiles: list[tuple[str, str, bool]]  # (name, label, its endpoint answers)
     suites: list[str]
+
+
+def endpoint_answers(base_url: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts a connection at the base URL's host and port (no request is
+    sent, no key): enough to tell a live endpoint from one that is gone."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
@@ -39,17 +54,21 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
         Binding("ctrl+s", "launch", "Launch", id="launch.go"),
     ]
 
-    def __init__(self, out_dir: Path, earlier_runs: list[tuple[str, Path]]) -> None:
+    def __init__(
+        self, out_dir: Path, earlier_runs: list[tuple[str, Path]], extra_profiles: Any = ()
+    ) -> None:
         super().__init__()
         self._out_dir = out_dir
         self._earlier_runs = earlier_runs
+        self._extra_profiles = list(extra_profiles)  # the demo's in-memory profile
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="form"):
             yield Label("Launch a run", id="dialog-title")
             with VerticalScroll():
                 yield Label("Profile")
-                yield Select[str]([], id="profile", prompt="(loading profiles)")
+                # The Select replaces this once the profiles (and which answer) are known.
+                yield Label("(loading profiles…)", id="profile-loading")
                 yield Label("Suite: a built-in name or a suite JSONL path")
                 yield Input("basic", id="suite")
                 yield Label("Agent")
@@ -86,6 +105,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                         id="earlier",
                         prompt="earlier run",
                     )
+            yield Label(f"The run goes to {self._out_dir}", id="launch-where")
             yield Label("", id="form-error")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Launch (ctrl+s)", variant="primary", id="launch")
@@ -102,25 +122,40 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
         name="loading profiles and suites",
     )
     def load_choices(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from driftdesk.providers.profiles import ProfileStore
+        from driftdesk.reruns.suites import builtin_suites
 
-        suites: list[str] = []
-        try:
-            from driftdesk.reruns.suites import builtin_suites
-
-            suites = list(builtin_suites())
-        except ImportError:
-            pass
-        self.post_message(LaunchChoices(ProfileStore().names(), suites))
+        profiles = [*self._extra_profiles, *ProfileStore().all()]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(endpoint_answers, [p.base_url for p in profiles]))
+        choices = [
+            (p.name, f"{p.name} · {p.model}" + ("" if alive else " · not answering"), alive)
+            for p, alive in zip(profiles, answers, strict=True)
+        ]
+        self.post_message(LaunchChoices(choices, list(builtin_suites())))
 
     @on(LaunchChoices)
-    def _choices(self, message: LaunchChoices) -> None:
-        select = self.query_one("#profile", Select)
-        select.set_options([(name, name) for name in message.profiles])
-        if message.profiles:
-            select.value = "sandbox" if "sandbox" in message.profiles else message.profiles[0]
+    async def _choices(self, message: LaunchChoices) -> None:
+        # Preselect only a profile whose endpoint answers: never one that is gone.
+        alive = [name for name, _, answers in message.profiles if answers]
+        if not message.profiles:
+            prompt = "no profiles: add one on the Profiles screen (1, then a)"
+        elif not alive:
+            prompt = "choose a profile (none answers right now)"
         else:
-            select.prompt = "(no profiles: add one on the Profiles screen)"
+            prompt = "choose a profile"
+        select: Select[str] = Select(
+            [(label, name) for name, label, _ in message.profiles],
+            prompt=prompt,
+            id="profile",
+            value=alive[0] if alive else Select.NULL,
+        )
+        loading = self.query_one("#profile-loading", Label)
+        await loading.parent.mount(select, after=loading)  # type: ignore[union-attr]
+        await loading.remove()
+        select.focus()
 
     def _error(self, text: str) -> None:
         self.query_one("#form-error", Label).update(Text(text, style="bold red"))
@@ -129,7 +164,8 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
     def action_launch(self) -> None:
         from driftdesk.reruns.engine import RunSpec
 
-        profile = self.query_one("#profile", Select).value
+        loaded = self.query("#profile")  # absent while the profiles are still loading
+        profile = loaded.first(Select).value if loaded else None
         if not isinstance(profile, str):
             self._error("choose a profile")
             return
@@ -186,6 +222,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             out_dir=self._out_dir,
             agent=agent,  # type: ignore[arg-type]
             command=command,
+            probe=True,
         )
         self.dismiss(spec)
 

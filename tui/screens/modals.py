@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Label, OptionList, Static
+from textual.widgets import Button, DataTable, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from driftdesk.tui.widgets.tables import fill_table
@@ -106,4 +106,47 @@ class HelpScreen(ModalScreen[None]):
             yield table
 
     async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)
+
+
+class NameScreen(ModalScreen[str | None]):
+    """Show what an action will do and ask for a name (Enter accepts, Escape cancels)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="name.cancel")
+    ]
+
+    def __init__(self, title: str, body: str, default: str = "", yes: str = "OK") -> None:
+        super().__init__()
+        self._heading = title
+        self._body = body
+        self._default = default
+        self._yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self._heading, id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(Text(self._body), id="dialog-text")
+            yield Label("Name")
+            yield Input(self._default, id="name")
+            yield Label("", id="form-error")
+            with Horizontal(id="dialog-buttons"):
+                yield Button(f"{self._yes} (enter)", variant="primary", id="yes")
+                yield Button("Cancel (esc)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#yes")
+    def _accept(self) -> None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.query_one("#form-error", Label).update(Text("type a name", style="bold red"))
+            return
+        self.dismiss(name)
+
+    @on(Button.Pressed, "#no")
+    def action_cancel(self) -> None:
         self.dismiss(None)

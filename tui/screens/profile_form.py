@@ -12,26 +12,41 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
 
 from driftdesk.providers.profiles import PROTOCOLS, Profile, ProfileError
+from driftdesk.tui.errors import plain_error
+from driftdesk.tui.screens.base import ForwardsWorkerFailures
 
 # RFC 9110 token characters.
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Headers that carry credentials: their value would land in config.toml in plain text.
 KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 TIERS = (("haiku_model", "Haiku"), ("sonnet_model", "Sonnet"), ("opus_model", "Opus"))
+# Lines of the dialog around its fields: border, title, error line, buttons and their margins.
+FORM_CHROME_LINES = 10
 
 
 @dataclass
 class ProfileFormResult:
     profile: Profile
     key: str | None  # None: leave the stored key as it is
+
+
+@dataclass
+class SaveFailed(Message):
+    text: str
+
+
+@dataclass
+class Saved(Message):
+    result: ProfileFormResult
 
 
 def parse_headers(text: str) -> dict[str, str]:
@@ -57,7 +72,7 @@ def format_headers(headers: dict[str, str]) -> str:
     return "".join(f"{name}: {value}\n" for name, value in headers.items())
 
 
-class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
+class ProfileFormScreen(ForwardsWorkerFailures, ModalScreen[ProfileFormResult | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="profile_form.cancel"),
         Binding("ctrl+s", "save", "Save", id="profile_form.save"),
@@ -70,8 +85,18 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
     def compose(self) -> ComposeResult:
         p = self._profile
         editing = p is not None
-        with VerticalScroll(id="dialog", classes="form"):
+        # The fields scroll; the error line and Save/Cancel stay below them, always on screen.
+        with Vertical(id="dialog", classes="form"):
             yield Label(f"Edit profile {p.name}" if p else "Add a profile", id="dialog-title")
+            with VerticalScroll(id="form-fields"):
+                yield from self._fields(p, editing)
+            yield Label("", id="form-error")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Save (ctrl+s)", variant="primary", id="save")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def _fields(self, p: Profile | None, editing: bool) -> ComposeResult:
+        if True:  # (one indentation level, as the fields were laid out before)
             with Horizontal(classes="row"):
                 with Vertical():
                     yield Label("Name")
@@ -117,14 +142,16 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
             )
             yield Label("Notes")
             yield Input(p.notes if p else "", id="notes", placeholder="free text")
-            yield Label("", id="form-error")
-            with Horizontal(id="dialog-buttons"):
-                yield Button("Save (ctrl+s)", variant="primary", id="save")
-                yield Button("Cancel (esc)", id="cancel")
 
     def on_mount(self) -> None:
         # The scrolling dialog would take the focus first: start in the first field to type.
         self.query_one("#base_url" if self._profile else "#name", Input).focus()
+        self.on_resize()
+
+    def on_resize(self) -> None:
+        # The fields get what the screen has left after the title, error line and buttons.
+        fields = self.query_one("#form-fields", VerticalScroll)
+        fields.styles.max_height = max(self.app.size.height - FORM_CHROME_LINES, 4)
 
     def _value(self, widget_id: str) -> str:
         return self.query_one(f"#{widget_id}", Input).value.strip()
@@ -151,7 +178,39 @@ class ProfileFormScreen(ModalScreen[ProfileFormResult | None]):
             error.update(Text(str(exc), style="bold red"))
             return
         key = self._value("key") or None
-        self.dismiss(ProfileFormResult(profile, key))
+        error.update("saving…")
+        self.save(ProfileFormResult(profile, key))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="saving the profile")
+    def save(self, result: ProfileFormResult) -> None:
+        """Save as ``driftdesk profile add`` does: a typed key needs a usable keyring first, and
+        without one nothing is written and the form (with the typed key) stays open."""
+        from driftdesk.providers.errors import EXPECTED
+        from driftdesk.providers.keys import backend, set_key
+        from driftdesk.providers.profiles import ProfileStore
+
+        try:
+            store = ProfileStore()
+            if self._profile is None and store.exists(result.profile.name):
+                raise ProfileError(f"a profile named {result.profile.name!r} exists already")
+            if result.key:
+                backend()  # refuse before anything is written
+                set_key(result.profile.name, result.key)
+            store.save(result.profile)
+        except EXPECTED as exc:
+            self.post_message(SaveFailed(plain_error(exc)))
+            return
+        self.post_message(Saved(result))
+
+    @on(SaveFailed)
+    def _save_failed(self, message: SaveFailed) -> None:
+        text = Text(message.text, style="bold red")
+        text.append("\nNothing was saved.", style="red")
+        self.query_one("#form-error", Label).update(text)
+
+    @on(Saved)
+    def _saved(self, message: Saved) -> None:
+        self.dismiss(message.result)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

@@ -23,6 +23,15 @@ from driftdesk.tui.screens.profile_form import ProfileFormResult, ProfileFormScr
 from driftdesk.tui.widgets.tables import fill_table
 
 COLUMNS = ("profile", "protocol", "base URL", "model", "key", "active on", "drift")
+NARROW_COLUMNS = ("profile", "model", "base URL", "active on", "drift")
+NARROW_WIDTH = 120
+NARROW_URL_WIDTH = 22
+# Which targets can use a profile of each protocol: Claude Code speaks Anthropic's API; Codex
+# and the .env variables (OPENAI_BASE_URL) speak OpenAI's.
+TARGETS_BY_PROTOCOL = {
+    "anthropic": (("claude", "user"), ("claude", "project"), ("claude", "local")),
+    "openai": (("codex", "user"), ("codex", "project"), ("env", "file")),
+}
 TARGETS: tuple[tuple[str, str], ...] = (
     ("claude", "Claude Code (~/.claude/settings.json)"),
     ("codex", "Codex (~/.codex/config.toml)"),
@@ -39,6 +48,7 @@ class ProfileRow:
     masked_key: str
     active_on: str
     drift: str
+    active_files: tuple[str, ...] = ()  # "claude (user): /home/me/.claude/settings.json"
     extra: str = ""  # tier models, headers (names only), notes
 
 
@@ -63,6 +73,13 @@ class HistoryLoaded(Message):
 @dataclass
 class RestorePlanned(Message):
     plan: Any  # providers.restore.RestorePlan
+
+
+@dataclass
+class ImportPreview(Message):
+    source: str
+    preview: str
+    default: str
 
 
 @dataclass
@@ -93,6 +110,9 @@ class ProfilesScreen(WorkbenchScreen):
             "History",
             id="profiles.history",
             tooltip="A config file's driftdesk writes, and restoring it byte for byte",
+        ),
+        Binding(
+            "d", "delete", "Delete", id="profiles.delete", tooltip="Delete the profile and its key"
         ),
         Binding("c", "copy", "Copy name", id="profiles.copy", show=False),
         Binding("r", "refresh", "Refresh", id="profiles.refresh"),
@@ -130,7 +150,7 @@ class ProfilesScreen(WorkbenchScreen):
         from driftdesk.secrets import mask_key
 
         profiles = ProfileStore().all()
-        active, drift, note = _target_status()
+        active, drift, note, files = _target_status()
         rows: list[ProfileRow] = []
         keyring_note = ""
         for p in profiles:
@@ -149,28 +169,12 @@ class ProfilesScreen(WorkbenchScreen):
                     model=p.model,
                     masked_key=masked,
                     active_on=", ".join(active.get(p.name, [])) or "-",
+                    active_files=tuple(files.get(p.name, [])),
                     drift="; ".join(drift.get(p.name, [])) or "-",
                     extra=_profile_extra(p),
                 )
             )
         self.post_message(ProfilesLoaded(rows, note=" ".join(x for x in (note, keyring_note) if x)))
-
-    @work(
-        thread=True,
-        exclusive=True,
-        group="profiles-save",
-        exit_on_error=False,
-        name="saving the profile",
-    )
-    def save_profile(self, result: ProfileFormResult) -> None:
-        from driftdesk.providers.keys import set_key
-        from driftdesk.providers.profiles import ProfileStore
-
-        ProfileStore().save(result.profile)
-        if result.key:
-            set_key(result.profile.name, result.key)
-        self.app.call_from_thread(self.notify, f"profile {result.profile.name} saved")
-        self.load_profiles()
 
     @work(
         thread=True, exclusive=True, group="profiles-doctor", exit_on_error=False, name="the doctor"
@@ -185,11 +189,11 @@ class ProfilesScreen(WorkbenchScreen):
     @work(
         thread=True, exclusive=True, group="profiles-switch", exit_on_error=False, name="the switch"
     )
-    def plan_switch(self, name: str, target: str) -> None:
+    def plan_switch(self, name: str, target: str, scope: str = "user") -> None:
         from driftdesk.providers.profiles import ProfileStore
         from driftdesk.providers.targets import plan_switch
 
-        plan = plan_switch(ProfileStore().get(name), target)
+        plan = plan_switch(ProfileStore().get(name), target, scope=scope)
         if not plan.changed:
             self.post_message(
                 DetailReady(f"{target} already points at {name}", f"{plan.path} is unchanged")
@@ -216,10 +220,78 @@ class ProfilesScreen(WorkbenchScreen):
     @work(
         thread=True, exclusive=True, group="profiles-import", exit_on_error=False, name="the import"
     )
-    def import_current(self, source: str) -> None:
+    def inspect_import(self, source: str) -> None:
+        """What importing ``source`` would create; refused when the file already points at one
+        of our profiles (driftdesk wrote it: importing it would only duplicate that profile)."""
+        from driftdesk.providers.importer import inspect_source
+        from driftdesk.providers.profiles import ProfileStore
+        from driftdesk.providers.status import collect_status
+        from driftdesk.secrets import mask_key
+
+        found = inspect_source(source, None)
+        owner = next(
+            (
+                row.profile
+                for row in collect_status()
+                if row.profile
+                and row.target == source
+                and row.path.resolve() == found.path.resolve()
+            ),
+            None,
+        )
+        if owner is not None:
+            said = (
+                f"Nothing to import: {found.path} points at driftdesk's own profile {owner!r}, "
+                "which is already here."
+            )
+            self.app.call_from_thread(self.notify, said, title="import", severity="warning")
+            return
+        fields = found.profile_fields
+        key = (
+            f"{mask_key(found.key)} from {found.key_where} (goes to the OS keyring)"
+            if found.key
+            else "none found (add one afterwards with e)"
+        )
+        preview = "\n".join(
+            [
+                f"from       {found.path}",
+                f"protocol   {fields.get('protocol')}",
+                f"base URL   {fields.get('base_url')}",
+                f"model      {fields.get('model')}",
+                f"key        {key}",
+                *found.notes,
+            ]
+        )
+        from driftdesk.providers.importer import _default_name
+
+        default = _default_name(ProfileStore(), source, str(fields.get("base_url")))
+        self.post_message(ImportPreview(source, preview, default))
+
+    @on(ImportPreview)
+    def _ask_import_name(self, message: ImportPreview) -> None:
+        from driftdesk.tui.screens.modals import NameScreen
+
+        def named(name: str | None) -> None:
+            if name:
+                self.import_current(message.source, name)
+
+        self.app.push_screen(
+            NameScreen(
+                f"Import the {message.source} settings as a profile?",
+                message.preview,
+                message.default,
+                yes="Import",
+            ),
+            named,
+        )
+
+    @work(
+        thread=True, exclusive=True, group="profiles-import", exit_on_error=False, name="the import"
+    )
+    def import_current(self, source: str, name: str) -> None:
         from driftdesk.providers.importer import import_profile
 
-        result = import_profile(source)
+        result = import_profile(source, name=name)
         lines = [
             f"profile {result.profile.name}: {result.profile.base_url} · {result.profile.model}",
             f"read from {result.source_path}",
@@ -323,39 +395,50 @@ class ProfilesScreen(WorkbenchScreen):
 
     @on(ProfilesLoaded)
     def _show_profiles(self, message: ProfilesLoaded) -> None:
-        table = self.query_one("#profiles-table", DataTable)
-        selected = self.selected_profile()
         self._rows = {row.name: row for row in message.rows}
         self._note = message.note
-        fill_table(
-            table,
-            [(label, label) for label in COLUMNS],
-            [
-                (
-                    row.name,
-                    (
-                        row.name,
-                        row.protocol,
-                        row.base_url,
-                        row.model,
-                        row.masked_key,
-                        row.active_on,
-                        Text(row.drift, style="yellow" if row.drift != "-" else ""),
-                    ),
-                )
-                for row in message.rows
-            ],
-        )
-        if selected is not None and selected in {r.name for r in message.rows}:
-            table.move_cursor(row=table.get_row_index(selected))
+        self._fill_table()
         if not message.rows:
             self._detail(
                 "no profiles yet",
                 "Press a to add one, i to import Claude Code / Codex / .env settings, "
-                "or run `driftdesk demo` to get a sandbox profile.",
+                "or run `driftdesk demo` to try a simulated endpoint.",
             )
         elif message.note:
             self._detail("note", message.note)
+
+    def on_resize(self) -> None:
+        if getattr(self, "_rows", None):
+            self._fill_table()
+
+    def _fill_table(self) -> None:
+        """The columns that fit: below NARROW_WIDTH the protocol and key move to the detail
+        pane and long base URLs are shortened, so "active on" and "drift" stay visible."""
+        table = self.query_one("#profiles-table", DataTable)
+        selected = self.selected_profile()
+        narrow = self.app.size.width < NARROW_WIDTH
+        columns = NARROW_COLUMNS if narrow else COLUMNS
+        url_width = NARROW_URL_WIDTH if narrow else None
+
+        def cells(row: ProfileRow) -> tuple[Any, ...]:
+            values: dict[str, Any] = {
+                "profile": row.name,
+                "protocol": row.protocol,
+                "base URL": _shorten(row.base_url, url_width),
+                "model": _shorten(row.model, url_width),
+                "key": row.masked_key,
+                "active on": row.active_on,
+                "drift": Text(row.drift, style="yellow" if row.drift != "-" else ""),
+            }
+            return tuple(values[column] for column in columns)
+
+        fill_table(
+            table,
+            [(label, label) for label in columns],
+            [(row.name, cells(row)) for row in self._rows.values()],
+        )
+        if selected is not None and selected in self._rows:
+            table.move_cursor(row=table.get_row_index(selected))
 
     @on(DataTable.RowHighlighted, "#profiles-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -364,7 +447,10 @@ class ProfilesScreen(WorkbenchScreen):
             return
         body = Text()
         body.append(f"{row.protocol} · {row.base_url} · {row.model} · key {row.masked_key}\n")
-        body.append(f"active on: {row.active_on}\n")
+        if row.active_files:
+            body.append("active on:\n" + "".join(f"  {f}\n" for f in row.active_files))
+        else:
+            body.append("active on: no target yet (s switches one to it)\n")
         if row.drift != "-":
             body.append(f"drift: {row.drift}\n", style="yellow")
         if row.extra:
@@ -436,8 +522,9 @@ class ProfilesScreen(WorkbenchScreen):
         self.app.push_screen(ProfileFormScreen(ProfileStore().get(name)), self._form_done)
 
     def _form_done(self, result: ProfileFormResult | None) -> None:
-        if result is not None:
-            self.save_profile(result)
+        if result is not None:  # the form saved it (or refused and stayed open)
+            self.notify(f"profile {result.profile.name} saved")
+            self.load_profiles()
 
     def action_switch(self) -> None:
         name = self.selected_profile()
@@ -445,11 +532,15 @@ class ProfilesScreen(WorkbenchScreen):
             self.notify("no profile selected", severity="warning")
             return
 
-        def picked(target: str | None) -> None:
-            if target:
-                self.plan_switch(name, target)
+        row = self._rows.get(name)
+        choices = switch_choices(row.protocol if row else "openai")
 
-        self.app.push_screen(PickScreen(f"Switch which target to {name}?", TARGETS), picked)
+        def picked(choice: str | None) -> None:
+            if choice:
+                target, _, scope = choice.partition(":")
+                self.plan_switch(name, target, scope if target != "env" else "user")
+
+        self.app.push_screen(PickScreen(f"Switch which target to {name}?", choices), picked)
 
     def action_doctor(self) -> None:
         name = self.selected_profile()
@@ -461,7 +552,7 @@ class ProfilesScreen(WorkbenchScreen):
     def action_import(self) -> None:
         def picked(source: str | None) -> None:
             if source:
-                self.import_current(source)
+                self.inspect_import(source)
 
         self.app.push_screen(PickScreen("Import the current config of…", TARGETS), picked)
 
@@ -471,6 +562,47 @@ class ProfilesScreen(WorkbenchScreen):
                 self.load_history(target)
 
         self.app.push_screen(PickScreen("History and restore of…", TARGETS), picked)
+
+    def action_delete(self) -> None:
+        name = self.selected_profile()
+        if name is None:
+            self.notify("no profile selected", severity="warning")
+            return
+        row = self._rows.get(name)
+        where = (
+            "\nStill pointing at it (switch them to another profile):\n"
+            + "\n".join(f"  {f}" for f in row.active_files)
+            if row and row.active_files
+            else ""
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.delete_profile(name)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Delete profile {name}?",
+                f"The profile and its key in the OS keyring are removed.{where}",
+                yes="Delete",
+            ),
+            answered,
+        )
+
+    @work(
+        thread=True, exclusive=True, group="profiles-delete", exit_on_error=False, name="the delete"
+    )
+    def delete_profile(self, name: str) -> None:
+        from driftdesk.providers.removal import remove_profile
+
+        removed = remove_profile(name)
+        lines = [f"removed {name}" + (" and its keyring entry" if removed.had_key else "")]
+        lines += [
+            f"{row.target} ({row.scope}) still points at it: {row.path}"
+            for row in removed.still_pointing
+        ]
+        self.post_message(DetailReady(f"deleted {name}", "\n".join(lines)))
+        self.load_profiles()
 
     def action_copy(self) -> None:
         name = self.selected_profile()
@@ -492,8 +624,13 @@ class ProfilesScreen(WorkbenchScreen):
                 "A config file's driftdesk writes; restore it byte for byte",
                 self.action_history,
             ),
+            PaletteCommand("profiles: delete", "Delete the selected profile", self.action_delete),
             PaletteCommand("profiles: refresh", "Reload profiles and status", self.action_refresh),
         ]
+
+
+def _shorten(text: str, width: int | None) -> str:
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def _profile_extra(p: Any) -> str:
@@ -513,22 +650,56 @@ def _profile_extra(p: Any) -> str:
     return " · ".join(parts)
 
 
-def _target_status() -> tuple[dict[str, list[str]], dict[str, list[str]], str]:
-    """Which profile is active on which target (and drift there), from ``providers.status``."""
+def switch_choices(protocol: str) -> list[tuple[str, str]]:
+    """``("target:scope", "label naming the file")`` for the targets this protocol can drive."""
+    from driftdesk.providers import locations
+
+    names = {"claude": "Claude Code", "codex": "Codex", "env": ".env file"}
+    choices = []
+    for target, scope in TARGETS_BY_PROTOCOL.get(protocol, ()):
+        if target == "claude":
+            path = locations.claude_settings_path(scope)
+        elif target == "codex":
+            path = locations.codex_config_path(scope)
+        else:
+            path = locations.env_file_path(None)
+        where = "" if scope in ("user", "file") else f" ({scope})"
+        choices.append((f"{target}:{scope}", f"{names[target]}{where}: {_home_relative(path)}"))
+    return choices
+
+
+def _home_relative(path: Any) -> str:
+    from pathlib import Path
+
+    try:
+        return "~/" + str(Path(path).relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
+def _target_status() -> tuple[
+    dict[str, list[str]], dict[str, list[str]], str, dict[str, list[str]]
+]:
+    """Which profile is active on which target (and drift there), from ``providers.status``;
+    the last dict names the files: ``claude (user): ~/.claude/settings.json``."""
     from driftdesk.providers.status import collect_status
 
     active: dict[str, list[str]] = {}
     drift: dict[str, list[str]] = {}
+    files: dict[str, list[str]] = {}
     notes: list[str] = []
     for entry in collect_status():
         where = entry.target if entry.scope in ("user", "file") else f"{entry.target}/{entry.scope}"
         if entry.profile:
             active.setdefault(entry.profile, []).append(where)
+            files.setdefault(entry.profile, []).append(
+                f"{entry.target} ({entry.scope}): {_home_relative(entry.path)}"
+            )
         if entry.drifted:
             owner = entry.written_profile or entry.profile or "?"
             drift.setdefault(owner, []).append(f"{where} edited since switch")
             notes.append(f"{entry.path} changed since driftdesk wrote it ({entry.detail})".strip())
-    return active, drift, "\n".join(notes)
+    return active, drift, "\n".join(notes), files
 
 
 LEVEL_STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "info": "dim"}

@@ -186,6 +186,8 @@ class RunScreen(WorkbenchScreen):
                 f"{live.repeat}× · concurrency {live.spec.get('concurrency', '?')}",
                 style="dim",
             )
+        if live.run_dir is not None:
+            title.append(f"\n→ {live.run_dir}", style="dim")  # where the run is written
         self.query_one("#run-title", Label).update(title)
         bar = self.query_one("#run-progress", ProgressBar)
         if live.total:
@@ -247,7 +249,10 @@ class RunScreen(WorkbenchScreen):
             if spec is not None:
                 self.show_run(self.workbench.start_run(spec))
 
-        self.app.push_screen(LaunchScreen(self.workbench.out_dir, earlier), launched)
+        demo = self.workbench.demo_profile
+        self.app.push_screen(
+            LaunchScreen(self.workbench.out_dir, earlier, [demo] if demo else []), launched
+        )
 
     def action_cancel_run(self) -> None:
         live = self.live

@@ -21,8 +21,9 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from driftdesk.layout import MANIFEST_FILE
+from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.terminal import printable
+from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.widgets.tables import fill_table
@@ -44,9 +45,22 @@ class RunInfo:
     # Interrupted (manifest "interrupted", or "running" with no process holding its lock: it
     # was killed): ``resume_run`` can run its missing slots.
     resumable: bool = False
+    success: float | None = None  # share of judged attempts that passed (latest row per slot)
+
+    @property
+    def details(self) -> str:
+        """Suite × repeats · model · success: what tells runs apart besides their ids."""
+        suite = self.manifest.get("suite")
+        name = suite.get("name") if isinstance(suite, dict) else None
+        repeat = self.manifest.get("repeat")
+        parts = [f"{name or '?'} ×{repeat or '?'}", self.model or "?"]
+        parts.append("success -" if self.success is None else f"success {self.success:.0%}")
+        return " · ".join(parts)
 
     @property
     def label(self) -> str:
+        if self.status == "interrupted" and not self.resumable:
+            return "interrupted (suite file gone)"
         return "interrupted (resumable)" if self.resumable else self.status
 
 
@@ -86,6 +100,8 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
             resumable = status == "interrupted"
             if status == "running" and child.resolve() not in executing and not is_live(child):
                 status, resumable = "interrupted", True
+            # A run whose suite file is gone cannot be resumed (the engine refuses it).
+            resumable = resumable and _suite_available(manifest)
             runs[child] = RunInfo(
                 run_id=str(manifest.get("run_id") or child.name),
                 path=child,
@@ -95,8 +111,42 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
                 model=str(manifest.get("model") or ""),
                 started_at=str(manifest.get("started_at") or ""),
                 manifest=manifest,
+                success=_success_rate(child),
             )
     return sorted(runs.values(), key=lambda r: (r.started_at, r.run_id), reverse=True)
+
+
+def _suite_available(manifest: dict[str, Any]) -> bool:
+    from driftdesk.reruns.suites import builtin_suites
+
+    suite = manifest.get("suite") or {}
+    path = suite.get("path") if isinstance(suite, dict) else None
+    name = suite.get("name") if isinstance(suite, dict) else None
+    return bool(path and Path(str(path)).is_file()) or str(name) in builtin_suites()
+
+
+# (path, size, mtime) -> success rate: the runs list is rescanned every few seconds.
+_SUCCESS_CACHE: dict[tuple[Path, int, int], float | None] = {}
+
+
+def _success_rate(run_dir: Path) -> float | None:
+    """Passed / judged over the latest row per slot, read straight from attempts.jsonl."""
+    from driftdesk.fileio import iter_jsonl
+    from driftdesk.reruns.rundir import latest_rows
+
+    path = run_dir / ATTEMPTS_FILE
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    key = (path, stat.st_size, stat.st_mtime_ns)
+    if key not in _SUCCESS_CACHE:
+        rows = latest_rows([row for _, row in iter_jsonl(path, [])]).values()
+        judged = [
+            row.get("outcome") == "pass" for row in rows if row.get("outcome") in ("pass", "fail")
+        ]
+        _SUCCESS_CACHE[key] = sum(judged) / len(judged) if judged else None
+    return _SUCCESS_CACHE[key]
 
 
 @dataclass
@@ -194,7 +244,16 @@ class VolatilityScreen(WorkbenchScreen):
         self.rescan()
 
     def on_resize(self) -> None:
-        wide = self.app.size.width >= HISTOGRAM_MIN_WIDTH
+        width, height = self.app.size
+        # Below STACK_BELOW_WIDTH the runs list goes above the report (a strip of a few lines)
+        # instead of beside it: the summary keeps the whole width, so the headline never
+        # shrinks to a column of letters. The plot shows only where it fits beside it.
+        self.set_class(width < STACK_BELOW_WIDTH, "stacked")
+        self.set_class(height < SHORT_BELOW_HEIGHT, "short")
+        self.query_one("#plot", Static).display = width >= PLOT_MIN_WIDTH and (
+            height >= SHORT_BELOW_HEIGHT
+        )
+        wide = width >= HISTOGRAM_MIN_WIDTH
         self.query_one("#histogram", Static).display = wide
 
     # -- what the app calls ---------------------------------------------------------------------
@@ -309,7 +368,7 @@ class VolatilityScreen(WorkbenchScreen):
                 label = Text()
                 label.append(run.run_id + "\n")
                 label.append(f"  {run.label}", style=_status_style(run.status))
-                label.append(f" · {run.started_at[:16]}", style="dim")
+                label.append(f" · {run.details} · {run.started_at[:16]}", style="dim")
                 options.add_option(Option(label, id=str(run.path)))
         target = self._wanted_run or highlighted
         if target is None and message.runs:
@@ -417,10 +476,13 @@ class VolatilityScreen(WorkbenchScreen):
                 "  ".join(f"{k:g} pp: {v if v is not None else '—'}" for k, v in wanted.items())
                 + "\n"
             )
-        tokens = (report.tokens or {}).get("total")
+        # No attempt reported any usage (e.g. imported results): unknown, not free.
+        counted = any(t.tokens_mean is not None for t in report.tasks)
+        total = (report.tokens or {}).get("total") if counted else None
         text.append(f"{'tokens · cost':<18}", style="bold")
-        cost = "n/a" if report.cost_usd is None else f"${report.cost_usd:.4f}"
-        text.append(f"{tokens if tokens is not None else '-'} · {cost}\n")
+        known = total is not None and report.cost_usd is not None
+        cost = f"${report.cost_usd:.4f}" if known else "unknown"
+        text.append(f"{format_tokens(total)} · {cost}\n")
         if report.skipped_lines:
             text.append(
                 f"{len(report.skipped_lines)} malformed line(s) skipped\n", style="bold red"
@@ -545,11 +607,34 @@ class VolatilityScreen(WorkbenchScreen):
         if info is None:
             return
 
+        def start(profile: str | None) -> None:
+            live = self.workbench.rerun_tasks(info.manifest, tasks, info.path, profile)
+            self.notify(f"rerunning {len(tasks)} task(s) as a new run")
+            self.workbench.show_live_run(live)
+
         def answered(yes: bool | None) -> None:
-            if yes:
-                live = self.workbench.rerun_tasks(info.manifest, tasks)
-                self.notify(f"rerunning {len(tasks)} task(s) as a new run")
-                self.workbench.show_live_run(live)
+            if not yes:
+                return
+            from driftdesk.providers.profiles import ProfileStore
+
+            names = ProfileStore().names()
+            own = info.manifest.get("profile")
+            if own in names or self.workbench._is_demo_profile(own):
+                start(None)
+            elif not names:
+                self.notify(
+                    "this run's profile does not exist here (an imported run?): add a profile "
+                    "on the Profiles screen first",
+                    severity="warning",
+                )
+            else:  # e.g. an imported run: its "profile" is not one of ours
+                self.app.push_screen(
+                    PickScreen(
+                        f"Rerun with which profile? ({own or 'the run has none'} is not one here)",
+                        [(name, name) for name in names],
+                    ),
+                    lambda name: start(name) if name else None,
+                )
 
         repeat = info.manifest.get("repeat", "?")
         self.app.push_screen(
@@ -670,6 +755,9 @@ HISTOGRAM_SIZE = (40, 12)
 # The histogram sits beside the pass^k plot only when the screen is this wide (app.tcss
 # hides it below: the summary needs its ~44 columns first).
 HISTOGRAM_MIN_WIDTH = 180
+STACK_BELOW_WIDTH = 130  # runs list above the report, not beside it
+PLOT_MIN_WIDTH = 96  # summary (44) + plot (50)
+SHORT_BELOW_HEIGHT = 30  # one-line filter box, no plot
 
 
 def _plot(report: Any) -> str:
