@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from driftdesk import __version__
 
@@ -80,9 +80,18 @@ def _dispatch_import(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    func = getattr(args, "func", None)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if len(words) == 2 and words[0] == "key" and not words[1].startswith("-"):
+        # The key helper's hot path (Claude Code / Codex run it on every key refresh): building
+        # the whole parser costs more than reading the key.
+        from driftdesk.cli.profiles import cmd_key
+
+        func: Callable[[argparse.Namespace], int] | None = cmd_key
+        args = argparse.Namespace(command="key", name=words[1])
+    else:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        func = getattr(args, "func", None)
     if func is None:
         from driftdesk.cli.workbench import open_workbench
 
