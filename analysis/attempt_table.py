@@ -17,7 +17,7 @@ slot by slot, and the rows they supersede are excluded by ``rowid``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,8 @@ from driftdesk.analysis.sources import OUTCOMES
 
 if TYPE_CHECKING:
     import duckdb
+
+    from driftdesk.analysis.prices import ModelPrice
 
 # Explicit types: a field missing from every row of a file is NULL, never a binder error, and
 # a value of the wrong type is NULL in that column only. ``attempt`` is read as text and
@@ -41,6 +43,10 @@ ATTEMPT_COLUMNS: dict[str, str] = {
     "total_tokens": "BIGINT",
     "latency_ms": "DOUBLE",
     "model": "VARCHAR",
+    # Optional (absent in older rows: retries and mismatches read as 0, model latency as null).
+    "retries": "BIGINT",
+    "model_mismatches": "BIGINT",
+    "model_latency_ms": "DOUBLE",
 }
 
 _OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
@@ -50,14 +56,18 @@ CREATE_TABLE = """
 CREATE TEMP TABLE attempts (
     f INTEGER, task_id VARCHAR, scenario_id VARCHAR, attempt BIGINT, outcome VARCHAR,
     error_code VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT,
-    latency_ms DOUBLE, model VARCHAR, valid BOOLEAN)
+    latency_ms DOUBLE, model VARCHAR, retries BIGINT, model_mismatches BIGINT,
+    model_latency_ms DOUBLE, valid BOOLEAN);
+-- USD per million tokens of the models in the table (filled by ``set_model_prices``; empty,
+-- an attempt has no cost and the cost consistency is unknown).
+CREATE TEMP TABLE model_prices (model VARCHAR, input_per_mtok DOUBLE, output_per_mtok DOUBLE);
 """
 
 # One row per non-blank line (a bad line is a row of NULLs: ``ignore_errors``), in file order.
 _INSERT = f"""
 INSERT INTO attempts
 SELECT $f, task_id, scenario_id, attempt, outcome, error_code, prompt_tokens, completion_tokens,
-       total_tokens, latency_ms, model,
+       total_tokens, latency_ms, model, retries, model_mismatches, model_latency_ms,
        coalesce(task_id IS NOT NULL AND task_id <> '' AND attempt IS NOT NULL
                 AND outcome IN ({_OUTCOME_LIST}), FALSE)
 FROM (
@@ -66,7 +76,7 @@ FROM (
                 THEN CAST(trim(attempt) AS BIGINT) END AS attempt,
            outcome, error_code, prompt_tokens, completion_tokens,
            coalesce(total_tokens, prompt_tokens + completion_tokens) AS total_tokens,
-           latency_ms, model
+           latency_ms, model, retries, model_mismatches, model_latency_ms
     FROM read_json($path, format='newline_delimited', records=true,
                    columns={_COLUMNS_ARG}, ignore_errors=true))
 """
@@ -92,6 +102,8 @@ class TableAggregates:
     tokens: dict[tuple[Any, ...], tuple[int, int, int]]
     # (f, [task_id,] kind) -> winning link_error slots, in (f, count desc, kind) order
     link_kinds: dict[tuple[Any, ...], int]
+    # (f, [task_id,] kind) -> winning harness_error slots, same order
+    harness_kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
 
 def create_table(con: duckdb.DuckDBPyConnection) -> None:
@@ -103,6 +115,32 @@ def load_file(con: duckdb.DuckDBPyConnection, path: Path, f: int) -> int:
     """Append the rows of one JSONL file (file order kept in ``rowid``); returns the count."""
     row = con.execute(_INSERT, {"f": f, "path": str(path)}).fetchone()
     return int(row[0]) if row else 0
+
+
+def set_model_prices(
+    con: duckdb.DuckDBPyConnection, prices: dict[str, tuple[float, float]]
+) -> None:
+    """Replace the price rows: model -> (input, output) USD per million tokens."""
+    con.execute("DELETE FROM model_prices")
+    if prices:
+        con.executemany(
+            "INSERT INTO model_prices VALUES (?, ?, ?)",
+            [(model, inp, out) for model, (inp, out) in prices.items()],
+        )
+
+
+def price_models(con: duckdb.DuckDBPyConnection, prices: dict[str, ModelPrice]) -> None:
+    """Price every model in the table once (prefix rules of ``price_for``), so the per-attempt
+    cost is plain SQL; a model without a price has no cost."""
+    from driftdesk.analysis.prices import price_for
+
+    models = con.execute(
+        "SELECT DISTINCT model FROM attempts WHERE valid AND model IS NOT NULL"
+    ).fetchall()
+    resolved = {m: price_for(m, prices) for (m,) in models}
+    set_model_prices(
+        con, {m: (p.input_per_mtok, p.output_per_mtok) for m, p in resolved.items() if p}
+    )
 
 
 def table_size(con: duckdb.DuckDBPyConnection) -> int:
@@ -196,10 +234,22 @@ def aggregate(
                favg(counted_latency), stddev_pop(counted_latency),
                favg(counted_tokens), stddev_pop(counted_tokens),
                arg_max(coalesce(error_code, outcome), ord, 3) FILTER (WHERE outcome <> 'pass'),
-               min(ord), count(*), min(attempt), max(attempt){present}
-        FROM (SELECT *, CASE WHEN {counted} THEN latency_ms END AS counted_latency,
-                     CASE WHEN {counted} THEN total_tokens END AS counted_tokens
-              FROM {winners})
+               min(ord), count(*), min(attempt), max(attempt),
+               favg(counted_model_latency),
+               coalesce(sum(retries), 0), coalesce(sum(model_mismatches), 0),
+               -- HAL's resource CV: mean and std(ddof=1) over the positive values only
+               favg(pos_latency), stddev_samp(pos_latency),
+               favg(pos_tokens), stddev_samp(pos_tokens),
+               favg(pos_cost), stddev_samp(pos_cost){present}
+        FROM (SELECT *, CASE WHEN counted_latency > 0 THEN counted_latency END AS pos_latency,
+                     CASE WHEN counted_tokens > 0 THEN counted_tokens END AS pos_tokens,
+                     CASE WHEN counted_cost > 0 THEN counted_cost END AS pos_cost
+              FROM (SELECT *, CASE WHEN {counted} THEN latency_ms END AS counted_latency,
+                           CASE WHEN {counted} THEN total_tokens END AS counted_tokens,
+                           CASE WHEN {counted} THEN model_latency_ms END AS counted_model_latency,
+                           CASE WHEN {counted} THEN (prompt_tokens * input_per_mtok
+                                + completion_tokens * output_per_mtok) / 1e6 END AS counted_cost
+                    FROM {winners} LEFT JOIN model_prices USING (model)))
         GROUP BY f, task_id ORDER BY f, min(ord)
         """
     ).fetchall()
@@ -222,7 +272,16 @@ def aggregate(
                 slots=row[13],
                 min_attempt=row[14],
                 max_attempt=row[15],
-                attempts_present=list(row[16]) if with_attempts else [],
+                model_latency_mean_ms=row[16],
+                retries=int(row[17]),
+                model_mismatches=int(row[18]),
+                latency_pos_mean=row[19],
+                latency_pos_std=row[20],
+                tokens_pos_mean=row[21],
+                tokens_pos_std=row[22],
+                cost_pos_mean=row[23],
+                cost_pos_std=row[24],
+                attempts_present=list(row[25]) if with_attempts else [],
             )
             for row in task_rows
         ],
@@ -245,12 +304,16 @@ def aggregate(
         f"FROM {token_source} GROUP BY ALL"
     ).fetchall():
         result.tokens[tuple(row[:-3])] = (int(row[-3]), int(row[-2]), int(row[-1]))
-    for row in con.execute(
-        f"SELECT {keys}, coalesce(error_code, 'unknown') AS kind, count(*) AS n "
-        f"FROM {winners} WHERE outcome = 'link_error' GROUP BY ALL "
-        f"ORDER BY {keys}, n DESC, kind"
-    ).fetchall():
-        result.link_kinds[tuple(row[:-1])] = int(row[-1])
+    for outcome, kinds in (
+        ("link_error", result.link_kinds),
+        ("harness_error", result.harness_kinds),
+    ):
+        for row in con.execute(
+            f"SELECT {keys}, coalesce(error_code, 'unknown') AS kind, count(*) AS n "
+            f"FROM {winners} WHERE outcome = '{outcome}' GROUP BY ALL "
+            f"ORDER BY {keys}, n DESC, kind"
+        ).fetchall():
+            kinds[tuple(row[:-1])] = int(row[-1])
     return result
 
 

@@ -1,4 +1,13 @@
-"""Two runs side by side: metric deltas with CIs, and the tasks whose behaviour changed."""
+"""Two runs side by side, the way a careful reviewer would compare them.
+
+By default the comparison is over the tasks both runs judged (``shared``): two different task
+sets are never compared as if they were one, and how many tasks each side left out is said.
+Over the shared tasks it is **paired**: per task, the difference in success rate (B − A) and
+in spread; a seeded bootstrap over tasks gives the 95 % CI of the mean differences, and the
+p-value comes from McNemar's exact test when each run has one attempt per task, from a
+sign-flip permutation test on the per-task rates otherwise (``analysis.paired``). The newer
+run (manifest ``started_at``) is B, "after".
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from driftdesk.analysis.metrics import bootstrap_ci95, mean_or_none
+from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
 from driftdesk.analysis.volatility import RunReport, TaskStats, build_report
+
+SIGNIFICANCE = 0.05  # "unlikely to be noise" below this p-value
+# Metrics computed again over the shared tasks (the rest are whole-run facts).
+SHARED_METRICS = ("success_rate", "consistency_gap_pp", "c_out")
 
 # Run metrics compared, with the CI that goes with each (if any).
 COMPARED_METRICS: tuple[tuple[str, str | None], ...] = (
@@ -56,19 +71,71 @@ class TaskChange:
 
 
 @dataclass
+class PairedDelta:
+    """B − A over the shared tasks, with its bootstrap CI, p-value and a plain sentence."""
+
+    name: str
+    value: float | None
+    ci95: list[float] | None
+    p_value: float | None
+    test: str  # "mcnemar-exact", "sign-flip-permutation" or "none"
+    sentence: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": None if self.value is None else round(self.value, 6),
+            "ci95": None if self.ci95 is None else [round(v, 6) for v in self.ci95],
+            "p_value": None if self.p_value is None else round(self.p_value, 6),
+            "test": self.test,
+            "sentence": self.sentence,
+        }
+
+
+@dataclass
 class Comparison:
     a: RunReport
     b: RunReport
     metrics: list[MetricDelta] = field(default_factory=list)
     changed: list[TaskChange] = field(default_factory=list)
+    shared_tasks: int = 0
+    only_in_a: int = 0
+    only_in_b: int = 0
+    all_tasks: bool = False  # metrics over each whole run instead of the shared tasks
+    swapped: bool = False  # the runs were given newer first; B is the newer
+    warnings: list[str] = field(default_factory=list)
+    delta: dict[str, PairedDelta] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "a": self.a.run_id,
-            "b": self.b.run_id,
+            "a": _side(self.a),
+            "b": _side(self.b),
+            "shared_tasks": self.shared_tasks,
+            "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "all_tasks": self.all_tasks,
+            "swapped": self.swapped,
+            "warnings": self.warnings,
+            "delta": {name: d.to_json() for name, d in self.delta.items()},
             "metrics": [m.to_json() for m in self.metrics],
             "changed": [c.to_json() for c in self.changed],
         }
+
+
+def _side(report: RunReport) -> dict[str, Any]:
+    return {
+        "run_id": report.run_id,
+        "repeats": repeats_of(report),
+        "models": report.models or ([report.model] if report.model else []),
+        "started_at": report.started_at,
+        "tasks_judged": report.tasks_judged,
+    }
+
+
+def repeats_of(report: RunReport) -> int | None:
+    """Attempts per task: the manifest's repeat, else the most counted attempts of a task."""
+    if report.repeat is not None:
+        return report.repeat
+    return max((t.n for t in report.tasks), default=None)
 
 
 def classify(task: TaskStats | None) -> str:
@@ -83,19 +150,61 @@ def classify(task: TaskStats | None) -> str:
 
 
 def compare_runs(
-    a: RunReport | Path | str, b: RunReport | Path | str, **report_options: Any
+    a: RunReport | Path | str,
+    b: RunReport | Path | str,
+    *,
+    all_tasks: bool = False,
+    keep_order: bool = False,
+    **report_options: Any,
 ) -> Comparison:
     """Compare run ``a`` (before) with run ``b`` (after); paths are read with ``build_report``.
 
-    Reports passed in should list all their tasks (no ``top``); tasks below ``min_runs`` count
-    as absent. ``changed`` lists every task whose class differs, in task id order.
+    The newer run (manifest ``started_at``) becomes B unless ``keep_order``. Reports passed in
+    should list all their tasks (no ``top``); tasks below ``min_runs`` count as not judged.
+    Success rate, gap and C_out are over the shared tasks unless ``all_tasks``; ``changed``
+    lists every shared task whose class differs (every task with ``all_tasks``), by task id.
     """
     report_a = a if isinstance(a, RunReport) else build_report([a], **report_options)[0]
     report_b = b if isinstance(b, RunReport) else build_report([b], **report_options)[0]
-    comparison = Comparison(report_a, report_b)
+    swapped = False
+    if (
+        not keep_order
+        and report_a.started_at
+        and report_b.started_at
+        and report_a.started_at > report_b.started_at
+    ):
+        report_a, report_b, swapped = report_b, report_a, True
+    comparison = Comparison(report_a, report_b, all_tasks=all_tasks, swapped=swapped)
+    tasks_a = {t.task_id: t for t in report_a.tasks}
+    tasks_b = {t.task_id: t for t in report_b.tasks}
+    shared = sorted(tasks_a.keys() & tasks_b.keys())
+    comparison.shared_tasks = len(shared)
+    comparison.only_in_a = len(tasks_a.keys() - tasks_b.keys())
+    comparison.only_in_b = len(tasks_b.keys() - tasks_a.keys())
+    pairs = [(tasks_a[t], tasks_b[t]) for t in shared]
+    comparison.warnings = _warnings(comparison, swapped)
+    comparison.delta = paired_deltas(pairs)
+    shared_values = {
+        "success_rate": (
+            mean_or_none([x.success_rate for x, _ in pairs]),
+            mean_or_none([y.success_rate for _, y in pairs]),
+        ),
+        "consistency_gap_pp": (
+            _pp(mean_or_none([x.spread for x, _ in pairs])),
+            _pp(mean_or_none([y.spread for _, y in pairs])),
+        ),
+        "c_out": (
+            mean_or_none([x.c_out for x, _ in pairs]),
+            mean_or_none([y.c_out for _, y in pairs]),
+        ),
+    }
     for name, ci_name in COMPARED_METRICS:
         value_a = getattr(report_a, name)
         value_b = getattr(report_b, name)
+        if name in SHARED_METRICS and not all_tasks:
+            value_a, value_b = shared_values[name]
+            if comparison.only_in_a or comparison.only_in_b:
+                ci_name = None  # the runs' own CIs are over other task sets; see ``delta``
         delta = None if value_a is None or value_b is None else value_b - value_a
         comparison.metrics.append(
             MetricDelta(
@@ -107,9 +216,8 @@ def compare_runs(
                 report_b.ci95.get(ci_name) if ci_name else None,
             )
         )
-    tasks_a = {t.task_id: t for t in report_a.tasks}
-    tasks_b = {t.task_id: t for t in report_b.tasks}
-    for task_id in sorted(tasks_a.keys() | tasks_b.keys()):
+    listed = sorted(tasks_a.keys() | tasks_b.keys()) if all_tasks else shared
+    for task_id in listed:
         before, after = tasks_a.get(task_id), tasks_b.get(task_id)
         class_a, class_b = classify(before), classify(after)
         if class_a != class_b:
@@ -123,3 +231,96 @@ def compare_runs(
                 )
             )
     return comparison
+
+
+def _pp(value: float | None) -> float | None:
+    return None if value is None else value * 100
+
+
+def _warnings(comparison: Comparison, swapped: bool) -> list[str]:
+    a, b = comparison.a, comparison.b
+    warnings: list[str] = []
+    if swapped:
+        warnings.append(f"{b.run_id} is the newer run, so it is B (after)")
+    if comparison.only_in_a or comparison.only_in_b:
+        warnings.append(
+            f"compared over the {comparison.shared_tasks} tasks both runs judged; left out: "
+            f"{comparison.only_in_a} only in A, {comparison.only_in_b} only in B"
+        )
+    repeats_a, repeats_b = repeats_of(a), repeats_of(b)
+    if repeats_a != repeats_b:
+        warnings.append(
+            f"repeat counts differ (A {repeats_a}, B {repeats_b}): a task run more often is "
+            "more likely to show both a pass and a fail, so the consistency gap is biased "
+            "towards the run with more repeats"
+        )
+    models_a = a.models or ([a.model] if a.model else [])
+    models_b = b.models or ([b.model] if b.model else [])
+    if models_a != models_b:
+        warnings.append(
+            f"models differ (A {', '.join(models_a) or '?'}, B {', '.join(models_b) or '?'})"
+        )
+    return warnings
+
+
+def paired_deltas(pairs: list[tuple[TaskStats, TaskStats]]) -> dict[str, PairedDelta]:
+    """B − A in success rate and gap over the shared tasks: mean per-task difference, seeded
+    paired bootstrap CI (tasks resampled), and the exact or permutation p-value."""
+    if not pairs:
+        empty = "no task was judged by both runs, so there is nothing to compare"
+        return {
+            name: PairedDelta(name, None, None, None, "none", empty)
+            for name in ("success_rate", "consistency_gap_pp")
+        }
+    success = [(y.success_rate or 0.0) - (x.success_rate or 0.0) for x, y in pairs]
+    gap = [((y.spread or 0.0) - (x.spread or 0.0)) * 100 for x, y in pairs]
+    cis = bootstrap_ci95({"success_rate": success, "consistency_gap_pp": gap})
+    if all(x.n == 1 and y.n == 1 for x, y in pairs):
+        test = "mcnemar-exact"
+        a_only = sum(1 for x, y in pairs if x.passes and not y.passes)
+        b_only = sum(1 for x, y in pairs if y.passes and not x.passes)
+        p_success = mcnemar_exact(a_only, b_only)
+    else:
+        test = "sign-flip-permutation"
+        p_success = sign_flip_p_value(success)
+    deltas = {
+        "success_rate": PairedDelta(
+            "success_rate",
+            sum(success) / len(success),
+            cis["success_rate"],
+            p_success,
+            test,
+            "",
+        ),
+        "consistency_gap_pp": PairedDelta(
+            "consistency_gap_pp",
+            sum(gap) / len(gap),
+            cis["consistency_gap_pp"],
+            sign_flip_p_value(gap),
+            "sign-flip-permutation",
+            "",
+        ),
+    }
+    for delta in deltas.values():
+        delta.sentence = _sentence(delta, len(pairs))
+    return deltas
+
+
+def _sentence(delta: PairedDelta, tasks: int) -> str:
+    """ "B is better by 6.1 pp, 95 % CI 1.2–11.0 pp; unlikely to be noise (p = 0.012)"."""
+    assert delta.value is not None
+    scale = 100 if delta.name == "success_rate" else 1
+    value = delta.value * scale
+    higher_is_better = delta.name == "success_rate"
+    what = "success rate" if delta.name == "success_rate" else "consistency gap"
+    if abs(value) < 0.05:
+        head = f"B and A have the same {what} over the {tasks} shared tasks"
+    else:
+        better = (value > 0) == higher_is_better
+        head = f"B is {'better' if better else 'worse'} by {abs(value):.1f} pp ({what})"
+    ci = ""
+    if delta.ci95 is not None:
+        ci = f", 95 % CI {delta.ci95[0] * scale:.1f}–{delta.ci95[1] * scale:.1f} pp"
+    p = delta.p_value if delta.p_value is not None else 1.0
+    verdict = "unlikely to be noise" if p < SIGNIFICANCE else "could be noise"
+    return f"{head}{ci}; {verdict} (p = {p:.3g}, {delta.test}, {tasks} tasks)"

@@ -92,6 +92,8 @@ class LiveVolatility:
         self._task_kinds: dict[str, dict[str, int]] = {}
         self._tokens: dict[str | None, list[int]] = {}  # run totals, kept up to date per task
         self._link_kinds: dict[str, int] = {}
+        self._task_harness_kinds: dict[str, dict[str, int]] = {}
+        self._harness_kinds: dict[str, int] = {}
         self._skipped: list[SkippedLine] = []
         self._lines_read: int | None = 0
 
@@ -226,6 +228,8 @@ class LiveVolatility:
 
     def _update_tasks(self, since: int) -> None:
         """Re-aggregate the tasks with rows at ``rowid >= since`` and fold them into the totals."""
+        assert self._prices is not None
+        attempt_table.price_models(self._connection(), self._prices)
         result = attempt_table.aggregate(
             self._connection(),
             include_link_errors=self.include_link_errors,
@@ -239,8 +243,16 @@ class LiveVolatility:
         kinds: dict[str, dict[str, int]] = {}
         for (_, task_id, kind), count in result.link_kinds.items():
             kinds.setdefault(task_id, {})[kind] = count
+        harness: dict[str, dict[str, int]] = {}
+        for (_, task_id, kind), count in result.harness_kinds.items():
+            harness.setdefault(task_id, {})[kind] = count
         for row in result.tasks:
             task_id = row.task_id
+            for kind, count in self._task_harness_kinds.get(task_id, {}).items():
+                self._add_kind(kind, -count, self._harness_kinds)
+            self._task_harness_kinds[task_id] = harness.get(task_id, {})
+            for kind, count in self._task_harness_kinds[task_id].items():
+                self._add_kind(kind, count, self._harness_kinds)
             for model, sums in self._task_tokens.get(task_id, {}).items():
                 self._add_tokens(model, sums, -1)
             for kind, count in self._task_kinds.get(task_id, {}).items():
@@ -258,10 +270,11 @@ class LiveVolatility:
         for i in range(3):
             totals[i] += sign * sums[i]
 
-    def _add_kind(self, kind: str, count: int) -> None:
-        self._link_kinds[kind] = self._link_kinds.get(kind, 0) + count
-        if not self._link_kinds[kind]:
-            del self._link_kinds[kind]
+    def _add_kind(self, kind: str, count: int, totals: dict[str, int] | None = None) -> None:
+        totals = self._link_kinds if totals is None else totals
+        totals[kind] = totals.get(kind, 0) + count
+        if not totals[kind]:
+            del totals[kind]
 
     def _report(self) -> RunReport:
         manifest = read_manifest(self.run_dir)
@@ -274,6 +287,7 @@ class LiveVolatility:
         extras.link_errors_by_kind = dict(
             sorted(self._link_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         )
+        extras.harness_errors_by_kind = dict(self._harness_kinds)
         repeat = manifest.get("repeat")
         if isinstance(repeat, int):
             # Slots are distinct, so 0..repeat−1 all present <=> count, min and max agree.

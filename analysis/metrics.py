@@ -6,6 +6,7 @@ The SQL in ``analysis.volatility`` and the incremental state in ``analysis.live`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -36,6 +37,16 @@ class TaskAggregate:
     slots: int = 0  # slots with a row; with min/max attempt, tells whether 0..repeat−1 are all
     min_attempt: int | None = None  # present without listing them
     max_attempt: int | None = None
+    model_latency_mean_ms: float | None = None  # provider-call time (proxy), counted attempts
+    retries: int = 0  # winning rows, all outcomes
+    model_mismatches: int = 0  # calls served by another model than requested, winning rows
+    # HAL's resource CV inputs: mean and sample std (ddof=1) of the positive values
+    latency_pos_mean: float | None = None
+    latency_pos_std: float | None = None
+    tokens_pos_mean: float | None = None
+    tokens_pos_std: float | None = None
+    cost_pos_mean: float | None = None
+    cost_pos_std: float | None = None
 
     def counted(self, include_link_errors: bool) -> int:
         n = self.passes + self.fails
@@ -120,3 +131,41 @@ def bootstrap_ci95(
         con.close()
     assert row is not None
     return {name: [float(row[2 * i]), float(row[2 * i + 1])] for i, name in enumerate(names)}
+
+
+# --- Published per-task formulas (each names its source; docs/report-json.md has the list) ---
+
+
+def hal_outcome_consistency(n: int, passes: int) -> float | None:
+    """HAL's C_out for one task (hal-harness ``reliability_eval/metrics/consistency.py``):
+    (2·p̂ − 1)² with p̂ = passes / n; undefined (None, HAL's NaN) with fewer than 2 runs."""
+    if n < 2:
+        return None
+    return (2 * passes / n - 1) ** 2
+
+
+def hal_cv(mean: float | None, sample_std: float | None) -> float | None:
+    """HAL's coefficient of variation: std(ddof=1) / mean over the positive values of a task's
+    runs; None (HAL leaves the resource out) with fewer than 2 such values or mean ≤ 0."""
+    if mean is None or sample_std is None or mean <= 0:
+        return None
+    return sample_std / mean
+
+
+def hal_resource_consistency(cvs: list[float | None]) -> float | None:
+    """HAL's C_res for one task: exp(−mean of the resources' CVs), the resources without a CV
+    left out; None when no resource has one."""
+    known = [cv for cv in cvs if cv is not None]
+    if not known:
+        return None
+    return math.exp(-sum(known) / len(known))
+
+
+def exp_neg(cv: float | None) -> float | None:
+    return None if cv is None else math.exp(-cv)
+
+
+def mean_or_none(values: list[float | None]) -> float | None:
+    """Mean of the defined values (HAL's NaN-skipping average over tasks); None if none."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None

@@ -30,9 +30,15 @@ from driftdesk.analysis.metrics import (
     TaskAggregate,
     bootstrap_ci95,
     coefficient_of_variation,
+    exp_neg,
+    hal_cv,
+    hal_outcome_consistency,
+    hal_resource_consistency,
+    mean_or_none,
     pass_curves,
     resample_count,
 )
+from driftdesk.analysis.noise import NoiseFloor, noise_floor
 from driftdesk.analysis.sources import (
     RunSource,
     name_bad_records,
@@ -43,6 +49,11 @@ if TYPE_CHECKING:
     from driftdesk.analysis.prices import ModelPrice
 
 GroupBy = Literal["task", "scenario"]
+# pass^k averaging: "driftdesk" averages each k over the tasks run at least k times; "tau2"
+# caps k at the smallest per-task trial count and averages over every task (tau2-bench).
+PassKConvention = Literal["driftdesk", "tau2"]
+PASS_K_CONVENTIONS: tuple[str, ...] = ("driftdesk", "tau2")
+RESOURCES = ("latency", "tokens", "cost")
 SortKey = Literal["spread", "success", "task"]
 Source = Path | str
 
@@ -70,6 +81,14 @@ class TaskStats:
     latency_cv: float | None = None  # coefficient of variation (population std / mean)
     tokens_mean: float | None = None
     tokens_cv: float | None = None
+    model_latency_mean_ms: float | None = None  # provider-call time recorded by the proxy
+    retries: int = 0
+    model_mismatches: int = 0
+    c_out: float | None = None  # HAL's outcome consistency (2p̂ − 1)²; None with n < 2
+    latency_consistency: float | None = None  # HAL's exp(−CV), CV = std(ddof=1) / mean
+    tokens_consistency: float | None = None
+    cost_consistency: float | None = None
+    resource_consistency: float | None = None  # HAL: exp(−mean of the resources' CVs)
     last_error_kinds: list[str] = field(default_factory=list)  # newest first, at most 3
     missing_attempts: list[int] = field(default_factory=list)
 
@@ -105,6 +124,14 @@ class TaskStats:
             "latency_cv": _round(self.latency_cv, 4),
             "tokens_mean": _round(self.tokens_mean, 3),
             "tokens_cv": _round(self.tokens_cv, 4),
+            "model_latency_mean_ms": _round(self.model_latency_mean_ms, 3),
+            "retries": self.retries,
+            "model_mismatches": self.model_mismatches,
+            "c_out": _round(self.c_out),
+            "latency_consistency": _round(self.latency_consistency),
+            "tokens_consistency": _round(self.tokens_consistency),
+            "cost_consistency": _round(self.cost_consistency),
+            "resource_consistency": _round(self.resource_consistency),
             "last_error_kinds": self.last_error_kinds,
             "missing_attempts": self.missing_attempts,
         }
@@ -154,6 +181,9 @@ class RunReport:
     run_dir: str | None = None
     model: str | None = None
     status: str | None = None  # manifest status ("running", "completed", …) if known
+    started_at: str | None = None  # manifest start time (compare puts the newer run as B)
+    repeat: int | None = None  # manifest repeat (attempts asked per task)
+    models: list[str] = field(default_factory=list)  # models named by the rows
     group_by: GroupBy = "task"
     include_link_errors: bool = False
     min_runs: int = 1
@@ -165,7 +195,20 @@ class RunReport:
     link_error_rate: float | None = None  # link errors / attempt slots present
     success_rate: float | None = None
     consistency_gap_pp: float | None = None
-    c_out: float | None = None
+    c_out: float | None = None  # HAL's C_out: mean over tasks with n ≥ 2 of (2p̂ − 1)²
+    c_out_tasks: int = 0  # tasks C_out averages (n ≥ 2)
+    all_agree_rate: float | None = None  # share of tasks whose counted attempts all agree
+    resource_consistency: dict[str, float | None] = field(default_factory=dict)
+    attempt_success_rate: float | None = None  # passes / counted attempts (tau2's avg reward)
+    pass_k_convention: PassKConvention = "driftdesk"
+    retries: int = 0
+    model_mismatches: int = 0
+    # attempts kept out of the success denominator, by kind (empty with include_link_errors)
+    removed_from_denominator: dict[str, int] = field(default_factory=dict)
+    # with include_link_errors: the same attempts, counted as failures, by kind
+    errors_counted_as_failures: dict[str, int] = field(default_factory=dict)
+    empty_reason: str | None = None  # why no task has a success rate, when none has
+    noise_floor: NoiseFloor | None = None  # what a same-size rerun can tell apart
     pass_hat_k: dict[int, float] = field(default_factory=dict)
     pass_at_k: dict[int, float] = field(default_factory=dict)
     pass_k_tasks: dict[int, int] = field(default_factory=dict)  # tasks averaged at each k
@@ -193,6 +236,9 @@ class RunReport:
             "run_dir": self.run_dir,
             "model": self.model,
             "status": self.status,
+            "started_at": self.started_at,
+            "repeat": self.repeat,
+            "models": self.models,
             "group_by": self.group_by,
             "include_link_errors": self.include_link_errors,
             "min_runs": self.min_runs,
@@ -205,6 +251,19 @@ class RunReport:
             "success_rate": _round(self.success_rate),
             "consistency_gap_pp": _round(self.consistency_gap_pp, 4),
             "c_out": _round(self.c_out),
+            "c_out_tasks": self.c_out_tasks,
+            "all_agree_rate": _round(self.all_agree_rate),
+            "resource_consistency": {
+                name: _round(value) for name, value in self.resource_consistency.items()
+            },
+            "attempt_success_rate": _round(self.attempt_success_rate),
+            "pass_k_convention": self.pass_k_convention,
+            "retries": self.retries,
+            "model_mismatches": self.model_mismatches,
+            "removed_from_denominator": self.removed_from_denominator,
+            "errors_counted_as_failures": self.errors_counted_as_failures,
+            "empty_reason": self.empty_reason,
+            "noise_floor": None if self.noise_floor is None else self.noise_floor.to_json(),
             "pass_hat_k": {str(k): round(v, 6) for k, v in self.pass_hat_k.items()},
             "pass_at_k": {str(k): round(v, 6) for k, v in self.pass_at_k.items()},
             "pass_k_tasks": {str(k): v for k, v in self.pass_k_tasks.items()},
@@ -243,6 +302,7 @@ class RunExtras:
 
     tokens_by_model: dict[str | None, tuple[int, int, int]] = field(default_factory=dict)
     link_errors_by_kind: dict[str, int] = field(default_factory=dict)
+    harness_errors_by_kind: dict[str, int] = field(default_factory=dict)
     missing_slots: list[tuple[str, int]] = field(default_factory=list)
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     skipped_line_count: int = 0
@@ -257,6 +317,7 @@ def build_report(
     sort: SortKey = "spread",
     top: int | None = None,
     prices: dict[str, ModelPrice] | None = None,
+    pass_k_convention: PassKConvention = "driftdesk",
 ) -> list[RunReport]:
     """One ``RunReport`` per attempts file found in ``sources`` (in order).
 
@@ -271,7 +332,7 @@ def build_report(
         from driftdesk.analysis.prices import load_prices
 
         prices = load_prices()
-    aggregates, extras = read_runs(runs, include_link_errors=include_link_errors)
+    aggregates, extras = read_runs(runs, include_link_errors=include_link_errors, prices=prices)
     return [
         assemble_report(
             run,
@@ -283,13 +344,17 @@ def build_report(
             sort=sort,
             top=top,
             prices=prices,
+            pass_k_convention=pass_k_convention,
         )
         for index, run in enumerate(runs)
     ]
 
 
 def read_runs(
-    runs: Sequence[RunSource], *, include_link_errors: bool
+    runs: Sequence[RunSource],
+    *,
+    include_link_errors: bool,
+    prices: dict[str, ModelPrice] | None = None,
 ) -> tuple[list[list[TaskAggregate]], list[RunExtras]]:
     """Per-task aggregates and run extras for each run, from one parallel DuckDB scan per file.
 
@@ -319,6 +384,8 @@ def read_runs(
             extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
                 runs[index].attempts_path, ordinals
             )
+        if prices:
+            attempt_table.price_models(con, prices)
         result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
         incomplete: dict[int, list[str]] = defaultdict(list)
         for row in result.tasks:
@@ -335,6 +402,8 @@ def read_runs(
             extras[f].tokens_by_model[model] = sums
         for (f, kind), count in result.link_kinds.items():
             extras[f].link_errors_by_kind[kind] = count
+        for (f, kind), count in result.harness_kinds.items():
+            extras[f].harness_errors_by_kind[kind] = count
         for index, run in enumerate(runs):
             present = (
                 attempt_table.present_attempts(con, index, incomplete[index])
@@ -391,6 +460,7 @@ def assemble_report(
     prices: dict[str, ModelPrice],
     ci95: dict[str, list[float] | None] | None = None,
     stats_cache: dict[str, tuple[TaskAggregate, tuple[int, ...], TaskStats]] | None = None,
+    pass_k_convention: PassKConvention = "driftdesk",
 ) -> RunReport:
     """Turn per-task aggregates into the run's report (shared by cold and live reports).
 
@@ -409,7 +479,12 @@ def assemble_report(
         group_by=group_by,
         include_link_errors=include_link_errors,
         min_runs=min_runs,
+        pass_k_convention=pass_k_convention,
     )
+    started, repeat = run.manifest.get("started_at"), run.manifest.get("repeat")
+    report.started_at = started if isinstance(started, str) else None
+    report.repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None
+    report.models = sorted(m for m in extras.tokens_by_model if m)
     missing_by_task: dict[str, list[int]] = defaultdict(list)
     for task_id, attempt in extras.missing_slots:
         missing_by_task[task_id].append(attempt)
@@ -445,14 +520,31 @@ def assemble_report(
     report.link_errors_by_kind = dict(extras.link_errors_by_kind)
     slots = sum(t.passes + t.fails + t.link_errors + t.harness_errors for t in stats)
     report.link_error_rate = report.link_errors / slots if slots else None
+    report.retries = sum(t.retries for t in stats)
+    report.model_mismatches = sum(t.model_mismatches for t in stats)
+    not_judged = _merge_counts(extras.link_errors_by_kind, extras.harness_errors_by_kind)
+    if include_link_errors:
+        report.errors_counted_as_failures = not_judged
+    else:
+        report.removed_from_denominator = not_judged
 
     if included:
         success = [t.success_rate or 0.0 for t in included]
         spread = [t.spread or 0.0 for t in included]
         report.success_rate = sum(success) / len(success)
         report.consistency_gap_pp = sum(spread) / len(spread) * 100
-        report.c_out = 1 - report.consistency_gap_pp / 100
-        report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(included)
+        report.all_agree_rate = 1 - report.consistency_gap_pp / 100
+        report.c_out = mean_or_none([t.c_out for t in included])
+        report.c_out_tasks = sum(1 for t in included if t.c_out is not None)
+        report.resource_consistency = {
+            name: mean_or_none([getattr(t, f"{name}_consistency") for t in included])
+            for name in (*RESOURCES, "resource")
+        }
+        report.noise_floor = noise_floor([(t.n, t.passes) for t in included])
+        report.attempt_success_rate = sum(t.passes for t in included) / report.attempts_judged
+        report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(
+            included, pass_k_convention, report.repeat
+        )
         report.ci_resamples = resample_count(len(included))
         if ci95 is not None:
             report.ci95 = ci95
@@ -466,6 +558,7 @@ def assemble_report(
             )
     else:
         report.ci95 = {"success_rate": None, "consistency_gap_pp": None}
+        report.empty_reason = _empty_reason(stats, report, include_link_errors)
 
     _apply_tokens_and_cost(report, extras, prices, price_for)
     if group_by == "scenario":
@@ -477,10 +570,47 @@ def assemble_report(
     return report
 
 
+def _merge_counts(*counts: dict[str, int]) -> dict[str, int]:
+    merged: dict[str, int] = defaultdict(int)
+    for table in counts:
+        for kind, count in table.items():
+            merged[kind] += count
+    return dict(sorted(merged.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _empty_reason(stats: list[TaskStats], report: RunReport, include_link_errors: bool) -> str:
+    """One sentence saying why no task has a success rate (the table would be empty)."""
+    slots = sum(t.passes + t.fails + t.link_errors + t.harness_errors for t in stats)
+    if not stats:
+        return "the run has no tasks and no attempts yet"
+    if slots == 0:
+        return "no attempt has been recorded yet"
+    judged = sum(t.passes + t.fails for t in stats)
+    if judged == 0 and not include_link_errors:
+        kinds = ", ".join(f"{k}: {v}" for k, v in report.removed_from_denominator.items())
+        return (
+            f"every attempt ({slots}) was a link or harness error ({kinds}), so none was "
+            "judged; check the provider with `driftdesk doctor`, or pass "
+            "--include-link-errors to count them as failures"
+        )
+    return (
+        f"no task has --min-runs {report.min_runs} counted attempts "
+        f"(most: {max(t.n for t in stats)})"
+    )
+
+
 def _task_stats(agg: TaskAggregate, include_link_errors: bool, missing: list[int]) -> TaskStats:
     n = agg.counted(include_link_errors)
     success = agg.passes / n if n else None
     spread = (1.0 if 0 < agg.passes < n else 0.0) if n else None
+    # HAL computes resource consistency only for tasks with at least 2 runs.
+    cvs: list[float | None] = [None, None, None]
+    if n >= 2:
+        cvs = [
+            hal_cv(agg.latency_pos_mean, agg.latency_pos_std),
+            hal_cv(agg.tokens_pos_mean, agg.tokens_pos_std),
+            hal_cv(agg.cost_pos_mean, agg.cost_pos_std),
+        ]
     return TaskStats(
         task_id=agg.task_id,
         scenario_id=agg.scenario_id,
@@ -495,6 +625,14 @@ def _task_stats(agg: TaskAggregate, include_link_errors: bool, missing: list[int
         latency_cv=coefficient_of_variation(agg.latency_mean_ms, agg.latency_std_ms),
         tokens_mean=agg.tokens_mean,
         tokens_cv=coefficient_of_variation(agg.tokens_mean, agg.tokens_std),
+        model_latency_mean_ms=agg.model_latency_mean_ms,
+        retries=agg.retries,
+        model_mismatches=agg.model_mismatches,
+        c_out=hal_outcome_consistency(n, agg.passes),
+        latency_consistency=exp_neg(cvs[0]),
+        tokens_consistency=exp_neg(cvs[1]),
+        cost_consistency=exp_neg(cvs[2]),
+        resource_consistency=hal_resource_consistency(cvs),
         last_error_kinds=agg.last_error_kinds,
         missing_attempts=missing,
     )
@@ -502,17 +640,28 @@ def _task_stats(agg: TaskAggregate, include_link_errors: bool, missing: list[int
 
 def _run_curves(
     tasks: list[TaskStats],
+    convention: PassKConvention = "driftdesk",
+    repeat: int | None = None,
 ) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
+    """The run's pass^k / pass@k curves and the tasks averaged at each k.
+
+    "driftdesk": at each k, the mean over the tasks with n ≥ k. "tau2" (tau2-bench's
+    ``get_metrics_df``): k runs to the smallest per-task count (and never past ``repeat``,
+    tau2's num_trials), and every task is averaged at every k."""
     pairs: dict[tuple[int, int], int] = defaultdict(int)
     for task in tasks:
         pairs[(task.n, task.passes)] += 1
     max_n = max(n for n, _ in pairs)
+    if convention == "tau2":
+        max_n = min(n for n, _ in pairs)
+        if repeat is not None:
+            max_n = min(max_n, repeat)
     hat_sum = [0.0] * max_n
     at_sum = [0.0] * max_n
     count = [0] * max_n
     for (n, c), times in pairs.items():
         hat, at = pass_curves(n, c)
-        for k in range(n):
+        for k in range(min(n, max_n)):
             hat_sum[k] += hat[k] * times
             at_sum[k] += at[k] * times
             count[k] += times

@@ -60,10 +60,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_guarded(cmd_report))
 
-    p = sub.add_parser("compare", help="two runs side by side: deltas, CIs, tasks that changed")
+    p = sub.add_parser(
+        "compare",
+        help="two runs, paired over the tasks both judged: deltas with CIs and p-values",
+        description="Compare two runs over the tasks both judged. The newer run is B (after).",
+    )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
     p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument(
+        "--all-tasks",
+        action="store_true",
+        help="metrics over each whole run, and list tasks judged by one run only (the paired "
+        "deltas stay over the shared tasks)",
+    )
+    p.add_argument(
+        "--keep-order",
+        action="store_true",
+        help="keep RUN_A as A even when it is the newer run",
+    )
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_compare))
 
@@ -95,6 +110,13 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="count link and harness errors as failures (default: kept out of model metrics)",
     )
+    p.add_argument(
+        "--pass-k-convention",
+        default="driftdesk",
+        choices=["driftdesk", "tau2"],
+        help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
+        "(k capped at the smallest per-task trial count, every task averaged)",
+    )
 
 
 def _guarded(handler: Handler) -> Handler:
@@ -121,6 +143,7 @@ def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> 
         list(sources),
         min_runs=args.min_runs,
         include_link_errors=args.include_link_errors,
+        pass_k_convention=args.pass_k_convention,
         **extra,
     )
     for report in reports:
@@ -228,9 +251,18 @@ def render_report_table(report: RunReport) -> str:
         + ("  [link errors counted as failures]" if report.include_link_errors else ""),
         f"  success {_pct(report.success_rate)}{_ci(report.ci95.get('success_rate'), 100)}"
         f"  consistency gap {_num(report.consistency_gap_pp, '.1f')} pp"
-        f"{_ci(report.ci95.get('consistency_gap_pp'))}  C_out {_num(report.c_out)}",
+        f"{_ci(report.ci95.get('consistency_gap_pp'))}",
+        f"  C_out (HAL) {_num(report.c_out)} over {report.c_out_tasks} tasks with n ≥ 2"
+        f"  all attempts agree {_pct(report.all_agree_rate)}"
+        + "  C_res (HAL exp(−CV)) "
+        + "  ".join(
+            f"{name} {_num(report.resource_consistency.get(name))}"
+            for name in ("latency", "tokens", "cost", "resource")
+        ),
     ]
+    lines.extend(noise_floor_lines(report))
     if report.pass_hat_k:
+        lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
         lines.append(f"  pass^k  {_curve(report.pass_hat_k)}")
         lines.append(f"  pass@k  {_curve(report.pass_at_k)}")
     cost = (
@@ -279,11 +311,26 @@ def render_report_table(report: RunReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def noise_floor_lines(report: RunReport) -> list[str]:
+    """The noise floor as a sentence and a small table (targets -> repeats per task)."""
+    floor = report.noise_floor
+    if floor is None or floor.mde_pp is None:
+        return []
+    lines = [
+        f"  noise floor: a same-size rerun detects a success change of ≥ {floor.mde_pp:.1f} pp "
+        f"({floor.power:.0%} power, α {floor.alpha:g}; from {floor.tasks} tasks with n ≥ 2)",
+        "    TARGET Δ (pp)  " + "  ".join(f"{k:>6g}" for k in floor.repeats_for_pp),
+        "    repeats/task   "
+        + "  ".join(f"{'—' if v is None else v:>6}" for v in floor.repeats_for_pp.values()),
+    ]
+    return lines
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from driftdesk.analysis.compare import compare_runs
 
     a, b = _reports(args, [args.run_a, args.run_b], sort="task")
-    comparison = compare_runs(a, b)
+    comparison = compare_runs(a, b, all_tasks=args.all_tasks, keep_order=args.keep_order)
     if args.format == "json":
         sys.stdout.write(json.dumps(comparison.to_json(), ensure_ascii=False) + "\n")
     else:
@@ -293,7 +340,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def render_comparison(comparison: Comparison) -> str:
     a, b = comparison.a, comparison.b
-    lines = [f"A {a.run_id}", f"B {b.run_id}", ""]
+    lines = [f"A (before) {a.run_id}", f"B (after)  {b.run_id}"]
+    lines.append(
+        f"  shared tasks {comparison.shared_tasks}  left out: {comparison.only_in_a} only in A, "
+        f"{comparison.only_in_b} only in B"
+    )
+    lines.extend(f"  warning: {w}" for w in comparison.warnings)
+    lines.append("")
+    lines.append(f"  {'PAIRED (B − A)':<22}  {'DELTA':>10}  {'95% CI':>17}  {'P':>8}  TEST")
+    for name, d in comparison.delta.items():
+        scale = 100 if name == "success_rate" else 1
+        value = "—" if d.value is None else f"{d.value * scale:+.1f} pp"
+        ci = "—" if d.ci95 is None else f"{d.ci95[0] * scale:.1f}–{d.ci95[1] * scale:.1f} pp"
+        p = "—" if d.p_value is None else f"{d.p_value:.3g}"
+        lines.append(f"  {name:<22}  {value:>10}  {ci:>17}  {p:>8}  {d.test}")
+    lines.extend(f"  {d.sentence}" for d in comparison.delta.values())
+    lines.append("")
     lines.append(f"  {'METRIC':<22}  {'A':>10}  {'B':>10}  {'B − A':>10}  CI A / CI B")
     for m in comparison.metrics:
         ci = ""
@@ -315,6 +377,8 @@ def render_comparison(comparison: Comparison) -> str:
             )
     else:
         lines.append("  no task changed behaviour")
+    if not comparison.all_tasks and (comparison.only_in_a or comparison.only_in_b):
+        lines.append("  (tasks judged by one run only are not listed; --all-tasks lists them)")
     return "\n".join(lines) + "\n"
 
 

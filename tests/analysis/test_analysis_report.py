@@ -69,9 +69,13 @@ def test_run_metrics(handmade: Path) -> None:
     assert report.attempts_judged == 4 + 4 + 4 + 3 + 1  # 16
     # success = mean task success = (1 + 1/2 + 0 + 2/3 + 1) / 5 = 0.63333
     assert report.success_rate == approx((1 + 0.5 + 0 + 2 / 3 + 1) / 5)
-    # gap = mean spread × 100 = (0 + 1 + 0 + 1 + 0) / 5 × 100 = 40 pp; C_out = 1 − 0.4
+    # gap = mean spread × 100 = (0 + 1 + 0 + 1 + 0) / 5 × 100 = 40 pp; all agree: 1 − 0.4
     assert report.consistency_gap_pp == approx(40.0)
-    assert report.c_out == approx(0.6)
+    assert report.all_agree_rate == approx(0.6)
+    # HAL's C_out, tasks with n ≥ 2 (t5 has 1): t1 (2·1 − 1)² = 1, t2 (2·½ − 1)² = 0, t3 1,
+    # t4 (2·⅔ − 1)² = 1/9 -> (1 + 0 + 1 + 1/9) / 4 (was 0.6, "1 − gap", which is not C_out)
+    assert report.c_out == approx((1 + 0 + 1 + 1 / 9) / 4)
+    assert report.c_out_tasks == 4
     # pass^k over the tasks with n ≥ k (t5 has n = 1, so only k = 1 counts it):
     # k=2: t1 1, t2 C(2,2)/C(4,2) = 1/6, t3 0, t4 1/3 -> 1.5 / 4 = 0.375
     # k=3: t1 1, t2 0, t3 0, t4 0 -> 0.25;  k=4 (t1, t2, t3): 1/3

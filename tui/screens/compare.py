@@ -1,4 +1,5 @@
-"""Two runs side by side (``analysis.compare``): metric deltas with CIs and the changed tasks."""
+"""Two runs side by side (``analysis.compare``): over the tasks both judged, the paired deltas
+with their CI and p-value in a plain sentence, the metrics, and the changed tasks."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScr
 from driftdesk.tui.widgets.tables import fill_table
 
 METRIC_COLUMNS = [(c, c) for c in ("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")]
+PAIRED_COLUMNS = [(c, c) for c in ("paired B − A", "delta", "95% CI", "p", "test")]
 CHANGED_COLUMNS = [(c, c) for c in ("task", "before", "after", "success A", "success B")]
 CLASS_STYLES = {"pass": "green", "fail": "red", "volatile": "yellow", "absent": "dim"}
 
@@ -43,7 +45,9 @@ def _fmt(value: float | None, metric: str = "") -> str:
 class CompareScreen(WorkbenchScreen):
     SCREEN_NAME = "Compare"
     HELP_INTRO = (
-        "Run A (before) against run B (after): metric deltas, then every task whose class changed."
+        "Run A (before) against run B (after, the newer run), over the tasks both judged: the "
+        "paired differences with a 95% CI and a p-value, the metrics, then every shared task "
+        "whose class changed."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="compare.back"),
@@ -63,6 +67,11 @@ class CompareScreen(WorkbenchScreen):
                 Text.assemble(("A ", "bold"), self.a.name, ("   →   B ", "bold"), self.b.name),
                 id="compare-title",
             )
+            yield Label("comparing…", id="compare-summary")
+            paired: DataTable[Any] = DataTable(id="paired", cursor_type="row")
+            paired.styles.height = "auto"
+            fill_table(paired, PAIRED_COLUMNS, [])
+            yield paired
             metrics: DataTable[Any] = DataTable(id="metrics", cursor_type="row")
             fill_table(metrics, METRIC_COLUMNS, [])
             yield metrics
@@ -84,6 +93,34 @@ class CompareScreen(WorkbenchScreen):
     @on(ComparisonReady)
     def _ready(self, message: ComparisonReady) -> None:
         self.comparison = comparison = message.comparison
+        self.query_one("#compare-title", Label).update(
+            Text.assemble(
+                ("A ", "bold"), comparison.a.run_id, ("   →   B ", "bold"), comparison.b.run_id
+            )
+        )
+        summary = [
+            f"shared tasks {comparison.shared_tasks}; left out: {comparison.only_in_a} only in "
+            f"A, {comparison.only_in_b} only in B"
+        ]
+        summary += [f"⚠ {w}" for w in comparison.warnings]
+        summary += [d.sentence for d in comparison.delta.values()]
+        self.query_one("#compare-summary", Label).update("\n".join(summary))
+        paired_rows: list[tuple[str, tuple[Any, ...]]] = []
+        for name, d in comparison.delta.items():
+            scale = 100 if name == "success_rate" else 1
+            paired_rows.append(
+                (
+                    name,
+                    (
+                        name,
+                        "-" if d.value is None else f"{d.value * scale:+.1f} pp",
+                        "-" if not d.ci95 else f"{d.ci95[0] * scale:.1f}–{d.ci95[1] * scale:.1f}",
+                        "-" if d.p_value is None else f"{d.p_value:.3g}",
+                        d.test,
+                    ),
+                )
+            )
+        fill_table(self.query_one("#paired", DataTable), PAIRED_COLUMNS, paired_rows)
         metrics = self.query_one("#metrics", DataTable)
         metric_rows: list[tuple[str, tuple[Any, ...]]] = []
         for m in comparison.metrics:

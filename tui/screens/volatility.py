@@ -403,6 +403,19 @@ class VolatilityScreen(WorkbenchScreen):
             f"{report.link_errors}" + (f" ({kinds})" if kinds else "") + "\n",
             style="magenta" if report.link_errors else "",
         )
+        floor = getattr(report, "noise_floor", None)
+        if floor is not None and floor.mde_pp is not None:
+            text.append(f"{'noise floor':<18}", style="bold")
+            text.append(f"{floor.mde_pp:.1f} pp")
+            text.append(f"  ({floor.power:.0%} power, same-size rerun)\n", style="dim")
+            text.append(f"{'repeats for Δ':<18}", style="bold")
+            text.append(
+                "  ".join(
+                    f"{k:g} pp: {v if v is not None else '—'}"
+                    for k, v in floor.repeats_for_pp.items()
+                )
+                + "\n"
+            )
         tokens = (report.tokens or {}).get("total")
         text.append(f"{'tokens · cost':<18}", style="bold")
         cost = "n/a" if report.cost_usd is None else f"${report.cost_usd:.4f}"
