@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from driftdesk.analysis.sources import OUTCOMES
+from driftdesk.analysis.sources import (
+    MAX_ROW_BYTES,
+    OUTCOMES,
+    field_problem,
+    iter_bounded_lines,
+    long_line_problem,
+    row_problem,
+)
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
 
@@ -115,6 +122,17 @@ def import_results(
         detail = f" ({len(problems)} bad records)" if problems else ""
         raise ResultsImportError(f"{path}: no usable records{detail}")
     _number_attempts(attempts)
+    # The last guard: whatever the format, no row a report would refuse is written.
+    kept = []
+    for a in attempts:
+        problem = row_problem(_row("", a))
+        if problem:
+            problems.append(f"task {a.task_id!r} attempt {a.attempt}: {problem}")
+        else:
+            kept.append(a)
+    attempts = kept
+    if not attempts:
+        raise ResultsImportError(f"{path}: no usable records ({len(problems)} bad records)")
     models = {a.model for a in attempts if a.model}
     if model is None and len(models) == 1:
         model = models.pop()
@@ -194,19 +212,28 @@ def _from_jsonl(
     success_field: str | None,
     threshold: float,
 ) -> Iterator[_Attempt]:
-    from driftdesk.fileio import JsonlProblem, iter_jsonl
-
-    line_problems: list[JsonlProblem] = []
-    reported = 0
-    for number, row in iter_jsonl(path, line_problems):
-        while reported < len(line_problems):  # keep problems in line order
-            problems.append(str(line_problems[reported]))
-            reported += 1
-        try:
-            yield _generic_attempt(row, task_field, success_field, threshold)
-        except ValueError as exc:
-            problems.append(f"line {number}: {exc}")
-    problems.extend(str(p) for p in line_problems[reported:])
+    with open(path, "rb") as fh:
+        for number, (raw, length, newline) in enumerate(iter_bounded_lines(fh), start=1):
+            if length > MAX_ROW_BYTES:
+                problems.append(f"line {number}: {long_line_problem(length)}")
+                continue
+            if not raw.strip():
+                continue
+            kind = "malformed line" if newline else "torn last line"
+            try:
+                row = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                problems.append(f"line {number}: {kind}: {exc}")
+                continue
+            if not isinstance(row, dict):
+                problems.append(
+                    f"line {number}: {kind}: expected an object, got {type(row).__name__}"
+                )
+                continue
+            try:
+                yield _generic_attempt(row, task_field, success_field, threshold)
+            except ValueError as exc:
+                problems.append(f"line {number}: {exc}")
 
 
 def _generic_attempt(
@@ -235,18 +262,33 @@ def _generic_attempt(
             raise ValueError("no verdict (outcome, success/pass, score/reward or error_code)")
     usage: dict[str, Any] = row["usage"] if isinstance(row.get("usage"), dict) else {}
     attempt = _first(row, ATTEMPT_FIELDS)
+    counts = {
+        name: row.get(name, usage.get(name))
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+    latency = row.get("latency_ms")
+    # The row rules a report reads by: a row that breaks them is refused here, never written.
+    for name, value in (*counts.items(), ("latency_ms", latency)):
+        problem = field_problem(name, value)
+        if problem:
+            raise ValueError(problem)
+    if attempt is not None:
+        problem = field_problem("attempt", attempt)
+        if problem:
+            raise ValueError(problem)
+        attempt = int(str(attempt).strip())
     return _Attempt(
         task_id=str(task_id),
         outcome=outcome,
-        attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+        attempt=attempt,
         scenario_id=_str_or_none(row.get("scenario_id")),
         score=score,
         error_code=_str_or_none(error_code),
         error_message=_str_or_none(row.get("error_message")),
-        prompt_tokens=_int(row.get("prompt_tokens", usage.get("prompt_tokens"))),
-        completion_tokens=_int(row.get("completion_tokens", usage.get("completion_tokens"))),
-        total_tokens=_int(row.get("total_tokens", usage.get("total_tokens"))),
-        latency_ms=_number(row.get("latency_ms")),
+        prompt_tokens=_count(counts["prompt_tokens"]),
+        completion_tokens=_count(counts["completion_tokens"]),
+        total_tokens=_count(counts["total_tokens"]),
+        latency_ms=None if latency is None else float(latency),
         model=_str_or_none(row.get("model")),
         started_at=_str_or_none(row.get("started_at")),
         ended_at=_str_or_none(row.get("ended_at")),
@@ -423,6 +465,11 @@ def _number(value: Any) -> float | None:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> int | None:
+    """A count that passed ``field_problem``: an int, or a string of digits."""
+    return None if value is None else int(value)
 
 
 def _str_or_none(value: Any) -> str | None:
