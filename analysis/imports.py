@@ -26,20 +26,18 @@ into place, so an interrupted import leaves nothing half-written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from driftdesk.analysis.sources import (
-    MAX_ROW_BYTES,
     OUTCOMES,
     field_problem,
-    iter_bounded_lines,
-    long_line_problem,
     row_problem,
 )
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
@@ -101,14 +99,16 @@ def import_results(
     """Read ``path`` in ``fmt`` and write ``out/<run_id>/{manifest.json,attempts.jsonl}``."""
     if not path.is_file():
         raise ResultsImportError(f"{path}: no such file")
+    if fmt == "jsonl" or (fmt == "auto" and path.suffix.lower() in (".jsonl", ".ndjson")):
+        return _import_jsonl(path, task_field, success_field, score_threshold, out, run_id)
     raw = path.read_bytes()
     fmt_found, document = _detect(path, raw, fmt)
+    if fmt_found == "jsonl":
+        return _import_jsonl(path, task_field, success_field, score_threshold, out, run_id)
     problems: list[str] = []
     published: dict[str, Any] = {}
     model: str | None = None
-    if fmt_found == "jsonl":
-        attempts = list(_from_jsonl(path, problems, task_field, success_field, score_threshold))
-    elif fmt_found == "tau-bench":
+    if fmt_found == "tau-bench":
         attempts = list(_from_tau_bench(document, problems))
     elif fmt_found == "tau2":
         model = _dig(document, "info", "agent_info", "llm")
@@ -136,11 +136,109 @@ def import_results(
     models = {a.model for a in attempts if a.model}
     if model is None and len(models) == 1:
         model = models.pop()
-    run_dir = _write_run(
-        path, raw, fmt_found, attempts, out, run_id, model, published, len(problems)
+
+    def write_rows(target: Path, final_id: str) -> _Written:
+        tasks = list(dict.fromkeys(a.task_id for a in attempts))
+        with JsonlAppender(target, fsync=False) as appender:
+            for a in attempts:
+                appender.append(_row(final_id, a))
+            appender.sync()  # once for the file, not once per row
+        return _Written(len(attempts), tasks, max((a.attempt or 0) for a in attempts) + 1)
+
+    from driftdesk.fileio import JsonlAppender
+
+    written, run_dir = _write_run(
+        path,
+        lambda: hashlib.sha256(raw).hexdigest(),
+        fmt_found,
+        write_rows,
+        out,
+        run_id,
+        model,
+        published,
+        lambda _: len(problems),
     )
-    tasks = {a.task_id for a in attempts}
-    return ImportResult(run_dir, fmt_found, len(attempts), len(tasks), problems, published)
+    return ImportResult(
+        run_dir, fmt_found, written.records, len(written.tasks), problems, published
+    )
+
+
+def _import_jsonl(
+    path: Path,
+    task_field: str | None,
+    success_field: str | None,
+    threshold: float,
+    out: Path,
+    run_id: str | None,
+) -> ImportResult:
+    """Generic JSON lines, mapped and written by DuckDB (``analysis.jsonl_import``); the file
+    is hashed on a thread meanwhile (hashlib releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from driftdesk.analysis import jsonl_import
+
+    def line_problem(obj: Any) -> str | None:
+        if not isinstance(obj, dict):
+            return f"expected an object, got {type(obj).__name__}"
+        try:
+            _generic_attempt(obj, task_field, success_field, threshold)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def number(rows: list[tuple[str, int | None]]) -> list[int]:
+        attempts = [_Attempt(task, "pass", attempt) for task, attempt in rows]
+        _number_attempts(attempts)
+        return [a.attempt or 0 for a in attempts]
+
+    result: list[jsonl_import.JsonlWritten] = []
+
+    def write_rows(target: Path, final_id: str) -> _Written:
+        written = jsonl_import.write_attempts(
+            path,
+            target,
+            final_id,
+            task_field=task_field,
+            success_field=success_field,
+            threshold=threshold,
+            redact=redact,
+            line_problem=line_problem,
+            number_attempts=number,
+            scan=scan,
+        )
+        result.append(written)
+        if not written.records:
+            raise ResultsImportError(
+                f"{path}: no usable records"
+                + (f" ({len(written.problems)} bad records)" if written.problems else "")
+            )
+        return _Written(written.records, written.tasks, written.repeat)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        scan = pool.submit(jsonl_import.scan_source, path)
+        written, run_dir = _write_run(
+            path,
+            lambda: scan.result().sha256,
+            "jsonl",
+            write_rows,
+            out,
+            run_id,
+            None,
+            {},
+            lambda _: len(result[0].problems),
+        )
+    problems = [
+        f"line {p.line}: {'torn last line: ' if p.torn else ''}{p.reason}"
+        for p in result[0].problems
+    ]
+    return ImportResult(run_dir, "jsonl", written.records, len(written.tasks), problems, {})
+
+
+@dataclass
+class _Written:
+    records: int
+    tasks: list[str]  # in order of first appearance
+    repeat: int
 
 
 # --- format detection -------------------------------------------------------------------
@@ -205,37 +303,6 @@ def _check_shape(path: Path, fmt: str, document: Any) -> None:
 # --- readers ----------------------------------------------------------------------------
 
 
-def _from_jsonl(
-    path: Path,
-    problems: list[str],
-    task_field: str | None,
-    success_field: str | None,
-    threshold: float,
-) -> Iterator[_Attempt]:
-    with open(path, "rb") as fh:
-        for number, (raw, length, newline) in enumerate(iter_bounded_lines(fh), start=1):
-            if length > MAX_ROW_BYTES:
-                problems.append(f"line {number}: {long_line_problem(length)}")
-                continue
-            if not raw.strip():
-                continue
-            kind = "malformed line" if newline else "torn last line"
-            try:
-                row = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                problems.append(f"line {number}: {kind}: {exc}")
-                continue
-            if not isinstance(row, dict):
-                problems.append(
-                    f"line {number}: {kind}: expected an object, got {type(row).__name__}"
-                )
-                continue
-            try:
-                yield _generic_attempt(row, task_field, success_field, threshold)
-            except ValueError as exc:
-                problems.append(f"line {number}: {exc}")
-
-
 def _generic_attempt(
     row: dict[str, Any], task_field: str | None, success_field: str | None, threshold: float
 ) -> _Attempt:
@@ -263,7 +330,7 @@ def _generic_attempt(
     usage: dict[str, Any] = row["usage"] if isinstance(row.get("usage"), dict) else {}
     attempt = _first(row, ATTEMPT_FIELDS)
     counts = {
-        name: row.get(name, usage.get(name))
+        name: row[name] if row.get(name) is not None else usage.get(name)
         for name in ("prompt_tokens", "completion_tokens", "total_tokens")
     }
     latency = row.get("latency_ms")
@@ -487,22 +554,23 @@ def _sanitise(text: str) -> str:
 
 def _write_run(
     source: Path,
-    raw: bytes,
+    sha256: Callable[[], str],
     fmt: str,
-    attempts: list[_Attempt],
+    write_rows: Callable[[Path, str], _Written],
     out: Path,
     run_id: str | None,
     model: str | None,
     published: dict[str, Any],
-    skipped: int,
-) -> Path:
+    skipped: Callable[[_Written], int],
+) -> tuple[_Written, Path]:
+    """Build the run dir in a hidden staging folder (``write_rows`` writes its attempts file,
+    given the run id) and rename it into place: an interrupted import leaves nothing."""
     # Imported here: the report path imports this module for its error type only.
-    import hashlib
     import shutil
     from datetime import UTC, datetime
 
     from driftdesk import __version__
-    from driftdesk.fileio import JsonlAppender, atomic_write_json
+    from driftdesk.fileio import atomic_write_json
 
     now = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = _sanitise(run_id or f"import-{fmt}-{source.stem}-{now}")
@@ -517,16 +585,7 @@ def _write_run(
         shutil.rmtree(staging)
     staging.mkdir()
     try:
-        tasks: list[str] = []
-        seen: set[str] = set()
-        with JsonlAppender(staging / ATTEMPTS_FILE, fsync=False) as appender:
-            for a in attempts:
-                if a.task_id not in seen:
-                    seen.add(a.task_id)
-                    tasks.append(a.task_id)
-                appender.append(_row(final.name, a))
-            appender.sync()  # once for the file, not once per row
-        repeat = max((a.attempt or 0) for a in attempts) + 1
+        written = write_rows(staging / ATTEMPTS_FILE, final.name)
         manifest = {
             "run_id": final.name,
             "profile": None,
@@ -536,15 +595,15 @@ def _write_run(
             "suite": {
                 "path": str(source.resolve()),
                 "name": f"import:{fmt}",
-                "sha256": hashlib.sha256(raw).hexdigest(),
+                "sha256": sha256(),
             },
-            "repeat": repeat,
+            "repeat": written.repeat,
             "concurrency": None,
             "timeout_seconds": None,
             "agent": f"import:{fmt}",
             "command": None,
             "seed": None,
-            "tasks": tasks,
+            "tasks": written.tasks,
             "driftdesk_version": __version__,
             "started_at": datetime.now(UTC).isoformat(),
             "ended_at": datetime.now(UTC).isoformat(),
@@ -552,8 +611,8 @@ def _write_run(
             "imported_from": {
                 "path": str(source.resolve()),
                 "format": fmt,
-                "records": len(attempts),
-                "skipped": skipped,
+                "records": written.records,
+                "skipped": skipped(written),
                 "published": published,
             },
         }
@@ -562,7 +621,7 @@ def _write_run(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return final
+    return written, final
 
 
 def _row(run_id: str, a: _Attempt) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -247,7 +247,9 @@ def without_long_lines(path: Path) -> Iterator[Path]:
             os.unlink(name)
 
 
-def name_bad_records(path: Path, ordinals: set[int]) -> list[LineProblem]:
+def name_bad_records(
+    path: Path, ordinals: set[int], problem: Callable[[Any], str | None] = row_problem
+) -> list[LineProblem]:
     """Line numbers and reasons for the ``ordinals``-th non-blank lines of ``path``.
 
     DuckDB numbers the records it reads (blank lines skipped), so the k-th non-blank line is
@@ -267,7 +269,7 @@ def name_bad_records(path: Path, ordinals: set[int]) -> list[LineProblem]:
                 reason = long_line_problem(length)
             else:
                 try:
-                    reason = row_problem(json.loads(raw)) or "rejected by the reader"
+                    reason = problem(json.loads(raw)) or "rejected by the reader"
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                     reason = str(exc)
             problems.append(LineProblem(number, reason, torn=torn))
