@@ -66,7 +66,7 @@ CREATE TEMP TABLE attempts (
     error_code VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT,
     latency_ms DOUBLE, model VARCHAR, retries BIGINT, model_mismatches BIGINT,
     model_latency_ms DOUBLE, valid BOOLEAN);
--- USD per million tokens of the models in the table (filled by ``set_model_prices``; empty,
+-- USD per million tokens of the models in the table (filled by ``price_models``; without one,
 -- an attempt has no cost and the cost consistency is unknown).
 CREATE TEMP TABLE model_prices (model VARCHAR, input_per_mtok DOUBLE, output_per_mtok DOUBLE);
 """
@@ -162,30 +162,23 @@ def load_file(con: duckdb.DuckDBPyConnection, path: Path, f: int) -> int:
     return int(row[0]) if row else 0
 
 
-def set_model_prices(
-    con: duckdb.DuckDBPyConnection, prices: dict[str, tuple[float, float]]
+def price_models(
+    con: duckdb.DuckDBPyConnection, prices: dict[str, ModelPrice], since: int = 0
 ) -> None:
-    """Replace the price rows: model -> (input, output) USD per million tokens."""
-    con.execute("DELETE FROM model_prices")
-    if prices:
-        con.executemany(
-            "INSERT INTO model_prices VALUES (?, ?, ?)",
-            [(model, inp, out) for model, (inp, out) in prices.items()],
-        )
-
-
-def price_models(con: duckdb.DuckDBPyConnection, prices: dict[str, ModelPrice]) -> None:
-    """Price every model in the table once (prefix rules of ``price_for``), so the per-attempt
-    cost is plain SQL; a model without a price has no cost."""
+    """Price the models of the rows from ``rowid`` ``since`` on that have no price row yet,
+    each once (prefix rules of ``price_for``), so the per-attempt cost is plain SQL; a model
+    without a price has no cost. The live view passes the first new row: O(new rows)."""
     from driftdesk.analysis.prices import price_for
 
     models = con.execute(
-        "SELECT DISTINCT model FROM attempts WHERE valid AND model IS NOT NULL"
+        "SELECT DISTINCT model FROM attempts WHERE valid AND model IS NOT NULL "
+        "AND rowid >= $since AND model NOT IN (SELECT model FROM model_prices)",
+        {"since": since},
     ).fetchall()
-    resolved = {m: price_for(m, prices) for (m,) in models}
-    set_model_prices(
-        con, {m: (p.input_per_mtok, p.output_per_mtok) for m, p in resolved.items() if p}
-    )
+    priced = [(m, price_for(m, prices)) for (m,) in models]
+    rows = [(m, p.input_per_mtok, p.output_per_mtok) for m, p in priced if p is not None]
+    if rows:
+        con.executemany("INSERT INTO model_prices VALUES (?, ?, ?)", rows)
 
 
 def table_size(con: duckdb.DuckDBPyConnection) -> int:

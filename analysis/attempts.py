@@ -32,6 +32,10 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
                 continue
             if row_problem(row) is not None or str(row["task_id"]) != task_id:
                 continue
+            # Fields newer writers add: absent in older rows, read as 0 / null.
+            row.setdefault("retries", 0)
+            row.setdefault("model_mismatches", 0)
+            row.setdefault("model_latency_ms", None)
             rows.append({**row, "attempt": int(row["attempt"]), "line": number})
     last_line: dict[int, int] = {}
     for row in rows:

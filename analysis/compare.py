@@ -81,6 +81,14 @@ class PairedDelta:
     test: str  # "mcnemar-exact", "sign-flip-permutation" or "none"
     sentence: str
 
+    def cells(self) -> tuple[str, str, str]:
+        """(delta, 95 % CI, p) as shown: success in pp (it is a fraction), the gap as is."""
+        scale = 100 if self.name == "success_rate" else 1
+        value = "—" if self.value is None else f"{self.value * scale:+.1f} pp"
+        ci = "—" if not self.ci95 else f"{self.ci95[0] * scale:.1f}–{self.ci95[1] * scale:.1f}"
+        p = "—" if self.p_value is None else f"{self.p_value:.3g}"
+        return value, ci, p
+
     def to_json(self) -> dict[str, Any]:
         return {
             "value": None if self.value is None else round(self.value, 6),

@@ -229,7 +229,7 @@ class LiveVolatility:
     def _update_tasks(self, since: int) -> None:
         """Re-aggregate the tasks with rows at ``rowid >= since`` and fold them into the totals."""
         assert self._prices is not None
-        attempt_table.price_models(self._connection(), self._prices)
+        attempt_table.price_models(self._connection(), self._prices, since)
         result = attempt_table.aggregate(
             self._connection(),
             include_link_errors=self.include_link_errors,

@@ -35,8 +35,13 @@ CSV_COLUMNS = (
     "latency_cv",
     "tokens_mean",
     "tokens_cv",
+    "model_latency_mean_ms",
+    "retries",
+    "model_mismatches",
+    "c_out",
     "last_error_kinds",
 )
+SCENARIO_CSV_COLUMNS = ("run_id", "scenario_id", "tasks", "min_success_rate", "mean_success_rate")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +87,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_compare))
 
+    p = sub.add_parser(
+        "check",
+        help="CI gate: exit 0 when every threshold holds, 1 otherwise",
+        description="Check a run against thresholds (each printed with its value); exit 0 when "
+        "all hold, 1 when one fails, 2 on bad input. A regression against --baseline fails "
+        "only when the paired drop is larger than --max-regression and significant.",
+    )
+    p.add_argument("run", metavar="RUN_DIR")
+    p.add_argument("--min-success", type=float, metavar="RATE", help="run success rate (0..1)")
+    p.add_argument("--max-gap", type=float, metavar="PP", help="consistency gap, in pp")
+    p.add_argument(
+        "--min-pass-hat-k",
+        action="append",
+        type=_k_threshold,
+        metavar="K=RATE",
+        help="pass^K at least RATE (repeatable)",
+    )
+    p.add_argument(
+        "--task-min-success",
+        type=float,
+        metavar="RATE",
+        help="every task's success rate across its repeats at least RATE",
+    )
+    p.add_argument("--max-link-error-rate", type=float, metavar="RATE")
+    p.add_argument("--baseline", metavar="RUN_DIR", help="compare with this run (paired)")
+    p.add_argument(
+        "--max-regression",
+        type=float,
+        default=0.0,
+        metavar="PP",
+        help="with --baseline: allowed drop in success, pp (default 0)",
+    )
+    p.add_argument("--format", default="table", choices=["table", "json"])
+    _add_metric_options(p)
+    p.set_defaults(func=_guarded(cmd_check))
+
     p = sub.add_parser("tasks", help="print task ids one a line (feed them to run --tasks)")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
     which = p.add_mutually_exclusive_group(required=True)
@@ -117,6 +158,16 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
         help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
         "(k capped at the smallest per-task trial count, every task averaged)",
     )
+
+
+def _k_threshold(text: str) -> tuple[int, float]:
+    k, sep, rate = text.partition("=")
+    try:
+        if not sep or int(k) < 1:
+            raise ValueError
+        return int(k), float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K=RATE such as 3=0.5, got {text!r}") from None
 
 
 def _guarded(handler: Handler) -> Handler:
@@ -200,6 +251,14 @@ def _csv_text(reports: Sequence[RunReport]) -> str:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
+    if reports and all(r.group_by == "scenario" for r in reports):
+        # --group-by scenario: one row per scenario (the task rows are the default grouping)
+        writer.writerow(SCENARIO_CSV_COLUMNS)
+        for report in reports:
+            for scenario in report.scenarios:
+                row = scenario.to_json()
+                writer.writerow([report.run_id] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
+        return buffer.getvalue()
     writer.writerow(CSV_COLUMNS)
     for report in reports:
         for task in [*report.tasks, *report.tasks_below_min_runs]:
@@ -248,7 +307,8 @@ def render_report_table(report: RunReport) -> str:
             else ""
         )
         + (f"  harness errors {report.harness_errors}" if report.harness_errors else "")
-        + ("  [link errors counted as failures]" if report.include_link_errors else ""),
+        + ("  [link errors counted as failures]" if report.include_link_errors else "")
+        + f"  retries {report.retries}  model mismatches {report.model_mismatches}",
         f"  success {_pct(report.success_rate)}{_ci(report.ci95.get('success_rate'), 100)}"
         f"  consistency gap {_num(report.consistency_gap_pp, '.1f')} pp"
         f"{_ci(report.ci95.get('consistency_gap_pp'))}",
@@ -260,6 +320,17 @@ def render_report_table(report: RunReport) -> str:
             for name in ("latency", "tokens", "cost", "resource")
         ),
     ]
+    if report.removed_from_denominator:
+        lines.append(
+            "  not in the success denominator: "
+            + ", ".join(f"{k} {v}" for k, v in report.removed_from_denominator.items())
+            + "  (--include-link-errors counts them as failures)"
+        )
+    if report.errors_counted_as_failures:
+        lines.append(
+            "  counted as failures: "
+            + ", ".join(f"{k} {v}" for k, v in report.errors_counted_as_failures.items())
+        )
     lines.extend(noise_floor_lines(report))
     if report.pass_hat_k:
         lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
@@ -294,16 +365,30 @@ def render_report_table(report: RunReport) -> str:
     if report.skipped_line_count:
         lines.append(f"  skipped lines {report.skipped_line_count} (see warnings)")
     lines.append("")
+    if report.empty_reason and not report.tasks:
+        lines.append(f"  no task table: {report.empty_reason}")
+        return "\n".join(lines) + "\n"
+    if report.group_by == "scenario" and report.scenarios:
+        swidth = max([len("SCENARIO"), *(len(s.scenario_id) for s in report.scenarios)])
+        lines.append(f"  {'SCENARIO':<{swidth}}  {'TASKS':>5}  {'MIN':>7}  {'MEAN':>7}")
+        for sc in report.scenarios:
+            lines.append(
+                f"  {sc.scenario_id:<{swidth}}  {sc.tasks:>5}  {_pct(sc.min_success_rate):>7}  "
+                f"{_pct(sc.mean_success_rate):>7}"
+            )
+        lines.append("")
     width = max([len("TASK"), *(len(t.task_id) for t in report.tasks)])
     lines.append(
         f"  {'TASK':<{width}}  {'N':>4}  {'PASS':>4}  {'FAIL':>4}  {'LINK':>4}  "
-        f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'LAT_CV':>6}  LAST ERRORS"
+        f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'MODEL_MS':>9}  {'LAT_CV':>6}  "
+        f"{'RETRY':>5}  {'MISMATCH':>8}  LAST ERRORS"
     )
     for t in report.tasks:
         lines.append(
             f"  {t.task_id:<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
             f"{t.link_errors:>4}  {_pct(t.success_rate):>7}  {_num(t.spread, '.0f'):>6}  "
-            f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.latency_cv, '.2f'):>6}  "
+            f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.model_latency_mean_ms, '.0f'):>9}  "
+            f"{_num(t.latency_cv, '.2f'):>6}  {t.retries:>5}  {t.model_mismatches:>8}  "
             f"{' '.join(t.last_error_kinds)}"
         )
     if report.tasks_total > len(report.tasks):
@@ -349,10 +434,7 @@ def render_comparison(comparison: Comparison) -> str:
     lines.append("")
     lines.append(f"  {'PAIRED (B − A)':<22}  {'DELTA':>10}  {'95% CI':>17}  {'P':>8}  TEST")
     for name, d in comparison.delta.items():
-        scale = 100 if name == "success_rate" else 1
-        value = "—" if d.value is None else f"{d.value * scale:+.1f} pp"
-        ci = "—" if d.ci95 is None else f"{d.ci95[0] * scale:.1f}–{d.ci95[1] * scale:.1f} pp"
-        p = "—" if d.p_value is None else f"{d.p_value:.3g}"
+        value, ci, p = d.cells()
         lines.append(f"  {name:<22}  {value:>10}  {ci:>17}  {p:>8}  {d.test}")
     lines.extend(f"  {d.sentence}" for d in comparison.delta.values())
     lines.append("")
@@ -384,6 +466,49 @@ def render_comparison(comparison: Comparison) -> str:
 
 def _fmt_ci(ci: list[float] | None) -> str:
     return "—" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from driftdesk.analysis.gate import check_run
+
+    thresholds = (
+        args.min_success,
+        args.max_gap,
+        args.min_pass_hat_k,
+        args.task_min_success,
+        args.max_link_error_rate,
+        args.baseline,
+    )
+    if all(t is None for t in thresholds):
+        print("driftdesk: check needs at least one condition (see --help)", file=sys.stderr)
+        return 2
+    sources = [args.run] + ([args.baseline] if args.baseline else [])
+    reports = _reports(args, sources, sort="task")
+    result = check_run(
+        reports[0],
+        min_success=args.min_success,
+        max_gap=args.max_gap,
+        min_pass_hat_k=args.min_pass_hat_k,
+        task_min_success=args.task_min_success,
+        max_link_error_rate=args.max_link_error_rate,
+        baseline=reports[-1] if args.baseline else None,
+        max_regression_pp=args.max_regression,
+    )
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+    else:
+        lines = [f"check {result.run_id}"]
+        width = max(len(c.name) for c in result.conditions)
+        for c in result.conditions:
+            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+        failed = sum(1 for c in result.conditions if not c.passed)
+        lines.append(
+            "result: PASS"
+            if result.passed
+            else f"result: FAIL ({failed} of {len(result.conditions)} conditions failed)"
+        )
+        sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if result.passed else 1
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:

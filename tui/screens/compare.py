@@ -107,19 +107,7 @@ class CompareScreen(WorkbenchScreen):
         self.query_one("#compare-summary", Label).update("\n".join(summary))
         paired_rows: list[tuple[str, tuple[Any, ...]]] = []
         for name, d in comparison.delta.items():
-            scale = 100 if name == "success_rate" else 1
-            paired_rows.append(
-                (
-                    name,
-                    (
-                        name,
-                        "-" if d.value is None else f"{d.value * scale:+.1f} pp",
-                        "-" if not d.ci95 else f"{d.ci95[0] * scale:.1f}–{d.ci95[1] * scale:.1f}",
-                        "-" if d.p_value is None else f"{d.p_value:.3g}",
-                        d.test,
-                    ),
-                )
-            )
+            paired_rows.append((name, (name, *d.cells(), d.test)))
         fill_table(self.query_one("#paired", DataTable), PAIRED_COLUMNS, paired_rows)
         metrics = self.query_one("#metrics", DataTable)
         metric_rows: list[tuple[str, tuple[Any, ...]]] = []

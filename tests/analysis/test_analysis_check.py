@@ -1,0 +1,92 @@
+"""``driftdesk check`` gates a CI job: the real CLI in a subprocess, read by its exit code."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from analysis_fixtures import attempt_row, write_handmade_run, write_run
+
+
+@pytest.fixture
+def handmade(home, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    return write_handmade_run(tmp_path)
+
+
+def test_every_condition_holds_exit_0(cli, handmade: Path) -> None:  # type: ignore[no-untyped-def]
+    # handmade: success 0.6333, gap 40 pp, pass^2 0.375, link error rate 1/17
+    done = cli(
+        "check",
+        str(handmade),
+        "--min-success", "0.6",
+        "--max-gap", "40",
+        "--min-pass-hat-k", "2=0.375",
+        "--max-link-error-rate", "0.06",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS  success_rate >= 0.6" in done.stdout and "0.6333" in done.stdout
+    assert "PASS  consistency_gap_pp <= 40" in done.stdout and "40.00" in done.stdout
+    assert "PASS  pass^2 >= 0.375" in done.stdout
+    assert "PASS  link_error_rate <= 0.06" in done.stdout and "0.0588" in done.stdout
+    assert done.stdout.rstrip().endswith("result: PASS")
+
+
+def test_a_failing_condition_exits_1_and_json_says_which(cli, handmade: Path) -> None:  # type: ignore[no-untyped-def]
+    done = cli(
+        "check", str(handmade), "--min-success", "0.8", "--task-min-success", "0.6",
+        "--min-pass-hat-k", "9=0.1", "--format", "json",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["passed"] is False and data["failed"] == 3
+    by_name = {c["name"]: c for c in data["conditions"]}
+    assert by_name["success_rate >= 0.8"]["value"] == pytest.approx(0.633333, abs=1e-6)
+    # per-task threshold across repeats: t2 (0.5) and t3 (0) are below 0.6
+    task = by_name["every task success >= 0.6"]
+    assert task["value"] == 2 and "t3 0.00, t2 0.50" in task["detail"]
+    assert "not measured at k = 9" in by_name["pass^9 >= 0.1"]["detail"]
+    table = cli("check", str(handmade), "--min-success", "0.8")
+    assert table.returncode == 1 and "FAIL  success_rate >= 0.8" in table.stdout
+    assert "result: FAIL (1 of 1 conditions failed)" in table.stdout
+
+
+def test_bad_input_is_exit_2(cli, handmade: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert cli("check", str(handmade)).returncode == 2  # no condition
+    assert cli("check", str(tmp_path / "nope"), "--min-success", "0.5").returncode == 2
+    bad = cli("check", str(handmade), "--min-pass-hat-k", "3:0.5")
+    assert bad.returncode == 2 and "K=RATE" in bad.stderr
+
+
+def _run(root: Path, run_id: str, rate: float, seed: int, tasks: int = 40, repeat: int = 4) -> Path:
+    rng = random.Random(seed)
+    rows = [
+        attempt_row(run_id, f"t{i:02d}", a, "pass" if rng.random() < rate else "fail")
+        for i in range(tasks)
+        for a in range(repeat)
+    ]
+    return write_run(
+        root, run_id, list(rows), tasks=[f"t{i:02d}" for i in range(tasks)], repeat=repeat
+    )
+
+
+def test_regression_fails_only_when_significant_and_larger_than_allowed(
+    cli, home, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    baseline = _run(tmp_path, "base", 0.85, seed=1)
+    worse = _run(tmp_path, "worse", 0.45, seed=2)  # a large, clear drop
+    same = _run(tmp_path, "same", 0.85, seed=3)  # the same model rerun: noise only
+    done = cli("check", str(worse), "--baseline", str(baseline), "--max-regression", "5")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL  no significant success drop > 5 pp vs base" in done.stdout
+    assert "unlikely to be noise" in done.stdout
+    noisy = cli(
+        "check", str(same), "--baseline", str(baseline), "--max-regression", "5", "--format", "json"
+    )
+    assert noisy.returncode == 0, noisy.stdout
+    (cond,) = json.loads(noisy.stdout)["conditions"]
+    assert cond["passed"] and "could be noise" in cond["detail"]
+    # a large drop allowed by the threshold passes too
+    allowed = cli("check", str(worse), "--baseline", str(baseline), "--max-regression", "60")
+    assert allowed.returncode == 0, allowed.stdout
