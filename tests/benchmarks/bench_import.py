@@ -78,24 +78,12 @@ def main() -> int:
             f"generic source: {args.rows:,} rows, {source.stat().st_size / 1e6:.0f} MB ({load()})"
         )
         out = tmp / "runs"
+        import_argv = [python, "-m", "driftdesk", "import", str(source), "--format", "jsonl"]
+        import_argv += ["--out", str(out)]
 
         def run_import():
             shutil.rmtree(out, ignore_errors=True)
-            return timed_child(
-                [
-                    python,
-                    "-m",
-                    "driftdesk",
-                    "import",
-                    str(source),
-                    "--format",
-                    "jsonl",
-                    "--out",
-                    str(out),
-                    "--run-id",
-                    "big",
-                ]
-            )
+            return timed_child([*import_argv, "--run-id", "big"])
 
         runners = {
             "floor (duckdb one metric)": lambda: timed_child([python, "-c", FLOOR, str(source)]),
@@ -104,19 +92,7 @@ def main() -> int:
         results = interleave(runners, args.rounds)
         table(results)
         check = subprocess.run(
-            [
-                python,
-                "-m",
-                "driftdesk",
-                "import",
-                str(source),
-                "--format",
-                "jsonl",
-                "--out",
-                str(out),
-                "--run-id",
-                "check",
-            ],
+            [*import_argv, "--run-id", "check"],
             capture_output=True,
             text=True,
             check=True,
