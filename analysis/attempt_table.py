@@ -220,10 +220,13 @@ def aggregate(
             "WHERE valid AND rowid >= $since",
             {"since": touched_since},
         )
-        rows = (
-            "(SELECT rowid AS ord, * FROM attempts "
-            "WHERE valid AND task_id IN (SELECT task_id FROM touched))"
+        # The rows of the touched tasks, copied once: the queries below read them several
+        # times, and filtering the whole table each time made a live refresh O(rows).
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE touched_rows AS SELECT rowid AS ord, * FROM attempts "
+            "WHERE valid AND task_id IN (SELECT task_id FROM touched)"
         )
+        rows = "touched_rows"
     # Tasks that may hold two rows for one slot; only their slots are looked at one by one.
     dup_row = con.execute(
         f"""
