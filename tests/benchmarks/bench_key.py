@@ -18,31 +18,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import interleave, load, table, timed_child, verdict
+from benchlib import interleave, load, rerun_in_private_keyring, table, timed_child, verdict
 
-ROOT = Path(__file__).resolve().parents[2]
 SERVICE = "driftdesk-bench-key"
-PRIVATE = "DRIFTDESK_BENCH_PRIVATE_KEYRING"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
     args, _ = parser.parse_known_args()
-    if os.environ.get(PRIVATE) != "1":
-        if not shutil.which("dbus-run-session"):
-            print("bench_key: needs dbus-run-session and gnome-keyring (./run tests installs them)")
-            return 1
-        env = dict(os.environ, **{PRIVATE: "1"})
-        argv = [sys.executable, __file__, "--rounds", str(args.rounds)]
-        command = ["dbus-run-session", "--", "bash", str(ROOT / "tests" / "with-keyring.sh")]
-        return subprocess.call([*command, *argv], env=env)
+    code = rerun_in_private_keyring(__file__, ["--rounds", str(args.rounds)])
+    if code is not None:
+        return code
 
     env = dict(os.environ, DRIFTDESK_KEYRING_SERVICE=SERVICE)
     env.pop("PYTHON_KEYRING_BACKEND", None)

@@ -9,11 +9,14 @@ beside every ratio: a figure is only as good as the quiet it was measured in.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -106,3 +109,21 @@ def verdict(label: str, value: float, target: float, unit: str = "×") -> bool:
         f"   [{load()}]"
     )
     return ok
+
+
+PRIVATE_KEYRING = "DRIFTDESK_BENCH_PRIVATE_KEYRING"
+
+
+def rerun_in_private_keyring(script: str, argv: Sequence[str]) -> int | None:
+    """Run ``script`` again inside a private, throwaway D-Bus session and unlocked keyring
+    (``tests/with-keyring.sh``) and return its exit code; None when already inside one. A
+    benchmark never touches the user's own keyring."""
+    if os.environ.get(PRIVATE_KEYRING) == "1":
+        return None
+    if not shutil.which("dbus-run-session"):
+        print("needs dbus-run-session and gnome-keyring (./run tests installs them)")
+        return 1
+    with_keyring = Path(__file__).resolve().parents[1] / "with-keyring.sh"
+    env = dict(os.environ, **{PRIVATE_KEYRING: "1"})
+    command = ["dbus-run-session", "--", "bash", str(with_keyring), sys.executable, script]
+    return subprocess.call([*command, *argv], env=env)
