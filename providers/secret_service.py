@@ -56,11 +56,14 @@ def keyring_config_file() -> Path:
 
 
 def nothing_configured() -> bool:
-    """Linux, and keyring would choose a backend by probing (none is configured)."""
+    """Linux, and keyring would choose a backend by probing: none is configured, and none was
+    chosen in this process already (``keyring.set_keyring`` or an earlier ``get_keyring``)."""
+    core = sys.modules.get("keyring.core")
     return (
         sys.platform.startswith("linux")
         and not os.environ.get("PYTHON_KEYRING_BACKEND")
         and not keyring_config_file().exists()
+        and (core is None or getattr(core, "_keyring_backend", None) is None)
     )
 
 
@@ -120,7 +123,7 @@ def _is_activatable(connection: DBusConnection) -> bool:
 
 def keyring_would_pick_it() -> bool:
     """True when keyring's probe would end at its Secret Service backend: nothing configured
-    and the service running or activatable (the test keyring's backend makes itself)."""
+    and the service running or activatable (what keyring's own priority check asks)."""
     if not nothing_configured():
         return False
     connection = _connect()

@@ -113,3 +113,21 @@ def test_key_command_refused_in_a_run_child(home: Any) -> None:
     result = _key_command("work", dict(os.environ, DRIFTDESK_RUN_CHILD="run-1"))
     assert result.returncode == 1 and key not in result.stdout + result.stderr
     assert "DRIFTDESK_RUN_CHILD" in result.stderr
+
+
+def test_a_backend_set_in_process_is_honoured(home: Any) -> None:
+    import keyring
+    from keyring.backends import fail
+
+    from driftdesk.providers import keys
+    from driftdesk.providers.errors import KeyringUnavailable
+
+    keys.set_key("work", "sk-inproc-" + os.urandom(8).hex())
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        with pytest.raises(KeyringUnavailable, match=r"keyring\.backends\.fail\.Keyring"):
+            keys.get_key("work")
+    finally:
+        keyring.set_keyring(previous)
+    assert keys.get_key("work").startswith("sk-inproc-")
