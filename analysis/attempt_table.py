@@ -22,31 +22,39 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis.metrics import TaskAggregate
-from driftdesk.analysis.sources import OUTCOMES
+from driftdesk.analysis.sources import (
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    MAX_ATTEMPT,
+    MAX_TOKENS,
+    OUTCOMES,
+    without_long_lines,
+)
 
 if TYPE_CHECKING:
     import duckdb
 
     from driftdesk.analysis.prices import ModelPrice
 
-# Explicit types: a field missing from every row of a file is NULL, never a binder error, and
-# a value of the wrong type is NULL in that column only. ``attempt`` is read as text and
-# checked in SQL so 1.5 or true is rejected rather than rounded.
+# Every field is read as text and typed in SQL by the row rules of ``analysis.sources`` (the
+# same ones ``import`` applies): a field missing from every row of a file is NULL, never a binder
+# error; a value of the wrong type or out of range makes the row invalid (named, skipped), never
+# a NULL passed off as "unknown" and never a cast or a sum that aborts the whole query.
 ATTEMPT_COLUMNS: dict[str, str] = {
     "task_id": "VARCHAR",
     "scenario_id": "VARCHAR",
     "attempt": "VARCHAR",
     "outcome": "VARCHAR",
     "error_code": "VARCHAR",
-    "prompt_tokens": "BIGINT",
-    "completion_tokens": "BIGINT",
-    "total_tokens": "BIGINT",
-    "latency_ms": "DOUBLE",
+    "prompt_tokens": "VARCHAR",
+    "completion_tokens": "VARCHAR",
+    "total_tokens": "VARCHAR",
+    "latency_ms": "VARCHAR",
     "model": "VARCHAR",
     # Optional (absent in older rows: retries and mismatches read as 0, model latency as null).
-    "retries": "BIGINT",
-    "model_mismatches": "BIGINT",
-    "model_latency_ms": "DOUBLE",
+    "retries": "VARCHAR",
+    "model_mismatches": "VARCHAR",
+    "model_latency_ms": "VARCHAR",
 }
 
 _OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
@@ -63,20 +71,47 @@ CREATE TEMP TABLE attempts (
 CREATE TEMP TABLE model_prices (model VARCHAR, input_per_mtok DOUBLE, output_per_mtok DOUBLE);
 """
 
+
+def _typed(name: str) -> str:
+    """SQL typing one text column by the row rules; NULL when absent or not valid."""
+    if name == "attempt":
+        digits = len(str(MAX_ATTEMPT))
+        return (
+            f"CASE WHEN regexp_full_match(trim(attempt), '[0-9]{{1,{digits}}}') "
+            f"AND CAST(trim(attempt) AS BIGINT) <= {MAX_ATTEMPT} "
+            "THEN CAST(trim(attempt) AS BIGINT) END"
+        )
+    if name in INT_FIELDS:
+        digits = len(str(MAX_TOKENS))
+        return (
+            f"CASE WHEN regexp_full_match({name}, '[0-9]{{1,{digits}}}') "
+            f"AND CAST({name} AS BIGINT) <= {MAX_TOKENS} THEN CAST({name} AS BIGINT) END"
+        )
+    if name in FLOAT_FIELDS:
+        return (
+            f"CASE WHEN isfinite(TRY_CAST({name} AS DOUBLE)) AND TRY_CAST({name} AS DOUBLE) >= 0 "
+            f"THEN TRY_CAST({name} AS DOUBLE) END"
+        )
+    return name
+
+
+_CHECKED = ("attempt", *INT_FIELDS, *FLOAT_FIELDS)
+# A checked field is fine when absent (NULL) or typed; ``attempt`` must be present.
+_FIELDS_OK = " AND ".join(
+    f"(raw_{name} IS NULL OR {name} IS NOT NULL)" for name in _CHECKED if name != "attempt"
+)
+
 # One row per non-blank line (a bad line is a row of NULLs: ``ignore_errors``), in file order.
 _INSERT = f"""
 INSERT INTO attempts
 SELECT $f, task_id, scenario_id, attempt, outcome, error_code, prompt_tokens, completion_tokens,
-       total_tokens, latency_ms, model, retries, model_mismatches, model_latency_ms,
+       coalesce(total_tokens, prompt_tokens + completion_tokens), latency_ms, model, retries,
+       model_mismatches, model_latency_ms,
        coalesce(task_id IS NOT NULL AND task_id <> '' AND attempt IS NOT NULL
-                AND outcome IN ({_OUTCOME_LIST}), FALSE)
+                AND outcome IN ({_OUTCOME_LIST}) AND {_FIELDS_OK}, FALSE)
 FROM (
-    SELECT task_id, scenario_id,
-           CASE WHEN regexp_full_match(trim(attempt), '[0-9]+')
-                THEN CAST(trim(attempt) AS BIGINT) END AS attempt,
-           outcome, error_code, prompt_tokens, completion_tokens,
-           coalesce(total_tokens, prompt_tokens + completion_tokens) AS total_tokens,
-           latency_ms, model, retries, model_mismatches, model_latency_ms
+    SELECT task_id, scenario_id, outcome, error_code, model,
+           {", ".join(f"{name} AS raw_{name}, {_typed(name)} AS {name}" for name in _CHECKED)}
     FROM read_json($path, format='newline_delimited', records=true,
                    columns={_COLUMNS_ARG}, ignore_errors=true))
 """
@@ -113,7 +148,17 @@ def create_table(con: duckdb.DuckDBPyConnection) -> None:
 
 def load_file(con: duckdb.DuckDBPyConnection, path: Path, f: int) -> int:
     """Append the rows of one JSONL file (file order kept in ``rowid``); returns the count."""
-    row = con.execute(_INSERT, {"f": f, "path": str(path)}).fetchone()
+    import duckdb
+
+    try:
+        row = con.execute(_INSERT, {"f": f, "path": str(path)}).fetchone()
+    except duckdb.InvalidInputException as exc:
+        # A line too long for DuckDB's reader aborts the whole read (the statement is rolled
+        # back): read a copy with each such line as ``{}`` (an invalid row, named later).
+        if "maximum_object_size" not in str(exc):
+            raise
+        with without_long_lines(path) as copy:
+            row = con.execute(_INSERT, {"f": f, "path": str(copy)}).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -175,10 +220,13 @@ def aggregate(
             "WHERE valid AND rowid >= $since",
             {"since": touched_since},
         )
-        rows = (
-            "(SELECT rowid AS ord, * FROM attempts "
-            "WHERE valid AND task_id IN (SELECT task_id FROM touched))"
+        # The rows of the touched tasks, copied once: the queries below read them several
+        # times, and filtering the whole table each time made a live refresh O(rows).
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE touched_rows AS SELECT rowid AS ord, * FROM attempts "
+            "WHERE valid AND task_id IN (SELECT task_id FROM touched)"
         )
+        rows = "touched_rows"
     # Tasks that may hold two rows for one slot; only their slots are looked at one by one.
     dup_row = con.execute(
         f"""

@@ -30,18 +30,21 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from driftdesk.analysis.sources import OUTCOMES
+from driftdesk.analysis.sources import (
+    OUTCOMES,
+    field_problem,
+    row_problem,
+)
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
-from driftdesk.text import article
 
-Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect"]
-FORMATS = ("jsonl", "tau-bench", "tau2", "appworld", "inspect")
+Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld"]
+FORMATS = ("jsonl", "tau-bench", "tau2", "appworld")
 REWARD_TOLERANCE = 1e-6
 TASK_FIELDS = ("task_id", "task")
 SUCCESS_FIELDS = ("success", "pass", "passed")
@@ -79,17 +82,17 @@ class _Attempt:
     total_tokens: int | None = None
     latency_ms: float | None = None
     model: str | None = None
-    retries: int = 0
     started_at: str | None = None
     ended_at: str | None = None
+    retries: int = 0
 
 
 def _refuse_a_second_import(
-    path: Path, raw: bytes, options: list[Any], out: Path, run_id: str | None
+    path: Path, content_sha256: str, options: list[Any], out: Path, run_id: str | None
 ) -> str:
     """The import's key; raises when the same content, read the same way, was imported into
     ``out`` before (a second import would only make a "-2" copy) and no --run-id was given."""
-    import_key = hashlib.sha256(raw + json.dumps(options).encode()).hexdigest()
+    import_key = hashlib.sha256((content_sha256 + json.dumps(options)).encode()).hexdigest()
     earlier = _imported_before(out, import_key)
     if earlier is not None and run_id is None:
         raise ResultsImportError(
@@ -128,17 +131,19 @@ def import_results(
         return _import_inspect(path, out, run_id)  # inspect_ai logs: analysis/inspect_logs.py
     if not path.is_file():
         raise ResultsImportError(f"{path}: no such file")
+    options = [fmt, task_field, success_field, score_threshold]
+    if fmt == "jsonl" or (fmt == "auto" and path.suffix.lower() in (".jsonl", ".ndjson")):
+        return _import_jsonl(path, task_field, success_field, score_threshold, out, run_id, options)
     raw = path.read_bytes()
-    import_key = _refuse_a_second_import(
-        path, raw, [fmt, task_field, success_field, score_threshold], out, run_id
-    )
     fmt_found, document = _detect(path, raw, fmt)
+    if fmt_found == "jsonl":
+        return _import_jsonl(path, task_field, success_field, score_threshold, out, run_id, options)
+    content_sha = hashlib.sha256(raw).hexdigest()
+    import_key = _refuse_a_second_import(path, content_sha, options, out, run_id)
     problems: list[str] = []
     published: dict[str, Any] = {}
     model: str | None = None
-    if fmt_found == "jsonl":
-        attempts = list(_from_jsonl(path, problems, task_field, success_field, score_threshold))
-    elif fmt_found == "tau-bench":
+    if fmt_found == "tau-bench":
         attempts = list(_from_tau_bench(document, problems))
     elif fmt_found == "tau2":
         model = _dig(document, "info", "agent_info", "llm")
@@ -152,14 +157,135 @@ def import_results(
         detail = f" ({len(problems)} bad records)" if problems else ""
         raise ResultsImportError(f"{path}: no usable records{detail}")
     _number_attempts(attempts)
+    # The last guard: whatever the format, no row a report would refuse is written.
+    kept = []
+    for a in attempts:
+        problem = row_problem(_row("", a))
+        if problem:
+            problems.append(f"task {a.task_id!r} attempt {a.attempt}: {problem}")
+        else:
+            kept.append(a)
+    attempts = kept
+    if not attempts:
+        raise ResultsImportError(f"{path}: no usable records ({len(problems)} bad records)")
     models = {a.model for a in attempts if a.model}
     if model is None and len(models) == 1:
         model = models.pop()
-    run_dir = _write_run(
-        path, raw, fmt_found, attempts, out, run_id, model, published, len(problems), import_key
+
+    written, run_dir = _write_run(
+        path,
+        lambda: content_sha,
+        fmt_found,
+        _attempts_writer(attempts),
+        out,
+        run_id,
+        model,
+        published,
+        lambda _: len(problems),
+        import_key,
     )
-    tasks = {a.task_id for a in attempts}
-    return ImportResult(run_dir, fmt_found, len(attempts), len(tasks), problems, published)
+    return ImportResult(
+        run_dir, fmt_found, written.records, len(written.tasks), problems, published
+    )
+
+
+def _import_jsonl(
+    path: Path,
+    task_field: str | None,
+    success_field: str | None,
+    threshold: float,
+    out: Path,
+    run_id: str | None,
+    options: list[Any],
+) -> ImportResult:
+    """Generic JSON lines, mapped and written by DuckDB (``analysis.jsonl_import``); the file
+    is hashed on a thread meanwhile (hashlib releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from driftdesk.analysis import jsonl_import
+
+    def line_problem(obj: Any) -> str | None:
+        if not isinstance(obj, dict):
+            return f"expected an object, got {type(obj).__name__}"
+        try:
+            _generic_attempt(obj, task_field, success_field, threshold)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def number(rows: list[tuple[str, int | None]]) -> list[int]:
+        attempts = [_Attempt(task, "pass", attempt) for task, attempt in rows]
+        _number_attempts(attempts)
+        return [a.attempt or 0 for a in attempts]
+
+    result: list[jsonl_import.JsonlWritten] = []
+
+    def write_rows(target: Path, final_id: str) -> _Written:
+        written = jsonl_import.write_attempts(
+            path,
+            target,
+            final_id,
+            task_field=task_field,
+            success_field=success_field,
+            threshold=threshold,
+            redact=redact,
+            line_problem=line_problem,
+            number_attempts=number,
+            scan=scan,
+        )
+        result.append(written)
+        if not written.records:
+            raise ResultsImportError(
+                f"{path}: no usable records"
+                + (f" ({len(written.problems)} bad records)" if written.problems else "")
+            )
+        return _Written(written.records, written.tasks, written.repeat)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        scan = pool.submit(jsonl_import.scan_source, path)
+        # Was this content, read the same way, imported here before? Only the (quick) hash is
+        # awaited before refusing; DuckDB's read starts once it is known.
+        import_key = _refuse_a_second_import(path, scan.result().sha256, options, out, run_id)
+        written, run_dir = _write_run(
+            path,
+            lambda: scan.result().sha256,
+            "jsonl",
+            write_rows,
+            out,
+            run_id,
+            None,
+            {},
+            lambda _: len(result[0].problems),
+            import_key,
+        )
+    problems = [
+        f"line {p.line}: {'torn last line: ' if p.torn else ''}{p.reason}"
+        for p in result[0].problems
+    ]
+    return ImportResult(run_dir, "jsonl", written.records, len(written.tasks), problems, {})
+
+
+def _attempts_writer(attempts: list[_Attempt]) -> Callable[[Path, str], _Written]:
+    """Writes ``attempts`` as the run's rows (one fsync for the file, not one per row)."""
+
+    def write_rows(target: Path, final_id: str) -> _Written:
+        from driftdesk.fileio import JsonlAppender
+
+        with JsonlAppender(target, fsync=False) as appender:
+            for a in attempts:
+                appender.append(_row(final_id, a))
+            appender.sync()
+        tasks = list(dict.fromkeys(a.task_id for a in attempts))
+        return _Written(len(attempts), tasks, max((a.attempt or 0) for a in attempts) + 1)
+
+    return write_rows
+
+
+@dataclass
+class _Written:
+    records: int
+    tasks: list[str]  # in order of first appearance
+    repeat: int
 
 
 # --- format detection -------------------------------------------------------------------
@@ -218,32 +344,10 @@ def _check_shape(path: Path, fmt: str, document: Any) -> None:
             "tau2": "an object with 'simulations'",
             "appworld": "an object with 'individual'",
         }[fmt]
-        raise ResultsImportError(f"{path}: not {article(fmt)} file: expected {expected}")
+        raise ResultsImportError(f"{path}: not a {fmt} file: expected {expected}")
 
 
 # --- readers ----------------------------------------------------------------------------
-
-
-def _from_jsonl(
-    path: Path,
-    problems: list[str],
-    task_field: str | None,
-    success_field: str | None,
-    threshold: float,
-) -> Iterator[_Attempt]:
-    from driftdesk.fileio import JsonlProblem, iter_jsonl
-
-    line_problems: list[JsonlProblem] = []
-    reported = 0
-    for number, row in iter_jsonl(path, line_problems):
-        while reported < len(line_problems):  # keep problems in line order
-            problems.append(str(line_problems[reported]))
-            reported += 1
-        try:
-            yield _generic_attempt(row, task_field, success_field, threshold)
-        except ValueError as exc:
-            problems.append(f"line {number}: {exc}")
-    problems.extend(str(p) for p in line_problems[reported:])
 
 
 def _generic_attempt(
@@ -272,18 +376,33 @@ def _generic_attempt(
             raise ValueError("no verdict (outcome, success/pass, score/reward or error_code)")
     usage: dict[str, Any] = row["usage"] if isinstance(row.get("usage"), dict) else {}
     attempt = _first(row, ATTEMPT_FIELDS)
+    counts = {
+        name: row[name] if row.get(name) is not None else usage.get(name)
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+    latency = row.get("latency_ms")
+    # The row rules a report reads by: a row that breaks them is refused here, never written.
+    for name, value in (*counts.items(), ("latency_ms", latency)):
+        problem = field_problem(name, value)
+        if problem:
+            raise ValueError(problem)
+    if attempt is not None:
+        problem = field_problem("attempt", attempt)
+        if problem:
+            raise ValueError(problem)
+        attempt = int(str(attempt).strip())
     return _Attempt(
         task_id=str(task_id),
         outcome=outcome,
-        attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+        attempt=attempt,
         scenario_id=_str_or_none(row.get("scenario_id")),
         score=score,
         error_code=_str_or_none(error_code),
         error_message=_str_or_none(row.get("error_message")),
-        prompt_tokens=_int(row.get("prompt_tokens", usage.get("prompt_tokens"))),
-        completion_tokens=_int(row.get("completion_tokens", usage.get("completion_tokens"))),
-        total_tokens=_int(row.get("total_tokens", usage.get("total_tokens"))),
-        latency_ms=_number(row.get("latency_ms")),
+        prompt_tokens=_count(counts["prompt_tokens"]),
+        completion_tokens=_count(counts["completion_tokens"]),
+        total_tokens=_count(counts["total_tokens"]),
+        latency_ms=None if latency is None else float(latency),
         model=_str_or_none(row.get("model")),
         started_at=_str_or_none(row.get("started_at")),
         ended_at=_str_or_none(row.get("ended_at")),
@@ -462,6 +581,11 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _count(value: Any) -> int | None:
+    """A count that passed ``field_problem``: an int, or a string of digits."""
+    return None if value is None else int(value)
+
+
 def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -477,23 +601,24 @@ def _sanitise(text: str) -> str:
 
 def _write_run(
     source: Path,
-    raw: bytes,
+    sha256: Callable[[], str],
     fmt: str,
-    attempts: list[_Attempt],
+    write_rows: Callable[[Path, str], _Written],
     out: Path,
     run_id: str | None,
     model: str | None,
     published: dict[str, Any],
-    skipped: int,
+    skipped: Callable[[_Written], int],
     import_key: str,
-) -> Path:
+) -> tuple[_Written, Path]:
+    """Build the run dir in a hidden staging folder (``write_rows`` writes its attempts file,
+    given the run id) and rename it into place: an interrupted import leaves nothing."""
     # Imported here: the report path imports this module for its error type only.
-    import hashlib
     import shutil
     from datetime import UTC, datetime
 
     from driftdesk import __version__
-    from driftdesk.fileio import JsonlAppender, atomic_write_json
+    from driftdesk.fileio import atomic_write_json
 
     now = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = _sanitise(run_id or f"import-{fmt}-{source.stem}-{now}")
@@ -508,16 +633,7 @@ def _write_run(
         shutil.rmtree(staging)
     staging.mkdir()
     try:
-        tasks: list[str] = []
-        seen: set[str] = set()
-        with JsonlAppender(staging / ATTEMPTS_FILE, fsync=False) as appender:
-            for a in attempts:
-                if a.task_id not in seen:
-                    seen.add(a.task_id)
-                    tasks.append(a.task_id)
-                appender.append(_row(final.name, a))
-            appender.sync()  # once for the file, not once per row
-        repeat = max((a.attempt or 0) for a in attempts) + 1
+        written = write_rows(staging / ATTEMPTS_FILE, final.name)
         manifest = {
             "run_id": final.name,
             "profile": None,
@@ -527,15 +643,15 @@ def _write_run(
             "suite": {
                 "path": str(source.resolve()),
                 "name": f"import:{fmt}",
-                "sha256": hashlib.sha256(raw).hexdigest(),
+                "sha256": sha256(),
             },
-            "repeat": repeat,
+            "repeat": written.repeat,
             "concurrency": None,
             "timeout_seconds": None,
             "agent": f"import:{fmt}",
             "command": None,
             "seed": None,
-            "tasks": tasks,
+            "tasks": written.tasks,
             "driftdesk_version": __version__,
             "started_at": datetime.now(UTC).isoformat(),
             "ended_at": datetime.now(UTC).isoformat(),
@@ -544,8 +660,8 @@ def _write_run(
                 "path": str(source.resolve()),
                 "import_key": import_key,
                 "format": fmt,
-                "records": len(attempts),
-                "skipped": skipped,
+                "records": written.records,
+                "skipped": skipped(written),
                 "published": published,
             },
         }
@@ -554,7 +670,7 @@ def _write_run(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return final
+    return written, final
 
 
 def _row(run_id: str, a: _Attempt) -> dict[str, Any]:
@@ -613,7 +729,20 @@ def _import_inspect(path: Path, out: Path, run_id: str | None) -> ImportResult:
         raw = path.read_bytes()
     else:  # a folder: its logs' hashes, in order, stand for it
         raw = b"".join(hashlib.sha256(f.read_bytes()).digest() for f in logs.files)
-    import_key = _refuse_a_second_import(path, raw, ["inspect"], out, run_id)
-    run_dir = _write_run(path, raw, "inspect", attempts, out, run_id, logs.model, {}, 0, import_key)
+    content_sha = hashlib.sha256(raw).hexdigest()
+    import_key = _refuse_a_second_import(path, content_sha, ["inspect"], out, run_id)
+
+    _, run_dir = _write_run(
+        path,
+        lambda: content_sha,
+        "inspect",
+        _attempts_writer(attempts),
+        out,
+        run_id,
+        logs.model,
+        {},
+        lambda _: 0,
+        import_key,
+    )
     tasks = {a.task_id for a in attempts}
     return ImportResult(run_dir, "inspect", len(attempts), len(tasks), logs.problems)

@@ -8,17 +8,29 @@ abort); the few lines it could not use are then named here by line number, with 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
+import math
 import os
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 
 OUTCOMES = ("pass", "fail", "link_error", "harness_error")
+# The limits a row must keep (checked at import and at read, by the same rules): beyond them a
+# line is named and skipped, never a crash or an overflow in a sum.
+MAX_ROW_BYTES = 16 * 2**20  # DuckDB's default maximum_object_size
+MAX_ATTEMPT = 999_999
+MAX_TOKENS = 10**12 - 1  # per field and row: no sum over rows can overflow a 64-bit integer
+# Whole numbers 0..MAX_TOKENS (a JSON integer or a string of digits), or null/absent.
+INT_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens", "retries", "model_mismatches")
+# Finite numbers ≥ 0 (or a string of one), or null/absent.
+FLOAT_FIELDS = ("latency_ms", "model_latency_ms")
 JSON_WHITESPACE = b" \t\r\n"
 
 
@@ -128,44 +140,139 @@ class LineProblem:
 
 
 def row_problem(obj: Any) -> str | None:
-    """Why a parsed line is not a usable attempt row (mirrors the checks done in SQL)."""
+    """Why a parsed line is not a usable attempt row: the row rules, the same as the SQL in
+    ``analysis.attempt_table`` applies at read and ``analysis.imports`` before it writes."""
     if not isinstance(obj, dict):
         return f"expected an object, got {type(obj).__name__}"
     task_id = obj.get("task_id")
     if task_id is None or task_id == "":
         return "missing task_id"
-    attempt = obj.get("attempt")
-    if isinstance(attempt, bool) or not (
-        (isinstance(attempt, int) and attempt >= 0)
-        or (isinstance(attempt, str) and attempt.strip().isdigit())
-    ):
-        return f"attempt is not an integer: {attempt!r}"
+    problem = field_problem("attempt", obj.get("attempt"))
+    if problem:
+        return problem
     outcome = obj.get("outcome")
     if outcome not in OUTCOMES:
-        return f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}"
+        return f"outcome {_shown(outcome)} is not one of {', '.join(OUTCOMES)}"
+    for name in (*INT_FIELDS, *FLOAT_FIELDS):
+        problem = field_problem(name, obj.get(name))
+        if problem:
+            return problem
     return None
 
 
-def name_bad_records(path: Path, ordinals: set[int]) -> list[LineProblem]:
+def field_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the row field ``name`` (``attempt``, a count or a duration)."""
+    if name == "attempt":
+        if _whole_number(value, MAX_ATTEMPT, strip=True):
+            return None
+        if _whole_number(value, None, strip=True):
+            return f"attempt {value} is over {MAX_ATTEMPT:,}"
+        return f"attempt is not an integer: {_shown(value)}"
+    if value is None:
+        return None
+    if name in INT_FIELDS and not _whole_number(value, MAX_TOKENS):
+        if _whole_number(value, None):
+            return f"{name} {value} is over {MAX_TOKENS:,}"
+        return f"{name} is not a whole number ≥ 0: {_shown(value)}"
+    if name in FLOAT_FIELDS and not _finite_non_negative(value):
+        return f"{name} is not a finite number ≥ 0: {_shown(value)}"
+    return None
+
+
+def _whole_number(value: Any, limit: int | None, *, strip: bool = False) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        text = value.strip() if strip else value
+        if not (text.isascii() and text.isdigit()):
+            return False
+        value = int(text)
+    return isinstance(value, int) and value >= 0 and (limit is None or value <= limit)
+
+
+def _finite_non_negative(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return False
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return False
+    return math.isfinite(number) and number >= 0
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def iter_bounded_lines(fh: BinaryIO) -> Iterator[tuple[bytes, int, bool]]:
+    """(line, its length, whether it ends with a newline) for each line of ``fh``; a line over
+    ``MAX_ROW_BYTES`` is given as ``b""`` with its true length, never held in memory whole."""
+    while True:
+        raw = fh.readline(MAX_ROW_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) <= MAX_ROW_BYTES or raw.endswith(b"\n"):
+            yield raw, len(raw), raw.endswith(b"\n")
+            continue
+        length, newline = len(raw), False
+        while True:
+            rest = fh.readline(1 << 20)
+            length += len(rest)
+            if not rest or rest.endswith(b"\n"):
+                newline = rest.endswith(b"\n")
+                break
+        yield b"", length, newline
+
+
+def long_line_problem(length: int) -> str:
+    return f"the line is {length:,} bytes; a row may be at most {MAX_ROW_BYTES:,} bytes"
+
+
+@contextlib.contextmanager
+def without_long_lines(path: Path) -> Iterator[Path]:
+    """A temporary copy of ``path`` with every line over ``MAX_ROW_BYTES`` replaced by ``{}``
+    (line numbers and record numbers unchanged), for a reader that cannot skip such a line."""
+    fd, name = tempfile.mkstemp(prefix="driftdesk-rows-", suffix=".jsonl")
+    try:
+        with open(path, "rb") as src, os.fdopen(fd, "wb") as out:
+            for raw, length, newline in iter_bounded_lines(src):
+                if length > MAX_ROW_BYTES:
+                    out.write(b"{}\n" if newline else b"{}")
+                else:
+                    out.write(raw)
+        yield Path(name)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+def name_bad_records(
+    path: Path, ordinals: set[int], problem: Callable[[Any], str | None] = row_problem
+) -> list[LineProblem]:
     """Line numbers and reasons for the ``ordinals``-th non-blank lines of ``path``.
 
     DuckDB numbers the records it reads (blank lines skipped), so the k-th non-blank line is
     record k. Streams the file; only called for files that had bad records.
     """
     problems: list[LineProblem] = []
-    torn_possible = not ends_with_newline(path)
     ordinal = 0
     with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if is_blank(raw):
+        for number, (raw, length, newline) in enumerate(iter_bounded_lines(fh), start=1):
+            if length <= MAX_ROW_BYTES and is_blank(raw):
                 continue
             ordinal += 1
             if ordinal not in ordinals:
                 continue
-            torn = torn_possible and not raw.endswith(b"\n")
-            try:
-                reason = row_problem(json.loads(raw)) or "rejected by the reader (field types)"
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                reason = str(exc)
+            torn = not newline  # only the last line of a file can lack its newline
+            if length > MAX_ROW_BYTES:
+                reason = long_line_problem(length)
+            else:
+                try:
+                    reason = problem(json.loads(raw)) or "rejected by the reader"
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    reason = str(exc)
             problems.append(LineProblem(number, reason, torn=torn))
+            if len(problems) == len(ordinals):
+                break
     return problems

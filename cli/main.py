@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from driftdesk import __version__
 
@@ -107,9 +107,17 @@ def _quiet_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list, debug = _debug_flag(list(sys.argv[1:] if argv is None else argv))
     debug = debug or os.environ.get("DRIFTDESK_DEBUG") == "1"
-    parser = build_parser()
-    args = parser.parse_args(args_list)
-    func = getattr(args, "func", None)
+    func: Callable[[argparse.Namespace], int] | None
+    if len(args_list) == 2 and args_list[0] == "key" and not args_list[1].startswith("-"):
+        # The key helper's hot path (Claude Code / Codex run it on every key refresh): building
+        # the whole parser costs more than reading the key.
+        from driftdesk.cli.profiles import cmd_key
+
+        func = cmd_key
+        args = argparse.Namespace(command="key", name=args_list[1])
+    else:
+        args = build_parser().parse_args(args_list)
+        func = getattr(args, "func", None)
     try:
         if func is None:
             from driftdesk.cli.workbench import open_workbench

@@ -135,9 +135,11 @@ def forget_copy(copy: Path) -> None:
 def _delete_entries(entries: list[str]) -> None:
     if not entries:
         return
+    import keyring.errors
+
     kr = keys.backend()
     for entry in entries:
-        with contextlib.suppress(keys.keyring.errors.PasswordDeleteError):
+        with contextlib.suppress(keyring.errors.PasswordDeleteError):
             keys._call("delete a backup value", kr.delete_password, service(), entry)
 
 

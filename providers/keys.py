@@ -7,15 +7,16 @@ raise ``KeyringUnavailable`` naming the backend problem, and the caller tells th
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import keyring
-import keyring.errors
-from keyring.backend import KeyringBackend
-
+from driftdesk.providers import secret_service
 from driftdesk.providers.errors import KeyMissing, KeyringUnavailable, KeyWithheld
+
+if TYPE_CHECKING:
+    from keyring.backend import KeyringBackend
 
 DEFAULT_SERVICE = "driftdesk"
 # Set by the rerun engine in every harness process it starts: such a process (and any Codex or
@@ -31,14 +32,7 @@ def service_name() -> str:
 
 def backend() -> KeyringBackend:
     """The active keyring backend, refusing ones that would store keys in plaintext or nowhere."""
-    try:
-        kr = keyring.get_keyring()
-    except Exception as exc:  # a PYTHON_KEYRING_BACKEND naming no importable backend
-        raise KeyringUnavailable(
-            f"the keyring backend cannot be loaded ({type(exc).__name__}: {exc}); check "
-            f"PYTHON_KEYRING_BACKEND={os.environ.get('PYTHON_KEYRING_BACKEND', '')!r} "
-            "(e.g. keyring.backends.SecretService.Keyring) or unset it"
-        ) from None
+    kr = _pick_backend()
     name = f"{type(kr).__module__}.{type(kr).__name__}"
     if "fail" in name.lower() or "null" in name.lower():
         raise KeyringUnavailable(
@@ -54,20 +48,40 @@ def backend() -> KeyringBackend:
     return kr
 
 
+def _pick_backend() -> KeyringBackend:
+    """keyring's own choice, without its probe of every installed backend when the Secret
+    Service is the one it would pick (see ``providers.secret_service``)."""
+    if secret_service.keyring_would_pick_it():
+        from keyring.backends import SecretService
+
+        return SecretService.Keyring()
+    import keyring
+
+    try:
+        return keyring.get_keyring()  # a configured backend, or keyring's probe
+    except Exception as exc:  # a PYTHON_KEYRING_BACKEND naming no importable backend
+        raise KeyringUnavailable(
+            f"the keyring backend cannot be loaded ({type(exc).__name__}: {exc}); check "
+            f"PYTHON_KEYRING_BACKEND={os.environ.get('PYTHON_KEYRING_BACKEND', '')!r} "
+            "(e.g. keyring.backends.SecretService.Keyring) or unset it"
+        ) from None
+
+
 def _call(action: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return _within_deadline(action, fn, *args)
-    except keyring.errors.KeyringLocked as exc:
-        raise KeyringUnavailable(
-            f"the OS keyring is locked ({action}): unlock it and retry"
-        ) from exc
-    except keyring.errors.PasswordDeleteError:
+    except KeyringUnavailable:
         raise
-    except keyring.errors.KeyringError as exc:
-        raise KeyringUnavailable(
-            f"the OS keyring failed to {action}: {type(exc).__name__}: {exc}"
-        ) from exc
     except Exception as exc:  # D-Bus errors surface as assorted exception types
+        # keyring's error types are looked up only if keyring is loaded: the fast read path
+        # of `driftdesk key` never imports it.
+        errors = sys.modules.get("keyring.errors")
+        if errors is not None and isinstance(exc, errors.PasswordDeleteError):
+            raise
+        if errors is not None and isinstance(exc, errors.KeyringLocked):
+            raise KeyringUnavailable(
+                f"the OS keyring is locked ({action}): unlock it and retry"
+            ) from exc
         raise KeyringUnavailable(
             f"the OS keyring failed to {action}: {type(exc).__name__}: {exc}"
         ) from exc
@@ -119,14 +133,22 @@ def refuse_in_run_child() -> None:
 def get_key(profile: str) -> str:
     """The key for ``profile``; ``KeyMissing`` if none is stored; ``KeyWithheld`` in a run child."""
     refuse_in_run_child()
-    kr = backend()
-    value = _call("read a key", kr.get_password, service_name(), profile)
+    value = _read_password(service_name(), profile)
     if not value:
         raise KeyMissing(
             f"no key for profile {profile!r} in the OS keyring "
             f"(service {service_name()!r}); set one with: driftdesk profile edit {profile} --key-stdin"
         )
     return str(value)
+
+
+def _read_password(service: str, profile: str) -> str | None:
+    # Straight from the Secret Service when keyring would pick it anyway (no keyring import).
+    value = _call("read a key", secret_service.read_password, service, profile)
+    if value is not secret_service.FALL_BACK:
+        return value
+    kr = backend()
+    return _call("read a key", kr.get_password, service, profile)
 
 
 def has_key(profile: str) -> bool:
@@ -147,6 +169,8 @@ def set_key(profile: str, key: str) -> None:
 
 def delete_key(profile: str) -> bool:
     """Remove the profile's key; ``False`` if there was none."""
+    import keyring.errors
+
     kr = backend()
     try:
         _call("delete a key", kr.delete_password, service_name(), profile)

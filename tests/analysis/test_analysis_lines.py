@@ -66,13 +66,17 @@ def test_missing_optional_fields_do_not_break_the_reader(tmp_path: Path) -> None
     # rows from an older writer: only the required fields
     rows = [
         '{"task_id": "x", "attempt": 0, "outcome": "pass"}',
-        '{"task_id": "x", "attempt": "1", "outcome": "fail", "latency_ms": "slow"}',
+        '{"task_id": "x", "attempt": "1", "outcome": "fail"}',
+        # a field of the wrong type is a bad row, named (tests/analysis/test_analysis_row_validation.py)
+        '{"task_id": "x", "attempt": "2", "outcome": "fail", "latency_ms": "slow"}',
     ]
     (report,) = build_report([write_run(tmp_path, "old", list(rows))])
     (task,) = report.tasks
     assert (task.n, task.passes, task.latency_mean_ms) == (2, 1, None)
     assert report.tokens == {"prompt": 0, "completion": 0, "total": 0}
-    assert report.skipped_line_count == 0
+    assert [(s.line, s.reason) for s in report.skipped_lines] == [
+        (3, "latency_ms is not a finite number ≥ 0: 'slow'")
+    ]
 
 
 def test_live_refresh_matches_the_cold_report(tmp_path: Path) -> None:

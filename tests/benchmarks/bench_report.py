@@ -1,34 +1,37 @@
-"""Benchmark: the volatility report on a synthetic 1M-row attempts file.
+"""Benchmark: the volatility report on a synthetic 1M-row run, against DuckDB's floor.
 
-Measured side by side in one run, each in a fresh process (process start included), median of
-``--repeat`` runs, alternating so that machine load hits every contender alike:
+Measured side by side in interleaved rounds, each a fresh process (start-up included):
 
-- ``report``: ``python -m driftdesk report RUN --format json`` (stdout to /dev/null);
-- ``python loop``: the seed-style pure-Python report: ``json.loads`` every line, group by task,
-  max − min of the outcomes;
-- ``duckdb count``: DuckDB's bare ``count(*)`` over ``read_json`` of the same file;
+- ``floor``: DuckDB's minimal query for the one metric (per-task max − min of success,
+  averaged) over the same attempts file;
+- ``report``: ``python -m driftdesk report RUN --format json``, the whole report (stdout to
+  /dev/null);
+- ``python loop``: the seed-style pure-Python report (``json.loads`` every line, group by task,
+  max − min) for scale;
 
-and the report's peak memory (``ru_maxrss`` of the child). Then, in this process, a
-``LiveVolatility``: its first refresh (the whole file) and a refresh after 1k lines are
-appended (including rows that supersede earlier slots), against a cold in-process report.
+with each one's CPU time and peak memory. Then, in this process, a ``LiveVolatility``: its first
+refresh (the whole file) and a refresh after 1,000 lines are appended (some superseding earlier
+slots), against a cold in-process report.
 
-Targets: report ≥ 4× faster than the Python loop; ≤ 1.5× DuckDB's count; ≤ 1 GiB peak.
+Targets (issue 13): report ≤ 1.5× the floor with peak ≤ 512 MiB; live refresh after 1k lines
+≤ 0.1× the cold report. Every ratio is printed with the load average beside it.
 
-    .venv/bin/python tests/benchmarks/bench_report.py [--rows 1000000] [--repeat 5]
+    .venv/bin/python tests/benchmarks/bench_report.py [--rows 1000000] [--attempts 50] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import interleave, load, table, timed_child, verdict
 
 PYTHON_LOOP = r"""
 import json, sys
@@ -42,9 +45,13 @@ spread = {t: max(v) - min(v) for t, v in outcomes.items()}
 print(len(spread), sum(spread.values()))
 """
 
-DUCKDB_COUNT = r"""
+FLOOR = r"""
 import duckdb, sys
-print(duckdb.sql(f"SELECT count(*) FROM read_json('{sys.argv[1]}')").fetchall())
+print(duckdb.sql(
+    "SELECT avg(s) FROM (SELECT task_id, max(CASE WHEN outcome = 'pass' THEN 1 ELSE 0 END) "
+    "- min(CASE WHEN outcome = 'pass' THEN 1 ELSE 0 END) AS s "
+    f"FROM read_json('{sys.argv[1]}') WHERE outcome IN ('pass', 'fail') GROUP BY task_id)"
+).fetchall())
 """
 
 
@@ -118,31 +125,14 @@ def _count_lines(path: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 24), b""))
 
 
-def timed_child(argv: list[str]) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (bytes) of one child process,
-    stdout discarded. CPU time says how much work a contender does when other processes
-    share the cores (wall time then depends on the load)."""
-    start = time.perf_counter()
-    with open(os.devnull, "wb") as devnull:
-        proc = subprocess.Popen(argv, stdout=devnull, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv[:4]} failed: {stderr}")
-    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024  # Linux: KiB
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument(
-        "--attempts", type=int, default=100, help="attempts per task (default: 10k tasks × 100)"
+        "--attempts", type=int, default=50, help="attempts per task (default: 20k tasks × 50)"
     )
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=3)
+    args, _ = parser.parse_known_args()
 
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
@@ -153,53 +143,30 @@ def main() -> None:
         print(
             f"synthetic run: {_count_lines(attempts):,} rows ({args.rows // args.attempts:,} tasks "
             f"× {args.attempts} + retried slots), {size_mb:.0f} MB "
-            f"(written in {time.perf_counter() - started:.1f} s)"
+            f"(written in {time.perf_counter() - started:.1f} s; {load()})"
         )
-        contenders = {
-            "report": [python, "-m", "driftdesk", "report", str(run), "--format", "json"],
+        argv = {
+            "floor (duckdb one metric)": [python, "-c", FLOOR, str(attempts)],
+            "report --format json": [
+                python,
+                "-m",
+                "driftdesk",
+                "report",
+                str(run),
+                "--format",
+                "json",
+            ],
             "python loop": [python, "-c", PYTHON_LOOP, str(attempts)],
-            "duckdb count": [python, "-c", DUCKDB_COUNT, str(attempts)],
         }
-        times: dict[str, list[float]] = {name: [] for name in contenders}
-        cpus: dict[str, list[float]] = {name: [] for name in contenders}
-        peaks: dict[str, int] = dict.fromkeys(contenders, 0)
-        for _ in range(args.repeat):
-            for name, argv in contenders.items():
-                elapsed, cpu, peak = timed_child(argv)
-                times[name].append(elapsed)
-                cpus[name].append(cpu)
-                peaks[name] = max(peaks[name], peak)
-        best = {name: statistics.median(values) for name, values in times.items()}
-        cpu = {name: statistics.median(values) for name, values in cpus.items()}
-        print(f"\n{'':14}{'median s':>9}{'runs (s)':>34}{'median CPU s':>14}{'peak RSS':>12}")
-        for name in contenders:
-            runs = " ".join(f"{t:.2f}" for t in times[name])
-            print(
-                f"{name:14}{best[name]:>9.2f}{runs:>34}{cpu[name]:>14.2f}"
-                f"{peaks[name] / 2**20:>9.0f} MiB"
-            )
-        speedup = best["python loop"] / best["report"]
-        vs_count = best["report"] / best["duckdb count"]
-        print(
-            f"\nreport vs python loop: {speedup:.2f}× faster (target ≥ 4×) "
-            f"{'OK' if speedup >= 4 else 'MISSED'}"
-        )
-        print(
-            f"report vs duckdb count(*): {vs_count:.2f}× (target ≤ 1.5×) "
-            f"{'OK' if vs_count <= 1.5 else 'MISSED'}"
-        )
-        print(
-            f"CPU time: python loop / report {cpu['python loop'] / cpu['report']:.2f}×, "
-            f"report / duckdb count {cpu['report'] / cpu['duckdb count']:.2f}×"
-        )
-        print(
-            f"machine load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
-        )
-        peak_gib = peaks["report"] / 2**30
-        print(
-            f"report peak memory: {peak_gib:.2f} GiB (target ≤ 1 GiB) "
-            f"{'OK' if peak_gib <= 1 else 'MISSED'}"
-        )
+        runners = {name: (lambda a=a: timed_child(a)) for name, a in argv.items()}
+        results = interleave(runners, args.rounds)
+        table(results)
+        floor = results["floor (duckdb one metric)"]
+        report = results["report --format json"]
+        print(f"CPU time ratio report / floor: {report.cpu / floor.cpu:.2f}×")
+        print(f"report vs python loop: {results['python loop'].wall / report.wall:.1f}× faster")
+        verdict("cold report vs floor (median wall)", report.wall / floor.wall, 1.5)
+        verdict("cold report peak RSS", report.peak_rss / 2**20, 512, " MiB")
 
         from driftdesk.analysis.live import LiveVolatility
         from driftdesk.analysis.volatility import build_report
@@ -221,17 +188,17 @@ def main() -> None:
                     row = _row(f"suite/task-{i * 7:06d}", attempt, "pass", None, rng)
                     fh.write(json.dumps(row) + "\n")
             start = time.perf_counter()
-            report = live.refresh()
+            live_report = live.refresh()
             refreshes.append(time.perf_counter() - start)
             assert live.lines_read_last_refresh == 1000, live.lines_read_last_refresh
             live.close()
         cold, first, refresh = (statistics.median(v) for v in (colds, firsts, refreshes))
         print(
             f"\nlive (median of 3): first refresh (whole file) {first:.2f} s; refresh after 1k "
-            f"appended lines {refresh * 1000:.0f} ms vs cold report {cold:.2f} s in-process / "
-            f"{best['report']:.2f} s CLI ({cold / refresh:.0f}× cheaper); "
-            f"tasks judged {report.tasks_judged:,}"
+            f"appended lines {refresh * 1000:.0f} ms vs cold report {cold:.2f} s in-process; "
+            f"tasks judged {live_report.tasks_judged:,}"
         )
+        verdict("live refresh after 1k lines vs cold report", refresh / cold, 0.1)
 
 
 if __name__ == "__main__":
