@@ -42,6 +42,7 @@ from driftdesk.analysis.sources import (
 )
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
+from driftdesk.text import article
 
 Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld"]
 FORMATS = ("jsonl", "tau-bench", "tau2", "appworld")
@@ -344,7 +345,7 @@ def _check_shape(path: Path, fmt: str, document: Any) -> None:
             "tau2": "an object with 'simulations'",
             "appworld": "an object with 'individual'",
         }[fmt]
-        raise ResultsImportError(f"{path}: not a {fmt} file: expected {expected}")
+        raise ResultsImportError(f"{path}: not {article(fmt)} file: expected {expected}")
 
 
 # --- readers ----------------------------------------------------------------------------

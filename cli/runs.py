@@ -354,6 +354,8 @@ def _nothing_to_resume(run_dir: Path, retry_link_errors: bool) -> str | None:
     manifest = _manifest(run_dir)
     if not manifest.get("tasks") or manifest.get("status") == "running":
         return None
+    if manifest.get("agent") == "inspect":
+        return None  # resume_run refuses it, pointing at inspect's own eval-retry
     try:
         rows = rundir.read_attempt_rows(run_dir, [])
         tasks = [str(t) for t in manifest["tasks"]]

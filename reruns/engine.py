@@ -686,7 +686,18 @@ def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> 
     # An agent that failed on the link (or crashed on what it got) is told apart by the proxy,
     # which saw the link itself: a cut body, invalid SSE, a redirect...
     failed = unrecovered_link_failure(calls)
-    if failed is None or (result.outcome, result.error_code) not in (
+    if failed is None:
+        return result
+    proxy_saw = str(failed["error_kind"])
+    # The proxy's own verdict (a redirect it refused, invalid SSE, a body too large...) reaches
+    # the agent as a 502: the row names what the proxy saw, not the 502 it made of it.
+    if (
+        result.outcome == "link_error"
+        and not proxy_saw.isdigit()
+        and result.error_code in ("502", "invalid_response")
+    ):
+        return AgentResult("link_error", error_code=proxy_saw, error_message=result.error_message)
+    if (result.outcome, result.error_code) not in (
         ("link_error", "truncated"),
         ("link_error", "connection"),
         ("harness_error", "harness_crash"),

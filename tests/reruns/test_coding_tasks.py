@@ -17,6 +17,7 @@ from driftdesk.layout import (
     WORKSPACE_DIFF_SUFFIX,
     WORKSPACE_SUFFIX,
     attempt_file,
+    attempt_folder,
 )
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
@@ -106,7 +107,7 @@ async def test_the_check_judges_a_builtin_attempt_and_its_output_is_kept(
     run_dir = outcome.run_dir
     check_text = attempt_file(run_dir, "check-fails", 1, CHECK_OUTPUT_SUFFIX).read_text()
     assert "start.txt is still here" in check_text and "exit code 1" in check_text
-    log = (run_dir / "attempts" / "check-crashes" / "0.log").read_text()
+    log = (attempt_folder(run_dir, "check-crashes") / "0.log").read_text()
     assert "[check] broken check" in log
     # The diff shows what changed after setup only: setup's file is not in it.
     diff = attempt_file(run_dir, "setup-and-check", 0, WORKSPACE_DIFF_SUFFIX).read_text()
@@ -166,7 +167,7 @@ async def test_command_agent_works_in_a_fresh_copy_per_attempt(tmp_path: Path, s
     for attempt in range(3):
         ws = attempt_file(outcome.run_dir, "append", attempt, WORKSPACE_SUFFIX)
         assert ws.joinpath("start.txt").read_text() == "start\nmore\n"
-        log = (outcome.run_dir / "attempts" / "append" / f"{attempt}.log").read_text()
+        log = (attempt_folder(outcome.run_dir, "append") / f"{attempt}.log").read_text()
         assert str(ws) in log  # the harness ran there (pwd)
         diff = attempt_file(outcome.run_dir, "append", attempt, WORKSPACE_DIFF_SUFFIX).read_text()
         assert "diff --git a/start.txt b/start.txt" in diff and "+more" in diff

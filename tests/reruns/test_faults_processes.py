@@ -114,6 +114,7 @@ def _start_run(tmp_path: Path, pid_dir: Path, base_url: str) -> subprocess.Popen
             "command",
             "--command",
             f"{sys.executable} {script} {{result_path}} {pid_dir}",
+            "--no-probe",  # the endpoint is a closed port: the harness never calls it
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -133,7 +134,7 @@ def _started(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, dict[str, int
 
 def _resume(run_dir: Path) -> subprocess.CompletedProcess[str]:
     resumed = subprocess.run(
-        [sys.executable, "-m", "driftdesk", "resume", str(run_dir)],
+        [sys.executable, "-m", "driftdesk", "resume", str(run_dir), "--no-probe"],
         capture_output=True,
         text=True,
         timeout=120,

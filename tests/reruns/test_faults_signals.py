@@ -38,7 +38,7 @@ def _profile() -> None:
 def _run(tmp_path: Path, suite: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "driftdesk", "run", "--profile", "sig", "--suite", str(suite),
-         "--out", str(tmp_path / "runs"), *extra],
+         "--out", str(tmp_path / "runs"), "--no-probe", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
+from driftdesk import layout
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
@@ -68,7 +69,9 @@ async def test_a_verdict_on_a_cut_stream_is_a_link_error(
     rows = {r["task_id"]: r for r in read_rows(outcome.run_dir / "attempts.jsonl")}
     cut = rows["truncated"]
     # The harness wrote {"success": true}: the partial stream held "42" already.
-    result = (outcome.run_dir / "attempts" / "truncated" / "0.result.json").read_text()
+    result_file = layout.result_file(outcome.run_dir, cut)
+    assert result_file is not None
+    result = result_file.read_text()
     assert '"success": true' in result
     assert (cut["outcome"], cut["error_code"]) == ("link_error", "truncated")
     assert "broken link" in cut["error_message"]

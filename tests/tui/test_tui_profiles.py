@@ -328,8 +328,8 @@ async def test_switch_offers_only_targets_for_the_protocol_with_scopes_and_files
         table.move_cursor(row=table.get_row_index("oa"))
         await pilot.press("s")
         values = [value for value, _ in app.screen._options]  # type: ignore[attr-defined]
-        assert values == ["codex:user", "codex:project", "env:file"]
-        await pilot.press("down", "enter")  # Codex, project scope: .codex/config.toml here
+        assert values == ["codex:user", "env:file"]  # Codex ignores project-scope providers
+        await pilot.press("enter")  # Codex, user scope
         await settle(app, pilot)
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
@@ -337,7 +337,7 @@ async def test_switch_offers_only_targets_for_the_protocol_with_scopes_and_files
         table.move_cursor(row=table.get_row_index("oa"))
         await settle(app, pilot)
         detail = str(app.screen.query_one("#profile-detail-text").render())
-        assert "codex (project):" in detail and ".codex/config.toml" in detail
+        assert "codex (user):" in detail and ".codex/config.toml" in detail
 
 
 @pytest.mark.keyring

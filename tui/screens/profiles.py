@@ -30,7 +30,8 @@ NARROW_URL_WIDTH = 22
 # and the .env variables (OPENAI_BASE_URL) speak OpenAI's.
 TARGETS_BY_PROTOCOL = {
     "anthropic": (("claude", "user"), ("claude", "project"), ("claude", "local")),
-    "openai": (("codex", "user"), ("codex", "project"), ("env", "file")),
+    # Codex ignores a project's model_provider (see targets.plan_switch): user scope only.
+    "openai": (("codex", "user"), ("env", "file")),
 }
 TARGETS: tuple[tuple[str, str], ...] = (
     ("claude", "Claude Code (~/.claude/settings.json)"),
