@@ -49,7 +49,10 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
         check=True,
     ).stdout.strip()
-    Path(site, "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    deps = [p for p in sys.path if p.endswith("site-packages")] or [
+        sysconfig.get_paths()["purelib"]
+    ]
+    Path(site, "test-deps.pth").write_text("\n".join(deps) + "\n")
     result = subprocess.run(
         [
             *(sys.executable, "-m", "pip", "--python", str(python), "install"),
