@@ -62,9 +62,11 @@ def pass_hat_k_plot(report: RunReport, width: int, height: int, *, color: bool =
         fig = _figure(width, height, color)
         hat = _marker(PASS_HAT_K_MARKER[0], PASS_HAT_K_COLOR if color else None)
         at = _marker(PASS_AT_K_MARKER[0], PASS_AT_K_COLOR if color else None)
-        # pass@k first so the pass^k line is drawn over it where they meet (k = 1).
-        fig.draw(fig.signal(ks, [report.pass_at_k[k] for k in ks], marker=at).lines())
+        # pass^k first, then pass@k over it where they meet (k = 1). pass@k's dots fill whole
+        # cells: an interpolated dotted line put its first cell a row off the value at k = 1
+        # (0.83 drawn for 0.741), so it is drawn as one dot per k, each in its nearest cell.
         fig.draw(fig.signal(ks, [report.pass_hat_k[k] for k in ks], marker=hat).lines())
+        fig.draw(fig.signal(ks, [report.pass_at_k[k] for k in ks], marker=at))
         fig.title(pass_hat_k_title(report.run_id, max(width, 20)))
         fig.ruler("y").lim(0, 1)
         # Integer k only; at most ~10 labelled ticks however many attempts there are.
@@ -79,7 +81,11 @@ def success_histogram(report: RunReport, width: int, height: int, *, color: bool
     if not rates:
         return f"{report.run_id}: no judged tasks yet: nothing to plot\n"
     counts = histogram_counts(rates)
-    labels = [f"{10 * i}" for i in range(HISTOGRAM_BINS)]  # lower edge of each bin, in %
+    # Each bin by its lower edge; the last by its range, so the axis reads to 100 % (that bin is
+    # closed: 90–100 holds the tasks that always passed).
+    labels = [f"{10 * i}" for i in range(HISTOGRAM_BINS - 1)] + [
+        f"{100 - 100 // HISTOGRAM_BINS}–100"
+    ]
     title = f"{report.run_id}: tasks by success rate %"
     if len(title) > width:
         title = "tasks by success rate %"

@@ -478,6 +478,7 @@ def _env_span(text: str) -> jsonsplice.ObjectSpan:
 def edit_codex_config(old: str | None, profile: Profile, path: Path) -> str:
     import tomlkit
     import tomlkit.exceptions
+    from tomlkit.container import OutOfOrderTableProxy
     from tomlkit.items import Table
 
     if profile.protocol != "openai":
@@ -496,7 +497,7 @@ def edit_codex_config(old: str | None, profile: Profile, path: Path) -> str:
     if providers is None:
         providers = tomlkit.table(is_super_table=True)
         doc["model_providers"] = providers
-    elif not isinstance(providers, Table):
+    elif not isinstance(providers, Table | OutOfOrderTableProxy):
         raise TargetParseError(
             f"{path}: model_providers is not a table (an inline table?); driftdesk edits only "
             "[model_providers.<id>] tables and left the file untouched"
@@ -533,13 +534,27 @@ def edit_codex_config(old: str | None, profile: Profile, path: Path) -> str:
             auth["command"] = argv[0]
         if list(auth.get("args", [])) != argv[1:]:
             auth["args"] = argv[1:]
-    if not isinstance(existing, Table):
+    # model_providers defined only by dotted keys (`model_providers.azure.name = ...` among
+    # the top-level keys): tomlkit would put a new sub-table where those keys are, and what
+    # follows them (`model = ...`) would land inside it. Such a table gets our sub-table as a
+    # [model_providers.<id>] header of its own at the end, which TOML allows.
+    prelude = re.split(r"(?m)^[ \t]*\[", old or "", maxsplit=1)[0]  # the top-level keys
+    dotted_only = not isinstance(existing, Table) and bool(
+        re.search(r"(?m)^[ \t]*model_providers[ \t]*\.", prelude)
+    )
+    if not isinstance(existing, Table) and not dotted_only:
         providers[provider_id] = table
     if doc.get("model") != profile.model:
         doc["model"] = profile.model
     if doc.get("model_provider") != provider_id:
         doc["model_provider"] = provider_id
-    new = _space_owned_tables(tomlkit.dumps(doc), tomlkit.key(provider_id).as_string())
+    text = tomlkit.dumps(doc)
+    if dotted_only:
+        ours = tomlkit.document()
+        ours["model_providers"] = tomlkit.table(is_super_table=True)
+        ours["model_providers"][provider_id] = table  # type: ignore[index]
+        text = text.rstrip("\n") + "\n\n" + tomlkit.dumps(ours).lstrip("\n")
+    new = _space_owned_tables(text, tomlkit.key(provider_id).as_string())
     if old is not None and "\r\n" in old and not re.search(r"(?<!\r)\n", old):
         # tomlkit writes "\n" for what it adds; keep a CRLF file CRLF.
         new = re.sub(r"(?<!\r)\n", "\r\n", new)

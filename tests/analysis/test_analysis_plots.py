@@ -43,3 +43,29 @@ def test_histogram_colour_option(tmp_path: Path) -> None:
 
 def test_histogram_bins_close_the_last_one() -> None:
     assert histogram_counts([0.0, 0.1, 0.95, 1.0]) == [1, 1, 0, 0, 0, 0, 0, 0, 0, 2]
+
+
+def _dot_height_at_first_k(plot: str) -> tuple[float, float]:
+    """(the y of pass@k's leftmost dot, half a row in y) read off the drawn text."""
+    lines = plot.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("1.00┤"))
+    bottom = next(i for i, line in enumerate(lines) if line.startswith("0.00┤"))
+    column = min(line.index("•") for line in lines[top : bottom + 1] if "•" in line)
+    row = next(i for i in range(top, bottom + 1) if lines[i][column] == "•")
+    per_row = 1.0 / (bottom - top)
+    return 1.0 - (row - top) * per_row, per_row / 2
+
+
+def test_pass_at_k_is_drawn_at_its_value_at_k_1(tmp_path: Path) -> None:
+    # Seen: the pass@k line at k=1 drawn near 0.83 while the value was 0.741.
+    (report,) = build_report([write_handmade_run(tmp_path)])
+    for width, height in ((60, 12), (80, 18), (120, 24)):
+        drawn, tolerance = _dot_height_at_first_k(pass_hat_k_plot(report, width, height))
+        assert abs(drawn - report.pass_at_k[1]) <= tolerance + 1e-9, (width, height, drawn)
+
+
+def test_the_histogram_axis_reads_to_100(tmp_path: Path) -> None:
+    # Seen: the axis stopped at 90 (the last bin's lower edge), as if 100 % were not on it.
+    (report,) = build_report([write_handmade_run(tmp_path)])
+    axis = success_histogram(report, 80, 14).splitlines()[-1]
+    assert axis.rstrip().endswith("90–100"), axis

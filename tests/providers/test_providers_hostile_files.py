@@ -24,15 +24,20 @@ def test_codex_dotted_keys_before_top_level_keys_are_never_mangled(
     home.codex_config.parent.mkdir(parents=True)
     original = 'model_providers.azure.name = "Azure"\nmodel = "o3"\n'
     home.codex_config.write_text(original)
-    result = cli("switch", "x", "--target", "codex")
-    # Seen: exit 0, top-level model gone, model = "gpt-x" inside the auth table.
-    if result.returncode == 0:
+    add_profile("y", base_url="http://127.0.0.1:8/v1", model="gpt-y")
+    # Seen: exit 0, top-level model gone, model = "gpt-x" inside the auth table. Handled now:
+    # our provider gets a [model_providers.<id>] header of its own; switching on and back works.
+    for name, model in (("x", "gpt-x"), ("y", "gpt-y"), ("x", "gpt-x")):
+        result = cli("switch", name, "--target", "codex")
+        assert result.returncode == 0, result.stderr
         config = tomllib.loads(home.codex_config.read_text())
-        assert config["model"] == "gpt-x" and config["model_providers"]["azure"]["name"] == "Azure"
-        assert "model" not in config["model_providers"]["driftdesk-x"]["auth"]
-    else:
-        assert "does not own" in result.stderr and "Traceback" not in result.stderr
-        assert home.codex_config.read_text() == original
+        assert config["model"] == model and config["model_provider"] == f"driftdesk-{name}"
+        assert config["model_providers"]["azure"] == {"name": "Azure"}
+        assert "model" not in config["model_providers"][f"driftdesk-{name}"]["auth"]
+    assert home.codex_config.read_text().startswith('model_providers.azure.name = "Azure"\n')
+    restored = cli("restore", "codex", "--to", "original", "--yes")
+    assert restored.returncode == 0, restored.stderr
+    assert home.codex_config.read_text() == original
 
 
 def test_read_only_settings_are_refused_unless_forced(
