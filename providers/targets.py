@@ -552,7 +552,7 @@ def edit_codex_config(old: str | None, profile: Profile, path: Path) -> str:
     if dotted_only:
         ours = tomlkit.document()
         ours["model_providers"] = tomlkit.table(is_super_table=True)
-        ours["model_providers"][provider_id] = table  # type: ignore[index]
+        ours["model_providers"][provider_id] = table
         text = text.rstrip("\n") + "\n\n" + tomlkit.dumps(ours).lstrip("\n")
     new = _space_owned_tables(text, tomlkit.key(provider_id).as_string())
     if old is not None and "\r\n" in old and not re.search(r"(?<!\r)\n", old):
