@@ -68,8 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--isolate",
         action="store_true",
-        help="run the harness under bubblewrap: no session bus, keyring files, home or other "
-        "processes' /proc; writes only to its attempt folder (see docs/ARCHITECTURE.md)",
+        help="run the harness (or the Claude Code / Codex client) under bubblewrap: no session "
+        "bus, keyring files, home or other processes' /proc; writes only to its attempt folder "
+        "(see docs/ARCHITECTURE.md)",
     )
     p.add_argument("--max-retries", type=int, default=4, help="link-error retries per attempt")
     p.add_argument(

@@ -459,6 +459,8 @@ class _Execution:
                     log_path=log_path,
                     protocol=self.profile.protocol,
                     real_key=self._real_key,
+                    isolate=self.isolate,
+                    readable=(self.suite.path.parent,),
                 )
                 result = link_failure_overrides(result, calls)
             elif self.agent == "command":
@@ -766,9 +768,10 @@ def _check_agent(
             raise RunSetupError(
                 "--isolate sandboxes a harness; the builtin agent runs inside driftdesk"
             )
-        if agent != "command":
+        if agent == "inspect":
             raise RunSetupError(
-                f"--isolate works with --agent command; {agent} does not run under bubblewrap yet"
+                "--isolate sandboxes one harness per attempt; inspect runs once for the whole "
+                "run and is not isolated"
             )
         try:
             check_isolation()

@@ -31,6 +31,7 @@ from driftdesk.reruns.agents import (
     child_environment,
     run_command_once,
 )
+from driftdesk.reruns.isolation import isolate_argv
 from driftdesk.reruns.proxy import AttemptCalls, MeteringProxy
 from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import judge
@@ -321,6 +322,16 @@ def client_outcome(
     )
 
 
+def _installation(executable: str) -> Path:
+    """The folder a client is installed in (its ``node_modules``, which holds the native binary
+    Codex starts), so an isolated client can read all of itself."""
+    resolved = Path(executable).resolve()
+    for parent in resolved.parents:
+        if parent.name == "node_modules":
+            return parent
+    return resolved.parent
+
+
 async def run_preset_attempt(
     preset: ClientPreset,
     *,
@@ -330,10 +341,14 @@ async def run_preset_attempt(
     log_path: Path,
     protocol: str,
     real_key: str,
+    isolate: bool = False,
+    readable: tuple[Path, ...] = (),
 ) -> tuple[AgentResult, list[dict[str, Any]], dict[str, Any]]:
     """One (task, attempt) slot with a client preset; retries the whole try (fresh workspace,
     fresh config dir) on a retryable link error. Returns the result, the proxied calls and the
-    row's client fields."""
+    row's client fields. With ``isolate`` the client runs under bubblewrap
+    (``reruns.isolation``): it may write only the task's folder (its workspace copy, config dir
+    and output are there) and read ``readable`` and its own installation."""
     executable = preset.locate()
     task = ctx.task
     all_calls: list[dict[str, Any]] = []
@@ -370,9 +385,17 @@ async def run_preset_attempt(
                 f"cd {shlex.quote(str(ws.path))} && exec {shlex.join(argv)}"
                 f" > {shlex.quote(str(output))}"
             )
+            sandboxed = None
+            if isolate:
+                sandboxed = isolate_argv(
+                    ["/bin/sh", "-c", command],
+                    log_path.parent.resolve(),
+                    proxy_url,
+                    readable=[*readable, _installation(executable)],
+                )
             started = time.perf_counter()
             attempt_try = await run_command_once(
-                command, env, log_path, ctx, proxy.attempt_calls(token)
+                command, env, log_path, ctx, proxy.attempt_calls(token), argv=sandboxed
             )
             client_wall_ms = (time.perf_counter() - started) * 1000
             calls = await proxy.settle(token)

@@ -221,3 +221,48 @@ async def test_faults_reach_the_real_clients_and_are_classified(
     # The client's own retries are off: one request per try, every one in calls.jsonl.
     calls = read_rows(outcome.run_dir / "calls.jsonl")
     assert requests == len(calls) == 1 + retries
+
+
+PROBE_TASK = {
+    "task_id": "probe",
+    "prompt": "Look around.",
+    "workspace": "write-notes",
+    "check": "test -s pid1.txt",
+    "simulated": {
+        "commands": [
+            "tr '\\0' ' ' < /proc/1/cmdline > pid1.txt",
+            'if test -e "$HOME/.claude/settings.json"; then echo seen; else echo hidden; fi'
+            " > user-settings.txt",
+            "env > client-env.txt",
+        ],
+        "answer": "Looked.",
+        "skill": 1.0,
+    },
+}
+
+
+@pytest.mark.keyring
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+async def test_isolate_runs_the_real_client_under_bubblewrap(
+    agent: str, home, clients_on_path: None, trap: TrapEndpoint, tmp_path: Path, cli
+) -> None:
+    """--isolate with a client preset: the client (and every command it runs) is in its own
+    PID namespace with the user's home hidden, and the run still works through the proxy."""
+    _user_configs(home.root, trap.url)
+    suite = write_coding_suite(tmp_path / "suite", [PROBE_TASK])
+    with SandboxServer(seed=7, suites=[suite]) as server:
+        ProfileStore().save(Profile("sim", PROTOCOL[agent], _profile_url(agent, server), SIM_MODEL))
+        set_key("sim", REAL_KEY)
+        done = cli(
+            "run", "--profile", "sim", "--suite", str(suite), "--agent", agent, "--repeat", "1",
+            "--timeout", "180", "--isolate", timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [run_dir] = list((home.project / "runs").iterdir())
+    [row] = read_rows(run_dir / "attempts.jsonl")
+    assert row["outcome"] == "pass", row
+    ws = attempt_file(run_dir, "probe", 0, WORKSPACE_SUFFIX)
+    assert "bwrap" in (ws / "pid1.txt").read_text()  # PID 1 of its namespace: bubblewrap
+    assert (ws / "user-settings.txt").read_text().strip() == "hidden"
+    assert "DBUS_SESSION_BUS_ADDRESS" not in (ws / "client-env.txt").read_text()
+    assert trap.requests == 0
