@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -120,9 +120,11 @@ class DriftdeskApp(App[None]):
         else:
             self.switch_mode(self.start_mode or "volatility")
 
-    def on_descendant_mount(self, event: Any) -> None:
-        if not self.blink and hasattr(event.node, "cursor_blink"):
-            event.node.cursor_blink = False
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        # Only a focused field draws its cursor, so stopping the blink on focus is enough
+        # for pictures that do not depend on the half-second they are taken in.
+        if not self.blink and getattr(event.widget, "cursor_blink", False):
+            event.widget.cursor_blink = False  # type: ignore[attr-defined]
 
     # -- runs ----------------------------------------------------------------------------------
     def start_run(self, spec: Any, label: str | None = None) -> LiveRun:

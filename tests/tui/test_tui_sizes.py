@@ -147,3 +147,27 @@ def test_help_snapshot(size, snap_compare, fixture_runs, make_app, settle) -> No
         await _settled(app, pilot, settle)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+async def test_a_still_cursor_holds_in_every_focused_field(home, make_app, settle) -> None:
+    """Snapshots and screenshots need a cursor that does not blink: with ``blink=False`` the
+    focused field's cursor is drawn and stays (a blinking one made the add-profile snapshot
+    differ whenever the picture was taken in the cursor's dark half-second)."""
+    from textual.widgets import Input
+
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _settled(app, pilot, settle)
+        await pilot.press("a")
+        await settle(app, pilot)
+        checked = 0
+        for _ in range(8):  # the next fields too: every focused field, not only the first
+            field = app.focused
+            if isinstance(field, Input):
+                assert not field.cursor_blink, field.id
+                await pilot.pause(0.6)  # longer than a blink's half-period
+                assert field._cursor_visible, field.id
+                checked += 1
+            await pilot.press("tab")
+            await settle(app, pilot)
+        assert checked >= 3
