@@ -519,18 +519,24 @@ class _Execution:
         }
         if ctx.result_path is not None:
             row["result_path"] = ctx.result_path  # the last try's, relative to the run dir
-        self._persist_row(row)
+        # Shielded: a cancelled worker stops waiting, but the row's bookkeeping still runs.
+        await asyncio.shield(self._persist_row(row))
 
-    def _persist_row(self, row: dict[str, Any]) -> None:
-        """Append + fsync the row on the I/O thread; the worker moves on to its next slot.
+    def _persist_row(self, row: dict[str, Any]) -> asyncio.Future[None]:
+        """Append + fsync the row on the I/O thread (off the event loop); the future is done
+        once it is written or has failed.
 
-        ``AttemptFinished`` is emitted once the row is on disk. A kill before that loses
-        only rows not yet written, whose slots ``resume`` then runs again (never twice).
+        A worker takes its next slot only once its row is on disk, so a write that fails
+        (a full disk) stops the run before that worker pays for another attempt: at most the
+        attempts in flight are paid without a row. ``AttemptFinished`` is emitted once the
+        row is on disk. A kill before that loses only rows not yet written, whose slots
+        ``resume`` then runs again (never twice).
         """
         assert self._attempts_file is not None and self._io is not None
         loop = asyncio.get_running_loop()
         self._rows_pending += 1
         self._rows_flushed.clear()
+        durable: asyncio.Future[None] = loop.create_future()
         future = self._io.submit(self._attempts_file.append, row)
 
         def written(_: object) -> None:
@@ -543,8 +549,11 @@ class _Execution:
                 self.emit(AttemptFinished(self.run_id, row))
             if self._rows_pending == 0:
                 self._rows_flushed.set()
+            if not durable.done():
+                durable.set_result(None)
 
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(written, f))
+        return durable
 
     def _watch_write(self, future: Future[Any], what: str) -> None:
         """Stop the run if a write done on the I/O thread fails."""

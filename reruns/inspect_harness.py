@@ -96,7 +96,7 @@ class InspectHost(Protocol):
 
     def emit(self, event: RunEvent) -> None: ...
 
-    def _persist_row(self, row: dict[str, Any]) -> None: ...
+    def _persist_row(self, row: dict[str, Any]) -> asyncio.Future[None]: ...
 
 
 def inspect_command(host: InspectHost, log_dir: Path) -> list[str]:
@@ -253,7 +253,7 @@ class _EvalWatcher:
         }
         for _ in range(attempt.retries):
             host.stats.record_retry()
-        host._persist_row(row)
+        host._persist_row(row)  # inspect runs on; the run waits for every row at its end
 
     async def finish(self, output_tail: str) -> None:
         """After inspect exited: the last samples, the eval's status, the unfinished rest."""

@@ -45,7 +45,9 @@ def _bwrap_tmpfs_works() -> str | None:
 
 
 class CountingEndpoint:
-    """Answers 42 to every chat call and tells how many it has answered (GET /count)."""
+    """Answers 42 to every chat call and tells how many it has answered (GET /count). It lists
+    its models, so the run's endpoint check lists them instead of paying for a one-token chat
+    (which would be counted here as a call without a row)."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -55,6 +57,7 @@ class CountingEndpoint:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
         app.router.add_get("/count", self.count)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
@@ -66,6 +69,9 @@ class CountingEndpoint:
         self.calls += 1
         await request.read()
         return await _stream(request, "42", truncate=False)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
 
     async def count(self, request: web.Request) -> web.Response:
         return web.Response(text=str(self.calls))
