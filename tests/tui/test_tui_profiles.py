@@ -448,3 +448,94 @@ async def test_history_and_restore_with_preview_and_confirm(home, make_app, sett
         assert not [n for n in app._notifications if n.severity == "error"]
     assert home.claude_settings.read_text() == original
     assert after_first != original
+
+
+async def test_editing_a_keyless_profile_with_a_bearer_gateway_keeps_both(
+    home, make_app, settle
+) -> None:
+    """Seen: the form built a new profile from its fields only, so editing the notes of a
+    keyless profile (``profile add --no-key``) or of one with ``--auth-header bearer`` saved it
+    as keyed with the protocol's default header; the next run asked for a key."""
+    ProfileStore().save(
+        Profile(
+            name="local", protocol="openai", base_url="http://127.0.0.1:9/v1", model="m",
+            no_key=True,
+        )
+    )  # fmt: skip
+    ProfileStore().save(
+        Profile(
+            name="gw", protocol="anthropic", base_url="http://127.0.0.1:9/anthropic", model="m",
+            auth_header="bearer",
+        )
+    )  # fmt: skip
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        for name in ("gw", "local"):
+            app.screen.query_one("#profiles-table", DataTable).move_cursor(
+                row=app.screen.query_one("#profiles-table", DataTable).get_row_index(name)
+            )
+            await pilot.press("e")
+            form = app.screen
+            assert isinstance(form, ProfileFormScreen)
+            form.query_one("#notes").value = f"edited {name}"  # type: ignore[attr-defined]
+            await pilot.press("ctrl+s")
+            await settle(app, pilot)
+            assert isinstance(app.screen, ProfilesScreen)
+    gw, local = ProfileStore().get("gw"), ProfileStore().get("local")
+    assert (gw.notes, gw.auth_header, gw.no_key) == ("edited gw", "bearer", False)
+    assert (local.notes, local.no_key) == ("edited local", True)
+
+
+async def test_the_form_sets_the_auth_header_and_keyless(home, make_app, settle) -> None:
+    from textual.widgets import Checkbox, Select
+
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        form = app.screen
+        assert isinstance(form, ProfileFormScreen)
+        await pilot.press(*"ollama")
+        form.query_one("#base_url").value = "http://127.0.0.1:11434/v1"  # type: ignore[attr-defined]
+        form.query_one("#model").value = "llama3"  # type: ignore[attr-defined]
+        form.query_one("#no_key", Checkbox).value = True
+        await pilot.pause()
+        assert form.query_one("#key").disabled  # nothing to type where no key is sent
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+        await pilot.press("a")
+        form = app.screen
+        assert isinstance(form, ProfileFormScreen)
+        await pilot.press(*"gw")
+        form.query_one("#protocol", Select).value = "anthropic"
+        form.query_one("#base_url").value = "http://127.0.0.1:9/anthropic"  # type: ignore[attr-defined]
+        form.query_one("#model").value = "m"  # type: ignore[attr-defined]
+        form.query_one("#auth_header", Select).value = "bearer"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfilesScreen)
+    assert ProfileStore().get("ollama").no_key is True
+    gw = ProfileStore().get("gw")
+    assert (gw.auth_header, gw.auth, gw.no_key) == ("bearer", "bearer", False)
+
+
+async def test_the_form_refuses_a_bearer_less_openai_profile(home, make_app, settle) -> None:
+    from textual.widgets import Select
+
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        form = app.screen
+        assert isinstance(form, ProfileFormScreen)
+        await pilot.press(*"oa")
+        form.query_one("#base_url").value = "http://127.0.0.1:9/v1"  # type: ignore[attr-defined]
+        form.query_one("#model").value = "m"  # type: ignore[attr-defined]
+        form.query_one("#auth_header", Select).value = "x-api-key"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ProfileFormScreen)  # refused, with the profile's reason
+        assert "bearer" in str(form.query_one("#form-error").render())
+    assert not ProfileStore().exists("oa")

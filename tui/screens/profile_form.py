@@ -18,17 +18,26 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, TextArea
+from textual.widgets import Button, Checkbox, Input, Label, Select, TextArea
 
-from driftdesk.providers.profiles import PROTOCOLS, Profile, ProfileError
+from driftdesk.providers.profiles import (
+    AUTH_HEADERS,
+    PROTOCOLS,
+    Profile,
+    ProfileError,
+    is_credential_header,
+)
 from driftdesk.tui.errors import plain_error
 from driftdesk.tui.screens.base import ForwardsWorkerFailures
 
 # RFC 9110 token characters.
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-# Headers that carry credentials: their value would land in config.toml in plain text.
-KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 TIERS = (("haiku_model", "Haiku"), ("sonnet_model", "Sonnet"), ("opus_model", "Opus"))
+# The auth header choice: the protocol's default (stored as no choice) or one of AUTH_HEADERS.
+DEFAULT_AUTH = "default"
+AUTH_CHOICES = [("protocol's default", DEFAULT_AUTH)] + [
+    ("bearer (Authorization)" if h == "bearer" else h, h) for h in AUTH_HEADERS
+]
 # Lines of the dialog around its fields: border, title, error line, buttons and their margins.
 FORM_CHROME_LINES = 10
 
@@ -59,7 +68,7 @@ def parse_headers(text: str) -> dict[str, str]:
         name, value = name.strip(), value.strip()
         if not colon or not _HEADER_NAME_RE.match(name):
             raise ProfileError(f"header line {number}: expected 'Name: value', got {line!r}")
-        if name.lower() in KEY_HEADERS:
+        if is_credential_header(name):  # its value would land in config.toml in plain text
             raise ProfileError(
                 f"header line {number}: {name} would carry the key in the config file; "
                 "type the key in the API key field (it goes to the OS keyring)"
@@ -122,7 +131,25 @@ class ProfileFormScreen(ForwardsWorkerFailures, ModalScreen[ProfileFormResult | 
                 with Vertical():
                     yield Label("API key (keyring; empty keeps it)")
                     # Never prefilled: the stored key is not shown, not even masked, here.
-                    yield Input("", id="key", password=True, placeholder="sk-…")
+                    yield Input(
+                        "",
+                        id="key",
+                        password=True,
+                        placeholder="sk-…",
+                        disabled=bool(p and p.no_key),
+                    )
+            with Horizontal(classes="row"):
+                with Vertical():
+                    yield Label("Key sent as")
+                    yield Select(
+                        AUTH_CHOICES,
+                        value=(p.auth_header if p and p.auth_header else DEFAULT_AUTH),
+                        allow_blank=False,
+                        id="auth_header",
+                    )
+                with Vertical():
+                    yield Label("Keyless (local vLLM, Ollama)")
+                    yield Checkbox("no key stored or sent", bool(p and p.no_key), id="no_key")
             yield Label("Claude Code tier models (anthropic; empty: the main model)")
             with Horizontal(classes="row"):
                 for field_name, tier in TIERS:
@@ -153,12 +180,21 @@ class ProfileFormScreen(ForwardsWorkerFailures, ModalScreen[ProfileFormResult | 
         fields = self.query_one("#form-fields", VerticalScroll)
         fields.styles.max_height = max(self.app.size.height - FORM_CHROME_LINES, 4)
 
+    @on(Checkbox.Changed, "#no_key")
+    def _keyless_changed(self, event: Checkbox.Changed) -> None:
+        key = self.query_one("#key", Input)
+        key.disabled = event.value
+        if event.value:
+            key.value = ""  # a keyless profile stores no key: a typed one is not kept around
+
     def _value(self, widget_id: str) -> str:
         return self.query_one(f"#{widget_id}", Input).value.strip()
 
     @on(Button.Pressed, "#save")
     def action_save(self) -> None:
         protocol = self.query_one("#protocol", Select).value
+        auth = self.query_one("#auth_header", Select).value
+        no_key = self.query_one("#no_key", Checkbox).value
         error = self.query_one("#form-error", Label)
         try:
             headers = parse_headers(self.query_one("#headers", TextArea).text)
@@ -172,12 +208,14 @@ class ProfileFormScreen(ForwardsWorkerFailures, ModalScreen[ProfileFormResult | 
                 opus_model=self._value("opus_model") or None,
                 headers=headers,
                 notes=self._value("notes"),
+                auth_header=None if auth == DEFAULT_AUTH else str(auth),
+                no_key=no_key,
             )
             profile.validate()
         except ProfileError as exc:
             error.update(Text(str(exc), style="bold red"))
             return
-        key = self._value("key") or None
+        key = None if no_key else (self._value("key") or None)
         error.update("saving…")
         self.save(ProfileFormResult(profile, key))
 
