@@ -62,7 +62,7 @@ _DROP_RESPONSE = _HOP_BY_HOP | {"content-length"}
 _MAX_METERED_BODY = 16 * 1024 * 1024
 _MAX_ERROR_BODY = 64 * 1024  # an error body is buffered (to scrub it) up to this size
 # A 200 body is decoded (to scrub and meter it) up to this size; past it the call fails
-# (``too_large``): a gzip bomb must not cost the agent, or us, gigabytes.
+# (``too_large``): a gzip bomb or an endless plain body must not cost the agent, or us, gigabytes.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _MAX_HELD_LINE = (
     1024 * 1024
@@ -299,9 +299,11 @@ class _Passthrough:
         self.too_large = False
 
     def _decoded(self, chunk: bytes) -> bytes:
+        # Plain or inflated, the agent gets at most ``limit`` bytes of one answer.
         if self._inflate is None:
-            return chunk
-        out = self._inflate.decompress(chunk, self._budget + 1)
+            out = chunk[: self._budget + 1]
+        else:
+            out = self._inflate.decompress(chunk, self._budget + 1)
         if len(out) > self._budget:
             self.too_large = True
         self._budget -= len(out)

@@ -80,6 +80,16 @@ class Hostile(LoopbackServer):
             return web.Response(
                 body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
             )
+        if what == "endless":  # uncompressed and past any sane size, in 64 KiB chunks
+            response = web.StreamResponse(headers={"Content-Type": "application/json"})
+            await response.prepare(request)
+            try:
+                for _ in range(4 * 16):  # 4 MiB against the proxy's 1 MiB here
+                    await response.write(b" " * 65536)
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                return response  # the proxy hung up: what it should do
+            await response.write_eof()
+            return response
         if what == "gzipped":
             body = gzip.compress(json.dumps({"echo": key, "model": "m"}).encode())
             return web.Response(
@@ -218,6 +228,18 @@ async def test_an_upstream_redirect_is_a_link_error_and_never_followed(
 
 async def test_a_gzip_bomb_in_a_200_answer_is_bounded(proxy: MeteringProxy, tmp_path: Path) -> None:
     status, body, _ = await _post(proxy, "/bomb")
+    assert status == 200
+    assert body == b"<broken>" or len(body) <= 1024 * 1024 + 65536
+    (call,) = read_rows(tmp_path / "calls.jsonl")
+    assert call["error_kind"] == "too_large"
+
+
+async def test_an_uncompressed_200_answer_is_bounded_too(
+    proxy: MeteringProxy, tmp_path: Path
+) -> None:
+    """Seen: only a compressed body was counted against the limit; a plain one of any size
+    went through to the agent."""
+    status, body, _ = await _post(proxy, "/endless")
     assert status == 200
     assert body == b"<broken>" or len(body) <= 1024 * 1024 + 65536
     (call,) = read_rows(tmp_path / "calls.jsonl")
