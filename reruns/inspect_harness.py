@@ -68,7 +68,8 @@ def check_inspect_ready(protocol: str) -> None:
         raise InspectRunError(f"--agent inspect needs inspect-ai: {INSPECT_EXTRA}")
     if protocol == "anthropic" and importlib.util.find_spec("anthropic") is None:
         raise InspectRunError(
-            "--agent inspect with an Anthropic profile needs the anthropic SDK: pip install anthropic"
+            "--agent inspect with an Anthropic profile needs the anthropic SDK: pip install anthropic "
+            "(or driftdesk[inspect])"
         )
 
 

@@ -361,3 +361,100 @@ async def test_inspect_retries_are_counted_and_limits_recorded(
     calls = read_rows(outcome.run_dir / "calls.jsonl")
     assert [c["status"] for c in calls] == [429, 200]
     assert outcome.stats.retries >= 1
+
+
+class MessagesEndpoint(LoopbackServer):
+    """Anthropic Messages, streamed or not as asked: "42" to every prompt but ``behave:wrong``;
+    it keeps the key headers it received."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[tuple[str, str]] = []
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/messages", self.messages)
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.keys.append(
+            (request.headers.get("x-api-key", ""), request.headers.get("Authorization", ""))
+        )
+        answer = "41" if "behave:wrong" in json.dumps(body.get("messages")) else "42"
+        message = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": answer}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 11, "output_tokens": 3},
+        }
+        if not body.get("stream"):
+            return web.json_response(message)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        start = {**message, "content": [], "stop_reason": None}
+        start["usage"] = {"input_tokens": 11, "output_tokens": 0}
+        events = [
+            ("message_start", {"type": "message_start", "message": start}),
+            ("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "text_delta", "text": answer}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                               "usage": {"output_tokens": 3}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]  # fmt: skip
+        for name, data in events:
+            await response.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        await response.write_eof()
+        return response
+
+
+async def test_inspect_with_an_anthropic_profile_is_metered_and_keeps_the_key(
+    tmp_path: Path,
+) -> None:
+    """inspect's own Anthropic provider (the real anthropic SDK) through the metering proxy: the
+    real key reaches the provider as x-api-key and nothing else sees it."""
+    server = MessagesEndpoint()
+    await server.start()
+    try:
+        task = write_task(tmp_path, ["answer-42", "wrong"])
+        spec = RunSpec(
+            profile=Profile(
+                name="claude", protocol="anthropic", base_url=server.url, model="claude-test-1"
+            ),
+            suite=str(task),
+            agent="inspect",
+            out_dir=tmp_path / "runs",
+            api_key=REAL_KEY,
+            timeout_s=60,
+            repeat=2,
+            retry_policy=RetryPolicy(max_retries=0),
+        )
+        outcome = await execute_run(spec)
+    finally:
+        await server.stop()
+    assert outcome.status == "completed", outcome.notices
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    verdicts = {(r["task_id"], r["attempt"]): r["outcome"] for r in rows}
+    assert verdicts == {
+        ("answer-42", 0): "pass",
+        ("answer-42", 1): "pass",
+        ("wrong", 0): "fail",
+        ("wrong", 1): "fail",
+    }
+    assert all((r["prompt_tokens"], r["completion_tokens"]) == (11, 3) for r in rows)
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert sorted((c["task_id"], c["attempt"]) for c in calls) == sorted(verdicts)
+    assert all(c["path"].endswith("/messages") and c["status"] == 200 for c in calls)
+    assert server.keys and all(key == (REAL_KEY, "") for key in server.keys)
+    env = json.loads((tmp_path / "env-seen.json").read_text())
+    assert all(REAL_KEY not in value for value in env.values())
+    assert env["ANTHROPIC_API_KEY"].startswith("dd-run-")
+    for path in outcome.run_dir.rglob("*"):
+        if path.is_file():
+            assert REAL_KEY.encode() not in path.read_bytes(), path
