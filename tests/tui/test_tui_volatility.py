@@ -52,6 +52,14 @@ async def test_sort_and_filter(home, fixture_runs, make_app, settle) -> None:
 
 
 async def test_drill_into_a_task(home, fixture_runs, make_app, settle) -> None:
+    # The provider's own time for attempt 0 of arith-02 (the proxy's sum over its calls);
+    # older rows have none.
+    rows_file = fixture_runs[0] / "attempts.jsonl"
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    for row in rows:
+        if (row["task_id"], row["attempt"]) == ("arith-02", 0):
+            row["model_latency_ms"] = 123.4
+    rows_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_run_a(app, pilot, settle)
@@ -64,6 +72,11 @@ async def test_drill_into_a_task(home, fixture_runs, make_app, settle) -> None:
         attempts = app.screen.query_one("#attempts", DataTable)
         outcomes = [str(attempts.get_row(k)[1]) for k in attempts.rows]
         assert outcomes == ["pass", "fail", "pass", "fail"]
+        labels = [str(column.label) for column in attempts.columns.values()]
+        wall, model = labels.index("latency ms"), labels.index("model ms")
+        first, second = (attempts.get_row(k) for k in list(attempts.rows)[:2])
+        assert (str(first[model]), str(second[model])) == ("123", "-")
+        assert str(first[wall]) == "215"  # the attempt's wall time, beside it
         log = app.screen.query_one("#attempt-log", RichLog)
         assert any("Answer for arith-02, attempt 0" in line.text for line in log.lines)
         await pilot.press("down")

@@ -32,6 +32,7 @@ ATTEMPT_COLUMNS = [
         "tokens",
         "client tokens",
         "latency ms",
+        "model ms",  # the provider's own time (the proxy's, summed over the calls)
         "ended",
     )
 ]
@@ -157,6 +158,7 @@ class TaskScreen(WorkbenchScreen):
                 str(row.get("total_tokens") if row.get("total_tokens") is not None else "-"),
                 _client_tokens(row),
                 f"{float(row.get('latency_ms') or 0):.0f}",
+                "-" if row.get("model_latency_ms") is None else f"{row['model_latency_ms']:.0f}",
                 str(row.get("ended_at") or "")[:19],
             )
             rows.append((str(index), cells))
