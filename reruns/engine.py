@@ -872,6 +872,9 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         "protocol": profile.protocol,
         "base_url": profile.base_url,
         "model": profile.model,
+        # How the key travelled (never the key): resume sends it the same way.
+        "auth_header": profile.auth,
+        "no_key": profile.no_key,
         "suite": _suite_manifest(suite),
         "repeat": spec.repeat,
         "concurrency": spec.concurrency,
@@ -968,17 +971,21 @@ async def resume_run(
         )
     if profile is None:
         try:
-            stored = ProfileStore().get(str(manifest["profile"]))
-            headers = stored.headers
+            stored: Profile | None = ProfileStore().get(str(manifest["profile"]))
         except ProfileNotFound:
-            headers = {}
-        # The run's own endpoint and model, even if the profile was edited since.
+            stored = None
+        # The run's own endpoint, model and key header, even if the profile was edited since
+        # (runs from before the manifest said how the key travelled: the profile's way).
+        auth_header = manifest.get("auth_header") or (stored.auth_header if stored else None)
+        no_key = manifest.get("no_key")
         profile = Profile(
             name=str(manifest["profile"]),
             protocol=str(manifest["protocol"]),
             base_url=str(manifest["base_url"]),
             model=str(manifest["model"]),
-            headers=headers,
+            headers=stored.headers if stored else {},
+            auth_header=str(auth_header) if auth_header else None,
+            no_key=bool(stored.no_key if no_key is None and stored else no_key),
         )
     lock = rundir.lock_run_dir(run_dir)  # before touching files: never under a live run
     try:

@@ -196,3 +196,53 @@ def test_env_switch_that_leaves_the_old_providers_key_warns_and_moves_it(
         assert old_key not in result.stdout + result.stderr
     held = [p for p in home.root.rglob("*") if p.is_file() and old_key.encode() in p.read_bytes()]
     assert held == [] and old_key not in env_file.read_text()
+
+
+def _drop_last_row(run_dir: Path) -> None:
+    """What a kill between two attempts leaves: a run whose last slot has no row."""
+    rows = (run_dir / "attempts.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "attempts.jsonl").write_text("".join(rows[:-1]))
+
+
+def test_resume_sends_the_key_as_the_run_did(
+    home: Any, cli: Callable[..., Any], add_profile: Any, provider_server: Any
+) -> None:
+    """Seen: resume rebuilt the profile from the manifest's endpoint and model only, so a
+    keyless run's resume asked the keyring for a key it never had, and a bearer gateway's got
+    the key as x-api-key."""
+    added = cli(
+        "profile", "add", "local", "--protocol", "openai", "--base-url",
+        provider_server.base_url + "/v1", "--model", "model-a", "--no-key",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    key = add_profile(
+        "gw",
+        protocol="anthropic",
+        base_url=provider_server.base_url,
+        model="model-a",
+        extra=("--auth-header", "bearer"),
+    )
+    suite = home.project / "suite.jsonl"
+    suite.write_text(SUITE)
+    for profile, suffix in (("local", "/chat/completions"), ("gw", "/v1/messages")):
+        out = home.project / f"runs-{profile}"
+        ran = cli(
+            "run", "--profile", profile, "--suite", str(suite), "--repeat", "2",
+            "--out", str(out),
+        )  # fmt: skip
+        assert ran.returncode in (0, 3), ran.stderr
+        (run_dir,) = out.iterdir()
+        _drop_last_row(run_dir)
+        provider_server.seen.clear()
+        resumed = cli("resume", str(run_dir))
+        assert resumed.returncode in (0, 3), resumed.stderr
+        assert "no key for profile" not in resumed.stderr, resumed.stderr
+        upstream = _headers(provider_server.seen, suffix)
+        assert upstream, (profile, provider_server.seen)
+        if profile == "local":
+            assert all("authorization" not in h and "x-api-key" not in h for h in upstream)
+        else:
+            assert all(h.get("authorization") == f"Bearer {key}" for h in upstream)
+            assert all("x-api-key" not in h for h in upstream)
+        rows = (run_dir / "attempts.jsonl").read_text().splitlines()
+        assert len(rows) == 2
