@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--agent",
-        choices=["builtin", "command", "claude-code", "codex", "inspect"],
+        choices=["builtin", "command", "claude-code", "codex", "inspect"],  # engine.AGENTS
         default="builtin",
         help="who does each attempt: driftdesk's own agent, your --command, the real Claude "
         "Code / Codex CLI run headless in a fresh workspace, or inspect (--suite is an inspect_ai "

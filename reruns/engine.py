@@ -28,13 +28,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import aiohttp
 
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
 from driftdesk.layout import INSPECT_LOG_DIR
+from driftdesk.paths import rerun_dir, runs_dir
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir, workspace
 from driftdesk.reruns.agents import (
@@ -93,6 +94,10 @@ log = logging.getLogger(__name__)
 MAX_PROMPT_IN_ENV = 32 * 1024  # bytes; a longer prompt reaches a harness only by its file
 
 
+AgentName = Literal["builtin", "command", "inspect", "claude-code", "codex"]
+AGENTS: tuple[AgentName, ...] = get_args(AgentName)
+
+
 @dataclass
 class RunSpec:
     profile: str | Profile
@@ -106,7 +111,7 @@ class RunSpec:
     only_failed: Path | None = None
     only_volatile: Path | None = None
     out_dir: Path = field(default_factory=lambda: Path("runs"))
-    agent: Literal["builtin", "command", "inspect", "claude-code", "codex"] = "builtin"
+    agent: AgentName = "builtin"
     command: str | None = None
     isolate: bool = False  # run the harness under bubblewrap (reruns/isolation.py)
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
@@ -117,6 +122,43 @@ class RunSpec:
     # Check the endpoint once (the doctor's probe) before the first attempt; off for tests that
     # script every request the endpoint gets.
     probe: bool = False
+
+    @classmethod
+    def rerun_of(
+        cls,
+        manifest: dict[str, Any],
+        tasks: list[str],
+        source: Path | None,
+        *,
+        profile: str | Profile | None = None,
+        out_dir: Path | None = None,
+        api_key: str | None = None,
+    ) -> RunSpec:
+        """A new run of ``tasks`` under the conditions the run of ``manifest`` recorded (suite,
+        repeats, concurrency, timeout, seed, agent, command, isolation, retry policy), beside
+        its ``source`` run dir unless ``out_dir`` says otherwise."""
+        suite = manifest.get("suite") or {}
+        recorded = manifest.get("agent")
+        # An imported run ("import:tau2"...) has no agent of ours: its tasks rerun built in.
+        agent: AgentName = next((a for a in AGENTS if a == recorded), "builtin")
+        if out_dir is None:
+            out_dir = rerun_dir(source) if source is not None else runs_dir()
+        return cls(
+            profile=profile or str(manifest.get("profile")),
+            suite=str(suite.get("path") or suite.get("name") or "basic"),
+            repeat=int(manifest.get("repeat") or 5),
+            concurrency=int(manifest.get("concurrency") or 4),
+            timeout_s=float(manifest.get("timeout_seconds") or 120.0),
+            tasks=list(tasks),
+            seed=int(manifest.get("seed") or 0),
+            out_dir=out_dir,
+            agent=agent,
+            command=manifest.get("command"),
+            isolate=bool(manifest.get("isolate", False)),
+            api_key=api_key,
+            retry_policy=RetryPolicy.from_manifest(manifest),
+            probe=True,
+        )
 
 
 @dataclass
@@ -892,11 +934,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
             else None
         ),
         "tasks": task_ids,
-        "retry_policy": {
-            "max_retries": spec.retry_policy.max_retries,
-            "base_delay_seconds": spec.retry_policy.base_delay_s,
-            "max_delay_seconds": spec.retry_policy.max_delay_s,
-        },
+        "retry_policy": spec.retry_policy.to_manifest(),
         "driftdesk_version": __version__,
         "started_at": rundir.iso(now),
         "ended_at": None,
@@ -1020,12 +1058,7 @@ async def resume_run(
             timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
             probe_key = None if profile.no_key else real_key
             notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
-        policy_info = manifest.get("retry_policy") or {}
-        policy = RetryPolicy(
-            max_retries=int(policy_info.get("max_retries", RetryPolicy.max_retries)),
-            base_delay_s=float(policy_info.get("base_delay_seconds", RetryPolicy.base_delay_s)),
-            max_delay_s=float(policy_info.get("max_delay_seconds", RetryPolicy.max_delay_s)),
-        )
+        policy = RetryPolicy.from_manifest(manifest)
         manifest["status"] = "running"
         manifest.setdefault("resumes", []).append(
             {

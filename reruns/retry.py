@@ -67,6 +67,24 @@ class RetryPolicy:
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
 
+    def to_manifest(self) -> dict[str, float | int]:
+        return {
+            "max_retries": self.max_retries,
+            "base_delay_seconds": self.base_delay_s,
+            "max_delay_seconds": self.max_delay_s,
+        }
+
+    @classmethod
+    def from_manifest(cls, manifest: Mapping[str, object]) -> RetryPolicy:
+        """The policy a run recorded (the defaults for what it did not record)."""
+        info = manifest.get("retry_policy")
+        recorded: Mapping[str, object] = info if isinstance(info, Mapping) else {}
+        return cls(
+            max_retries=int(str(recorded.get("max_retries", cls.max_retries))),
+            base_delay_s=float(str(recorded.get("base_delay_seconds", cls.base_delay_s))),
+            max_delay_s=float(str(recorded.get("max_delay_seconds", cls.max_delay_s))),
+        )
+
     def delay(self, retry_number: int, retry_after_s: float | None, rng: random.Random) -> float:
         """Seconds to wait before retry ``retry_number`` (1 for the first retry)."""
         if retry_after_s is not None and math.isfinite(retry_after_s):

@@ -210,24 +210,10 @@ class DriftdeskApp(App[None]):
     ) -> LiveRun:
         """A new run of ``tasks`` under the same conditions as the run of ``manifest``, beside
         its ``source`` run dir (``profile`` overrides the manifest's, e.g. for imported runs)."""
-        from driftdesk import paths
         from driftdesk.reruns.engine import RunSpec
 
-        suite = manifest.get("suite") or {}
-        profile = profile or str(manifest.get("profile"))
-        spec = RunSpec(
-            profile=profile,
-            suite=str(suite.get("path") or suite.get("name") or "basic"),
-            repeat=int(manifest.get("repeat") or 5),
-            concurrency=int(manifest.get("concurrency") or 4),
-            timeout_s=float(manifest.get("timeout_seconds") or 120.0),
-            tasks=list(tasks),
-            seed=int(manifest.get("seed") or 0),
-            out_dir=paths.rerun_dir(source) if source is not None else self.out_dir,
-            agent="command" if manifest.get("agent") == "command" else "builtin",
-            command=manifest.get("command"),
-            probe=True,
-        )
+        out_dir = None if source is not None else self.out_dir
+        spec = RunSpec.rerun_of(manifest, tasks, source, profile=profile, out_dir=out_dir)
         return self.start_run(spec, label=f"rerun of {len(tasks)} task(s)")
 
     def executing_dirs(self) -> set[Path]:

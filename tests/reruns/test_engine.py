@@ -342,3 +342,54 @@ async def test_a_failing_listener_is_logged_with_the_key_masked(
     assert "run listener failed" in caplog.text and "face bug while showing" in caplog.text
     assert "Traceback" in caplog.text
     assert REAL_KEY not in caplog.text
+
+
+async def test_a_rerun_keeps_the_runs_conditions(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    """Seen: the workbench's rerun rebuilt the spec from a few manifest fields, so a rerun of
+    a Codex or Claude Code run ran the built-in agent instead, outside --isolate and with the
+    default retries. The rerun is a real run here, of a command-agent run."""
+    suite = write_suite(tmp_path / "suite.jsonl", ["answer-42-a", "answer-42-b"])
+    endpoint = scripted
+    if True:  # (the endpoint's fixture scope)
+        source = await execute_run(
+            RunSpec(
+                profile=Profile(name="p", protocol="openai", base_url=endpoint.url, model="m"),
+                suite=str(suite),
+                repeat=2,
+                concurrency=3,
+                timeout_s=45.0,
+                seed=7,
+                agent="command",
+                command="true {task_id}",
+                out_dir=tmp_path / "runs",
+                api_key="sk-test-rerun-0123456789",
+                retry_policy=RetryPolicy(max_retries=1, base_delay_s=0.25, max_delay_s=2.0),
+            )
+        )
+        manifest = json.loads((source.run_dir / "manifest.json").read_text())
+        spec = RunSpec.rerun_of(
+            manifest, ["answer-42-b"], source.run_dir, api_key="sk-test-rerun-0123456789"
+        )
+        assert (spec.agent, spec.command, spec.isolate) == ("command", "true {task_id}", False)
+        assert spec.out_dir == source.run_dir.parent  # beside the run it reruns
+        spec.profile = Profile(name="p", protocol="openai", base_url=endpoint.url, model="m")
+        rerun = await execute_run(spec)
+    again = json.loads((rerun.run_dir / "manifest.json").read_text())
+    same = ("agent", "command", "isolate", "repeat", "concurrency", "timeout_seconds", "seed")
+    assert {k: again[k] for k in same} == {k: manifest[k] for k in same}
+    assert (
+        again["retry_policy"]
+        == manifest["retry_policy"]
+        == {
+            "max_retries": 1,
+            "base_delay_seconds": 0.25,
+            "max_delay_seconds": 2.0,
+        }
+    )
+    assert again["suite"] == manifest["suite"] and again["tasks"] == ["answer-42-b"]
+    for agent in ("claude-code", "codex", "inspect"):
+        assert RunSpec.rerun_of({**manifest, "agent": agent}, ["x"], source.run_dir).agent == agent
+    imported = {**manifest, "agent": "import:tau2"}  # no agent of ours: rerun built in
+    assert RunSpec.rerun_of(imported, ["x"], source.run_dir).agent == "builtin"
