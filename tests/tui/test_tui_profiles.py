@@ -487,31 +487,32 @@ async def test_editing_a_keyless_profile_with_a_bearer_gateway_keeps_both(
     assert (local.notes, local.no_key) == ("edited local", True)
 
 
+async def _add_form(app, pilot, name: str, base_url: str) -> ProfileFormScreen:  # type: ignore[no-untyped-def]
+    """The add-profile form with a name (typed), a base URL and the model "m" filled in."""
+    await pilot.press("a")
+    form = app.screen
+    assert isinstance(form, ProfileFormScreen)
+    await pilot.press(*name)
+    form.query_one("#base_url").value = base_url  # type: ignore[attr-defined]
+    form.query_one("#model").value = "m"  # type: ignore[attr-defined]
+    return form
+
+
 async def test_the_form_sets_the_auth_header_and_keyless(home, make_app, settle) -> None:
     from textual.widgets import Checkbox, Select
 
     app = make_app(start_mode="profiles")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("a")
-        form = app.screen
-        assert isinstance(form, ProfileFormScreen)
-        await pilot.press(*"ollama")
-        form.query_one("#base_url").value = "http://127.0.0.1:11434/v1"  # type: ignore[attr-defined]
-        form.query_one("#model").value = "llama3"  # type: ignore[attr-defined]
+        form = await _add_form(app, pilot, "ollama", "http://127.0.0.1:11434/v1")
         form.query_one("#no_key", Checkbox).value = True
         await pilot.pause()
         assert form.query_one("#key").disabled  # nothing to type where no key is sent
         await pilot.press("ctrl+s")
         await settle(app, pilot)
         assert isinstance(app.screen, ProfilesScreen)
-        await pilot.press("a")
-        form = app.screen
-        assert isinstance(form, ProfileFormScreen)
-        await pilot.press(*"gw")
+        form = await _add_form(app, pilot, "gw", "http://127.0.0.1:9/anthropic")
         form.query_one("#protocol", Select).value = "anthropic"
-        form.query_one("#base_url").value = "http://127.0.0.1:9/anthropic"  # type: ignore[attr-defined]
-        form.query_one("#model").value = "m"  # type: ignore[attr-defined]
         form.query_one("#auth_header", Select).value = "bearer"
         await pilot.press("ctrl+s")
         await settle(app, pilot)
@@ -527,12 +528,7 @@ async def test_the_form_refuses_a_bearer_less_openai_profile(home, make_app, set
     app = make_app(start_mode="profiles")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("a")
-        form = app.screen
-        assert isinstance(form, ProfileFormScreen)
-        await pilot.press(*"oa")
-        form.query_one("#base_url").value = "http://127.0.0.1:9/v1"  # type: ignore[attr-defined]
-        form.query_one("#model").value = "m"  # type: ignore[attr-defined]
+        form = await _add_form(app, pilot, "oa", "http://127.0.0.1:9/v1")
         form.query_one("#auth_header", Select).value = "x-api-key"
         await pilot.press("ctrl+s")
         await settle(app, pilot)
