@@ -139,11 +139,13 @@ class TableAggregates:
     link_kinds: dict[tuple[Any, ...], int]
     # (f, [task_id,] kind) -> winning harness_error slots, same order
     harness_kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    touched: list[str] = field(default_factory=list)  # with into_table and touched_since
 
 
 def create_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET enable_progress_bar = false")
     con.execute(CREATE_TABLE)
+    con.execute(f"CREATE TEMP TABLE task_aggs ({TASK_AGGS})")
 
 
 def load_file(con: duckdb.DuckDBPyConnection, path: Path, f: int) -> int:
@@ -204,13 +206,16 @@ def aggregate(
     touched_since: int | None = None,
     per_task_extras: bool = False,
     with_attempts: bool = False,
+    into_table: bool = False,
 ) -> TableAggregates:
     """Per-task aggregates (last row per slot wins) for all tasks, or with ``touched_since``
     only for the tasks with a valid row at ``rowid >= touched_since`` (the rows just added).
 
     ``per_task_extras`` keys token sums and link-error kinds by task too (the live view keeps
     them per task to update a few tasks at a time); ``with_attempts`` lists each task's
-    attempts present.
+    attempts present. ``into_table`` keeps the per-task rows in DuckDB instead (the table
+    ``task_aggs``, replaced, or with ``touched_since`` updated for the touched tasks; see
+    ``analysis.task_report``) and lists only the task ids aggregated in ``touched``.
     """
     if touched_since is None:
         rows = "(SELECT rowid AS ord, * FROM attempts WHERE valid)"
@@ -264,8 +269,7 @@ def aggregate(
 
     counted = "TRUE" if include_link_errors else "outcome IN ('pass', 'fail')"
     present = ", list(attempt)" if with_attempts else ""
-    task_rows = con.execute(
-        f"""
+    task_query = f"""
         SELECT f, task_id,
                arg_max(scenario_id, ord) FILTER (WHERE scenario_id IS NOT NULL),
                count(*) FILTER (WHERE outcome = 'pass'),
@@ -293,7 +297,14 @@ def aggregate(
                     FROM {winners} LEFT JOIN model_prices USING (model)))
         GROUP BY f, task_id ORDER BY f, min(ord)
         """
-    ).fetchall()
+    if into_table:
+        _aggregate_into_table(con, task_query, touched_since is not None)
+        touched = con.execute(
+            "SELECT DISTINCT task_id FROM touched"
+            if touched_since is not None
+            else "SELECT 1 LIMIT 0"
+        ).fetchall()
+    task_rows = [] if into_table else con.execute(task_query).fetchall()
     result = TableAggregates(
         tasks=[
             TaskAggregate(
@@ -328,6 +339,7 @@ def aggregate(
         ],
         tokens={},
         link_kinds={},
+        touched=[str(row[0]) for row in touched] if into_table else [],
     )
     keys = "f, task_id" if per_task_extras else "f"
     if has_dups:
@@ -356,6 +368,26 @@ def aggregate(
         ).fetchall():
             kinds[tuple(row[:-1])] = int(row[-1])
     return result
+
+
+# The columns of ``task_aggs``, in the order of the per-task query in ``aggregate``.
+TASK_AGGS = """
+    f INTEGER, task_id VARCHAR, scenario_id VARCHAR, passes BIGINT, fails BIGINT,
+    link_errors BIGINT, harness_errors BIGINT, latency_mean_ms DOUBLE, latency_std_ms DOUBLE,
+    tokens_mean DOUBLE, tokens_std DOUBLE, last_error_kinds VARCHAR[], first_seen BIGINT,
+    slots BIGINT, min_attempt BIGINT, max_attempt BIGINT, model_latency_mean_ms DOUBLE,
+    retries BIGINT, model_mismatches BIGINT, latency_pos_mean DOUBLE, latency_pos_std DOUBLE,
+    tokens_pos_mean DOUBLE, tokens_pos_std DOUBLE, cost_pos_mean DOUBLE, cost_pos_std DOUBLE
+"""
+
+
+def _aggregate_into_table(con: duckdb.DuckDBPyConnection, task_query: str, update: bool) -> None:
+    """Write the per-task rows into ``task_aggs``: all of it, or replacing the touched tasks."""
+    if not update:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE task_aggs ({TASK_AGGS})")
+    else:
+        con.execute("DELETE FROM task_aggs WHERE task_id IN (SELECT task_id FROM touched)")
+    con.execute(f"INSERT INTO task_aggs {task_query}")
 
 
 def present_attempts(
