@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis import attempt_table
 from driftdesk.analysis.sources import (
@@ -32,6 +32,7 @@ from driftdesk.analysis.volatility import (
     RunReport,
     SkippedLine,
     SortKey,
+    TaskStats,
     assemble_report,
 )
 
@@ -82,6 +83,11 @@ class LiveVolatility:
         self._first_load_end = 0  # with _line None: lines before it not counted yet,
         self._line_extra = 0  # and lines counted after it
         self._rows = 0  # rows in the table (records read; blank lines are not records)
+        # TaskStats of every task as of the last report, the tasks aggregated since (None:
+        # all of them) and the manifest facts they were made with
+        self._stats: dict[str, TaskStats] = {}
+        self._changed: set[str] | None = None
+        self._manifest_key: tuple[Any, ...] | None = None
         self._task_tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
         self._task_kinds: dict[str, dict[str, int]] = {}
         self._tokens: dict[str | None, list[int]] = {}  # run totals, kept up to date per task
@@ -241,6 +247,10 @@ class LiveVolatility:
         for (_, task_id, kind), count in result.harness_kinds.items():
             harness.setdefault(task_id, {})[kind] = count
         touched = result.touched if since else {*tokens, *kinds, *harness}
+        if not since:
+            self._changed = None
+        elif self._changed is not None:
+            self._changed.update(result.touched)
         for task_id in touched:
             for kind, count in self._task_harness_kinds.get(task_id, {}).items():
                 self._add_kind(kind, -count, self._harness_kinds)
@@ -281,6 +291,10 @@ class LiveVolatility:
             sorted(self._link_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         )
         extras.harness_errors_by_kind = dict(self._harness_kinds)
+        tasks, repeat = manifest.get("tasks"), manifest.get("repeat")
+        manifest_key = (tuple(tasks) if isinstance(tasks, list) else None, repeat)
+        if manifest_key != self._manifest_key:  # missing attempts are the manifest's too
+            self._changed, self._manifest_key = None, manifest_key
         assert self._prices is not None
         now = time.monotonic()
         fresh = self._ci is not None and now - self._ci_at < self.ci_interval_s
@@ -297,7 +311,10 @@ class LiveVolatility:
             top=self.top,
             prices=self._prices,
             ci95=reuse,
+            stats_cache=self._stats,
+            changed=None if self._changed is None else sorted(self._changed),
         )
+        self._changed = set()
         if reuse is None:
             self._ci, self._ci_at = report.ci95, now
         return report

@@ -225,23 +225,41 @@ def run_totals(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     return {key: int(value) for key, value in zip(keys, row, strict=True)}
 
 
-def included_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[Any]]:
-    """Per-task values of the included tasks, in task order (first row in the file first)."""
-    names = (
-        "n",
-        "passes",
-        "success_rate",
-        "spread",
-        "c_out",
-        "latency_consistency",
-        "tokens_consistency",
-        "cost_consistency",
-        "resource_consistency",
+def run_sums(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Sums over the included tasks: of success, spread, C_out and the consistencies (with
+    how many are defined), the noise floor's Σ s_i² / n_i and Σ s_i² over the tasks with
+    n ≥ 2, and the (n, passes, tasks) pairs in order of first appearance (the pass^k curves)."""
+    consistencies = ("latency", "tokens", "cost", "resource")
+    sums = ", ".join(
+        f"fsum({name}_consistency), count({name}_consistency)" for name in consistencies
     )
-    rows = con.execute(
-        f"SELECT {', '.join(names)} FROM task_stats WHERE included ORDER BY first_seen"
-    ).fetchall()
-    return {name: [row[i] for row in rows] for i, name in enumerate(names)}
+    row = con.execute(
+        f"""
+        SELECT fsum(coalesce(success_rate, 0.0)), fsum(coalesce(spread, 0.0)),
+               fsum(c_out), count(c_out), {sums},
+               count(*) FILTER (WHERE n >= 2), fsum(variance / n), fsum(variance)
+        FROM (SELECT *, CASE WHEN n >= 2 THEN passes / n * (1 - passes / n) * n / (n - 1)
+                        END AS variance
+              FROM task_stats WHERE included)
+        """
+    ).fetchone()
+    assert row is not None
+    result: dict[str, Any] = {
+        "success": row[0],
+        "spread": row[1],
+        "c_out": (row[2], row[3]),
+        "noise": (int(row[12]), row[13] or 0.0, row[14] or 0.0),
+    }
+    for i, name in enumerate(consistencies):
+        result[name] = (row[4 + 2 * i], row[5 + 2 * i])
+    result["pairs"] = [
+        (int(n), int(c), int(times))
+        for n, c, times in con.execute(
+            "SELECT n, passes, count(*) FROM task_stats WHERE included GROUP BY n, passes "
+            "ORDER BY min(first_seen)"
+        ).fetchall()
+    ]
+    return result
 
 
 def ci_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[float]]:
@@ -276,11 +294,28 @@ def _select(included: bool, sort: str | None, top: int | None) -> str:
 
 
 def task_rows(
-    con: duckdb.DuckDBPyConnection, *, included: bool, sort: str | None, top: int | None
+    con: duckdb.DuckDBPyConnection,
+    *,
+    included: bool,
+    sort: str | None,
+    top: int | None,
+    only: list[str] | None = None,
 ) -> list[tuple[Any, ...]]:
     """TaskStats field tuples: the included tasks sorted and cut to ``top``, or the others in
-    task order."""
+    task order; with ``only``, just those tasks (in no particular order)."""
+    if only is not None:
+        return con.execute(
+            f"SELECT {TASK_STATS_COLUMNS} FROM task_stats WHERE task_id IN (SELECT unnest($ids))",
+            {"ids": only},
+        ).fetchall()
     return con.execute(f"SELECT {TASK_STATS_COLUMNS} {_select(included, sort, top)}").fetchall()
+
+
+def task_order(
+    con: duckdb.DuckDBPyConnection, *, included: bool, sort: str | None, top: int | None
+) -> list[str]:
+    """The task ids ``task_rows`` would list, in its order."""
+    return [t for (t,) in con.execute(f"SELECT task_id {_select(included, sort, top)}").fetchall()]
 
 
 def task_json(

@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from driftdesk.analysis.metrics import (
     bootstrap_ci95,
-    mean_or_none,
     pass_curves,
     resample_count,
 )
-from driftdesk.analysis.noise import NoiseFloor, noise_floor
+from driftdesk.analysis.noise import NoiseFloor, noise_floor_from_sums
 from driftdesk.analysis.sources import (
     RunSource,
     name_bad_records,
@@ -517,13 +516,17 @@ def assemble_report(
     ci95: dict[str, list[float] | None] | None = None,
     pass_k_convention: PassKConvention = "driftdesk",
     with_tasks: bool = True,
+    stats_cache: dict[str, TaskStats] | None = None,
+    changed: list[str] | None = None,
 ) -> RunReport:
     """Turn run ``f``'s per-task aggregates (``task_aggs`` in ``con``) into its report (shared
     by cold and live reports; the per-task arithmetic is SQL, ``analysis.task_report``).
 
     ``ci95`` reuses intervals computed earlier (the live view refreshes them less often).
     Without ``with_tasks`` the report's task lists stay empty (``write_report_json`` streams
-    them from ``task_stats`` instead).
+    them from ``task_stats`` instead). ``stats_cache`` (task id -> TaskStats, kept by the
+    caller) with ``changed`` (the tasks whose rows changed since the cache was filled; None:
+    all) rebuilds only those tasks' stats; only the order is read for the others.
     """
     from driftdesk.analysis import task_report
     from driftdesk.analysis.prices import price_for
@@ -569,24 +572,21 @@ def assemble_report(
     else:
         report.removed_from_denominator = not_judged
 
-    included = task_report.included_columns(con) if totals["included"] else None
-    if included is not None:
-        count = len(included["n"])
-        success = [v or 0.0 for v in included["success_rate"]]
-        spread = [v or 0.0 for v in included["spread"]]
-        report.success_rate = sum(success) / count
-        report.consistency_gap_pp = sum(spread) / count * 100
+    if totals["included"]:
+        sums = task_report.run_sums(con)
+        count = totals["included"]
+        report.success_rate = sums["success"] / count
+        report.consistency_gap_pp = sums["spread"] / count * 100
         report.all_agree_rate = 1 - report.consistency_gap_pp / 100
-        report.c_out = mean_or_none(included["c_out"])
-        report.c_out_tasks = sum(1 for v in included["c_out"] if v is not None)
+        report.c_out = _mean(*sums["c_out"])
+        report.c_out_tasks = sums["c_out"][1]
         report.resource_consistency = {
-            name: mean_or_none(included[f"{name}_consistency"]) for name in (*RESOURCES, "resource")
+            name: _mean(*sums[name]) for name in (*RESOURCES, "resource")
         }
-        pairs = list(zip(included["n"], included["passes"], strict=True))
-        report.noise_floor = noise_floor(pairs)
+        report.noise_floor = noise_floor_from_sums(*sums["noise"])
         report.attempt_success_rate = totals["included_passes"] / report.attempts_judged
         report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(
-            pairs, pass_k_convention, report.repeat
+            sums["pairs"], pass_k_convention, report.repeat
         )
         report.ci_resamples = resample_count(count)
         report.ci95 = ci95 if ci95 is not None else bootstrap_ci95(task_report.ci_columns(con))
@@ -596,9 +596,23 @@ def assemble_report(
 
     _apply_tokens_and_cost(report, extras, prices, price_for)
     if group_by == "scenario":
-        _apply_scenarios(report, task_report.scenarios(con) if included is not None else [])
+        _apply_scenarios(report, task_report.scenarios(con) if totals["included"] else [])
     report.tasks_total = totals["included"]
-    if with_tasks:
+    if with_tasks and stats_cache is not None:
+        if changed is None:
+            stats_cache.clear()
+        for row in task_report.task_rows(con, included=True, sort=None, top=None, only=changed):
+            stats_cache[row[0]] = TaskStats(*row)
+        if changed is None:
+            for row in task_report.task_rows(con, included=False, sort=None, top=None):
+                stats_cache[row[0]] = TaskStats(*row)
+        report.tasks = [
+            stats_cache[t] for t in task_report.task_order(con, included=True, sort=sort, top=top)
+        ]
+        report.tasks_below_min_runs = [
+            stats_cache[t] for t in task_report.task_order(con, included=False, sort=None, top=None)
+        ]
+    elif with_tasks:
         report.tasks = [
             TaskStats(*row) for row in task_report.task_rows(con, included=True, sort=sort, top=top)
         ]
@@ -636,8 +650,12 @@ def _empty_reason(totals: dict[str, int], report: RunReport, include_link_errors
     return f"no task has --min-runs {report.min_runs} counted attempts (most: {totals['max_n']})"
 
 
+def _mean(total: float | None, count: int) -> float | None:
+    return total / count if count and total is not None else None
+
+
 def _run_curves(
-    tasks: list[tuple[int, int]],
+    pairs: list[tuple[int, int, int]],
     convention: PassKConvention = "driftdesk",
     repeat: int | None = None,
 ) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
@@ -645,19 +663,16 @@ def _run_curves(
 
     "driftdesk": at each k, the mean over the tasks with n ≥ k. "tau2" (tau2-bench's
     ``get_metrics_df``): k runs to the smallest per-task count (and never past ``repeat``,
-    tau2's num_trials), and every task is averaged at every k. ``tasks``: (n, passes) each."""
-    pairs: dict[tuple[int, int], int] = defaultdict(int)
-    for n, passes in tasks:
-        pairs[(n, passes)] += 1
-    max_n = max(n for n, _ in pairs)
+    tau2's num_trials), and every task is averaged at every k. ``pairs``: (n, passes, tasks)."""
+    max_n = max(n for n, _, _ in pairs)
     if convention == "tau2":
-        max_n = min(n for n, _ in pairs)
+        max_n = min(n for n, _, _ in pairs)
         if repeat is not None:
             max_n = min(max_n, repeat)
     hat_sum = [0.0] * max_n
     at_sum = [0.0] * max_n
     count = [0] * max_n
-    for (n, c), times in pairs.items():
+    for n, c, times in pairs:
         hat, at = pass_curves(n, c)
         for k in range(min(n, max_n)):
             hat_sum[k] += hat[k] * times
