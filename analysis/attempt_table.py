@@ -16,7 +16,10 @@ slot by slot, and the rows they supersede are excluded by ``rowid``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +59,8 @@ ATTEMPT_COLUMNS: dict[str, str] = {
     "model_mismatches": "VARCHAR",
     "model_latency_ms": "VARCHAR",
 }
+
+MEMORY_LIMIT = "400MB"  # DuckDB's own share of a report's memory (the rest is Python's)
 
 _OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
 _COLUMNS_ARG = "{" + ", ".join(f"'{k}': '{v}'" for k, v in ATTEMPT_COLUMNS.items()) + "}"
@@ -140,6 +145,32 @@ class TableAggregates:
     # (f, [task_id,] kind) -> winning harness_error slots, same order
     harness_kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
     touched: list[str] = field(default_factory=list)  # with into_table and touched_since
+
+
+@contextlib.contextmanager
+def connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection holding the (empty) tables, its temporary folder removed after it closes."""
+    spill = tempfile.mkdtemp(prefix="driftdesk-report-")
+    try:
+        con = connect(spill)
+        try:
+            yield con
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def connect(spill_dir: str) -> duckdb.DuckDBPyConnection:
+    """A connection holding the (empty) tables, whose memory DuckDB keeps under
+    ``MEMORY_LIMIT``: past it the table and the aggregations spill to ``spill_dir`` (ten
+    million rows take about 1.5 GB in the table), so a report's memory does not grow with
+    the run."""
+    import duckdb
+
+    con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill_dir})
+    create_table(con)
+    return con
 
 
 def create_table(con: duckdb.DuckDBPyConnection) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -73,6 +74,7 @@ class LiveVolatility:
         self._ci: dict[str, list[float] | None] | None = None
         self._ci_at = 0.0
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._spill: str | None = None  # DuckDB's temporary folder while _con is open
         self._reset()
 
     def _reset(self) -> None:
@@ -102,6 +104,9 @@ class LiveVolatility:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
+            self._spill = None
 
     @property
     def path(self) -> Path:
@@ -120,10 +125,8 @@ class LiveVolatility:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            import duckdb
-
-            self._con = duckdb.connect()
-            attempt_table.create_table(self._con)
+            self._spill = tempfile.mkdtemp(prefix="driftdesk-live-")
+            self._con = attempt_table.connect(self._spill)
         return self._con
 
     @property

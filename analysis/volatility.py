@@ -328,8 +328,10 @@ def build_report(
         from driftdesk.analysis.prices import load_prices
 
         prices = load_prices()
-    con, extras = read_runs(runs, include_link_errors=include_link_errors, prices=prices)
-    try:
+    from driftdesk.analysis import attempt_table
+
+    with attempt_table.connection() as con:
+        extras = read_runs(con, runs, include_link_errors=include_link_errors, prices=prices)
         return [
             assemble_report(
                 con,
@@ -346,8 +348,6 @@ def build_report(
             )
             for index, run in enumerate(runs)
         ]
-    finally:
-        con.close()
 
 
 def write_report_json(
@@ -373,9 +373,11 @@ def write_report_json(
         from driftdesk.analysis.prices import load_prices
 
         prices = load_prices()
-    con, extras = read_runs(runs, include_link_errors=include_link_errors, prices=prices)
+    from driftdesk.analysis import attempt_table
+
     reports: list[RunReport] = []
-    try:
+    with attempt_table.connection() as con:
+        extras = read_runs(con, runs, include_link_errors=include_link_errors, prices=prices)
         several = len(runs) != 1
         if several:
             out.write('{"runs":[')
@@ -401,8 +403,6 @@ def write_report_json(
             _write_run_json(con, report, out, task_curves=task_curves, sort=sort, top=top)
             reports.append(report)
         out.write("]}\n" if several else "\n")
-    finally:
-        con.close()
     return reports
 
 
@@ -442,55 +442,46 @@ def _write_run_json(
 
 
 def read_runs(
+    con: duckdb.DuckDBPyConnection,
     runs: Sequence[RunSource],
     *,
     include_link_errors: bool,
     prices: dict[str, ModelPrice] | None = None,
-) -> tuple[duckdb.DuckDBPyConnection, list[RunExtras]]:
-    """A DuckDB connection holding the per-task aggregates of every run (``task_aggs``, keyed
-    by the run's index ``f``) and each run's extras, from one parallel scan per file.
+) -> list[RunExtras]:
+    """Fill ``con`` (``attempt_table.connection()``) with the per-task aggregates of every run
+    (``task_aggs``, keyed by the run's index ``f``); each run's extras. One parallel scan per
+    file.
 
     The rows land in one table in file order (``analysis.attempt_table``); per-task aggregates
     keep the last valid row of each (task, attempt) slot, token sums count every valid row
     (superseded rows cost money too), and the rows that are not usable are named by line.
-    The caller closes the connection.
     """
-    import duckdb
-
     from driftdesk.analysis import attempt_table
 
     extras = [RunExtras() for _ in runs]
-    con = duckdb.connect()
-    try:
-        attempt_table.create_table(con)
-        bases: dict[int, int] = {}
-        loaded = 0
-        for index, run in enumerate(runs):
-            if run.attempts_path.exists():
-                bases[index] = loaded
-                loaded += attempt_table.load_file(con, run.attempts_path, index)
-        bad: dict[int, set[int]] = defaultdict(set)
-        for f, rowid in attempt_table.bad_rowids(con):
-            bad[f].add(rowid - bases[f] + 1)  # the k-th record of its file
-        for index, ordinals in bad.items():
-            extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
-                runs[index].attempts_path, ordinals
-            )
-        if prices:
-            attempt_table.price_models(con, prices)
-        result = attempt_table.aggregate(
-            con, include_link_errors=include_link_errors, into_table=True
+    bases: dict[int, int] = {}
+    loaded = 0
+    for index, run in enumerate(runs):
+        if run.attempts_path.exists():
+            bases[index] = loaded
+            loaded += attempt_table.load_file(con, run.attempts_path, index)
+    bad: dict[int, set[int]] = defaultdict(set)
+    for f, rowid in attempt_table.bad_rowids(con):
+        bad[f].add(rowid - bases[f] + 1)  # the k-th record of its file
+    for index, ordinals in bad.items():
+        extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
+            runs[index].attempts_path, ordinals
         )
-        for (f, model), sums in result.tokens.items():
-            extras[f].tokens_by_model[model] = sums
-        for (f, kind), count in result.link_kinds.items():
-            extras[f].link_errors_by_kind[kind] = count
-        for (f, kind), count in result.harness_kinds.items():
-            extras[f].harness_errors_by_kind[kind] = count
-    except BaseException:
-        con.close()
-        raise
-    return con, extras
+    if prices:
+        attempt_table.price_models(con, prices)
+    result = attempt_table.aggregate(con, include_link_errors=include_link_errors, into_table=True)
+    for (f, model), sums in result.tokens.items():
+        extras[f].tokens_by_model[model] = sums
+    for (f, kind), count in result.link_kinds.items():
+        extras[f].link_errors_by_kind[kind] = count
+    for (f, kind), count in result.harness_kinds.items():
+        extras[f].harness_errors_by_kind[kind] = count
+    return extras
 
 
 def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
@@ -722,13 +713,13 @@ def _apply_scenarios(report: RunReport, groups: list[tuple[str, int, float, list
 def pooled_task_outcomes(run_dirs: Sequence[Path]) -> dict[str, tuple[int, int]]:
     """task_id -> (passes, fails) pooled over runs (last row per slot wins), in task order."""
     runs = resolve_sources(list(run_dirs))
-    con, _ = read_runs(runs, include_link_errors=False)
-    try:
+    from driftdesk.analysis import attempt_table
+
+    with attempt_table.connection() as con:
+        read_runs(con, runs, include_link_errors=False)
         rows = con.execute(
             "SELECT f, task_id, passes, fails FROM task_aggs ORDER BY f, first_seen"
         ).fetchall()
-    finally:
-        con.close()
     by_run: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
     for f, task_id, passes, fails in rows:
         by_run[f].append((task_id, passes, fails))
