@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -323,31 +323,60 @@ def build_report(
     (default: ``analysis.prices.load_prices()``, which may raise ``PriceTableError``).
     Raises ``analysis.sources.SourceError`` for a source that names no run.
     """
-    runs = resolve_sources(sources)
-    if prices is None:
-        from driftdesk.analysis.prices import load_prices
+    options = ReportOptions(
+        min_runs, include_link_errors, group_by, sort, top, prices, pass_k_convention
+    )
+    return [report for _, report in _assembled(resolve_sources(sources), options)]
 
-        prices = load_prices()
+
+@dataclass
+class ReportOptions:
+    min_runs: int = 1
+    include_link_errors: bool = False
+    group_by: GroupBy = "task"
+    sort: SortKey = "spread"
+    top: int | None = None
+    prices: dict[str, ModelPrice] | None = None
+    pass_k_convention: PassKConvention = "driftdesk"
+
+    def loaded_prices(self) -> dict[str, ModelPrice]:
+        """The price table given, else the user's (may raise ``PriceTableError``)."""
+        if self.prices is None:
+            from driftdesk.analysis.prices import load_prices
+
+            self.prices = load_prices()
+        return self.prices
+
+
+def _assembled(
+    runs: list[RunSource], options: ReportOptions, *, with_tasks: bool = True
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunReport]]:
+    """Each run's report, with the connection its per-task table is in until the next one."""
     from driftdesk.analysis import attempt_table
 
+    prices = options.loaded_prices()
     with attempt_table.connection() as con:
-        extras = read_runs(con, runs, include_link_errors=include_link_errors, prices=prices)
-        return [
-            assemble_report(
+        extras = read_runs(
+            con, runs, include_link_errors=options.include_link_errors, prices=prices
+        )
+        for index, run in enumerate(runs):
+            yield (
                 con,
-                index,
-                run,
-                extras[index],
-                min_runs=min_runs,
-                include_link_errors=include_link_errors,
-                group_by=group_by,
-                sort=sort,
-                top=top,
-                prices=prices,
-                pass_k_convention=pass_k_convention,
+                assemble_report(
+                    con,
+                    index,
+                    run,
+                    extras[index],
+                    min_runs=options.min_runs,
+                    include_link_errors=options.include_link_errors,
+                    group_by=options.group_by,
+                    sort=options.sort,
+                    top=options.top,
+                    prices=prices,
+                    pass_k_convention=options.pass_k_convention,
+                    with_tasks=with_tasks,
+                ),
             )
-            for index, run in enumerate(runs)
-        ]
 
 
 def write_report_json(
@@ -355,54 +384,31 @@ def write_report_json(
     out: TextIO,
     *,
     task_curves: bool = False,
-    min_runs: int = 1,
-    include_link_errors: bool = False,
-    group_by: GroupBy = "task",
-    sort: SortKey = "spread",
-    top: int | None = None,
-    prices: dict[str, ModelPrice] | None = None,
-    pass_k_convention: PassKConvention = "driftdesk",
     on_report: Callable[[RunReport], None] | None = None,
+    **options: Any,
 ) -> list[RunReport]:
     """Write the report JSON of ``sources`` to ``out`` (what ``json.dumps`` of ``to_json()``
     would write, one run as the object, several as ``{"runs": [...]}``), streaming the tasks
-    from DuckDB instead of building them in Python. Returns the reports without their task
-    lists; ``on_report`` sees each before its JSON is written (for warnings)."""
+    from DuckDB instead of building them in Python. ``options`` are ``build_report``'s.
+    Returns the reports without their task lists; ``on_report`` sees each before its JSON is
+    written (for warnings)."""
     runs = resolve_sources(sources)
-    if prices is None:
-        from driftdesk.analysis.prices import load_prices
-
-        prices = load_prices()
-    from driftdesk.analysis import attempt_table
-
+    settings = ReportOptions(**options)
+    settings.loaded_prices()  # a broken price table is refused before anything is written
     reports: list[RunReport] = []
-    with attempt_table.connection() as con:
-        extras = read_runs(con, runs, include_link_errors=include_link_errors, prices=prices)
-        several = len(runs) != 1
-        if several:
-            out.write('{"runs":[')
-        for index, run in enumerate(runs):
-            report = assemble_report(
-                con,
-                index,
-                run,
-                extras[index],
-                min_runs=min_runs,
-                include_link_errors=include_link_errors,
-                group_by=group_by,
-                sort=sort,
-                top=top,
-                prices=prices,
-                pass_k_convention=pass_k_convention,
-                with_tasks=False,
-            )
-            if on_report is not None:
-                on_report(report)
-            if index:
-                out.write(",")
-            _write_run_json(con, report, out, task_curves=task_curves, sort=sort, top=top)
-            reports.append(report)
-        out.write("]}\n" if several else "\n")
+    several = len(runs) != 1
+    if several:
+        out.write('{"runs":[')
+    for con, report in _assembled(runs, settings, with_tasks=False):
+        if on_report is not None:
+            on_report(report)
+        if reports:
+            out.write(",")
+        _write_run_json(
+            con, report, out, task_curves=task_curves, sort=settings.sort, top=settings.top
+        )
+        reports.append(report)
+    out.write("]}\n" if several else "\n")
     return reports
 
 
