@@ -17,8 +17,10 @@ slot by slot, and the rows they supersede are excluded by ``rowid``.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,7 +152,7 @@ class TableAggregates:
 @contextlib.contextmanager
 def connection() -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection holding the (empty) tables, its temporary folder removed after it closes."""
-    spill = tempfile.mkdtemp(prefix="driftdesk-report-")
+    spill = spill_dir()
     try:
         con = connect(spill)
         try:
@@ -159,6 +161,12 @@ def connection() -> Iterator[duckdb.DuckDBPyConnection]:
             con.close()
     finally:
         shutil.rmtree(spill, ignore_errors=True)
+
+
+def spill_dir() -> str:
+    """A new path for DuckDB's temporary files: DuckDB creates the folder only if it spills,
+    and removes it when the connection closes (a killed process leaves it behind)."""
+    return os.path.join(tempfile.gettempdir(), f"driftdesk-duckdb-{uuid.uuid4().hex}")
 
 
 def connect(spill_dir: str) -> duckdb.DuckDBPyConnection:

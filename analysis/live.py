@@ -125,7 +125,7 @@ class LiveVolatility:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._spill = tempfile.mkdtemp(prefix="driftdesk-live-")
+            self._spill = attempt_table.spill_dir()
             self._con = attempt_table.connect(self._spill)
         return self._con
 
