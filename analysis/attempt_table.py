@@ -21,12 +21,11 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from driftdesk.analysis.metrics import TaskAggregate
 from driftdesk.analysis.sources import (
     FLOAT_FIELDS,
     INT_FIELDS,
@@ -138,7 +137,6 @@ OR sum(CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::U
 
 @dataclass
 class TableAggregates:
-    tasks: list[TaskAggregate]  # in (f, first_seen) order
     # (f, [task_id,] model) -> (prompt, completion, total): every valid row of a slot counts,
     # under the model of the slot's winning row.
     tokens: dict[tuple[Any, ...], tuple[int, int, int]]
@@ -146,7 +144,7 @@ class TableAggregates:
     link_kinds: dict[tuple[Any, ...], int]
     # (f, [task_id,] kind) -> winning harness_error slots, same order
     harness_kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    touched: list[str] = field(default_factory=list)  # with into_table and touched_since
+    touched: list[str] = field(default_factory=list)  # with touched_since
 
 
 @contextlib.contextmanager
@@ -244,17 +242,14 @@ def aggregate(
     include_link_errors: bool,
     touched_since: int | None = None,
     per_task_extras: bool = False,
-    with_attempts: bool = False,
-    into_table: bool = False,
 ) -> TableAggregates:
     """Per-task aggregates (last row per slot wins) for all tasks, or with ``touched_since``
     only for the tasks with a valid row at ``rowid >= touched_since`` (the rows just added).
 
     ``per_task_extras`` keys token sums and link-error kinds by task too (the live view keeps
-    them per task to update a few tasks at a time); ``with_attempts`` lists each task's
-    attempts present. ``into_table`` keeps the per-task rows in DuckDB instead (the table
-    ``task_aggs``, replaced, or with ``touched_since`` updated for the touched tasks; see
-    ``analysis.task_report``) and lists only the task ids aggregated in ``touched``.
+    them per task to update a few tasks at a time). The per-task rows stay in DuckDB, in
+    ``task_aggs`` (replaced, or with ``touched_since`` updated for the touched tasks, which
+    ``touched`` lists; see ``analysis.task_report``).
     """
     if touched_since is None:
         rows = "(SELECT rowid AS ord, * FROM attempts WHERE valid)"
@@ -307,7 +302,6 @@ def aggregate(
         winners = rows
 
     counted = "TRUE" if include_link_errors else "outcome IN ('pass', 'fail')"
-    present = ", list(attempt)" if with_attempts else ""
     task_query = f"""
         SELECT f, task_id,
                arg_max(scenario_id, ord) FILTER (WHERE scenario_id IS NOT NULL),
@@ -324,7 +318,7 @@ def aggregate(
                -- HAL's resource CV: mean and std(ddof=1) over the positive values only
                favg(pos_latency), stddev_samp(pos_latency),
                favg(pos_tokens), stddev_samp(pos_tokens),
-               favg(pos_cost), stddev_samp(pos_cost){present}
+               favg(pos_cost), stddev_samp(pos_cost)
         FROM (SELECT *, CASE WHEN counted_latency > 0 THEN counted_latency END AS pos_latency,
                      CASE WHEN counted_tokens > 0 THEN counted_tokens END AS pos_tokens,
                      CASE WHEN counted_cost > 0 THEN counted_cost END AS pos_cost
@@ -336,49 +330,16 @@ def aggregate(
                     FROM {winners} LEFT JOIN model_prices USING (model)))
         GROUP BY f, task_id ORDER BY f, min(ord)
         """
-    if into_table:
-        _aggregate_into_table(con, task_query, touched_since is not None)
-        touched = con.execute(
-            "SELECT DISTINCT task_id FROM touched"
-            if touched_since is not None
-            else "SELECT 1 LIMIT 0"
-        ).fetchall()
-    task_rows = [] if into_table else con.execute(task_query).fetchall()
+    _aggregate_into_table(con, task_query, touched_since is not None)
+    touched = (
+        con.execute("SELECT DISTINCT task_id FROM touched").fetchall()
+        if touched_since is not None
+        else []
+    )
     result = TableAggregates(
-        tasks=[
-            TaskAggregate(
-                f=row[0],
-                task_id=row[1],
-                scenario_id=row[2],
-                passes=row[3],
-                fails=row[4],
-                link_errors=row[5],
-                harness_errors=row[6],
-                latency_mean_ms=row[7],
-                latency_std_ms=row[8],
-                tokens_mean=row[9],
-                tokens_std=row[10],
-                last_error_kinds=list(row[11] or []),
-                first_seen=row[12],
-                slots=row[13],
-                min_attempt=row[14],
-                max_attempt=row[15],
-                model_latency_mean_ms=row[16],
-                retries=int(row[17]),
-                model_mismatches=int(row[18]),
-                latency_pos_mean=row[19],
-                latency_pos_std=row[20],
-                tokens_pos_mean=row[21],
-                tokens_pos_std=row[22],
-                cost_pos_mean=row[23],
-                cost_pos_std=row[24],
-                attempts_present=list(row[25]) if with_attempts else [],
-            )
-            for row in task_rows
-        ],
         tokens={},
         link_kinds={},
-        touched=[str(row[0]) for row in touched] if into_table else [],
+        touched=[str(row[0]) for row in touched],
     )
     keys = "f, task_id" if per_task_extras else "f"
     if has_dups:
@@ -427,17 +388,3 @@ def _aggregate_into_table(con: duckdb.DuckDBPyConnection, task_query: str, updat
     else:
         con.execute("DELETE FROM task_aggs WHERE task_id IN (SELECT task_id FROM touched)")
     con.execute(f"INSERT INTO task_aggs {task_query}")
-
-
-def present_attempts(
-    con: duckdb.DuckDBPyConnection, f: int, task_ids: Sequence[str]
-) -> dict[str, set[int]]:
-    """The attempts with at least one valid row, for the given tasks of file ``f``."""
-    return {
-        task_id: set(attempts)
-        for task_id, attempts in con.execute(
-            "SELECT task_id, list(DISTINCT attempt) FROM attempts WHERE valid AND f = $f "
-            "AND task_id IN (SELECT unnest($tasks)) GROUP BY task_id",
-            {"f": f, "tasks": list(task_ids)},
-        ).fetchall()
-    }

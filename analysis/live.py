@@ -238,7 +238,6 @@ class LiveVolatility:
             include_link_errors=self.include_link_errors,
             touched_since=None if since == 0 else since,
             per_task_extras=True,
-            into_table=True,
         )
         tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
         for (_, task_id, model), sums in result.tokens.items():

@@ -1,6 +1,6 @@
 """The run report from the per-task table, in SQL: per-task stats, run metrics, streamed JSON.
 
-``attempt_table.aggregate(..., into_table=True)`` leaves one row per (run, task) in the DuckDB
+``attempt_table.aggregate`` leaves one row per (run, task) in the DuckDB
 table ``task_aggs``. Everything per task is computed from it here in SQL (success, spread,
 C_out, the HAL consistencies, missing attempts, order), the run metrics are aggregates of that
 (a few numbers cross into Python), and the tasks are either made into ``TaskStats`` (for the

@@ -480,7 +480,7 @@ def read_runs(
         )
     if prices:
         attempt_table.price_models(con, prices)
-    result = attempt_table.aggregate(con, include_link_errors=include_link_errors, into_table=True)
+    result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
     for (f, model), sums in result.tokens.items():
         extras[f].tokens_by_model[model] = sums
     for (f, kind), count in result.link_kinds.items():
