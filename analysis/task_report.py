@@ -300,15 +300,20 @@ def task_rows(
     sort: str | None,
     top: int | None,
     only: list[str] | None = None,
-) -> list[tuple[Any, ...]]:
+    batch: int = 4096,
+) -> Iterator[tuple[Any, ...]]:
     """TaskStats field tuples: the included tasks sorted and cut to ``top``, or the others in
-    task order; with ``only``, just those tasks (in no particular order)."""
+    task order; with ``only``, just those tasks (in no particular order). Fetched a batch at a
+    time: DuckDB never holds the whole result outside its spillable memory."""
     if only is not None:
-        return con.execute(
+        cursor = con.execute(
             f"SELECT {TASK_STATS_COLUMNS} FROM task_stats WHERE task_id IN (SELECT unnest($ids))",
             {"ids": only},
-        ).fetchall()
-    return con.execute(f"SELECT {TASK_STATS_COLUMNS} {_select(included, sort, top)}").fetchall()
+        )
+    else:
+        cursor = con.execute(f"SELECT {TASK_STATS_COLUMNS} {_select(included, sort, top)}")
+    while rows := cursor.fetchmany(batch):
+        yield from rows
 
 
 def task_order(
