@@ -16,12 +16,16 @@ slot by slot, and the rows they supersede are excluded by ``rowid``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from driftdesk.analysis.metrics import TaskAggregate
 from driftdesk.analysis.sources import (
     FLOAT_FIELDS,
     INT_FIELDS,
@@ -56,6 +60,8 @@ ATTEMPT_COLUMNS: dict[str, str] = {
     "model_mismatches": "VARCHAR",
     "model_latency_ms": "VARCHAR",
 }
+
+MEMORY_LIMIT = "400MB"  # DuckDB's own share of a report's memory (the rest is Python's)
 
 _OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
 _COLUMNS_ARG = "{" + ", ".join(f"'{k}': '{v}'" for k, v in ATTEMPT_COLUMNS.items()) + "}"
@@ -131,7 +137,6 @@ OR sum(CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::U
 
 @dataclass
 class TableAggregates:
-    tasks: list[TaskAggregate]  # in (f, first_seen) order
     # (f, [task_id,] model) -> (prompt, completion, total): every valid row of a slot counts,
     # under the model of the slot's winning row.
     tokens: dict[tuple[Any, ...], tuple[int, int, int]]
@@ -139,11 +144,45 @@ class TableAggregates:
     link_kinds: dict[tuple[Any, ...], int]
     # (f, [task_id,] kind) -> winning harness_error slots, same order
     harness_kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    touched: list[str] = field(default_factory=list)  # with touched_since
+
+
+@contextlib.contextmanager
+def connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection holding the (empty) tables, its temporary folder removed after it closes."""
+    spill = spill_dir()
+    try:
+        con = connect(spill)
+        try:
+            yield con
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def spill_dir() -> str:
+    """A new path for DuckDB's temporary files: DuckDB creates the folder only if it spills,
+    and removes it when the connection closes (a killed process leaves it behind)."""
+    return os.path.join(tempfile.gettempdir(), f"driftdesk-duckdb-{uuid.uuid4().hex}")
+
+
+def connect(spill_dir: str) -> duckdb.DuckDBPyConnection:
+    """A connection holding the (empty) tables, whose memory DuckDB keeps under
+    ``MEMORY_LIMIT``: past it the table and the aggregations spill to ``spill_dir`` (ten
+    million rows take about 1.5 GB in the table), so a report's memory does not grow with
+    the run."""
+    import duckdb
+
+    con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill_dir})
+    create_table(con)
+    return con
 
 
 def create_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET enable_progress_bar = false")
     con.execute(CREATE_TABLE)
+    con.execute(f"CREATE TEMP TABLE task_aggs ({TASK_AGGS})")
 
 
 def load_file(con: duckdb.DuckDBPyConnection, path: Path, f: int) -> int:
@@ -203,14 +242,14 @@ def aggregate(
     include_link_errors: bool,
     touched_since: int | None = None,
     per_task_extras: bool = False,
-    with_attempts: bool = False,
 ) -> TableAggregates:
     """Per-task aggregates (last row per slot wins) for all tasks, or with ``touched_since``
     only for the tasks with a valid row at ``rowid >= touched_since`` (the rows just added).
 
     ``per_task_extras`` keys token sums and link-error kinds by task too (the live view keeps
-    them per task to update a few tasks at a time); ``with_attempts`` lists each task's
-    attempts present.
+    them per task to update a few tasks at a time). The per-task rows stay in DuckDB, in
+    ``task_aggs`` (replaced, or with ``touched_since`` updated for the touched tasks, which
+    ``touched`` lists; see ``analysis.task_report``).
     """
     if touched_since is None:
         rows = "(SELECT rowid AS ord, * FROM attempts WHERE valid)"
@@ -263,9 +302,7 @@ def aggregate(
         winners = rows
 
     counted = "TRUE" if include_link_errors else "outcome IN ('pass', 'fail')"
-    present = ", list(attempt)" if with_attempts else ""
-    task_rows = con.execute(
-        f"""
+    task_query = f"""
         SELECT f, task_id,
                arg_max(scenario_id, ord) FILTER (WHERE scenario_id IS NOT NULL),
                count(*) FILTER (WHERE outcome = 'pass'),
@@ -281,7 +318,7 @@ def aggregate(
                -- HAL's resource CV: mean and std(ddof=1) over the positive values only
                favg(pos_latency), stddev_samp(pos_latency),
                favg(pos_tokens), stddev_samp(pos_tokens),
-               favg(pos_cost), stddev_samp(pos_cost){present}
+               favg(pos_cost), stddev_samp(pos_cost)
         FROM (SELECT *, CASE WHEN counted_latency > 0 THEN counted_latency END AS pos_latency,
                      CASE WHEN counted_tokens > 0 THEN counted_tokens END AS pos_tokens,
                      CASE WHEN counted_cost > 0 THEN counted_cost END AS pos_cost
@@ -293,41 +330,16 @@ def aggregate(
                     FROM {winners} LEFT JOIN model_prices USING (model)))
         GROUP BY f, task_id ORDER BY f, min(ord)
         """
-    ).fetchall()
+    _aggregate_into_table(con, task_query, touched_since is not None)
+    touched = (
+        con.execute("SELECT DISTINCT task_id FROM touched").fetchall()
+        if touched_since is not None
+        else []
+    )
     result = TableAggregates(
-        tasks=[
-            TaskAggregate(
-                f=row[0],
-                task_id=row[1],
-                scenario_id=row[2],
-                passes=row[3],
-                fails=row[4],
-                link_errors=row[5],
-                harness_errors=row[6],
-                latency_mean_ms=row[7],
-                latency_std_ms=row[8],
-                tokens_mean=row[9],
-                tokens_std=row[10],
-                last_error_kinds=list(row[11] or []),
-                first_seen=row[12],
-                slots=row[13],
-                min_attempt=row[14],
-                max_attempt=row[15],
-                model_latency_mean_ms=row[16],
-                retries=int(row[17]),
-                model_mismatches=int(row[18]),
-                latency_pos_mean=row[19],
-                latency_pos_std=row[20],
-                tokens_pos_mean=row[21],
-                tokens_pos_std=row[22],
-                cost_pos_mean=row[23],
-                cost_pos_std=row[24],
-                attempts_present=list(row[25]) if with_attempts else [],
-            )
-            for row in task_rows
-        ],
         tokens={},
         link_kinds={},
+        touched=[str(row[0]) for row in touched],
     )
     keys = "f, task_id" if per_task_extras else "f"
     if has_dups:
@@ -358,15 +370,21 @@ def aggregate(
     return result
 
 
-def present_attempts(
-    con: duckdb.DuckDBPyConnection, f: int, task_ids: Sequence[str]
-) -> dict[str, set[int]]:
-    """The attempts with at least one valid row, for the given tasks of file ``f``."""
-    return {
-        task_id: set(attempts)
-        for task_id, attempts in con.execute(
-            "SELECT task_id, list(DISTINCT attempt) FROM attempts WHERE valid AND f = $f "
-            "AND task_id IN (SELECT unnest($tasks)) GROUP BY task_id",
-            {"f": f, "tasks": list(task_ids)},
-        ).fetchall()
-    }
+# The columns of ``task_aggs``, in the order of the per-task query in ``aggregate``.
+TASK_AGGS = """
+    f INTEGER, task_id VARCHAR, scenario_id VARCHAR, passes BIGINT, fails BIGINT,
+    link_errors BIGINT, harness_errors BIGINT, latency_mean_ms DOUBLE, latency_std_ms DOUBLE,
+    tokens_mean DOUBLE, tokens_std DOUBLE, last_error_kinds VARCHAR[], first_seen BIGINT,
+    slots BIGINT, min_attempt BIGINT, max_attempt BIGINT, model_latency_mean_ms DOUBLE,
+    retries BIGINT, model_mismatches BIGINT, latency_pos_mean DOUBLE, latency_pos_std DOUBLE,
+    tokens_pos_mean DOUBLE, tokens_pos_std DOUBLE, cost_pos_mean DOUBLE, cost_pos_std DOUBLE
+"""
+
+
+def _aggregate_into_table(con: duckdb.DuckDBPyConnection, task_query: str, update: bool) -> None:
+    """Write the per-task rows into ``task_aggs``: all of it, or replacing the touched tasks."""
+    if not update:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE task_aggs ({TASK_AGGS})")
+    else:
+        con.execute("DELETE FROM task_aggs WHERE task_id IN (SELECT task_id FROM touched)")
+    con.execute(f"INSERT INTO task_aggs {task_query}")

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis import attempt_table
 from driftdesk.analysis.sources import (
@@ -34,13 +35,11 @@ from driftdesk.analysis.volatility import (
     SortKey,
     TaskStats,
     assemble_report,
-    missing_slots,
 )
 
 if TYPE_CHECKING:
     import duckdb
 
-    from driftdesk.analysis.metrics import TaskAggregate
     from driftdesk.analysis.prices import ModelPrice
 
 _BLOCK = 1 << 24  # bytes read at a time when counting lines
@@ -75,6 +74,7 @@ class LiveVolatility:
         self._ci: dict[str, list[float] | None] | None = None
         self._ci_at = 0.0
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._spill: str | None = None  # DuckDB's temporary folder while _con is open
         self._reset()
 
     def _reset(self) -> None:
@@ -85,9 +85,11 @@ class LiveVolatility:
         self._first_load_end = 0  # with _line None: lines before it not counted yet,
         self._line_extra = 0  # and lines counted after it
         self._rows = 0  # rows in the table (records read; blank lines are not records)
-        self._tasks: dict[str, TaskAggregate] = {}
-        # TaskStats of the tasks whose aggregate object did not change since last time
-        self._stats_cache: dict[str, tuple[TaskAggregate, tuple[int, ...], TaskStats]] = {}
+        # TaskStats of every task as of the last report, the tasks aggregated since (None:
+        # all of them) and the manifest facts they were made with
+        self._stats: dict[str, TaskStats] = {}
+        self._changed: set[str] | None = None
+        self._manifest_key: tuple[Any, ...] | None = None
         self._task_tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
         self._task_kinds: dict[str, dict[str, int]] = {}
         self._tokens: dict[str | None, list[int]] = {}  # run totals, kept up to date per task
@@ -102,6 +104,9 @@ class LiveVolatility:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
+            self._spill = None
 
     @property
     def path(self) -> Path:
@@ -120,10 +125,8 @@ class LiveVolatility:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            import duckdb
-
-            self._con = duckdb.connect()
-            attempt_table.create_table(self._con)
+            self._spill = attempt_table.spill_dir()
+            self._con = attempt_table.connect(self._spill)
         return self._con
 
     @property
@@ -235,7 +238,6 @@ class LiveVolatility:
             include_link_errors=self.include_link_errors,
             touched_since=None if since == 0 else since,
             per_task_extras=True,
-            with_attempts=True,
         )
         tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
         for (_, task_id, model), sums in result.tokens.items():
@@ -246,8 +248,12 @@ class LiveVolatility:
         harness: dict[str, dict[str, int]] = {}
         for (_, task_id, kind), count in result.harness_kinds.items():
             harness.setdefault(task_id, {})[kind] = count
-        for row in result.tasks:
-            task_id = row.task_id
+        touched = result.touched if since else {*tokens, *kinds, *harness}
+        if not since:
+            self._changed = None
+        elif self._changed is not None:
+            self._changed.update(result.touched)
+        for task_id in touched:
             for kind, count in self._task_harness_kinds.get(task_id, {}).items():
                 self._add_kind(kind, -count, self._harness_kinds)
             self._task_harness_kinds[task_id] = harness.get(task_id, {})
@@ -257,7 +263,6 @@ class LiveVolatility:
                 self._add_tokens(model, sums, -1)
             for kind, count in self._task_kinds.get(task_id, {}).items():
                 self._add_kind(kind, -count)
-            self._tasks[task_id] = row
             self._task_tokens[task_id] = tokens.get(task_id, {})
             self._task_kinds[task_id] = kinds.get(task_id, {})
             for model, sums in self._task_tokens[task_id].items():
@@ -288,26 +293,18 @@ class LiveVolatility:
             sorted(self._link_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         )
         extras.harness_errors_by_kind = dict(self._harness_kinds)
-        repeat = manifest.get("repeat")
-        if isinstance(repeat, int):
-            # Slots are distinct, so 0..repeat−1 all present <=> count, min and max agree.
-            complete = {
-                t
-                for t, row in self._tasks.items()
-                if (row.slots, row.min_attempt, row.max_attempt) == (repeat, 0, repeat - 1)
-            }
-            present = {
-                t: set(row.attempts_present) for t, row in self._tasks.items() if t not in complete
-            }
-            extras.missing_slots = missing_slots(manifest, complete, present)
-        aggregates = sorted(self._tasks.values(), key=lambda a: a.first_seen)
+        tasks, repeat = manifest.get("tasks"), manifest.get("repeat")
+        manifest_key = (tuple(tasks) if isinstance(tasks, list) else None, repeat)
+        if manifest_key != self._manifest_key:  # missing attempts are the manifest's too
+            self._changed, self._manifest_key = None, manifest_key
         assert self._prices is not None
         now = time.monotonic()
         fresh = self._ci is not None and now - self._ci_at < self.ci_interval_s
         reuse = self._ci if fresh else None
         report = assemble_report(
+            self._connection(),
+            0,
             RunSource(self.path, self.run_dir, manifest),
-            aggregates,
             extras,
             min_runs=self.min_runs,
             include_link_errors=self.include_link_errors,
@@ -316,8 +313,10 @@ class LiveVolatility:
             top=self.top,
             prices=self._prices,
             ci95=reuse,
-            stats_cache=self._stats_cache,
+            stats_cache=self._stats,
+            changed=None if self._changed is None else sorted(self._changed),
         )
+        self._changed = set()
         if reuse is None:
             self._ci, self._ci_at = report.ci95, now
         return report

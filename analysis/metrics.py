@@ -1,58 +1,17 @@
 """Per-task and per-run arithmetic on aggregates (never on rows): pass^k, pass@k, bootstrap.
 
-The SQL in ``analysis.volatility`` and the incremental state in ``analysis.live`` both produce
-``TaskAggregate`` values; everything after that is shared, so both give identical numbers.
+The per-task formulas (HAL's C_out, CV and C_res) are SQL in ``analysis.task_report``;
+``tests/analysis/test_analysis_published_metrics.py`` checks them against each source's own.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_MAX_DRAWS = 5_000_000  # resamples × tasks: bounds the cost on huge runs, where the
 BOOTSTRAP_MIN_RESAMPLES = 100  # interval is narrow anyway; never fewer than 100 resamples
 BOOTSTRAP_SEED = 20240611
-
-
-@dataclass
-class TaskAggregate:
-    """What the reader knows about one task of one run (winning row per slot only)."""
-
-    task_id: str
-    scenario_id: str | None
-    passes: int
-    fails: int
-    link_errors: int
-    harness_errors: int
-    latency_mean_ms: float | None = None  # over counted attempts
-    latency_std_ms: float | None = None  # population std
-    tokens_mean: float | None = None
-    tokens_std: float | None = None
-    last_error_kinds: list[str] = field(default_factory=list)
-    attempts_present: list[int] = field(default_factory=list)
-    first_seen: int = 0  # file order of the task's first row, for stable ordering
-    f: int = 0  # index of the run (file) among those read together
-    slots: int = 0  # slots with a row; with min/max attempt, tells whether 0..repeat−1 are all
-    min_attempt: int | None = None  # present without listing them
-    max_attempt: int | None = None
-    model_latency_mean_ms: float | None = None  # provider-call time (proxy), counted attempts
-    retries: int = 0  # winning rows, all outcomes
-    model_mismatches: int = 0  # calls served by another model than requested, winning rows
-    # HAL's resource CV inputs: mean and sample std (ddof=1) of the positive values
-    latency_pos_mean: float | None = None
-    latency_pos_std: float | None = None
-    tokens_pos_mean: float | None = None
-    tokens_pos_std: float | None = None
-    cost_pos_mean: float | None = None
-    cost_pos_std: float | None = None
-
-    def counted(self, include_link_errors: bool) -> int:
-        n = self.passes + self.fails
-        if include_link_errors:
-            n += self.link_errors + self.harness_errors
-        return n
 
 
 @lru_cache(maxsize=65536)
@@ -73,12 +32,6 @@ def pass_curves(n: int, c: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
         hat.append(all_pass)
         at.append(1.0 - all_fail)
     return tuple(hat), tuple(at)
-
-
-def coefficient_of_variation(mean: float | None, std: float | None) -> float | None:
-    if mean is None or std is None or mean == 0:
-        return None
-    return std / mean
 
 
 def resample_count(tasks: int) -> int:
@@ -131,38 +84,6 @@ def bootstrap_ci95(
         con.close()
     assert row is not None
     return {name: [float(row[2 * i]), float(row[2 * i + 1])] for i, name in enumerate(names)}
-
-
-# --- Published per-task formulas (each names its source; docs/report-json.md has the list) ---
-
-
-def hal_outcome_consistency(n: int, passes: int) -> float | None:
-    """HAL's C_out for one task (hal-harness ``reliability_eval/metrics/consistency.py``):
-    (2·p̂ − 1)² with p̂ = passes / n; undefined (None, HAL's NaN) with fewer than 2 runs."""
-    if n < 2:
-        return None
-    return (2 * passes / n - 1) ** 2
-
-
-def hal_cv(mean: float | None, sample_std: float | None) -> float | None:
-    """HAL's coefficient of variation: std(ddof=1) / mean over the positive values of a task's
-    runs; None (HAL leaves the resource out) with fewer than 2 such values or mean ≤ 0."""
-    if mean is None or sample_std is None or mean <= 0:
-        return None
-    return sample_std / mean
-
-
-def hal_resource_consistency(cvs: list[float | None]) -> float | None:
-    """HAL's C_res for one task: exp(−mean of the resources' CVs), the resources without a CV
-    left out; None when no resource has one."""
-    known = [cv for cv in cvs if cv is not None]
-    if not known:
-        return None
-    return math.exp(-sum(known) / len(known))
-
-
-def exp_neg(cv: float | None) -> float | None:
-    return None if cv is None else math.exp(-cv)
 
 
 def mean_or_none(values: list[float | None]) -> float | None:

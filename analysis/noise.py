@@ -56,21 +56,36 @@ def noise_floor(
     """``counts``: (n, passes) per task. ``repeats_for_pp[δ]`` is None when the run shows no
     within-task variation (any change is then visible with one repeat: 1)."""
     usable = [(n, c) for n, c in counts if n >= 2]
-    floor = NoiseFloor(tasks=len(usable), mde_pp=None, power=power, alpha=alpha)
-    if not usable:
+    variances = [c / n * (1 - c / n) * n / (n - 1) for n, c in usable]  # s_i², ddof = 1
+    return noise_floor_from_sums(
+        len(usable),
+        sum(v / n for v, (n, _) in zip(variances, usable, strict=True)),
+        sum(variances),
+        targets_pp=targets_pp,
+        power=power,
+        alpha=alpha,
+    )
+
+
+def noise_floor_from_sums(
+    tasks: int,
+    variance_over_n: float,
+    variance: float,
+    *,
+    targets_pp: Sequence[float] = TARGETS_PP,
+    power: float = POWER,
+    alpha: float = ALPHA,
+) -> NoiseFloor:
+    """The noise floor from the tasks with n ≥ 2: their count, Σ s_i² / n_i and Σ s_i²."""
+    floor = NoiseFloor(tasks=tasks, mde_pp=None, power=power, alpha=alpha)
+    if not tasks:
         floor.repeats_for_pp = dict.fromkeys(targets_pp)
         return floor
-    tasks = len(usable)
-    variances = [c / n * (1 - c / n) * n / (n - 1) for n, c in usable]  # s_i², ddof = 1
     z = _z_sum(power, alpha)
-    floor.mde_pp = (
-        100
-        * z
-        * math.sqrt(2 * sum(v / n for v, (n, _) in zip(variances, usable, strict=True)))
-        / tasks
-    )
-    total = sum(variances)
+    floor.mde_pp = 100 * z * math.sqrt(2 * variance_over_n) / tasks
     for target in targets_pp:
         delta = target / 100
-        floor.repeats_for_pp[target] = max(1, math.ceil(2 * z * z * total / (tasks * delta) ** 2))
+        floor.repeats_for_pp[target] = max(
+            1, math.ceil(2 * z * z * variance / (tasks * delta) ** 2)
+        )
     return floor

@@ -20,25 +20,19 @@ Definitions (the numbers the CLI, the TUI and ``docs/report-json.md`` promise):
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from driftdesk.analysis.metrics import (
-    TaskAggregate,
     bootstrap_ci95,
-    coefficient_of_variation,
-    exp_neg,
-    hal_cv,
-    hal_outcome_consistency,
-    hal_resource_consistency,
-    mean_or_none,
     pass_curves,
     resample_count,
 )
-from driftdesk.analysis.noise import NoiseFloor, noise_floor
+from driftdesk.analysis.noise import NoiseFloor, noise_floor_from_sums
 from driftdesk.analysis.sources import (
     RunSource,
     name_bad_records,
@@ -46,6 +40,8 @@ from driftdesk.analysis.sources import (
 )
 
 if TYPE_CHECKING:
+    import duckdb
+
     from driftdesk.analysis.prices import ModelPrice
 
 GroupBy = Literal["task", "scenario"]
@@ -327,95 +323,174 @@ def build_report(
     (default: ``analysis.prices.load_prices()``, which may raise ``PriceTableError``).
     Raises ``analysis.sources.SourceError`` for a source that names no run.
     """
-    runs = resolve_sources(sources)
-    if prices is None:
-        from driftdesk.analysis.prices import load_prices
+    options = ReportOptions(
+        min_runs, include_link_errors, group_by, sort, top, prices, pass_k_convention
+    )
+    return [report for _, report in _assembled(resolve_sources(sources), options)]
 
-        prices = load_prices()
-    aggregates, extras = read_runs(runs, include_link_errors=include_link_errors, prices=prices)
-    return [
-        assemble_report(
-            run,
-            aggregates[index],
-            extras[index],
-            min_runs=min_runs,
-            include_link_errors=include_link_errors,
-            group_by=group_by,
-            sort=sort,
-            top=top,
-            prices=prices,
-            pass_k_convention=pass_k_convention,
+
+@dataclass
+class ReportOptions:
+    min_runs: int = 1
+    include_link_errors: bool = False
+    group_by: GroupBy = "task"
+    sort: SortKey = "spread"
+    top: int | None = None
+    prices: dict[str, ModelPrice] | None = None
+    pass_k_convention: PassKConvention = "driftdesk"
+
+    def loaded_prices(self) -> dict[str, ModelPrice]:
+        """The price table given, else the user's (may raise ``PriceTableError``)."""
+        if self.prices is None:
+            from driftdesk.analysis.prices import load_prices
+
+            self.prices = load_prices()
+        return self.prices
+
+
+def _assembled(
+    runs: list[RunSource], options: ReportOptions, *, with_tasks: bool = True
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunReport]]:
+    """Each run's report, with the connection its per-task table is in until the next one.
+
+    One connection per run, closed before the next run is read: memory is bounded by the
+    biggest run, not by the sum of them (``compare`` of two 10M-row runs)."""
+    from driftdesk.analysis import attempt_table
+
+    prices = options.loaded_prices()
+    for run in runs:
+        with attempt_table.connection() as con:
+            (extras,) = read_runs(
+                con, [run], include_link_errors=options.include_link_errors, prices=prices
+            )
+            yield (
+                con,
+                assemble_report(
+                    con,
+                    0,
+                    run,
+                    extras,
+                    min_runs=options.min_runs,
+                    include_link_errors=options.include_link_errors,
+                    group_by=options.group_by,
+                    sort=options.sort,
+                    top=options.top,
+                    prices=prices,
+                    pass_k_convention=options.pass_k_convention,
+                    with_tasks=with_tasks,
+                ),
+            )
+
+
+def write_report_json(
+    sources: Sequence[Source],
+    out: TextIO,
+    *,
+    task_curves: bool = False,
+    on_report: Callable[[RunReport], None] | None = None,
+    **options: Any,
+) -> list[RunReport]:
+    """Write the report JSON of ``sources`` to ``out`` (what ``json.dumps`` of ``to_json()``
+    would write, one run as the object, several as ``{"runs": [...]}``), streaming the tasks
+    from DuckDB instead of building them in Python. ``options`` are ``build_report``'s.
+    Returns the reports without their task lists; ``on_report`` sees each before its JSON is
+    written (for warnings)."""
+    runs = resolve_sources(sources)
+    settings = ReportOptions(**options)
+    settings.loaded_prices()  # a broken price table is refused before anything is written
+    reports: list[RunReport] = []
+    several = len(runs) != 1
+    if several:
+        out.write('{"runs":[')
+    for con, report in _assembled(runs, settings, with_tasks=False):
+        if on_report is not None:
+            on_report(report)
+        if reports:
+            out.write(",")
+        _write_run_json(
+            con, report, out, task_curves=task_curves, sort=settings.sort, top=settings.top
         )
-        for index, run in enumerate(runs)
-    ]
+        reports.append(report)
+    out.write("]}\n" if several else "\n")
+    return reports
+
+
+def _write_run_json(
+    con: duckdb.DuckDBPyConnection,
+    report: RunReport,
+    out: TextIO,
+    *,
+    task_curves: bool,
+    sort: SortKey,
+    top: int | None,
+) -> None:
+    from driftdesk.analysis import task_report
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    for i, (key, value) in enumerate(report.to_json(task_curves=task_curves).items()):
+        out.write(("{" if i == 0 else ",") + dumps(key) + ":")
+        if key in ("tasks", "tasks_below_min_runs"):
+            included = key == "tasks"
+            out.write("[")
+            for j, text in enumerate(
+                task_report.task_json(
+                    con,
+                    included=included,
+                    sort=sort if included else None,
+                    top=top if included else None,
+                    curves=task_curves,
+                )
+            ):
+                out.write(text if j == 0 else "," + text)
+            out.write("]")
+        else:
+            out.write(dumps(value))
+    out.write("}")
 
 
 def read_runs(
+    con: duckdb.DuckDBPyConnection,
     runs: Sequence[RunSource],
     *,
     include_link_errors: bool,
     prices: dict[str, ModelPrice] | None = None,
-) -> tuple[list[list[TaskAggregate]], list[RunExtras]]:
-    """Per-task aggregates and run extras for each run, from one parallel DuckDB scan per file.
+) -> list[RunExtras]:
+    """Fill ``con`` (``attempt_table.connection()``) with the per-task aggregates of every run
+    (``task_aggs``, keyed by the run's index ``f``); each run's extras. One parallel scan per
+    file.
 
     The rows land in one table in file order (``analysis.attempt_table``); per-task aggregates
     keep the last valid row of each (task, attempt) slot, token sums count every valid row
     (superseded rows cost money too), and the rows that are not usable are named by line.
     """
-    import duckdb
-
     from driftdesk.analysis import attempt_table
 
-    aggregates: list[list[TaskAggregate]] = [[] for _ in runs]
     extras = [RunExtras() for _ in runs]
-    con = duckdb.connect()
-    try:
-        attempt_table.create_table(con)
-        bases: dict[int, int] = {}
-        loaded = 0
-        for index, run in enumerate(runs):
-            if run.attempts_path.exists():
-                bases[index] = loaded
-                loaded += attempt_table.load_file(con, run.attempts_path, index)
-        bad: dict[int, set[int]] = defaultdict(set)
-        for f, rowid in attempt_table.bad_rowids(con):
-            bad[f].add(rowid - bases[f] + 1)  # the k-th record of its file
-        for index, ordinals in bad.items():
-            extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
-                runs[index].attempts_path, ordinals
-            )
-        if prices:
-            attempt_table.price_models(con, prices)
-        result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
-        incomplete: dict[int, list[str]] = defaultdict(list)
-        for row in result.tasks:
-            aggregates[row.f].append(row)
-            repeat = runs[row.f].manifest.get("repeat")
-            # Slots are distinct, so 0..repeat−1 all present <=> count, min and max agree.
-            if isinstance(repeat, int) and (row.slots, row.min_attempt, row.max_attempt) != (
-                repeat,
-                0,
-                repeat - 1,
-            ):
-                incomplete[row.f].append(row.task_id)
-        for (f, model), sums in result.tokens.items():
-            extras[f].tokens_by_model[model] = sums
-        for (f, kind), count in result.link_kinds.items():
-            extras[f].link_errors_by_kind[kind] = count
-        for (f, kind), count in result.harness_kinds.items():
-            extras[f].harness_errors_by_kind[kind] = count
-        for index, run in enumerate(runs):
-            present = (
-                attempt_table.present_attempts(con, index, incomplete[index])
-                if incomplete.get(index)
-                else {}
-            )
-            extras[index].missing_slots = missing_slots(
-                run.manifest, {agg.task_id for agg in aggregates[index]}, present
-            )
-    finally:
-        con.close()
-    return aggregates, extras
+    bases: dict[int, int] = {}
+    loaded = 0
+    for index, run in enumerate(runs):
+        if run.attempts_path.exists():
+            bases[index] = loaded
+            loaded += attempt_table.load_file(con, run.attempts_path, index)
+    bad: dict[int, set[int]] = defaultdict(set)
+    for f, rowid in attempt_table.bad_rowids(con):
+        bad[f].add(rowid - bases[f] + 1)  # the k-th record of its file
+    for index, ordinals in bad.items():
+        extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
+            runs[index].attempts_path, ordinals
+        )
+    if prices:
+        attempt_table.price_models(con, prices)
+    result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
+    for (f, model), sums in result.tokens.items():
+        extras[f].tokens_by_model[model] = sums
+    for (f, kind), count in result.link_kinds.items():
+        extras[f].link_errors_by_kind[kind] = count
+    for (f, kind), count in result.harness_kinds.items():
+        extras[f].harness_errors_by_kind[kind] = count
+    return extras
 
 
 def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
@@ -426,30 +501,10 @@ def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[Skippe
     ]
 
 
-def missing_slots(
-    manifest: dict[str, Any], complete: set[str], present: dict[str, set[int]]
-) -> list[tuple[str, int]]:
-    """Manifest tasks × repeat minus the slots present (tasks without any row included).
-
-    ``complete`` holds the tasks known to have all of 0..repeat−1 unless listed in ``present``
-    (the attempts of the tasks whose slot count or range is off).
-    """
-    tasks = manifest.get("tasks")
-    repeat = manifest.get("repeat")
-    if not isinstance(tasks, list) or not isinstance(repeat, int) or repeat < 1:
-        return []
-    missing: list[tuple[str, int]] = []
-    for task_id in (str(t) for t in tasks):
-        if task_id in complete and task_id not in present:
-            continue  # all of 0..repeat−1 present
-        have = present.get(task_id, set())
-        missing.extend((task_id, a) for a in range(repeat) if a not in have)
-    return missing
-
-
 def assemble_report(
+    con: duckdb.DuckDBPyConnection,
+    f: int,
     run: RunSource,
-    aggregates: list[TaskAggregate],
     extras: RunExtras,
     *,
     min_runs: int,
@@ -459,15 +514,21 @@ def assemble_report(
     top: int | None,
     prices: dict[str, ModelPrice],
     ci95: dict[str, list[float] | None] | None = None,
-    stats_cache: dict[str, tuple[TaskAggregate, tuple[int, ...], TaskStats]] | None = None,
     pass_k_convention: PassKConvention = "driftdesk",
+    with_tasks: bool = True,
+    stats_cache: dict[str, TaskStats] | None = None,
+    changed: list[str] | None = None,
 ) -> RunReport:
-    """Turn per-task aggregates into the run's report (shared by cold and live reports).
+    """Turn run ``f``'s per-task aggregates (``task_aggs`` in ``con``) into its report (shared
+    by cold and live reports; the per-task arithmetic is SQL, ``analysis.task_report``).
 
     ``ci95`` reuses intervals computed earlier (the live view refreshes them less often).
-    ``stats_cache`` (task id -> the aggregate and missing attempts a ``TaskStats`` was made
-    from) lets a caller that keeps unchanged aggregate objects skip rebuilding their stats.
+    Without ``with_tasks`` the report's task lists stay empty (``write_report_json`` streams
+    them from ``task_stats`` instead). ``stats_cache`` (task id -> TaskStats, kept by the
+    caller) with ``changed`` (the tasks whose rows changed since the cache was filled; None:
+    all) rebuilds only those tasks' stats; only the order is read for the others.
     """
+    from driftdesk.analysis import task_report
     from driftdesk.analysis.prices import price_for
 
     report = RunReport(
@@ -485,86 +546,80 @@ def assemble_report(
     report.started_at = started if isinstance(started, str) else None
     report.repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None
     report.models = sorted(m for m in extras.tokens_by_model if m)
-    missing_by_task: dict[str, list[int]] = defaultdict(list)
-    for task_id, attempt in extras.missing_slots:
-        missing_by_task[task_id].append(attempt)
-    report.missing_slots = [{"task_id": t, "attempt": a} for t, a in extras.missing_slots]
-
-    by_task = {agg.task_id: agg for agg in aggregates}
-    # Manifest tasks without a single row are still tasks of the run: listed, never averaged.
-    for task_id in (str(t) for t in run.manifest.get("tasks") or []):
-        if task_id not in by_task:
-            by_task[task_id] = TaskAggregate(task_id, None, 0, 0, 0, 0, first_seen=1 << 62)
-
-    if stats_cache is None:
-        stats = [
-            _task_stats(agg, include_link_errors, missing_by_task.get(agg.task_id, []))
-            for agg in by_task.values()
-        ]
-    else:
-        stats = []
-        for agg in by_task.values():
-            missing = missing_by_task.get(agg.task_id, [])
-            cached = stats_cache.get(agg.task_id)
-            if cached is None or cached[0] is not agg or cached[1] != tuple(missing):
-                cached = (agg, tuple(missing), _task_stats(agg, include_link_errors, missing))
-                stats_cache[agg.task_id] = cached
-            stats.append(cached[2])
-    threshold = max(1, min_runs)
-    included = [t for t in stats if t.n >= threshold]
-    report.tasks_below_min_runs = [t for t in stats if t.n < threshold]
-    report.tasks_judged = len(included)
-    report.attempts_judged = sum(t.n for t in included)
-    report.link_errors = sum(t.link_errors for t in stats)
-    report.harness_errors = sum(t.harness_errors for t in stats)
+    tasks = run.manifest.get("tasks")
+    missing = task_report.prepare(
+        con,
+        f,
+        [str(t) for t in tasks] if isinstance(tasks, list) else [],
+        repeat if isinstance(repeat, int) and isinstance(tasks, list) else None,
+        include_link_errors=include_link_errors,
+        min_runs=min_runs,
+    )
+    report.missing_slots = [{"task_id": t, "attempt": a} for t, a in missing]
+    totals = task_report.run_totals(con)
+    report.tasks_judged = totals["included"]
+    report.attempts_judged = totals["attempts_judged"]
+    report.link_errors = totals["link_errors"]
+    report.harness_errors = totals["harness_errors"]
     report.link_errors_by_kind = dict(extras.link_errors_by_kind)
-    slots = sum(t.passes + t.fails + t.link_errors + t.harness_errors for t in stats)
+    slots = totals["slots"]
     report.link_error_rate = report.link_errors / slots if slots else None
-    report.retries = sum(t.retries for t in stats)
-    report.model_mismatches = sum(t.model_mismatches for t in stats)
+    report.retries = totals["retries"]
+    report.model_mismatches = totals["model_mismatches"]
     not_judged = _merge_counts(extras.link_errors_by_kind, extras.harness_errors_by_kind)
     if include_link_errors:
         report.errors_counted_as_failures = not_judged
     else:
         report.removed_from_denominator = not_judged
 
-    if included:
-        success = [t.success_rate or 0.0 for t in included]
-        spread = [t.spread or 0.0 for t in included]
-        report.success_rate = sum(success) / len(success)
-        report.consistency_gap_pp = sum(spread) / len(spread) * 100
+    if totals["included"]:
+        sums = task_report.run_sums(con)
+        count = totals["included"]
+        report.success_rate = sums["success"] / count
+        report.consistency_gap_pp = sums["spread"] / count * 100
         report.all_agree_rate = 1 - report.consistency_gap_pp / 100
-        report.c_out = mean_or_none([t.c_out for t in included])
-        report.c_out_tasks = sum(1 for t in included if t.c_out is not None)
+        report.c_out = _mean(*sums["c_out"])
+        report.c_out_tasks = sums["c_out"][1]
         report.resource_consistency = {
-            name: mean_or_none([getattr(t, f"{name}_consistency") for t in included])
-            for name in (*RESOURCES, "resource")
+            name: _mean(*sums[name]) for name in (*RESOURCES, "resource")
         }
-        report.noise_floor = noise_floor([(t.n, t.passes) for t in included])
-        report.attempt_success_rate = sum(t.passes for t in included) / report.attempts_judged
+        report.noise_floor = noise_floor_from_sums(*sums["noise"])
+        report.attempt_success_rate = totals["included_passes"] / report.attempts_judged
         report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(
-            included, pass_k_convention, report.repeat
+            sums["pairs"], pass_k_convention, report.repeat
         )
-        report.ci_resamples = resample_count(len(included))
-        if ci95 is not None:
-            report.ci95 = ci95
-        else:
-            ordered = sorted(included, key=lambda t: t.task_id)
-            report.ci95 = bootstrap_ci95(
-                {
-                    "success_rate": [t.success_rate or 0.0 for t in ordered],
-                    "consistency_gap_pp": [(t.spread or 0.0) * 100 for t in ordered],
-                }
-            )
+        report.ci_resamples = resample_count(count)
+        report.ci95 = ci95 if ci95 is not None else bootstrap_ci95(task_report.ci_columns(con))
     else:
         report.ci95 = {"success_rate": None, "consistency_gap_pp": None}
-        report.empty_reason = _empty_reason(stats, report, include_link_errors)
+        report.empty_reason = _empty_reason(totals, report, include_link_errors)
 
     _apply_tokens_and_cost(report, extras, prices, price_for)
     if group_by == "scenario":
-        _apply_scenarios(report, included)
-    report.tasks_total = len(included)
-    report.tasks = _sorted_tasks(included, sort)[: top if top is not None and top >= 0 else None]
+        _apply_scenarios(report, task_report.scenarios(con) if totals["included"] else [])
+    report.tasks_total = totals["included"]
+    if with_tasks and stats_cache is not None:
+        if changed is None:
+            stats_cache.clear()
+        for row in task_report.task_rows(con, included=True, sort=None, top=None, only=changed):
+            stats_cache[row[0]] = TaskStats(*row)
+        if changed is None:
+            for row in task_report.task_rows(con, included=False, sort=None, top=None):
+                stats_cache[row[0]] = TaskStats(*row)
+        report.tasks = [
+            stats_cache[t] for t in task_report.task_order(con, included=True, sort=sort, top=top)
+        ]
+        report.tasks_below_min_runs = [
+            stats_cache[t] for t in task_report.task_order(con, included=False, sort=None, top=None)
+        ]
+    elif with_tasks:
+        report.tasks = [
+            TaskStats(*row) for row in task_report.task_rows(con, included=True, sort=sort, top=top)
+        ]
+        report.tasks_below_min_runs = [
+            TaskStats(*row)
+            for row in task_report.task_rows(con, included=False, sort=None, top=None)
+        ]
     report.skipped_lines = list(extras.skipped_lines)
     report.skipped_line_count = extras.skipped_line_count
     return report
@@ -578,68 +633,29 @@ def _merge_counts(*counts: dict[str, int]) -> dict[str, int]:
     return dict(sorted(merged.items(), key=lambda item: (-item[1], item[0])))
 
 
-def _empty_reason(stats: list[TaskStats], report: RunReport, include_link_errors: bool) -> str:
+def _empty_reason(totals: dict[str, int], report: RunReport, include_link_errors: bool) -> str:
     """One sentence saying why no task has a success rate (the table would be empty)."""
-    slots = sum(t.passes + t.fails + t.link_errors + t.harness_errors for t in stats)
-    if not stats:
+    slots = totals["slots"]
+    if not totals["tasks"]:
         return "the run has no tasks and no attempts yet"
     if slots == 0:
         return "no attempt has been recorded yet"
-    judged = sum(t.passes + t.fails for t in stats)
-    if judged == 0 and not include_link_errors:
+    if totals["judged"] == 0 and not include_link_errors:
         kinds = ", ".join(f"{k}: {v}" for k, v in report.removed_from_denominator.items())
         return (
             f"every attempt ({slots}) was a link or harness error ({kinds}), so none was "
             "judged; check the provider with `driftdesk doctor`, or pass "
             "--include-link-errors to count them as failures"
         )
-    return (
-        f"no task has --min-runs {report.min_runs} counted attempts "
-        f"(most: {max(t.n for t in stats)})"
-    )
+    return f"no task has --min-runs {report.min_runs} counted attempts (most: {totals['max_n']})"
 
 
-def _task_stats(agg: TaskAggregate, include_link_errors: bool, missing: list[int]) -> TaskStats:
-    n = agg.counted(include_link_errors)
-    success = agg.passes / n if n else None
-    spread = (1.0 if 0 < agg.passes < n else 0.0) if n else None
-    # HAL computes resource consistency only for tasks with at least 2 runs.
-    cvs: list[float | None] = [None, None, None]
-    if n >= 2:
-        cvs = [
-            hal_cv(agg.latency_pos_mean, agg.latency_pos_std),
-            hal_cv(agg.tokens_pos_mean, agg.tokens_pos_std),
-            hal_cv(agg.cost_pos_mean, agg.cost_pos_std),
-        ]
-    return TaskStats(
-        task_id=agg.task_id,
-        scenario_id=agg.scenario_id,
-        n=n,
-        passes=agg.passes,
-        fails=agg.fails,
-        link_errors=agg.link_errors,
-        harness_errors=agg.harness_errors,
-        success_rate=success,
-        spread=spread,
-        latency_mean_ms=agg.latency_mean_ms,
-        latency_cv=coefficient_of_variation(agg.latency_mean_ms, agg.latency_std_ms),
-        tokens_mean=agg.tokens_mean,
-        tokens_cv=coefficient_of_variation(agg.tokens_mean, agg.tokens_std),
-        model_latency_mean_ms=agg.model_latency_mean_ms,
-        retries=agg.retries,
-        model_mismatches=agg.model_mismatches,
-        c_out=hal_outcome_consistency(n, agg.passes),
-        latency_consistency=exp_neg(cvs[0]),
-        tokens_consistency=exp_neg(cvs[1]),
-        cost_consistency=exp_neg(cvs[2]),
-        resource_consistency=hal_resource_consistency(cvs),
-        last_error_kinds=agg.last_error_kinds,
-        missing_attempts=missing,
-    )
+def _mean(total: float | None, count: int) -> float | None:
+    return total / count if count and total is not None else None
 
 
 def _run_curves(
-    tasks: list[TaskStats],
+    pairs: list[tuple[int, int, int]],
     convention: PassKConvention = "driftdesk",
     repeat: int | None = None,
 ) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
@@ -647,19 +663,16 @@ def _run_curves(
 
     "driftdesk": at each k, the mean over the tasks with n ≥ k. "tau2" (tau2-bench's
     ``get_metrics_df``): k runs to the smallest per-task count (and never past ``repeat``,
-    tau2's num_trials), and every task is averaged at every k."""
-    pairs: dict[tuple[int, int], int] = defaultdict(int)
-    for task in tasks:
-        pairs[(task.n, task.passes)] += 1
-    max_n = max(n for n, _ in pairs)
+    tau2's num_trials), and every task is averaged at every k. ``pairs``: (n, passes, tasks)."""
+    max_n = max(n for n, _, _ in pairs)
     if convention == "tau2":
-        max_n = min(n for n, _ in pairs)
+        max_n = min(n for n, _, _ in pairs)
         if repeat is not None:
             max_n = min(max_n, repeat)
     hat_sum = [0.0] * max_n
     at_sum = [0.0] * max_n
     count = [0] * max_n
-    for (n, c), times in pairs.items():
+    for n, c, times in pairs:
         hat, at = pass_curves(n, c)
         for k in range(min(n, max_n)):
             hat_sum[k] += hat[k] * times
@@ -694,42 +707,38 @@ def _apply_tokens_and_cost(
     report.cost_usd = None if unpriced else cost
 
 
-def _apply_scenarios(report: RunReport, tasks: list[TaskStats]) -> None:
-    groups: dict[str, list[float]] = defaultdict(list)
-    for task in tasks:
-        # A task without a scenario is a scenario of its own.
-        groups[task.scenario_id or task.task_id].append(task.success_rate or 0.0)
+def _apply_scenarios(report: RunReport, groups: list[tuple[str, int, float, list[float]]]) -> None:
+    """``groups``: (scenario, tasks, min success, task rates) from ``task_report.scenarios``."""
     report.scenarios = [
-        ScenarioStats(sid, len(rates), min(rates), sum(rates) / len(rates))
-        for sid, rates in sorted(groups.items())
+        ScenarioStats(sid, count, low, sum(rates) / len(rates)) for sid, count, low, rates in groups
     ]
-    if tasks:
-        rates = [t.success_rate or 0.0 for t in tasks]
-        report.task_goal_completion = round(sum(rates) / len(rates) * 100, 1)
+    if groups:
+        assert report.success_rate is not None
+        report.task_goal_completion = round(report.success_rate * 100, 1)
         mins = [s.min_success_rate for s in report.scenarios]
         report.scenario_goal_completion = round(sum(mins) / len(mins) * 100, 1)
-
-
-def _sorted_tasks(tasks: list[TaskStats], sort: SortKey) -> list[TaskStats]:
-    if sort == "task":
-        return sorted(tasks, key=lambda t: t.task_id)
-    if sort == "success":
-        return sorted(tasks, key=lambda t: (t.success_rate or 0.0, t.task_id))
-    # Most volatile first; among equals, the ones closest to a coin flip.
-    return sorted(
-        tasks,
-        key=lambda t: (-(t.spread or 0.0), abs((t.success_rate or 0.0) - 0.5), t.task_id),
-    )
 
 
 def pooled_task_outcomes(run_dirs: Sequence[Path]) -> dict[str, tuple[int, int]]:
     """task_id -> (passes, fails) pooled over runs (last row per slot wins), in task order."""
     runs = resolve_sources(list(run_dirs))
-    aggregates, _ = read_runs(runs, include_link_errors=False)
+    from driftdesk.analysis import attempt_table
+
+    with attempt_table.connection() as con:
+        read_runs(con, runs, include_link_errors=False)
+        rows = con.execute(
+            "SELECT f, task_id, passes, fails FROM task_aggs ORDER BY f, first_seen"
+        ).fetchall()
+    by_run: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+    for f, task_id, passes, fails in rows:
+        by_run[f].append((task_id, passes, fails))
     pooled: dict[str, tuple[int, int]] = {}
-    for run, run_aggs in zip(runs, aggregates, strict=True):
+    for index, run in enumerate(runs):
         order = {t: i for i, t in enumerate(run.manifest.get("tasks") or [])}
-        for agg in sorted(run_aggs, key=lambda a: (order.get(a.task_id, len(order)), a.first_seen)):
-            passes, fails = pooled.get(agg.task_id, (0, 0))
-            pooled[agg.task_id] = (passes + agg.passes, fails + agg.fails)
+        # stable: tasks of the manifest in its order, then the others in file order
+        for task_id, passes, fails in sorted(
+            by_run[index], key=lambda r: order.get(r[0], len(order))
+        ):
+            before = pooled.get(task_id, (0, 0))
+            pooled[task_id] = (before[0] + passes, before[1] + fails)
     return pooled

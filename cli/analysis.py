@@ -216,6 +216,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         print("driftdesk: --format parquet needs --out FILE", file=sys.stderr)
         return 2
+    if args.format == "json":
+        return _report_json(args)
     reports = _reports(args, args.runs, group_by=args.group_by, sort=args.sort, top=args.top)
     if args.format == "parquet":
         from driftdesk.analysis.export import write_parquet
@@ -223,20 +225,37 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_parquet(reports, Path(args.out))
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
-    if args.format == "json":
-        curves = args.task_curves
-        payload: Any = (
-            reports[0].to_json(task_curves=curves)
-            if len(reports) == 1
-            else {"runs": [r.to_json(task_curves=curves) for r in reports]}
-        )
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"
-    elif args.format == "csv":
+    if args.format == "csv":
         text = _csv_text(reports)
     else:
         # Task ids and error kinds come from files: shown, their control characters are inert.
         text = printable("\n".join(render_report_table(r) for r in reports))
     _emit(text, args.out)
+    return 0
+
+
+def _report_json(args: argparse.Namespace) -> int:
+    """The report JSON, its tasks streamed from DuckDB as they are written (no task list is
+    built in Python; big runs have hundreds of thousands of tasks)."""
+    import io
+
+    from driftdesk.analysis.volatility import write_report_json
+
+    out: Any = io.StringIO() if args.out else sys.stdout
+    write_report_json(
+        list(args.runs),
+        out,
+        task_curves=args.task_curves,
+        min_runs=args.min_runs,
+        include_link_errors=args.include_link_errors,
+        pass_k_convention=args.pass_k_convention,
+        group_by=args.group_by,
+        sort=args.sort,
+        top=args.top,
+        on_report=_warn_skipped,
+    )
+    if args.out:
+        _emit(out.getvalue(), args.out)
     return 0
 
 

@@ -17,13 +17,18 @@ Targets (issue 13): report ≤ 1.5× the floor with peak ≤ 512 MiB; live refre
 ≤ 0.1× the cold report. Every ratio is printed with the load average beside it.
 
     .venv/bin/python tests/benchmarks/bench_report.py [--rows 1000000] [--attempts 50] [--rounds 3]
+
+``--rows 10000000``: the scale benchmark (``scale``): reports of 1M and 10M rows and compare of
+two 10M runs, with the 10M/1M ratio (target ≤ 12×) and peak RSS (target ≤ 1 GiB).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -125,14 +130,106 @@ def _count_lines(path: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 24), b""))
 
 
+BASE_ROWS = 1_000_000
+
+
+def replicate_run(base: Path, root: Path, name: str, chunks: int, *, flip_first: bool) -> Path:
+    """A run of ``chunks`` copies of ``base``'s rows, each copy's tasks renamed (so the tasks
+    are ``chunks`` times as many, each with the same attempts); ``flip_first`` turns the
+    first copy's fails into passes (a run B that differs from A).
+
+    Copied a block of whole lines at a time: this process must stay small, since a child's
+    peak RSS as the kernel reports it includes its parent's high-water mark at exec."""
+    manifest = json.loads((base / "manifest.json").read_text())
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    tasks: list[str] = []
+    with open(run_dir / "attempts.jsonl", "wb") as out:
+        for chunk in range(chunks):
+            prefix = f"suite/c{chunk:03d}-task-"
+            with open(base / "attempts.jsonl", "rb") as source:
+                rest = b""
+                for block in iter(lambda: source.read(1 << 24), b""):
+                    block = rest + block
+                    cut = block.rfind(b"\n") + 1
+                    block, rest = block[:cut], block[cut:]
+                    block = block.replace(b'"suite/task-', b'"' + prefix.encode())
+                    if flip_first and chunk == 0:
+                        block = block.replace(b'"outcome": "fail"', b'"outcome": "pass"')
+                    out.write(block)
+            tasks.extend(t.replace("suite/task-", prefix) for t in manifest["tasks"])
+    started = "2026-11-29T10:00:00Z" if not flip_first else "2026-11-30T10:00:00Z"
+    manifest.update(run_id=name, tasks=tasks, started_at=started)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    return run_dir
+
+
+def scale(args: argparse.Namespace) -> None:
+    """--rows past 1M: the report of 1M rows and of ``--rows`` rows (the 1M run copied with
+    other task names), and compare of two such big runs, each a fresh process; the big report
+    must take ≤ 12× the 1M one with peak RSS ≤ 1 GiB (issue 13)."""
+    python = sys.executable
+    chunks = args.rows // BASE_ROWS
+    tmp_root = os.environ.get("DRIFTDESK_BENCH_TMP") or tempfile.gettempdir()
+    needed = 2 * chunks * 0.47e9 + 0.5e9
+    free = shutil.disk_usage(tmp_root).free
+    if free < needed * 1.1:
+        raise SystemExit(f"needs {needed / 1e9:.1f} GB free in {tmp_root}, has {free / 1e9:.1f}")
+    with tempfile.TemporaryDirectory(prefix="bench-report-scale-", dir=tmp_root) as tmp:
+        started = time.perf_counter()
+        base = write_synthetic_run(Path(tmp), BASE_ROWS, args.attempts)
+        big_a = replicate_run(base, Path(tmp), "big-a", chunks, flip_first=False)
+        big_b = replicate_run(base, Path(tmp), "big-b", chunks, flip_first=True)
+        size = (big_a / "attempts.jsonl").stat().st_size
+        print(
+            f"runs: 1M rows ({(base / 'attempts.jsonl').stat().st_size / 1e6:.0f} MB) and two "
+            f"of {chunks}× that ({size / 1e9:.2f} GB each, {chunks * BASE_ROWS // args.attempts:,}"
+            f" tasks), written in {time.perf_counter() - started:.0f} s ({load()})",
+            flush=True,
+        )
+        report = [python, "-m", "driftdesk", "report", "--format", "json"]
+        argv = {
+            "report 1M": [*report, str(base)],
+            f"report {chunks}M": [*report, str(big_a)],
+            f"compare {chunks}M × 2": [
+                python,
+                "-m",
+                "driftdesk",
+                "compare",
+                str(big_a),
+                str(big_b),
+                "--format",
+                "json",
+            ],
+        }
+        runners = {name: (lambda a=a: timed_child(a)) for name, a in argv.items()}
+        results = interleave(runners, args.rounds)
+        table(results)
+        small, big = results["report 1M"], results[f"report {chunks}M"]
+        compare = results[f"compare {chunks}M × 2"]
+        verdict(f"report {chunks}M vs 1M (median wall)", big.wall / small.wall, 12)
+        verdict(f"report {chunks}M peak RSS", big.peak_rss / 2**20, 1024, " MiB")
+        verdict(f"compare {chunks}M × 2 vs report 1M (median wall)", compare.wall / small.wall, 24)
+        verdict(f"compare {chunks}M × 2 peak RSS", compare.peak_rss / 2**20, 1024, " MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=BASE_ROWS,
+        help="rows of the run; past 1M (e.g. 10000000): the scale benchmark instead (needs "
+        "about 1 GB of free disk per million rows in $DRIFTDESK_BENCH_TMP or the temp dir)",
+    )
     parser.add_argument(
         "--attempts", type=int, default=50, help="attempts per task (default: 20k tasks × 50)"
     )
     parser.add_argument("--rounds", type=int, default=3)
     args, _ = parser.parse_known_args()
+    if args.rows > BASE_ROWS:
+        scale(args)
+        return
 
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
