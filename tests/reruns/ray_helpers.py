@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import tempfile
 import textwrap
@@ -46,6 +47,24 @@ class LoopbackCluster:
     def raylet_pid(self, node: Any) -> int:
         return int(node.all_processes["raylet"][0].process.pid)
 
+    def kill_node(self, node: Any) -> list[int]:
+        """What a machine that dies does: its raylet and every process under it (the Ray
+        workers, and so the harnesses they run) killed at once. A raylet killed alone leaves
+        its workers running their tasks to the end (Ray 2.60): no attempt is lost then."""
+        raylet = self.raylet_pid(node)
+        tree, children = [raylet], _children()
+        for pid in tree:
+            tree.extend(children.get(pid, []))
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return tree
+
+    @staticmethod
+    def label(node: Any) -> str:
+        """How the executor names a node in events and rows."""
+        return f"127.0.0.1/{node.node_id[:8]}"
+
     def our_pids(self) -> list[int]:
         """Every live process of this cluster (its command line or environment names our root)."""
         needle = str(self.root).encode()
@@ -63,6 +82,19 @@ class LoopbackCluster:
             if needle in cmdline or needle in environ:
                 found.append(int(name))
         return found
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    return children
 
 
 @contextlib.contextmanager
@@ -113,6 +145,7 @@ def loopback_cluster(nodes: int, dashboard: bool = False) -> Iterator[LoopbackCl
             for pid in handle.our_pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
         for key, value in saved.items():
             if key in LOOPBACK_ENV:
                 continue

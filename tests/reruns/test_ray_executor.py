@@ -8,7 +8,13 @@ worker (``xdist_group``) so two clusters never compete for the cores.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +25,10 @@ from ray_helpers import ANSWERS, HARNESS, LoopbackCluster, loopback_cluster, wri
 from reruns_helpers import read_rows
 
 from driftdesk.layout import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file
-from driftdesk.providers.profiles import Profile
+from driftdesk.providers.keys import set_key
+from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.engine import RunSpec, execute_run
-from driftdesk.reruns.events import AttemptPlaced, RunEvent
+from driftdesk.reruns.events import AttemptEnded, AttemptPlaced, RunEvent
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
@@ -47,15 +54,13 @@ class Events:
 
 
 def _spec(url: str, suite: Path, tmp: Path, **more: Any) -> RunSpec:
+    settings: dict[str, Any] = {"repeat": 4, "concurrency": 3, "timeout_s": 60, **more}
     return RunSpec(
         profile=Profile(name="sim", protocol="openai", base_url=url, model=SIM_MODEL),
         suite=str(suite),
-        repeat=4,
-        concurrency=3,
-        timeout_s=60,
         out_dir=tmp,
         api_key=KEY,
-        **more,
+        **settings,
     )
 
 
@@ -152,3 +157,163 @@ async def test_a_suite_on_the_cluster_is_recorded_as_a_local_run_is(
             continue
     assert _files_holding(cluster.root, KEY.encode()) == []
     assert list(cluster.worker_tmp.glob("driftdesk-ray-*")) == []  # workers clean up
+
+
+def run_children(run_id: str) -> list[int]:
+    """Processes (harnesses) still carrying the run's mark in their environment."""
+    needle = f"DRIFTDESK_RUN_CHILD={run_id}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if needle in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.keyring
+def test_driver_killed_with_9_then_resume_on_ray_completes_exactly(
+    cluster: LoopbackCluster, home: object, tmp_path: Path, cli: Any
+) -> None:
+    # Each attempt calls the model, then works 4 s: a kill always finds some in flight.
+    ids = {f"late-{n}": value for n, value in enumerate(ANSWERS.values())}
+    suite = write_suite(tmp_path / "suite", ids)
+    harness = tmp_path / "harness.py"
+    harness.write_text(HARNESS)
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    out = tmp_path / "runs"
+    repeat = 2
+    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
+        ProfileStore().save(
+            Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL)
+        )
+        set_key("sim", KEY)
+        command = f"{sys.executable} {harness} {{task_id}} {{attempt}} {{result_path}} {dumps}"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", str(suite),
+             "--agent", "command", "--command", command, "--repeat", str(repeat),
+             "--concurrency", "3", "--timeout", "60", "--out", str(out), "--no-probe",
+             "--executor", "ray", "--ray-address", cluster.address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        attempts: Path | None = None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and process.poll() is None:
+            found = list(out.glob("*/attempts.jsonl"))
+            if found and len(found[0].read_bytes().splitlines()) >= 3:
+                attempts = found[0]
+                break
+            time.sleep(0.05)
+        if attempts is None:
+            process.kill()
+            _, err = process.communicate(10)
+            pytest.fail(f"no rows before the deadline: {err.decode()[-3000:]}")
+        os.kill(process.pid, signal.SIGKILL)
+        _, err = process.communicate(10)
+        assert "attempts run on Ray; dashboard: http://127.0.0.1:" in err.decode()
+        run_dir = attempts.parent
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["status"] == "running"
+        before = read_rows(attempts)
+        assert 3 <= len(before) < len(ids) * repeat
+        # The attempts the dead driver left on the cluster are ended by Ray (the driver's job
+        # died): no harness of the run survives it.
+        deadline = time.monotonic() + 60
+        while run_children(manifest["run_id"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert run_children(manifest["run_id"]) == []
+
+        result = cli("resume", str(run_dir), "--executor", "ray", timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "completed" in result.stdout
+    rows = read_rows(attempts)
+    slots = [(r["task_id"], r["attempt"]) for r in rows]
+    assert len(slots) == len(set(slots)) == len(ids) * repeat
+    assert rows[: len(before)] == before
+    assert {r["outcome"] for r in rows} <= {"pass", "fail"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    assert manifest["resumes"][-1]["executor"]["kind"] == "ray"
+    assert KEY not in (run_dir / "manifest.json").read_text()
+
+
+async def test_a_node_killed_mid_run_loses_and_doubles_no_slot(
+    cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    # A node with two CPUs that dies (its raylet and its workers, SIGKILL) while it runs attempts. An
+    # "early" attempt waits 4 s before its model call (killed before it: run again elsewhere),
+    # a "late" one calls first (killed after: harness_error node_lost).
+    victim = cluster.add_node(num_cpus=2)
+    cluster.cluster.wait_for_nodes()
+    victim_label = cluster.label(victim)
+    ids = {
+        f"{kind}-{n}": value
+        for kind in ("early", "late")
+        for n, value in enumerate(["1", "2", "3"])
+    }
+    suite = write_suite(tmp_path / "suite", ids)
+    harness = tmp_path / "harness.py"
+    harness.write_text(HARNESS)
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    loop = asyncio.get_running_loop()
+    on_victim: set[tuple[str, int]] = set()  # attempts running there now
+    placed: list[str] = []
+    killed: list[set[tuple[str, int]]] = []  # what ran there when it was killed
+
+    def kill() -> None:
+        cluster.kill_node(victim)
+        killed.append(set(on_victim))
+
+    class KillWhenBusy:
+        def on_event(self, event: RunEvent) -> None:
+            if isinstance(event, AttemptPlaced):
+                placed.append(event.node)
+                if event.node == victim_label and not killed:
+                    on_victim.add((event.task_id, event.attempt))
+                    if len(on_victim) == 2:
+                        loop.call_later(1.0, kill)
+            elif isinstance(event, AttemptEnded):
+                on_victim.discard((event.task_id, event.attempt))
+
+    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
+        outcome = await execute_run(
+            _spec(
+                sandbox.base_url,
+                suite,
+                tmp_path / "out",
+                repeat=2,
+                concurrency=5,
+                agent="command",
+                command=f"{sys.executable} {harness} {{task_id}} {{attempt}} {{result_path}} {dumps}",
+                executor="ray",
+                ray=RaySettings(address=cluster.address),
+            ),
+            KillWhenBusy(),
+        )
+    assert outcome.status == "completed", outcome.reason
+    assert killed and killed[0], f"the victim {victim_label} ran too little: {Counter(placed)}"
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    slots = [(r["task_id"], r["attempt"]) for r in rows]
+    assert sorted(slots) == sorted((t, a) for t in ids for a in range(2))  # none lost, none twice
+    print(
+        killed[0],
+        [
+            (r["task_id"], r["attempt"], r["outcome"], r["error_code"], r["node"], r["calls"])
+            for r in rows
+        ],
+    )
+    for row in rows:
+        if (row["task_id"], row["attempt"]) not in killed[0]:
+            assert row["outcome"] in ("pass", "fail"), row
+        elif row["error_code"] == "node_lost":  # it had called the model: not run twice
+            assert row["outcome"] == "harness_error" and row["calls"] == 1, row
+        else:  # no call yet: ran once more, on a live node
+            assert row["outcome"] in ("pass", "fail") and row["node"] != victim_label, row
+    # Never doubled: one model call per slot, the lost node's included.
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert Counter((c["task_id"], c["attempt"]) for c in calls) == Counter({s: 1 for s in slots})
