@@ -300,13 +300,6 @@ async def test_a_node_killed_mid_run_loses_and_doubles_no_slot(
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     slots = [(r["task_id"], r["attempt"]) for r in rows]
     assert sorted(slots) == sorted((t, a) for t in ids for a in range(2))  # none lost, none twice
-    print(
-        killed[0],
-        [
-            (r["task_id"], r["attempt"], r["outcome"], r["error_code"], r["node"], r["calls"])
-            for r in rows
-        ],
-    )
     for row in rows:
         if (row["task_id"], row["attempt"]) not in killed[0]:
             assert row["outcome"] in ("pass", "fail"), row
