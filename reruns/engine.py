@@ -959,18 +959,22 @@ def _suite_manifest(suite: Suite) -> dict[str, Any]:
     return {"path": str(suite.path), "name": suite.name, "sha256": suite.sha256}
 
 
-def _connect_executor(executor: str, settings: RaySettings, agent: str) -> RayCluster | None:
-    """None for the local executor; for ``ray`` the cluster, connected (or a clear refusal
-    before anything is written)."""
+def _check_executor(executor: str, agent: str) -> None:
     if executor not in EXECUTORS:
         raise RunSetupError(f"unknown executor {executor!r}: use " + " or ".join(EXECUTORS))
-    if executor == "local":
-        return None
-    if agent not in ("builtin", "command"):
+    if executor == "ray" and agent not in ("builtin", "command"):
         raise RunSetupError(
             f"--executor ray runs the builtin and command agents; --agent {agent} runs here "
             "(use --executor local)"
         )
+
+
+def _connect_executor(executor: str, settings: RaySettings, agent: str) -> RayCluster | None:
+    """None for the local executor; for ``ray`` the cluster, connected (or a clear refusal
+    before anything is written)."""
+    _check_executor(executor, agent)
+    if executor == "local":
+        return None
     try:
         check_address(settings.address)
         cluster = RayCluster(settings)
@@ -999,6 +1003,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         task_ids = select_tasks(spec, suite)
     await _checkpoint()
     _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
+    _check_executor(spec.executor, spec.agent)
     _check_preset(spec.agent, profile)
     await _checkpoint()
     real_key = _resolve_key(profile, spec.api_key)
