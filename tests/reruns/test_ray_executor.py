@@ -310,3 +310,38 @@ async def test_a_node_killed_mid_run_loses_and_doubles_no_slot(
     # Never doubled: one model call per slot, the lost node's included.
     calls = read_rows(outcome.run_dir / "calls.jsonl")
     assert Counter((c["task_id"], c["attempt"]) for c in calls) == Counter({s: 1 for s in slots})
+
+
+async def test_the_tui_live_pane_counts_attempts_per_node(
+    cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    from driftdesk.tui.screens.run import _counters
+    from driftdesk.tui.state import LiveRun
+
+    live = LiveRun(label="ray")
+    seen: list[str] = []
+
+    class Pane:  # the Run screen's listener, and what its counters line shows meanwhile
+        def on_event(self, event: RunEvent) -> None:
+            live.on_event(event)
+            if isinstance(event, AttemptPlaced):
+                seen.append(_counters(live).plain)
+
+    suite = write_suite(tmp_path / "suite")
+    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
+        outcome = await execute_run(
+            _spec(
+                sandbox.base_url,
+                suite,
+                tmp_path / "out",
+                repeat=2,
+                executor="ray",
+                ray=RaySettings(address=cluster.address),
+            ),
+            Pane(),
+        )
+    assert outcome.status == "completed" and live.done == 10
+    assert all("ray nodes: 127.0.0.1/" in line for line in seen)
+    assert all("dashboard http://127.0.0.1:" in line for line in seen)
+    assert any(line.count("127.0.0.1/") >= 2 for line in seen)  # two nodes busy at once
+    assert live.running_per_node == Counter()  # every attempt left its node
