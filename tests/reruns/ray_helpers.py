@@ -98,9 +98,11 @@ def _children() -> dict[int, list[int]]:
 
 
 @contextlib.contextmanager
-def loopback_cluster(nodes: int, dashboard: bool = False) -> Iterator[LoopbackCluster]:
-    """A head node and ``nodes - 1`` worker nodes (1 CPU, 100 MB object store each). Torn down
-    on exit, failure included; a process of it that outlives the shutdown is killed by pid."""
+def loopback_cluster(
+    nodes: int, dashboard: bool = False, head_cpus: int = 1, cpus: int = 1
+) -> Iterator[LoopbackCluster]:
+    """A head node and ``nodes - 1`` worker nodes (``cpus`` each, 100 MB object store each).
+    Torn down on exit, failure included; a process of it outliving the shutdown is killed."""
     from ray.cluster_utils import Cluster
 
     root = Path(tempfile.mkdtemp(prefix="ddray-"))  # short: Ray's socket paths must fit
@@ -116,6 +118,7 @@ def loopback_cluster(nodes: int, dashboard: bool = False) -> Iterator[LoopbackCl
             initialize_head=True,
             head_node_args={
                 **NODE_ARGS,
+                "num_cpus": head_cpus,
                 "include_dashboard": dashboard,
                 "temp_dir": str(root),
                 "_system_config": {
@@ -126,7 +129,7 @@ def loopback_cluster(nodes: int, dashboard: bool = False) -> Iterator[LoopbackCl
             },
         )
         for _ in range(nodes - 1):
-            cluster.add_node(**NODE_ARGS)
+            cluster.add_node(**{**NODE_ARGS, "num_cpus": cpus})
         cluster.wait_for_nodes()
         if saved["TMPDIR"] is None:
             os.environ.pop("TMPDIR")
