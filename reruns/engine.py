@@ -505,18 +505,7 @@ class _Execution:
                 result = await workspace.conclude(
                     ws, ctx, result, step_env, lambda line: ctx.log("check", line)
                 )
-                assert self._io is not None
-                self._watch_write(
-                    self._io.submit(
-                        _write_attempt_files,
-                        log_path,
-                        redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
-                        transcript_path,
-                        transcript,
-                        ctx.secrets,
-                    ),
-                    f"the log of {task_id}/{attempt}",
-                )
+                self._write_builtin_files(ctx, log_path, transcript_path, transcript)
         finally:
             self.stats.running -= 1
             self.emit(AttemptEnded(self.run_id, task_id, attempt))
@@ -548,6 +537,27 @@ class _Execution:
         if ctx.result_path is not None:
             row["result_path"] = ctx.result_path  # the last try's, relative to the run dir
         self._persist_row(row)
+
+    def _write_builtin_files(
+        self,
+        ctx: AttemptContext,
+        log_path: Path,
+        transcript_path: Path,
+        transcript: list[dict[str, Any]] | None,
+    ) -> None:
+        """The builtin agent's log and transcript, written (redacted) on the I/O thread."""
+        assert self._io is not None
+        self._watch_write(
+            self._io.submit(
+                _write_attempt_files,
+                log_path,
+                redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
+                transcript_path,
+                transcript,
+                ctx.secrets,
+            ),
+            f"the log of {ctx.task.task_id}/{ctx.attempt}",
+        )
 
     def _persist_row(self, row: dict[str, Any]) -> None:
         """Append + fsync the row on the I/O thread; the worker moves on to its next slot.
@@ -705,18 +715,7 @@ class _Execution:
                 ctx.retries = int(reply["retry_count"])
                 ctx.log_lines = [str(reply["log"])] if reply["log"] else []
                 result = link_failure_overrides(agent_result(reply["result"]), calls.calls)
-                assert self._io is not None
-                self._watch_write(
-                    self._io.submit(
-                        _write_attempt_files,
-                        log_path,
-                        redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
-                        transcript_path,
-                        reply["transcript"],
-                        ctx.secrets,
-                    ),
-                    f"the log of {ctx.task.task_id}/{ctx.attempt}",
-                )
+                self._write_builtin_files(ctx, log_path, transcript_path, reply["transcript"])
                 return result, all_calls, where
             with rundir.open_private(log_path, "a") as fh:
                 fh.write(redact(reply["log"] or "", ctx.secrets))

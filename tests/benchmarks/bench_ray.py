@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reruns"))
 
+from bench_executor import start_sandbox
 from benchlib import load
 from ray_helpers import loopback_cluster
 
@@ -35,17 +35,6 @@ from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.sandbox import SIM_MODEL
 from driftdesk.reruns.suites import load_suite
-
-
-def start_sandbox() -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "driftdesk", "sandbox", "--seed", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    return process, process.stdout.readline().strip()
 
 
 def driver_cpu() -> float:

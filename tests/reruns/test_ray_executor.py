@@ -64,6 +64,30 @@ def _spec(url: str, suite: Path, tmp: Path, **more: Any) -> RunSpec:
     )
 
 
+def _harness_command(tmp: Path) -> tuple[str, Path]:
+    """The --command template of the test harness, and where it dumps environments."""
+    dumps = tmp / "dumps"
+    dumps.mkdir()
+    harness = tmp / "harness.py"
+    harness.write_text(HARNESS)
+    return f"{sys.executable} {harness} {{task_id}} {{attempt}} {{result_path}} {dumps}", dumps
+
+
+async def _ray_run(
+    cluster: LoopbackCluster, suite: Path, out: Path, listener: Any, **more: Any
+) -> Any:
+    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
+        spec = _spec(
+            sandbox.base_url,
+            suite,
+            out,
+            executor="ray",
+            ray=RaySettings(address=cluster.address),
+            **more,
+        )
+        return await execute_run(spec, listener)
+
+
 def _outcomes(rows: list[dict[str, Any]]) -> dict[str, Counter[str]]:
     by_task: dict[str, Counter[str]] = {}
     for row in rows:
@@ -87,15 +111,8 @@ async def test_a_suite_on_the_cluster_is_recorded_as_a_local_run_is(
     cluster: LoopbackCluster, tmp_path: Path, agent: str
 ) -> None:
     suite = write_suite(tmp_path / "suite")
-    dumps = tmp_path / "dumps"
-    dumps.mkdir()
-    harness = tmp_path / "harness.py"
-    harness.write_text(HARNESS)
-    command = (
-        f"{sys.executable} {harness} {{task_id}} {{attempt}} {{result_path}} {dumps}"
-        if agent == "command"
-        else None
-    )
+    harness_command, dumps = _harness_command(tmp_path)
+    command = harness_command if agent == "command" else None
     rows: dict[str, list[dict[str, Any]]] = {}
     events = Events()
     for executor in ("local", "ray"):
@@ -180,10 +197,7 @@ def test_driver_killed_with_9_then_resume_on_ray_completes_exactly(
     # Each attempt calls the model, then works 4 s: a kill always finds some in flight.
     ids = {f"late-{n}": value for n, value in enumerate(ANSWERS.values())}
     suite = write_suite(tmp_path / "suite", ids)
-    harness = tmp_path / "harness.py"
-    harness.write_text(HARNESS)
-    dumps = tmp_path / "dumps"
-    dumps.mkdir()
+    command, _ = _harness_command(tmp_path)
     out = tmp_path / "runs"
     repeat = 2
     with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
@@ -191,7 +205,6 @@ def test_driver_killed_with_9_then_resume_on_ray_completes_exactly(
             Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL)
         )
         set_key("sim", KEY)
-        command = f"{sys.executable} {harness} {{task_id}} {{attempt}} {{result_path}} {dumps}"
         process = subprocess.Popen(
             [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", str(suite),
              "--agent", "command", "--command", command, "--repeat", str(repeat),
@@ -256,10 +269,7 @@ async def test_a_node_killed_mid_run_loses_and_doubles_no_slot(
         for n, value in enumerate(["1", "2", "3"])
     }
     suite = write_suite(tmp_path / "suite", ids)
-    harness = tmp_path / "harness.py"
-    harness.write_text(HARNESS)
-    dumps = tmp_path / "dumps"
-    dumps.mkdir()
+    command, _ = _harness_command(tmp_path)
     loop = asyncio.get_running_loop()
     on_victim: set[tuple[str, int]] = set()  # attempts running there now
     placed: list[str] = []
@@ -280,21 +290,16 @@ async def test_a_node_killed_mid_run_loses_and_doubles_no_slot(
             elif isinstance(event, AttemptEnded):
                 on_victim.discard((event.task_id, event.attempt))
 
-    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
-        outcome = await execute_run(
-            _spec(
-                sandbox.base_url,
-                suite,
-                tmp_path / "out",
-                repeat=2,
-                concurrency=5,
-                agent="command",
-                command=f"{sys.executable} {harness} {{task_id}} {{attempt}} {{result_path}} {dumps}",
-                executor="ray",
-                ray=RaySettings(address=cluster.address),
-            ),
-            KillWhenBusy(),
-        )
+    outcome = await _ray_run(
+        cluster,
+        suite,
+        tmp_path / "out",
+        KillWhenBusy(),
+        repeat=2,
+        concurrency=5,
+        agent="command",
+        command=command,
+    )
     assert outcome.status == "completed", outcome.reason
     assert killed and killed[0], f"the victim {victim_label} ran too little: {Counter(placed)}"
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
@@ -328,18 +333,7 @@ async def test_the_tui_live_pane_counts_attempts_per_node(
                 seen.append(_counters(live).plain)
 
     suite = write_suite(tmp_path / "suite")
-    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
-        outcome = await execute_run(
-            _spec(
-                sandbox.base_url,
-                suite,
-                tmp_path / "out",
-                repeat=2,
-                executor="ray",
-                ray=RaySettings(address=cluster.address),
-            ),
-            Pane(),
-        )
+    outcome = await _ray_run(cluster, suite, tmp_path / "out", Pane(), repeat=2)
     assert outcome.status == "completed" and live.done == 10
     assert all("ray nodes: 127.0.0.1/" in line for line in seen)
     assert all("dashboard http://127.0.0.1:" in line for line in seen)
