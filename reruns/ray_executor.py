@@ -25,6 +25,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -345,14 +346,20 @@ def agent_result(data: dict[str, Any]) -> AgentResult:
 # --- the driver's side ----------------------------------------------------------------------
 
 
+_connections = 0  # runs of this process connected to Ray (one process, one Ray connection)
+_connections_lock = threading.Lock()
+
+
 class RayCluster:
-    """The driver's connection to the cluster, for one execution of a run."""
+    """The driver's connection to the cluster, for one execution of a run. Two runs of one
+    process (the TUI's) share Ray's one connection; the last to end closes it."""
 
     def __init__(self, settings: RaySettings) -> None:
         self.settings = settings
         self.dashboard_url: str | None = None
         self.node_ip = "127.0.0.1"
         self._remote: Any = None
+        self._connected = False
         self._options = task_options(settings.resources)
         self._workspaces: dict[Path, Any] = {}
 
@@ -361,18 +368,22 @@ class RayCluster:
             import ray
         except ImportError:
             raise RayUnavailable(INSTALL_HINT) from None
-        try:
-            context = ray.init(
-                address=self.settings.address,
-                log_to_driver=False,  # the worker's output comes back in the attempt's log
-                namespace="driftdesk",
-                ignore_reinit_error=True,
-            )
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise RayUnavailable(
-                f"no Ray cluster at {self.settings.address} ({str(exc).splitlines()[0]}): "
-                + START_HINT
-            ) from None
+        global _connections
+        with _connections_lock:
+            try:
+                context = ray.init(
+                    address=self.settings.address,
+                    log_to_driver=False,  # the worker's output comes back in the attempt's log
+                    namespace="driftdesk",
+                    ignore_reinit_error=True,
+                )
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise RayUnavailable(
+                    f"no Ray cluster at {self.settings.address} ({str(exc).splitlines()[0]}): "
+                    + START_HINT
+                ) from None
+            _connections += 1
+            self._connected = True
         url = getattr(context, "dashboard_url", None)
         if url:
             self.dashboard_url = url if "://" in url else f"http://{url}"
@@ -380,11 +391,18 @@ class RayCluster:
         self._remote = ray.remote(worker_attempt)
 
     def close(self) -> None:
-        import ray
-
+        """Idempotent: the run's end, and any failure on the way to it, call it."""
+        global _connections
         self._workspaces.clear()
-        if ray.is_initialized():
-            ray.shutdown()
+        with _connections_lock:
+            if not self._connected:
+                return
+            self._connected = False
+            _connections -= 1
+            if _connections == 0:
+                import ray
+
+                ray.shutdown()
 
     def workspace_ref(self, task: Task) -> Any:
         """The task's workspace, packed and put in the object store once per run."""

@@ -339,3 +339,23 @@ async def test_the_tui_live_pane_counts_attempts_per_node(
     assert all("dashboard http://127.0.0.1:" in line for line in seen)
     assert any(line.count("127.0.0.1/") >= 2 for line in seen)  # two nodes busy at once
     assert live.running_per_node == Counter()  # every attempt left its node
+
+
+def test_two_runs_of_one_process_share_the_ray_connection(cluster: LoopbackCluster) -> None:
+    import ray
+
+    from driftdesk.reruns.ray_executor import RayCluster
+
+    first, second = (
+        RayCluster(RaySettings(cluster.address)),
+        RayCluster(RaySettings(cluster.address)),
+    )
+    first.connect()
+    second.connect()
+    assert first.dashboard_url and first.dashboard_url.startswith("http://127.0.0.1:")
+    assert first.node_ip == "127.0.0.1"
+    first.close()
+    first.close()  # idempotent: counted once
+    assert ray.is_initialized()  # the other run still uses it
+    second.close()
+    assert not ray.is_initialized()
