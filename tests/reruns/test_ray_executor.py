@@ -32,7 +32,13 @@ from driftdesk.reruns.events import AttemptEnded, AttemptPlaced, RunEvent
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
-pytest.importorskip("ray")
+try:
+    import ray  # noqa: F401
+except ImportError:  # CI installs the extra (./run tests): there, missing is a failure
+    message = "ray is not installed: run ./run tests (it installs driftdesk[ray])"
+    if os.environ.get("CI"):
+        raise
+    pytest.skip(message, allow_module_level=True)
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(600)]
 
 KEY = "sk-test-REALKEY-ray-0123456789abcdef"
