@@ -2,8 +2,9 @@
 the same rows, calls and outcomes as a local run; the real key nowhere on the workers' side;
 a lost node and a killed driver neither lose nor double a slot.
 
-One cluster for the module (starting one takes ~10 s on two cores); the tests share one xdist
-worker (``xdist_group``) so two clusters never compete for the cores.
+One two-node cluster for the module (starting one takes ~10 s on two cores; the node-loss test
+adds a third and kills it); the tests share one xdist worker (``xdist_group``, with
+``--dist loadgroup`` as ./run tests passes it) so two clusters never compete for the cores.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ KEY = "sk-test-REALKEY-ray-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LoopbackCluster]:
-    with loopback_cluster(nodes=3, dashboard=True) as running:
+    with loopback_cluster(nodes=2, dashboard=True) as running:
         yield running
 
 
