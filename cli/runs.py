@@ -86,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not check the endpoint (as driftdesk doctor does) before the first attempt",
     )
+    _executor_arguments(p, default="local")
     p.set_defaults(func=cmd_run)
 
     r = sub.add_parser(
@@ -99,6 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--retry-link-errors", action="store_true")
     r.add_argument("--concurrency", type=int, help="override the run's concurrency")
     r.add_argument("--no-probe", action="store_true", help="do not check the endpoint first")
+    _executor_arguments(r, default=None)
     r.set_defaults(func=cmd_resume)
 
     s = sub.add_parser(
@@ -128,6 +130,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--empty-rate", type=float, default=0.0, help="share of empty answers")
     s.add_argument("--retry-after", type=float, default=1.0, help="Retry-After on 429s (s)")
     s.set_defaults(func=cmd_sandbox)
+
+
+def _executor_arguments(p: argparse.ArgumentParser, default: str | None) -> None:
+    """--executor and its Ray settings (a resume defaults to the run's own, in its manifest)."""
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default=default,
+        help="where attempts run: here (local, the default) or as Ray tasks on a cluster (ray; "
+        "needs pip install 'driftdesk[ray]'); the metering proxy, the key and the run dir stay "
+        "in this process" + ("" if default else "; default: the run's own"),
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="the cluster: auto (default: the one this machine belongs to), ray://HOST:PORT "
+        "or HOST:PORT",
+    )
+    p.add_argument(
+        "--ray-resources",
+        metavar="JSON",
+        help="what each attempt asks the cluster for, e.g. '{\"CPU\": 2}' (default: 1 CPU)",
+    )
+
+
+def _ray_settings(args: argparse.Namespace, base: Any = None) -> Any:
+    """The Ray settings the arguments ask for (None: none given, for a resume)."""
+    from driftdesk.reruns.ray_executor import RaySettings, parse_resources
+
+    if args.ray_address is None and args.ray_resources is None and base is None:
+        return None
+    return RaySettings(
+        address=args.ray_address or "auto", resources=parse_resources(args.ray_resources)
+    )
 
 
 def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
@@ -296,6 +332,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from driftdesk.reruns.engine import RunSpec, execute_run
     from driftdesk.reruns.retry import RetryPolicy
 
+    try:
+        ray = _ray_settings(args, base=True)
+    except ValueError as exc:
+        print(f"driftdesk: {exc}", file=sys.stderr)
+        return EXIT_SETUP_ERROR
     spec = RunSpec(
         profile=args.profile,
         suite=args.suite,
@@ -314,6 +355,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         retry_policy=RetryPolicy(max_retries=args.max_retries, max_delay_s=args.max_retry_delay),
         skip_bad_lines=args.skip_bad_lines,
         probe=not args.no_probe,
+        executor=args.executor,
+        ray=ray,
     )
     return _drive(lambda progress: execute_run(spec, progress))
 
@@ -336,6 +379,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if done:
         print(done)
         return 0
+    try:
+        ray = _ray_settings(args)
+    except ValueError as exc:
+        print(f"driftdesk: {exc}", file=sys.stderr)
+        return EXIT_SETUP_ERROR
     return _drive(
         lambda progress: resume_run(
             args.run_dir,
@@ -343,6 +391,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
             retry_link_errors=args.retry_link_errors,
             concurrency=args.concurrency,
             probe=not args.no_probe,
+            executor=args.executor,
+            ray=ray,
         )
     )
 

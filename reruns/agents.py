@@ -343,6 +343,34 @@ async def run_builtin_anthropic(
     return _out_of_turns(ctx), messages
 
 
+async def run_builtin(
+    protocol: str,
+    base_url: str,
+    ctx: AttemptContext,
+    *,
+    openai_client: openai.AsyncOpenAI | None,
+    http: aiohttp.ClientSession | None,
+    on_crash: Callable[[Exception], None],
+) -> tuple[AgentResult, list[dict[str, Any]] | None]:
+    """The builtin agent's attempt as a result: a link error it gave up on is a link_error, a
+    bug in the agent a harness_error (``on_crash`` gets the exception, to log it)."""
+    try:
+        if protocol == "anthropic":
+            assert http is not None
+            return await run_builtin_anthropic(http, base_url, ctx)
+        assert openai_client is not None
+        return await run_builtin_openai(openai_client, base_url, ctx)
+    except LinkError as exc:
+        return AgentResult("link_error", error_code=exc.code, error_message=exc.message), None
+    except Exception as exc:  # a bug in the agent is a harness error, not the model's
+        on_crash(exc)
+        return AgentResult(
+            "harness_error",
+            error_code="harness_crash",
+            error_message=f"{type(exc).__name__}: {exc}",
+        ), None
+
+
 # --- command agent ------------------------------------------------------------------------
 
 
@@ -374,6 +402,49 @@ def render_command(template: str, values: dict[str, str]) -> str:
             + " ".join("{" + k + "}" for k in values)
             + "; write a literal brace as {{ or }} (e.g. echo '{{\"success\": true}}')"
         ) from None
+
+
+MAX_PROMPT_IN_ENV = 32 * 1024  # bytes; a longer prompt reaches a harness only by its file
+
+
+def command_for_try(
+    template: str,
+    ctx: AttemptContext,
+    *,
+    run_dir: Path,
+    result_path: Path,
+    prompt_path: Path,
+    workspace: Path | None,
+) -> tuple[str, dict[str, str]]:
+    """One try's shell command (run in the attempt's workspace copy, if any) and the
+    ``DRIFTDESK_*`` variables the harness gets; the same on this machine and on a Ray node."""
+    command = render_command(
+        template,
+        {
+            "task_id": ctx.task.task_id,
+            "attempt": str(ctx.attempt),
+            "run_id": ctx.run_id,
+            "model": ctx.model,
+            "result_path": str(result_path),
+            "prompt_file": str(prompt_path),
+        },
+    )
+    if workspace is not None:  # the harness works in the attempt's own copy
+        command = f"cd {shlex.quote(str(workspace))} && {command}"
+    extra = {
+        "DRIFTDESK_RUN_ID": ctx.run_id,
+        RUN_DIR_ENV: str(Path(run_dir).absolute()),
+        "DRIFTDESK_TASK_ID": ctx.task.task_id,
+        "DRIFTDESK_ATTEMPT": str(ctx.attempt),
+        "DRIFTDESK_MODEL": ctx.model,
+        "DRIFTDESK_RESULT_PATH": str(result_path),
+        "DRIFTDESK_PROMPT_FILE": str(prompt_path),
+    }
+    # One environment string is limited to 128 KiB by the kernel (E2BIG for the whole exec):
+    # a long prompt is only in the file.
+    if len(ctx.task.prompt_text.encode("utf-8")) <= MAX_PROMPT_IN_ENV:
+        extra["DRIFTDESK_PROMPT"] = ctx.task.prompt_text
+    return command, extra
 
 
 # What lets a process reach the OS keyring (the session bus, our service name): a harness,

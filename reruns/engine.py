@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import random
-import shlex
 import time
 import traceback
 from collections import deque
@@ -34,22 +33,25 @@ import aiohttp
 
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
-from driftdesk.layout import INSPECT_LOG_DIR
+from driftdesk.layout import (
+    CHECK_OUTPUT_SUFFIX,
+    INSPECT_LOG_DIR,
+    WORKSPACE_DIFF_SUFFIX,
+    attempt_file,
+)
 from driftdesk.paths import rerun_dir, runs_dir
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir, workspace
 from driftdesk.reruns.agents import (
     COMMAND_PLACEHOLDERS,
-    RUN_DIR_ENV,
     AgentResult,
     AttemptContext,
-    LinkError,
     child_environment,
+    command_for_try,
     command_outcome,
     kill_leftover_harnesses,
     render_command,
-    run_builtin_anthropic,
-    run_builtin_openai,
+    run_builtin,
     run_command_once,
     template_fields,
 )
@@ -57,6 +59,7 @@ from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
     AttemptOutput,
+    AttemptPlaced,
     AttemptRetrying,
     AttemptStarted,
     CallRecorded,
@@ -76,10 +79,23 @@ from driftdesk.reruns.isolation import IsolationUnavailable, check_isolation, is
 from driftdesk.reruns.preflight import PROBE_TIMEOUT_S, check_endpoint
 from driftdesk.reruns.presets import PRESETS, preset_problem, run_preset_attempt
 from driftdesk.reruns.proxy import (
+    AttemptCalls,
     MeteringProxy,
     call_figures,
     link_failure_verdict,
     unrecovered_link_failure,
+)
+from driftdesk.reruns.ray_executor import (
+    EXECUTORS,
+    NODE_LOST,
+    AttemptJob,
+    NodeLost,
+    RayCluster,
+    RaySettings,
+    RayUnavailable,
+    agent_result,
+    check_address,
+    command_try_of,
 )
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
@@ -90,8 +106,6 @@ if TYPE_CHECKING:
     import openai
 
 log = logging.getLogger(__name__)
-
-MAX_PROMPT_IN_ENV = 32 * 1024  # bytes; a longer prompt reaches a harness only by its file
 
 
 AgentName = Literal["builtin", "command", "inspect", "claude-code", "codex"]
@@ -122,6 +136,9 @@ class RunSpec:
     # Check the endpoint once (the doctor's probe) before the first attempt; off for tests that
     # script every request the endpoint gets.
     probe: bool = False
+    # Where attempts run: here, or as Ray tasks on a cluster (reruns/ray_executor.py).
+    executor: Literal["local", "ray"] = "local"
+    ray: RaySettings = field(default_factory=RaySettings)
 
     @classmethod
     def rerun_of(
@@ -135,7 +152,8 @@ class RunSpec:
         api_key: str | None = None,
     ) -> RunSpec:
         """A new run of ``tasks`` under the conditions the run of ``manifest`` recorded (suite,
-        repeats, concurrency, timeout, seed, agent, command, isolation, retry policy), beside
+        repeats, concurrency, timeout, seed, agent, command, isolation, retry policy, executor),
+        beside
         its ``source`` run dir unless ``out_dir`` says otherwise."""
         suite = manifest.get("suite") or {}
         recorded = manifest.get("agent")
@@ -143,6 +161,8 @@ class RunSpec:
         agent: AgentName = next((a for a in AGENTS if a == recorded), "builtin")
         if out_dir is None:
             out_dir = rerun_dir(source) if source is not None else runs_dir()
+        ran_on = manifest.get("executor") or {"kind": "local"}
+        on_ray = ran_on.get("kind") == "ray"
         return cls(
             profile=profile or str(manifest.get("profile")),
             suite=str(suite.get("path") or suite.get("name") or "basic"),
@@ -158,6 +178,8 @@ class RunSpec:
             api_key=api_key,
             retry_policy=RetryPolicy.from_manifest(manifest),
             probe=True,
+            executor="ray" if on_ray else "local",
+            ray=RaySettings.from_manifest(ran_on) if on_ray else RaySettings(),
         )
 
 
@@ -250,8 +272,10 @@ class _Execution:
         policy: RetryPolicy,
         listener: RunListener | None,
         notices: list[str],
+        cluster: RayCluster | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self.cluster = cluster
         self.manifest = manifest
         self.run_id = str(manifest["run_id"])
         self.suite = suite
@@ -324,6 +348,8 @@ class _Execution:
                     "timeout_seconds": self.timeout_s,
                     "resumed": bool(self.manifest.get("resumes")),
                     "notices": list(self.notices),
+                    "executor": "ray" if self.cluster is not None else "local",
+                    "ray_dashboard": self.cluster.dashboard_url if self.cluster else None,
                 },
                 task_ids=task_ids,
                 repeat=int(self.manifest["repeat"]),
@@ -411,6 +437,7 @@ class _Execution:
             calls_file=_BackgroundRows(self._calls_file, self._io, self._watch_write),
             on_call=self._on_call,
             call_counts=rundir.count_calls(self.run_dir),
+            host=self.cluster.node_ip if self.cluster is not None else "127.0.0.1",
         )
         await self.proxy.start()
         if self.agent == "builtin":
@@ -441,6 +468,8 @@ class _Execution:
             await self._http.close()
         if self.proxy is not None:
             await self.proxy.stop()
+        if self.cluster is not None:
+            self.cluster.close()
         if self._io is not None:
             self._io.shutdown(wait=True)  # every submitted write is done before we close
         for appender in (self._calls_file, self._attempts_file):
@@ -505,6 +534,10 @@ class _Execution:
                     readable=(self.suite.path.parent,),
                 )
                 result = link_failure_overrides(result, calls)
+            elif self.cluster is not None:
+                result, calls, client_fields = await self._run_remote(
+                    ctx, log_path, transcript_path
+                )
             elif self.agent == "command":
                 result, calls = await self._run_command(ctx, log_path)
             else:
@@ -519,18 +552,7 @@ class _Execution:
                 result = await workspace.conclude(
                     ws, ctx, result, step_env, lambda line: ctx.log("check", line)
                 )
-                assert self._io is not None
-                self._watch_write(
-                    self._io.submit(
-                        _write_attempt_files,
-                        log_path,
-                        redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
-                        transcript_path,
-                        transcript,
-                        ctx.secrets,
-                    ),
-                    f"the log of {task_id}/{attempt}",
-                )
+                self._write_builtin_files(ctx, log_path, transcript_path, transcript)
         finally:
             self.stats.running -= 1
             self.emit(AttemptEnded(self.run_id, task_id, attempt))
@@ -563,6 +585,27 @@ class _Execution:
             row["result_path"] = ctx.result_path  # the last try's, relative to the run dir
         # Shielded: a cancelled worker stops waiting, but the row's bookkeeping still runs.
         await asyncio.shield(self._persist_row(row))
+
+    def _write_builtin_files(
+        self,
+        ctx: AttemptContext,
+        log_path: Path,
+        transcript_path: Path,
+        transcript: list[dict[str, Any]] | None,
+    ) -> None:
+        """The builtin agent's log and transcript, written (redacted) on the I/O thread."""
+        assert self._io is not None
+        self._watch_write(
+            self._io.submit(
+                _write_attempt_files,
+                log_path,
+                redact("\n".join(ctx.log_lines) + "\n", ctx.secrets),
+                transcript_path,
+                transcript,
+                ctx.secrets,
+            ),
+            f"the log of {ctx.task.task_id}/{ctx.attempt}",
+        )
 
     def _persist_row(self, row: dict[str, Any]) -> asyncio.Future[None]:
         """Append + fsync the row on the I/O thread (off the event loop); the future is done
@@ -614,26 +657,17 @@ class _Execution:
         assert self.proxy is not None
         token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
         base_url = self.proxy.base_url_for(token)
-        transcript: list[dict[str, Any]] | None = None
         try:
-            try:
-                if self.profile.protocol == "anthropic":
-                    assert self._http is not None
-                    result, transcript = await run_builtin_anthropic(self._http, base_url, ctx)
-                else:
-                    assert self._openai is not None
-                    result, transcript = await run_builtin_openai(self._openai, base_url, ctx)
-            except LinkError as exc:
-                result = AgentResult("link_error", error_code=exc.code, error_message=exc.message)
-            except Exception as exc:  # a bug in the agent is a harness error, not the model's
-                self._log_exception(
+            result, transcript = await run_builtin(
+                self.profile.protocol,
+                base_url,
+                ctx,
+                openai_client=self._openai,
+                http=self._http,
+                on_crash=lambda exc: self._log_exception(
                     exc, f"builtin agent crashed on {ctx.task.task_id}/{ctx.attempt}"
-                )
-                result = AgentResult(
-                    "harness_error",
-                    error_code="harness_crash",
-                    error_message=f"{type(exc).__name__}: {exc}",
-                )
+                ),
+            )
             calls = await self.proxy.settle(token)
             result = link_failure_overrides(result, calls.calls)
         finally:
@@ -669,32 +703,14 @@ class _Execution:
                 return failed, all_calls
             token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
             try:
-                command = render_command(
+                command, extra = command_for_try(
                     self.command,
-                    {
-                        "task_id": ctx.task.task_id,
-                        "attempt": str(ctx.attempt),
-                        "run_id": self.run_id,
-                        "model": self.profile.model,
-                        "result_path": str(result_path),
-                        "prompt_file": str(prompt_path),
-                    },
+                    ctx,
+                    run_dir=self.run_dir,
+                    result_path=result_path,
+                    prompt_path=prompt_path,
+                    workspace=ws.path if ws is not None else None,
                 )
-                if ws is not None:  # the harness works in the attempt's own copy
-                    command = f"cd {shlex.quote(str(ws.path))} && {command}"
-                extra = {
-                    "DRIFTDESK_RUN_ID": self.run_id,
-                    RUN_DIR_ENV: str(self.run_dir.absolute()),
-                    "DRIFTDESK_TASK_ID": ctx.task.task_id,
-                    "DRIFTDESK_ATTEMPT": str(ctx.attempt),
-                    "DRIFTDESK_MODEL": self.profile.model,
-                    "DRIFTDESK_RESULT_PATH": str(result_path),
-                    "DRIFTDESK_PROMPT_FILE": str(prompt_path),
-                }
-                # One environment string is limited to 128 KiB by the kernel (E2BIG for the
-                # whole exec): a long prompt is only in the file.
-                if len(ctx.task.prompt_text.encode("utf-8")) <= MAX_PROMPT_IN_ENV:
-                    extra["DRIFTDESK_PROMPT"] = ctx.task.prompt_text
                 env = child_environment(
                     self.profile.protocol,
                     self.proxy.base_url_for(token),
@@ -728,6 +744,128 @@ class _Execution:
             if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
                 continue
             return result, all_calls
+
+    # --- one attempt on a Ray node (reruns/ray_executor.py) --------------------------------
+
+    async def _run_remote(
+        self, ctx: AttemptContext, log_path: Path, transcript_path: Path
+    ) -> tuple[AgentResult, list[dict[str, Any]], dict[str, Any]]:
+        """The attempt's tries run on the cluster; their calls, retries and verdicts are
+        judged here, as ``_run_command``/``_run_builtin`` judge them, and their files written
+        into the run dir by this process only."""
+        where: dict[str, Any] = {}
+        all_calls: list[dict[str, Any]] = []
+        folder = log_path.parent.absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+        uses_result_path = "result_path" in template_fields(self.command or "")
+        while True:
+            try_id = os.urandom(4).hex()
+            reply, calls = await self._remote_try(ctx, try_id, where, log_path)
+            all_calls.extend(calls.calls)
+            if isinstance(reply, AgentResult):  # the node was lost, or our worker code failed
+                return reply, all_calls, where
+            self._write_remote_files(ctx, reply)
+            if self.agent == "builtin":
+                for number, code, delay in reply["retries"]:
+                    ctx.on_retry(number, code, delay)
+                ctx.retries = int(reply["retry_count"])
+                ctx.log_lines = [str(reply["log"])] if reply["log"] else []
+                result = link_failure_overrides(agent_result(reply["result"]), calls.calls)
+                self._write_builtin_files(ctx, log_path, transcript_path, reply["transcript"])
+                return result, all_calls, where
+            with rundir.open_private(log_path, "a") as fh:
+                fh.write(redact(reply["log"] or "", ctx.secrets))
+            if "try" not in reply:  # setup failed
+                return agent_result(reply["result"]), all_calls, where
+            result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
+            ctx.result_path = str(result_path.relative_to(self.run_dir.absolute()))
+            if reply["result_file"] is not None:
+                with rundir.open_private(result_path, "w") as fh:
+                    fh.write(reply["result_file"].decode("utf-8", "replace"))
+            result = command_outcome(
+                result_path,
+                command_try_of(reply, calls),
+                calls,
+                uses_result_path=uses_result_path,
+            )
+            result = link_failure_overrides(result, calls.calls)
+            if reply["check_ran"] and result.outcome in ("pass", "fail"):
+                result = agent_result(reply["result"])
+            if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
+                continue
+            return result, all_calls, where
+
+    async def _remote_try(
+        self, ctx: AttemptContext, try_id: str, where: dict[str, Any], log_path: Path
+    ) -> tuple[dict[str, Any] | AgentResult, AttemptCalls]:
+        """One try as a Ray task. A node lost before the try called the model: run it once
+        more elsewhere; after a call: ``harness_error`` ``node_lost`` (never run twice)."""
+        assert self.proxy is not None and self.cluster is not None
+        moved = False
+        while True:
+            token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
+            try:
+
+                def placed(info: dict[str, Any]) -> None:
+                    where["node"] = info["node"]
+                    self.emit(
+                        AttemptPlaced(self.run_id, ctx.task.task_id, ctx.attempt, info["node"])
+                    )
+
+                try:
+                    job = AttemptJob(
+                        kind="builtin" if self.agent == "builtin" else "command",
+                        run_id=self.run_id,
+                        task=ctx.task,
+                        attempt=ctx.attempt,
+                        try_id=try_id,
+                        model=self.profile.model,
+                        protocol=self.profile.protocol,
+                        timeout_s=self.timeout_s,
+                        policy=self.policy,
+                        base_url=self.proxy.base_url_for(token),
+                        run_key=self.proxy.run_key,
+                        command=self.command,
+                        uses_result_path="result_path" in template_fields(self.command or ""),
+                        isolate=self.isolate,
+                        workspace_tar=self.cluster.workspace_ref(ctx.task),
+                        seed=str(self._rng.random()),
+                    )
+                    reply = await self.cluster.run(job, placed)
+                except NodeLost as exc:
+                    calls = await self.proxy.settle(token)
+                    if calls.calls or calls.in_flight or moved:
+                        return AgentResult(
+                            "harness_error",
+                            error_code=NODE_LOST,
+                            error_message=f"the attempt's Ray node was lost after it called "
+                            f"the model ({len(calls.calls)} calls): {exc}",
+                        ), calls
+                    moved = True
+                    with rundir.open_private(log_path, "a") as fh:
+                        fh.write(
+                            f"[driftdesk] node {where.get('node')} lost ({exc}); "
+                            "no model call was made: running the try again\n"
+                        )
+                    continue
+                except (RuntimeError, ValueError, OSError) as exc:
+                    return AgentResult(
+                        "harness_error",
+                        error_code="harness_crash",
+                        error_message=f"the Ray task failed: {exc}",
+                    ), await self.proxy.settle(token)
+                return reply, await self.proxy.settle(token)
+            finally:
+                self.proxy.close_attempt(token)
+
+    def _write_remote_files(self, ctx: AttemptContext, reply: dict[str, Any]) -> None:
+        """The check's output and the workspace diff a node sent back, where a local attempt
+        leaves them."""
+        for suffix, key in ((CHECK_OUTPUT_SUFFIX, "check_output"), (WORKSPACE_DIFF_SUFFIX, "diff")):
+            if reply.get(key) is not None:
+                path = attempt_file(self.run_dir, ctx.task.task_id, ctx.attempt, suffix)
+                with rundir.open_private(path, "w") as fh:
+                    fh.write(redact(reply[key], ctx.secrets))
 
 
 def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> AgentResult:
@@ -876,6 +1014,31 @@ def _suite_manifest(suite: Suite) -> dict[str, Any]:
     return {"path": str(suite.path), "name": suite.name, "sha256": suite.sha256}
 
 
+def _check_executor(executor: str, agent: str) -> None:
+    if executor not in EXECUTORS:
+        raise RunSetupError(f"unknown executor {executor!r}: use " + " or ".join(EXECUTORS))
+    if executor == "ray" and agent not in ("builtin", "command"):
+        raise RunSetupError(
+            f"--executor ray runs the builtin and command agents; --agent {agent} runs here "
+            "(use --executor local)"
+        )
+
+
+def _connect_executor(executor: str, settings: RaySettings, agent: str) -> RayCluster | None:
+    """None for the local executor; for ``ray`` the cluster, connected (or a clear refusal
+    before anything is written)."""
+    _check_executor(executor, agent)
+    if executor == "local":
+        return None
+    try:
+        check_address(settings.address)
+        cluster = RayCluster(settings)
+        cluster.connect()
+    except (RayUnavailable, ValueError) as exc:
+        raise RunSetupError(str(exc)) from None
+    return cluster
+
+
 async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> RunOutcome:
     """Start a new run dir and run every (task, attempt) slot. Cancel the task to interrupt."""
     if spec.repeat < 1:
@@ -895,12 +1058,33 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         task_ids = select_tasks(spec, suite)
     await _checkpoint()
     _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
+    _check_executor(spec.executor, spec.agent)
     _check_preset(spec.agent, profile)
     await _checkpoint()
     real_key = _resolve_key(profile, spec.api_key)
     if spec.probe:
         probe_key = None if profile.no_key else real_key
         notices += await check_endpoint(profile, probe_key, min(spec.timeout_s, PROBE_TIMEOUT_S))
+    cluster = _connect_executor(spec.executor, spec.ray, spec.agent)
+    try:
+        return await _execute_new_run(
+            spec, profile, suite, task_ids, real_key, notices, cluster, listener
+        )
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+async def _execute_new_run(
+    spec: RunSpec,
+    profile: Profile,
+    suite: Suite,
+    task_ids: list[str],
+    real_key: str,
+    notices: list[str],
+    cluster: RayCluster | None,
+    listener: RunListener | None,
+) -> RunOutcome:
     now = rundir.utc_now()
     try:
         run_id, run_dir = rundir.create_run_dir(
@@ -924,6 +1108,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         "agent": spec.agent,
         "command": spec.command,
         "isolate": spec.isolate,
+        "executor": cluster.settings.manifest() if cluster is not None else {"kind": "local"},
         "seed": spec.seed,
         "sample": spec.sample,
         "selection": (
@@ -964,6 +1149,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
             policy=spec.retry_policy,
             listener=listener,
             notices=notices,
+            cluster=cluster,
         ).run(rundir.pending_slots(task_ids, spec.repeat, [], False))
     finally:
         rundir.unlock_run_dir(lock)
@@ -996,10 +1182,13 @@ async def resume_run(
     profile: Profile | None = None,
     concurrency: int | None = None,
     probe: bool = False,
+    executor: str | None = None,
+    ray: RaySettings | None = None,
 ) -> RunOutcome:
     """Run exactly the missing (task, attempt) slots of ``run_dir``; with
     ``retry_link_errors`` also the slots whose latest row is a link_error (the new row is
-    appended later in the file and supersedes it: the last row per slot wins)."""
+    appended later in the file and supersedes it: the last row per slot wins). ``executor``
+    and ``ray`` default to the run's own (its manifest)."""
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
     if manifest.get("agent") == "inspect":
@@ -1059,6 +1248,12 @@ async def resume_run(
             probe_key = None if profile.no_key else real_key
             notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
         policy = RetryPolicy.from_manifest(manifest)
+        ran_on = manifest.get("executor") or {"kind": "local"}
+        if ray is None and ran_on.get("kind") == "ray":
+            ray = RaySettings.from_manifest(ran_on)
+        cluster = _connect_executor(
+            executor or str(ran_on.get("kind", "local")), ray or RaySettings(), agent
+        )
         manifest["status"] = "running"
         manifest.setdefault("resumes", []).append(
             {
@@ -1066,11 +1261,14 @@ async def resume_run(
                 "retry_link_errors": retry_link_errors,
                 "slots": len(slots),
                 "pid": os.getpid(),
+                "executor": cluster.settings.manifest() if cluster else {"kind": "local"},
             }
         )
         try:
             rundir.write_manifest(run_dir, manifest)
         except OSError as exc:
+            if cluster is not None:
+                cluster.close()
             raise RunSetupError(_cannot_write(run_dir, exc)) from None
         return await _Execution(
             run_dir=run_dir,
@@ -1087,6 +1285,7 @@ async def resume_run(
             policy=policy,
             listener=listener,
             notices=notices,
+            cluster=cluster,
         ).run(slots)
     finally:
         rundir.unlock_run_dir(lock)

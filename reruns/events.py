@@ -69,6 +69,17 @@ class AttemptEnded:
 
 
 @dataclass(frozen=True)
+class AttemptPlaced:
+    """With ``--executor ray``: the attempt's try started on this cluster node (a try moved
+    off a lost node is placed again). Count attempts running per node from Placed to Ended."""
+
+    run_id: str
+    task_id: str
+    attempt: int
+    node: str  # "<node ip>/<node id prefix>"
+
+
+@dataclass(frozen=True)
 class AttemptFinished:
     run_id: str
     row: dict[str, Any]  # the attempts.jsonl row just written
@@ -90,6 +101,7 @@ RunEvent = (
     | AttemptEnded
     | AttemptFinished
     | RunFinished
+    | AttemptPlaced
 )
 
 

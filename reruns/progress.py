@@ -106,6 +106,9 @@ class TextProgress:
                     f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
                 )
             )
+            if spec.get("executor") == "ray":
+                dashboard = spec.get("ray_dashboard") or "(none: the cluster runs no dashboard)"
+                self._write(printable(f"  attempts run on Ray; dashboard: {dashboard}\n"))
             for notice in spec.get("notices") or []:  # may quote task ids and file lines
                 self._write(printable(f"  note: {notice}\n"))
             return

@@ -438,8 +438,12 @@ class MeteringProxy:
         call_counts: dict[tuple[str, int], int] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         auth_header: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.run_id = run_id
+        # Where agents reach it: loopback, or the driver's cluster-facing address when attempts
+        # run on other machines (--executor ray). Never 0.0.0.0 unless asked.
+        self.host = host
         self._max_body_bytes = max_body_bytes
         self._scrubber = KeyScrubber(real_key)
         # How the real key goes upstream: "x-api-key", "bearer" or "none" (a keyless profile);
@@ -469,10 +473,10 @@ class MeteringProxy:
         # and the call is recorded right away instead of waiting on the upstream.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{self.host}:{port}"
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),

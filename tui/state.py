@@ -19,6 +19,7 @@ from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
     AttemptOutput,
+    AttemptPlaced,
     AttemptRetrying,
     AttemptStarted,
     CallRecorded,
@@ -73,6 +74,9 @@ class LiveRun:
     task: asyncio.Task[Any] | None = None
     # The App's worker executing this run (a textual Worker): wait on this one, not on a group.
     worker: Any = None
+    # --executor ray: attempts running per cluster node (from AttemptPlaced to AttemptEnded).
+    running_per_node: Counter[str] = field(default_factory=Counter)
+    node_of: dict[AttemptKey, str] = field(default_factory=dict)
 
     # -- RunListener -------------------------------------------------------------------------
     def on_event(self, event: RunEvent) -> None:
@@ -117,6 +121,12 @@ class LiveRun:
             # The attempt's work is over (its row may still be on the way to disk), so the
             # running count never exceeds the concurrency.
             self.running = max(self.running - 1, 0)
+            self._leave_node((event.task_id, event.attempt))
+        elif isinstance(event, AttemptPlaced):
+            key = (event.task_id, event.attempt)
+            self._leave_node(key)  # a try moved off a lost node
+            self.node_of[key] = event.node
+            self.running_per_node[event.node] += 1
         elif isinstance(event, AttemptFinished):
             row = event.row
             key = (str(row.get("task_id")), int(row.get("attempt") or 0))
@@ -153,6 +163,13 @@ class LiveRun:
             self.status = event.status
             self.running = 0
             self.ended_monotonic = time.monotonic()
+
+    def _leave_node(self, key: AttemptKey) -> None:
+        node = self.node_of.pop(key, None)
+        if node is not None:
+            self.running_per_node[node] -= 1
+            if self.running_per_node[node] <= 0:
+                del self.running_per_node[node]
 
     def add_earlier_rows(self, rows: list[dict[str, Any]]) -> None:
         """Slots a resumed run finished before it was interrupted: shown done in the grid (the

@@ -391,5 +391,9 @@ async def test_a_rerun_keeps_the_runs_conditions(
     assert again["suite"] == manifest["suite"] and again["tasks"] == ["answer-42-b"]
     for agent in ("claude-code", "codex", "inspect"):
         assert RunSpec.rerun_of({**manifest, "agent": agent}, ["x"], source.run_dir).agent == agent
+    assert spec.executor == "local"
+    on_ray = {**manifest, "executor": {"kind": "ray", "ray_address": "127.0.0.1:6379"}}
+    ray_rerun = RunSpec.rerun_of(on_ray, ["x"], source.run_dir)
+    assert (ray_rerun.executor, ray_rerun.ray.address) == ("ray", "127.0.0.1:6379")
     imported = {**manifest, "agent": "import:tau2"}  # no agent of ours: rerun built in
     assert RunSpec.rerun_of(imported, ["x"], source.run_dir).agent == "builtin"

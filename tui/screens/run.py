@@ -337,6 +337,12 @@ def _counters(live: LiveRun) -> Text:
         if i:
             text.append("  │  ", style="dim")
         text.append(part, style=style)
+    if live.spec.get("executor") == "ray":
+        # One line for the cluster: attempts running per node, and where its dashboard is.
+        per_node = sorted(live.running_per_node.copy().items())
+        text.append("\nray nodes: ", style="dim")
+        text.append("  ".join(f"{node} {count}" for node, count in per_node) or "none busy")
+        text.append(f"  │  dashboard {live.spec.get('ray_dashboard') or '(none)'}", style="dim")
     if live.error:
         text.append(f"\n{live.error}", style="bold red")
     return text

@@ -1,0 +1,450 @@
+"""``driftdesk run --executor ray``: each attempt's work runs as a Ray task on a cluster.
+
+The split (docs/ARCHITECTURE.md, "Scaling out with Ray"):
+
+- the **driver** (the ``driftdesk run`` process) keeps the metering proxy, the real key, the
+  run dir and its single writer. Per try it opens an attempt token, submits one Ray task, and
+  turns what comes back into the row, the log, the check output and the diff in the run dir;
+- a **worker** (``worker_attempt``, in a Ray worker process on any node) gets the task, the
+  proxy URL with the attempt's token and the run's throwaway key — never the real key — and
+  does the work in a private temporary folder: workspace copy, setup, agent, check, diff. It
+  writes nothing the driver owns; it sends back the capped log, the result file, the check
+  output and the diff, then removes its folder.
+
+``ray`` is an optional dependency (``pip install 'driftdesk[ray]'``): it is imported only
+when ``--executor ray`` is asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from driftdesk.layout import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file
+from driftdesk.reruns import rundir, workspace
+from driftdesk.reruns.agents import (
+    AgentResult,
+    AttemptContext,
+    CommandTry,
+    child_environment,
+    command_for_try,
+    command_outcome,
+    run_builtin,
+    run_command_once,
+)
+from driftdesk.reruns.isolation import isolate_argv
+from driftdesk.reruns.proxy import AttemptCalls
+from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.suites import Task
+
+EXECUTORS = ("local", "ray")
+INSTALL_HINT = "--executor ray needs the ray extra: pip install 'driftdesk[ray]'"
+START_HINT = (
+    "start one first (`ray start --head --node-ip-address=127.0.0.1` on this machine, or see "
+    "docs/ARCHITECTURE.md), or give --ray-address ray://HOST:PORT"
+)
+NODE_LOST = "node_lost"  # error_code of an attempt whose node died after it called the model
+MAX_WORKSPACE_BYTES = 64 * 1024 * 1024  # a task's workspace shipped to the nodes, packed
+
+
+class RayUnavailable(RuntimeError):
+    """``--executor ray`` cannot run: no ray installed, no cluster, a bad setting."""
+
+
+class NodeLost(Exception):
+    """The attempt's node (or its worker process) died before the attempt came back."""
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """Where and how attempts run on Ray (kept in the run's manifest for ``resume``)."""
+
+    address: str = "auto"
+    resources: dict[str, float] = field(default_factory=dict)
+
+    def manifest(self) -> dict[str, Any]:
+        return {"kind": "ray", "ray_address": self.address, "ray_resources": dict(self.resources)}
+
+    @classmethod
+    def from_manifest(cls, info: dict[str, Any]) -> RaySettings:
+        return cls(
+            address=str(info.get("ray_address") or "auto"),
+            resources={str(k): float(v) for k, v in (info.get("ray_resources") or {}).items()},
+        )
+
+
+def parse_resources(text: str | None) -> dict[str, float]:
+    """``--ray-resources '{"CPU": 2, "GPU": 1, "my_label": 1}'``: what each attempt asks for."""
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f'--ray-resources is not JSON ({exc.msg}): use e.g. {{"CPU": 2}}'
+        ) from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in data.values()
+    ):
+        raise ValueError('--ray-resources must be a JSON object of numbers >= 0, e.g. {"CPU": 2}')
+    return {str(k): float(v) for k, v in data.items()}
+
+
+def check_address(address: str) -> str:
+    """``auto`` (the cluster this machine belongs to), ``ray://HOST:PORT`` (Ray Client) or
+    ``HOST:PORT`` (a head node's GCS)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or (sep and host and port.isdigit()):
+        return address
+    raise ValueError(f"--ray-address {address!r}: use auto, ray://HOST:PORT or HOST:PORT")
+
+
+def task_options(resources: dict[str, float]) -> dict[str, Any]:
+    """Ray task options: the resources asked for, and no retry by Ray itself — a task Ray
+    reran behind our back could call the model twice for one slot (we decide, see NodeLost)."""
+    options: dict[str, Any] = {"max_retries": 0, "retry_exceptions": False}
+    custom = dict(resources)
+    options["num_cpus"] = custom.pop("CPU", 1.0)
+    if "GPU" in custom:
+        options["num_gpus"] = custom.pop("GPU")
+    if "memory" in custom:
+        options["memory"] = custom.pop("memory")
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+# --- what travels to a worker and back ------------------------------------------------------
+
+
+@dataclass
+class AttemptJob:
+    """One try of one slot, as a worker needs it. ``run_key`` is the run's throwaway key
+    (the proxy refuses anything else); the real key is not here."""
+
+    kind: str  # "builtin" | "command"
+    run_id: str
+    task: Task
+    attempt: int
+    try_id: str
+    model: str
+    protocol: str
+    timeout_s: float
+    policy: RetryPolicy
+    base_url: str  # the driver's proxy, with this try's attempt token
+    run_key: str
+    command: str | None = None
+    uses_result_path: bool = False
+    isolate: bool = False
+    workspace_tar: Any = None  # an ObjectRef of the task's packed workspace (None: none)
+    seed: str = ""
+
+
+def pack_workspace(folder: Path) -> bytes:
+    """A task's workspace as a tar (symlinks kept), for nodes that do not share our disk."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(folder, arcname=".")
+    data = buffer.getvalue()
+    if len(data) > MAX_WORKSPACE_BYTES:
+        raise ValueError(
+            f"the workspace {folder} is {len(data)} bytes packed; the Ray executor ships at "
+            f"most {MAX_WORKSPACE_BYTES}"
+        )
+    return data
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+
+
+def _node_label() -> dict[str, Any]:
+    import ray
+
+    context = ray.get_runtime_context()
+    node_id = context.get_node_id()
+    ip = ray.util.get_node_ip_address()
+    return {"node_id": node_id, "node": f"{ip}/{node_id[:8]}", "pid": os.getpid()}
+
+
+def worker_attempt(job: AttemptJob) -> Any:
+    """The Ray task (a generator): first where it runs, then what the try produced."""
+    yield _node_label()
+    yield asyncio.run(_run_job(job))
+
+
+async def _run_job(job: AttemptJob) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="driftdesk-ray-"))
+    try:
+        task = job.task
+        if job.workspace_tar is not None:
+            import ray
+
+            source = root / "source"
+            with tarfile.open(fileobj=io.BytesIO(ray.get(job.workspace_tar))) as tar:
+                tar.extractall(source, filter="tar")
+            task = replace(task, workspace=source)
+        return await _run_in(root / "run", job, task)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _run_in(run_dir: Path, job: AttemptJob, task: Task) -> dict[str, Any]:
+    import random
+
+    log_path, _ = rundir.attempt_paths(run_dir, task.task_id, job.attempt)
+    folder = log_path.parent.absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    retries: list[tuple[int, str, float]] = []
+    ctx = AttemptContext(
+        run_id=job.run_id,
+        task=task,
+        attempt=job.attempt,
+        model=job.model,
+        protocol=job.protocol,
+        api_key=job.run_key,
+        timeout_s=job.timeout_s,
+        policy=job.policy,
+        rng=random.Random(job.seed),
+        emit_output=lambda stream, text: None,  # the log comes back whole
+        on_retry=lambda number, code, delay: retries.append((number, code, delay)),
+        secrets=(job.run_key,),
+    )
+    # The worker has no real key to look for: the throwaway one stands in for it.
+    step_env = workspace.step_environment(job.run_key, job.run_id)
+    reply: dict[str, Any] = {"retries": retries}
+    ws, failed = await workspace.begin(run_dir, task, job.attempt, step_env, job.timeout_s)
+    if job.kind == "builtin":
+        result, transcript = (failed, None) if failed is not None else await _builtin(job, ctx)
+        result = await workspace.conclude(
+            ws, ctx, result, step_env, lambda line: ctx.log("check", line)
+        )
+        reply.update(result=asdict(result), transcript=transcript, log="\n".join(ctx.log_lines))
+    elif failed is not None:
+        reply.update(result=asdict(failed), log=None)
+    else:
+        reply.update(await _command(job, ctx, run_dir, folder, log_path, ws, step_env))
+    reply["retry_count"] = ctx.retries
+    reply["check_output"] = _read(
+        attempt_file(run_dir, task.task_id, job.attempt, CHECK_OUTPUT_SUFFIX)
+    )
+    reply["diff"] = _read(attempt_file(run_dir, task.task_id, job.attempt, WORKSPACE_DIFF_SUFFIX))
+    return reply
+
+
+async def _builtin(
+    job: AttemptJob, ctx: AttemptContext
+) -> tuple[AgentResult, list[dict[str, Any]] | None]:
+    import aiohttp
+
+    if job.protocol == "anthropic":
+        async with aiohttp.ClientSession() as http:
+            return await run_builtin(
+                job.protocol, job.base_url, ctx, openai_client=None, http=http, on_crash=_ignore
+            )
+    import openai
+
+    client = openai.AsyncOpenAI(
+        base_url=job.base_url,
+        api_key=job.run_key,
+        max_retries=0,
+        timeout=job.timeout_s,
+        http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False, timeout=job.timeout_s),
+    )
+    try:
+        return await run_builtin(
+            job.protocol, job.base_url, ctx, openai_client=client, http=None, on_crash=_ignore
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+def _ignore(_: Exception) -> None:
+    """A crash of the builtin agent is reported in the row's message (the driver logs it)."""
+
+
+async def _command(
+    job: AttemptJob,
+    ctx: AttemptContext,
+    run_dir: Path,
+    folder: Path,
+    log_path: Path,
+    ws: workspace.AttemptWorkspace | None,
+    step_env: dict[str, str],
+) -> dict[str, Any]:
+    assert job.command is not None
+    result_path = folder / f"{job.attempt}.{job.try_id}.result.json"
+    prompt_path = folder / f"{job.attempt}.{job.try_id}.prompt.txt"
+    with rundir.open_private(prompt_path, "w") as fh:
+        fh.write(ctx.task.prompt_text)
+    command, extra = command_for_try(
+        job.command,
+        ctx,
+        run_dir=run_dir,
+        result_path=result_path,
+        prompt_path=prompt_path,
+        workspace=ws.path if ws is not None else None,
+    )
+    env = child_environment(
+        job.protocol, job.base_url, job.run_key, job.run_key, extra, run_id=job.run_id
+    )
+    argv = None
+    if job.isolate:
+        readable = [ctx.task.workspace] if ctx.task.workspace is not None else []
+        argv = isolate_argv(["/bin/sh", "-c", command], folder, job.base_url, readable=readable)
+    no_calls = AttemptCalls(ctx.task.task_id, ctx.attempt)  # the driver's proxy has them
+    outcome = await run_command_once(command, env, log_path, ctx, no_calls, argv=argv)
+    verdict = command_outcome(result_path, outcome, no_calls, uses_result_path=job.uses_result_path)
+    # The check runs here, beside the workspace, when the harness's own verdict is judged; the
+    # driver drops it when the proxy saw the link fail.
+    checked = await workspace.conclude(
+        ws, ctx, verdict, step_env, workspace.file_log(log_path, ctx)
+    )
+    try:
+        result_file: bytes | None = result_path.read_bytes()
+    except OSError:
+        result_file = None
+    return {
+        "try": {"returncode": outcome.returncode, "timed_out": outcome.timed_out},
+        "result_file": result_file,
+        "result": asdict(checked),
+        "check_ran": checked is not verdict,
+        "log": _read(log_path),
+    }
+
+
+def command_try_of(reply: dict[str, Any], calls: AttemptCalls) -> CommandTry:
+    """The worker's try as the driver judges it. A call still open when the worker killed the
+    harness at the timeout was cut by that kill: the proxy recorded it as ``client_closed``."""
+    info = reply["try"]
+    last = calls.calls[-1] if calls.calls else None
+    in_flight = bool(info["timed_out"]) and (
+        calls.in_flight > 0 or (last is not None and last.get("error_kind") == "client_closed")
+    )
+    return CommandTry(info["returncode"], bool(info["timed_out"]), in_flight)
+
+
+def agent_result(data: dict[str, Any]) -> AgentResult:
+    return AgentResult(**data)
+
+
+# --- the driver's side ----------------------------------------------------------------------
+
+
+_connections = 0  # runs of this process connected to Ray (one process, one Ray connection)
+_connections_lock = threading.Lock()
+
+
+class RayCluster:
+    """The driver's connection to the cluster, for one execution of a run. Two runs of one
+    process (the TUI's) share Ray's one connection; the last to end closes it."""
+
+    def __init__(self, settings: RaySettings) -> None:
+        self.settings = settings
+        self.dashboard_url: str | None = None
+        self.node_ip = "127.0.0.1"
+        self._remote: Any = None
+        self._connected = False
+        self._options = task_options(settings.resources)
+        self._workspaces: dict[Path, Any] = {}
+
+    def connect(self) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise RayUnavailable(INSTALL_HINT) from None
+        global _connections
+        with _connections_lock:
+            try:
+                context = ray.init(
+                    address=self.settings.address,
+                    log_to_driver=False,  # the worker's output comes back in the attempt's log
+                    namespace="driftdesk",
+                    ignore_reinit_error=True,
+                )
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise RayUnavailable(
+                    f"no Ray cluster at {self.settings.address} ({str(exc).splitlines()[0]}): "
+                    + START_HINT
+                ) from None
+            _connections += 1
+            self._connected = True
+        url = getattr(context, "dashboard_url", None)
+        if url:
+            self.dashboard_url = url if "://" in url else f"http://{url}"
+        self.node_ip = ray.util.get_node_ip_address()
+        self._remote = ray.remote(worker_attempt)
+
+    def close(self) -> None:
+        """Idempotent: the run's end, and any failure on the way to it, call it."""
+        global _connections
+        self._workspaces.clear()
+        with _connections_lock:
+            if not self._connected:
+                return
+            self._connected = False
+            _connections -= 1
+            if _connections == 0:
+                import ray
+
+                ray.shutdown()
+
+    def workspace_ref(self, task: Task) -> Any:
+        """The task's workspace, packed and put in the object store once per run."""
+        if task.workspace is None:
+            return None
+        ref = self._workspaces.get(task.workspace)
+        if ref is None:
+            import ray
+
+            ref = self._workspaces[task.workspace] = ray.put(pack_workspace(task.workspace))
+        return ref
+
+    async def run(
+        self, job: AttemptJob, on_placed: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any]:
+        """Run ``job`` as a Ray task; ``on_placed`` is told where once it starts. Raises
+        ``NodeLost`` when the node or worker died under it."""
+        import ray
+        from ray import exceptions
+
+        generator = self._remote.options(num_returns="streaming", **self._options).remote(job)
+        try:
+            async for ref in generator:
+                value = await ref
+                if "node_id" in value:
+                    on_placed(value)
+                    continue
+                return dict(value)
+        except exceptions.RayTaskError as exc:  # our code raised in the worker: a bug
+            raise RuntimeError(str(exc).splitlines()[-1] if str(exc) else repr(exc)) from None
+        except exceptions.RayError as exc:  # the worker or its node died
+            raise NodeLost(f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        except BaseException:
+            with contextlib.suppress(Exception):
+                ray.cancel(generator, force=True)
+            raise
+        raise NodeLost("the Ray task ended without a result")
+
+
+def import_check() -> None:
+    """Refuse ``--executor ray`` early (before a run dir exists) when ray is not installed."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise RayUnavailable(INSTALL_HINT) from None

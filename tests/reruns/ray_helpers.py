@@ -1,0 +1,234 @@
+"""A real multi-node Ray cluster on loopback for the Ray executor's tests, and their suites.
+
+Every node is a real raylet process (``ray.cluster_utils.Cluster``) bound to 127.0.0.1. Ray
+turns a ``127.0.0.1`` address into the machine's own address unless
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (its loopback mode): that is set for the cluster, the
+driver and the CLI subprocesses, so no test traffic leaves loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+# Ray reads these once, when it is first imported: set before any test imports it.
+os.environ.update(LOOPBACK_ENV)
+NODE_ARGS: dict[str, Any] = {
+    "num_cpus": 1,
+    "object_store_memory": 100 * 1024 * 1024,
+    "node_ip_address": "127.0.0.1",
+}
+
+
+@dataclass
+class LoopbackCluster:
+    cluster: Any  # ray.cluster_utils.Cluster
+    root: Path  # Ray's temp dir (sessions, logs) and the nodes' TMPDIR
+    worker_tmp: Path
+
+    @property
+    def address(self) -> str:
+        return str(self.cluster.address)
+
+    def add_node(self, **args: Any) -> Any:
+        return self.cluster.add_node(**{**NODE_ARGS, **args})
+
+    def raylet_pid(self, node: Any) -> int:
+        return int(node.all_processes["raylet"][0].process.pid)
+
+    def kill_node(self, node: Any) -> list[int]:
+        """What a machine that dies does: its raylet and every process under it (the Ray
+        workers, and so the harnesses they run) killed at once. A raylet killed alone leaves
+        its workers running their tasks to the end (Ray 2.60): no attempt is lost then."""
+        raylet = self.raylet_pid(node)
+        tree, children = [raylet], _children()
+        for pid in tree:
+            tree.extend(children.get(pid, []))
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return tree
+
+    @staticmethod
+    def label(node: Any) -> str:
+        """How the executor names a node in events and rows."""
+        return f"127.0.0.1/{node.node_id[:8]}"
+
+    def our_pids(self) -> list[int]:
+        """Every live process of this cluster (its command line or environment names our root)."""
+        needle = str(self.root).encode()
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    cmdline = fh.read()
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    environ = fh.read()
+            except OSError:
+                continue
+            if needle in cmdline or needle in environ:
+                found.append(int(name))
+        return found
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    return children
+
+
+@contextlib.contextmanager
+def loopback_cluster(
+    nodes: int, dashboard: bool = False, head_cpus: int = 1, cpus: int = 1
+) -> Iterator[LoopbackCluster]:
+    """A head node and ``nodes - 1`` worker nodes (``cpus`` each, 100 MB object store each).
+    Torn down on exit, failure included; a process of it outliving the shutdown is killed."""
+    from ray.cluster_utils import Cluster
+
+    root = Path(tempfile.mkdtemp(prefix="ddray-"))  # short: Ray's socket paths must fit
+    worker_tmp = root / "tmp"
+    (worker_tmp / "ray").mkdir(parents=True)  # Ray notes the current cluster there
+    saved = {k: os.environ.get(k) for k in [*LOOPBACK_ENV, "TMPDIR"]}
+    os.environ.update(LOOPBACK_ENV)
+    os.environ["TMPDIR"] = str(worker_tmp)  # the nodes' (and so the workers') temp folder
+    cluster = None
+    handle = None
+    try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                **NODE_ARGS,
+                "num_cpus": head_cpus,
+                "include_dashboard": dashboard,
+                "temp_dir": str(root),
+                "_system_config": {
+                    # A killed node is declared dead within seconds, not the default ~30 s.
+                    "health_check_period_ms": 1000,
+                    "health_check_failure_threshold": 3,
+                },
+            },
+        )
+        for _ in range(nodes - 1):
+            cluster.add_node(**{**NODE_ARGS, "num_cpus": cpus})
+        cluster.wait_for_nodes()
+        if saved["TMPDIR"] is None:
+            os.environ.pop("TMPDIR")
+        else:
+            os.environ["TMPDIR"] = saved["TMPDIR"]
+        handle = LoopbackCluster(cluster, root, worker_tmp)
+        yield handle
+    finally:
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.shutdown()
+        if handle is not None:
+            deadline = time.monotonic() + 10
+            while handle.our_pids() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            for pid in handle.our_pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
+        for key, value in saved.items():
+            if key in LOOPBACK_ENV:
+                continue
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# A harness that asks the model (through the proxy URL it is given), writes the answer into
+# its workspace copy for the task's check, and dumps its own and its ancestors' environments
+# (the Ray worker that runs it included) where the test can read them.
+HARNESS = textwrap.dedent(
+    """
+    import json, os, sys, time, urllib.request
+    task_id, attempt, result_path, dump_dir = sys.argv[1:5]
+    if task_id.startswith("early-"):
+        time.sleep(4)
+    body = json.dumps({"model": os.environ["DRIFTDESK_MODEL"],
+                       "messages": [{"role": "user", "content": os.environ["DRIFTDESK_PROMPT"]}]})
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body.encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                 "Content-Type": "application/json"})
+    answer = json.loads(urllib.request.urlopen(request, timeout=30).read())
+    text = answer["choices"][0]["message"]["content"].strip()
+    if task_id.startswith("late-"):
+        time.sleep(4)
+    with open("answer.txt", "w") as fh:
+        fh.write(text)
+    environments, pid = {}, os.getpid()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                environ = fh.read().decode("utf-8", "replace")
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read().decode("utf-8", "replace").replace("\\0", " ")
+            with open(f"/proc/{pid}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+        environments[str(pid)] = {"cmdline": cmdline, "environ": environ}
+        pid = parent
+    name = f"{task_id}-{attempt}-{time.time_ns()}.json"
+    with open(os.path.join(dump_dir, name), "w") as fh:
+        json.dump(environments, fh)
+    print(f"answered {text}")
+    with open(result_path, "w") as fh:
+        json.dump({"success": True}, fh)  # judged: the task's check decides
+    """
+)
+
+# Answer tasks (one model call each) with a workspace and a check that reads the answer.
+ANSWERS = {"sum-1": "383", "sum-2": "18", "sum-3": "858", "sum-4": "215", "sum-5": "3240"}
+
+
+def write_suite(folder: Path, ids: dict[str, str] | None = None) -> Path:
+    """A suite the sandbox plays (``suites=[path]``): each task asks a sum, its workspace holds
+    a README, its check compares ``answer.txt`` (command agent) or the builtin's answer."""
+    ids = ids or ANSWERS
+    (folder / "ws").mkdir(parents=True, exist_ok=True)
+    (folder / "ws" / "README").write_text("answer goes in answer.txt\n")
+    lines = []
+    for task_id, expected in ids.items():
+        check = (
+            f'got="$(cat answer.txt 2>/dev/null || printf %s "$DRIFTDESK_ANSWER")"; '
+            f'test "$got" = "{expected}"'
+        )
+        lines.append(
+            json.dumps(
+                {
+                    "task_id": task_id,
+                    "prompt": f"Task {task_id}: reply with the number only.",
+                    "expected": {"equals": expected},
+                    "reference_answer": expected,
+                    "workspace": "ws",
+                    "check": check,
+                }
+            )
+        )
+    path = folder / "suite.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path

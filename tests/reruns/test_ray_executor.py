@@ -1,0 +1,368 @@
+"""``--executor ray`` on a real multi-node Ray cluster on loopback (tests/reruns/ray_helpers.py):
+the same rows, calls and outcomes as a local run; the real key nowhere on the workers' side;
+a lost node and a killed driver neither lose nor double a slot.
+
+One two-node cluster for the module (starting one takes ~10 s on two cores; the node-loss test
+adds a third and kills it); the tests share one xdist worker (``xdist_group``, with
+``--dist loadgroup`` as ./run tests passes it) so two clusters never compete for the cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_helpers import ANSWERS, HARNESS, LoopbackCluster, loopback_cluster, write_suite
+from reruns_helpers import read_rows
+
+from driftdesk.layout import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file
+from driftdesk.providers.keys import set_key
+from driftdesk.providers.profiles import Profile, ProfileStore
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.events import AttemptEnded, AttemptPlaced, RunEvent
+from driftdesk.reruns.ray_executor import RaySettings
+from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+
+try:
+    import ray  # noqa: F401
+except ImportError:  # CI installs the extra (./run tests): there, missing is a failure
+    message = "ray is not installed: run ./run tests (it installs driftdesk[ray])"
+    if os.environ.get("CI"):
+        raise
+    pytest.skip(message, allow_module_level=True)
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(600)]
+
+KEY = "sk-test-REALKEY-ray-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LoopbackCluster]:
+    with loopback_cluster(nodes=2, dashboard=True) as running:
+        yield running
+
+
+class Events:
+    def __init__(self) -> None:
+        self.placed: list[AttemptPlaced] = []
+
+    def on_event(self, event: RunEvent) -> None:
+        if isinstance(event, AttemptPlaced):
+            self.placed.append(event)
+
+
+def _spec(url: str, suite: Path, tmp: Path, **more: Any) -> RunSpec:
+    settings: dict[str, Any] = {"repeat": 4, "concurrency": 3, "timeout_s": 60, **more}
+    return RunSpec(
+        profile=Profile(name="sim", protocol="openai", base_url=url, model=SIM_MODEL),
+        suite=str(suite),
+        out_dir=tmp,
+        api_key=KEY,
+        **settings,
+    )
+
+
+def _harness_command(tmp: Path) -> tuple[str, Path]:
+    """The --command template of the test harness, and where it dumps environments."""
+    dumps = tmp / "dumps"
+    dumps.mkdir()
+    harness = tmp / "harness.py"
+    harness.write_text(HARNESS)
+    return f"{sys.executable} {harness} {{task_id}} {{attempt}} {{result_path}} {dumps}", dumps
+
+
+async def _ray_run(
+    cluster: LoopbackCluster, suite: Path, out: Path, listener: Any, **more: Any
+) -> Any:
+    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
+        spec = _spec(
+            sandbox.base_url,
+            suite,
+            out,
+            executor="ray",
+            ray=RaySettings(address=cluster.address),
+            **more,
+        )
+        return await execute_run(spec, listener)
+
+
+def _outcomes(rows: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+    by_task: dict[str, Counter[str]] = {}
+    for row in rows:
+        by_task.setdefault(row["task_id"], Counter())[row["outcome"]] += 1
+    return by_task
+
+
+def _files_holding(root: Path, needle: bytes) -> list[Path]:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("agent", ["builtin", "command"])
+async def test_a_suite_on_the_cluster_is_recorded_as_a_local_run_is(
+    cluster: LoopbackCluster, tmp_path: Path, agent: str
+) -> None:
+    suite = write_suite(tmp_path / "suite")
+    harness_command, dumps = _harness_command(tmp_path)
+    command = harness_command if agent == "command" else None
+    rows: dict[str, list[dict[str, Any]]] = {}
+    events = Events()
+    for executor in ("local", "ray"):
+        # The same seed on a fresh sandbox: the same draws per task, whatever ran where.
+        with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
+            outcome = await execute_run(
+                _spec(
+                    sandbox.base_url,
+                    suite,
+                    tmp_path / executor,
+                    agent=agent,
+                    command=command,
+                    executor=executor,
+                    ray=RaySettings(address=cluster.address),
+                ),
+                events if executor == "ray" else None,
+            )
+        assert outcome.status == "completed", outcome.reason
+        rows[executor] = read_rows(outcome.run_dir / "attempts.jsonl")
+        if executor == "ray":
+            run_dir = outcome.run_dir
+    ray_rows = rows["ray"]
+    # tasks x repeats rows, each slot exactly once.
+    slots = [(r["task_id"], r["attempt"]) for r in ray_rows]
+    assert sorted(slots) == sorted((t, a) for t in ANSWERS for a in range(4))
+    # Outcomes identical in distribution (per task) to the local run with the same seed.
+    assert _outcomes(ray_rows) == _outcomes(rows["local"])
+    assert {r["outcome"] for r in ray_rows} <= {"pass", "fail"}
+    # Every call metered by the driver's proxy, attributed to its attempt.
+    calls = read_rows(run_dir / "calls.jsonl")
+    per_slot = Counter((c["task_id"], c["attempt"]) for c in calls)
+    assert per_slot == Counter({s: 1 for s in slots})
+    assert all(r["calls"] == 1 and r["total_tokens"] for r in ray_rows)
+    # Ran on more than one node; each row says where.
+    nodes = {r["node"] for r in ray_rows}
+    assert len(nodes) >= 2, nodes
+    assert {e.node for e in events.placed} == nodes
+    assert all(n.startswith("127.0.0.1/") for n in nodes)
+    # The node's files came back: the check's output and the workspace diff (answer.txt).
+    for row in ray_rows:
+        check = attempt_file(run_dir, row["task_id"], row["attempt"], CHECK_OUTPUT_SUFFIX)
+        assert "[driftdesk] check exit code" in check.read_text()
+        diff = attempt_file(run_dir, row["task_id"], row["attempt"], WORKSPACE_DIFF_SUFFIX)
+        assert (agent == "builtin") or "answer.txt" in diff.read_text()
+    manifest = (run_dir / "manifest.json").read_text()
+    assert '"kind": "ray"' in manifest and cluster.address in manifest
+    # The real key: not in any worker's environment, nor in any file on the workers' side.
+    if agent == "command":
+        dumped = list(dumps.glob("*.json"))
+        assert len(dumped) >= 2 * len(slots)  # local and ray tries
+        texts = [p.read_text() for p in dumped]
+        assert all(KEY not in t for t in texts)
+        # The chain of processes above a harness on the cluster includes the Ray worker.
+        assert any("default_worker" in t or "ray::" in t for t in texts)
+    for pid in cluster.our_pids():
+        try:
+            assert KEY.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+    assert _files_holding(cluster.root, KEY.encode()) == []
+    assert list(cluster.worker_tmp.glob("driftdesk-ray-*")) == []  # workers clean up
+
+
+def run_children(run_id: str) -> list[int]:
+    """Processes (harnesses) still carrying the run's mark in their environment."""
+    needle = f"DRIFTDESK_RUN_CHILD={run_id}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if needle in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.keyring
+def test_driver_killed_with_9_then_resume_on_ray_completes_exactly(
+    cluster: LoopbackCluster, home: object, tmp_path: Path, cli: Any
+) -> None:
+    # Each attempt calls the model, then works 4 s: a kill always finds some in flight.
+    ids = {f"late-{n}": value for n, value in enumerate(ANSWERS.values())}
+    suite = write_suite(tmp_path / "suite", ids)
+    command, _ = _harness_command(tmp_path)
+    out = tmp_path / "runs"
+    repeat = 2
+    with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:
+        ProfileStore().save(
+            Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL)
+        )
+        set_key("sim", KEY)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", str(suite),
+             "--agent", "command", "--command", command, "--repeat", str(repeat),
+             "--concurrency", "3", "--timeout", "60", "--out", str(out), "--no-probe",
+             "--executor", "ray", "--ray-address", cluster.address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        attempts: Path | None = None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and process.poll() is None:
+            found = list(out.glob("*/attempts.jsonl"))
+            if found and len(found[0].read_bytes().splitlines()) >= 3:
+                attempts = found[0]
+                break
+            time.sleep(0.05)
+        if attempts is None:
+            process.kill()
+            _, err = process.communicate(10)
+            pytest.fail(f"no rows before the deadline: {err.decode()[-3000:]}")
+        os.kill(process.pid, signal.SIGKILL)
+        _, err = process.communicate(10)
+        assert "attempts run on Ray; dashboard: http://127.0.0.1:" in err.decode()
+        run_dir = attempts.parent
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["status"] == "running"
+        before = read_rows(attempts)
+        assert 3 <= len(before) < len(ids) * repeat
+        # The attempts the dead driver left on the cluster are ended by Ray (the driver's job
+        # died): no harness of the run survives it.
+        deadline = time.monotonic() + 60
+        while run_children(manifest["run_id"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert run_children(manifest["run_id"]) == []
+
+        result = cli("resume", str(run_dir), "--executor", "ray", timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "completed" in result.stdout
+    rows = read_rows(attempts)
+    slots = [(r["task_id"], r["attempt"]) for r in rows]
+    assert len(slots) == len(set(slots)) == len(ids) * repeat
+    assert rows[: len(before)] == before
+    assert {r["outcome"] for r in rows} <= {"pass", "fail"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    assert manifest["resumes"][-1]["executor"]["kind"] == "ray"
+    assert KEY not in (run_dir / "manifest.json").read_text()
+
+
+async def test_a_node_killed_mid_run_loses_and_doubles_no_slot(
+    cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    # A node with two CPUs that dies (its raylet and its workers, SIGKILL) while it runs attempts. An
+    # "early" attempt waits 4 s before its model call (killed before it: run again elsewhere),
+    # a "late" one calls first (killed after: harness_error node_lost).
+    victim = cluster.add_node(num_cpus=2)
+    cluster.cluster.wait_for_nodes()
+    victim_label = cluster.label(victim)
+    ids = {
+        f"{kind}-{n}": value
+        for kind in ("early", "late")
+        for n, value in enumerate(["1", "2", "3"])
+    }
+    suite = write_suite(tmp_path / "suite", ids)
+    command, _ = _harness_command(tmp_path)
+    loop = asyncio.get_running_loop()
+    on_victim: set[tuple[str, int]] = set()  # attempts running there now
+    placed: list[str] = []
+    killed: list[set[tuple[str, int]]] = []  # what ran there when it was killed
+
+    def kill() -> None:
+        cluster.kill_node(victim)
+        killed.append(set(on_victim))
+
+    class KillWhenBusy:
+        def on_event(self, event: RunEvent) -> None:
+            if isinstance(event, AttemptPlaced):
+                placed.append(event.node)
+                if event.node == victim_label and not killed:
+                    on_victim.add((event.task_id, event.attempt))
+                    if len(on_victim) == 2:
+                        loop.call_later(1.0, kill)
+            elif isinstance(event, AttemptEnded):
+                on_victim.discard((event.task_id, event.attempt))
+
+    outcome = await _ray_run(
+        cluster,
+        suite,
+        tmp_path / "out",
+        KillWhenBusy(),
+        repeat=2,
+        concurrency=5,
+        agent="command",
+        command=command,
+    )
+    assert outcome.status == "completed", outcome.reason
+    assert killed and killed[0], f"the victim {victim_label} ran too little: {Counter(placed)}"
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    slots = [(r["task_id"], r["attempt"]) for r in rows]
+    assert sorted(slots) == sorted((t, a) for t in ids for a in range(2))  # none lost, none twice
+    for row in rows:
+        if (row["task_id"], row["attempt"]) not in killed[0]:
+            assert row["outcome"] in ("pass", "fail"), row
+        elif row["error_code"] == "node_lost":  # it had called the model: not run twice
+            assert row["outcome"] == "harness_error" and row["calls"] == 1, row
+        else:  # no call yet: ran once more, on a live node
+            assert row["outcome"] in ("pass", "fail") and row["node"] != victim_label, row
+    # Never doubled: one model call per slot, the lost node's included.
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    assert Counter((c["task_id"], c["attempt"]) for c in calls) == Counter({s: 1 for s in slots})
+
+
+async def test_the_tui_live_pane_counts_attempts_per_node(
+    cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    from driftdesk.tui.screens.run import _counters
+    from driftdesk.tui.state import LiveRun
+
+    live = LiveRun(label="ray")
+    seen: list[str] = []
+
+    class Pane:  # the Run screen's listener, and what its counters line shows meanwhile
+        def on_event(self, event: RunEvent) -> None:
+            live.on_event(event)
+            if isinstance(event, AttemptPlaced):
+                seen.append(_counters(live).plain)
+
+    suite = write_suite(tmp_path / "suite")
+    outcome = await _ray_run(cluster, suite, tmp_path / "out", Pane(), repeat=2)
+    assert outcome.status == "completed" and live.done == 10
+    assert all("ray nodes: 127.0.0.1/" in line for line in seen)
+    assert all("dashboard http://127.0.0.1:" in line for line in seen)
+    assert any(line.count("127.0.0.1/") >= 2 for line in seen)  # two nodes busy at once
+    assert live.running_per_node == Counter()  # every attempt left its node
+
+
+def test_two_runs_of_one_process_share_the_ray_connection(cluster: LoopbackCluster) -> None:
+    import ray
+
+    from driftdesk.reruns.ray_executor import RayCluster
+
+    first, second = (
+        RayCluster(RaySettings(cluster.address)),
+        RayCluster(RaySettings(cluster.address)),
+    )
+    first.connect()
+    second.connect()
+    assert first.dashboard_url and first.dashboard_url.startswith("http://127.0.0.1:")
+    assert first.node_ip == "127.0.0.1"
+    first.close()
+    first.close()  # idempotent: counted once
+    assert ray.is_initialized()  # the other run still uses it
+    second.close()
+    assert not ray.is_initialized()
