@@ -42,6 +42,7 @@ from benchlib import load
 LATENCY_TARGET_MS = 100.0
 REDRAW_TARGET_PER_S = 2.0
 PRESS_TIMEOUT_S = 10.0
+IDLE_PRESSES = 64  # eight of each key
 
 
 @dataclass
@@ -308,7 +309,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
             counters_rate, counters_gap = rate(frames.counters, frames.on_run_screen, frames.busy)
             live_by_key, by_key = by_key, {}
             await pilot.pause(0.5)
-            idle_ms = await press_cycle(lambda: False, len(live_ms))
+            idle_ms = await press_cycle(lambda: False, IDLE_PRESSES)
         finally:
             probe.close()
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)

@@ -42,3 +42,31 @@ async def test_running_count_never_exceeds_the_concurrency(tmp_path: Path) -> No
     assert live.done == live.total == outcome.stats.total
     assert max(live.running_seen) == 2  # both slots were busy at some point, never more
     assert live.running == 0
+
+
+async def test_the_live_counters_are_the_engines_own_rules(tmp_path: Path) -> None:
+    """The TUI's counters are a ``RunStats`` kept from the events: at the end of a real run
+    with retries and link errors they equal the engine's own, field for field."""
+    from driftdesk.reruns.sandbox import FaultRates
+
+    live = LiveRun(label="stats test")
+    faults = FaultRates(rate_limit=0.1, server_error=0.1)
+    with SandboxServer(seed=5, latency_ms=0.0, faults=faults, retry_after_s=0.01) as server:
+        outcome = await execute_run(
+            RunSpec(
+                profile=Profile("sim", "openai", server.base_url, SIM_MODEL),
+                suite="basic",
+                repeat=2,
+                concurrency=8,
+                timeout_s=30,
+                out_dir=tmp_path,
+                api_key="throwaway-sandbox-key",
+            ),
+            live,
+        )
+    assert outcome.status == "completed"
+    mine, engines = live.stats.to_dict(), outcome.stats.to_dict()
+    mine.pop("elapsed_seconds"), engines.pop("elapsed_seconds")
+    assert mine == engines
+    assert engines["retries"] > 0 and engines["calls"] > engines["done"]
+    assert live.tokens == outcome.stats.tokens > 0

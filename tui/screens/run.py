@@ -330,7 +330,11 @@ def show_text(widget: Static, text: Text) -> None:
     widget.clear_cached_dimensions()
     width = widget.content_size.width
     auto_width = widget.styles.width is not None and widget.styles.width.is_auto  # fits its text
-    if auto_width or not width or widget.visual.get_height(widget.styles, width) != height:
+    if (
+        auto_width
+        or not width
+        or widget.get_content_height(widget.size, widget.app.size, width) != height
+    ):
         widget.refresh(layout=True)
 
 
