@@ -38,17 +38,18 @@ TASKS = tuple(f"task-{i:02d}" for i in range(34))
 REPEAT = 300  # 10,200 slots, as the issue's 10k-attempt run
 
 
-def _start(live: LiveRun, run_dir: Path) -> None:
-    live.on_event(
-        RunStarted(
-            RUN,
-            run_dir,
-            {"profile": "sim", "model": "m", "concurrency": 256},
-            TASKS,
-            REPEAT,
-            len(TASKS) * REPEAT,
-        )
-    )
+async def _showing_a_started_run(
+    app: Any, pilot: Any, settle: Any, runs_dir: Path
+) -> tuple[RunScreen, LiveRun]:
+    """The Run screen showing a run the engine has just started (no attempt yet)."""
+    await settle(app, pilot)
+    screen = app.screen
+    assert isinstance(screen, RunScreen)
+    live = LiveRun(label="replayed")
+    screen.show_run(live)
+    spec = {"profile": "sim", "model": "m", "concurrency": 256}
+    live.on_event(RunStarted(RUN, runs_dir / RUN, spec, TASKS, REPEAT, len(TASKS) * REPEAT))
+    return screen, live
 
 
 def _attempt_events(task: str, attempt: int) -> list[Any]:
@@ -91,12 +92,7 @@ async def test_thousands_of_events_cost_one_redraw_per_tick_and_no_layout(
     layouts = Counting(monkeypatch, Screen, "_refresh_layout")  # every screen's layouts
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, RunScreen)
-        live = LiveRun(label="replayed")
-        screen.show_run(live)
-        _start(live, runs_dir / RUN)
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
         screen.redraw()
         await pilot.pause()
         # The user picked an attempt to read: the log pane gets no new lines, so whatever
@@ -130,12 +126,7 @@ async def test_the_grid_draws_only_the_attempts_in_view_and_draws_them_right(
 ) -> None:
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, RunScreen)
-        live = LiveRun(label="replayed")
-        screen.show_run(live)
-        _start(live, runs_dir / RUN)
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
         for task in TASKS[:3]:
             for attempt in range(REPEAT):
                 for event in _attempt_events(task, attempt):
@@ -170,12 +161,7 @@ async def test_following_stays_on_a_running_attempt_until_it_ends(
     attempt on every tick: it keeps the one shown while it runs, then takes the newest."""
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        screen = app.screen
-        assert isinstance(screen, RunScreen)
-        live = LiveRun(label="replayed")
-        screen.show_run(live)
-        _start(live, runs_dir / RUN)
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
         title = screen.query_one("#run-log-title", Label)
 
         def shown() -> str:
