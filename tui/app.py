@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +29,6 @@ from driftdesk.tui.screens.profiles import ProfilesScreen
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.volatility import VolatilityScreen
 from driftdesk.tui.state import LiveRun
-
-# Runs execute in threads of this process, so the app and a busy engine share one GIL. A thread
-# that wants it waits up to the switch interval (CPython's default: 5 ms) on every wake-up; a
-# key press takes a dozen of those. At 256 attempts in flight 1 ms halved the press latency's
-# p99 and the run's wall time (tests/benchmarks/bench_tui_live.py --switch-interval).
-SWITCH_INTERVAL_S = 0.001
 
 SIMULATED_BANNER = "DEMO — the model is simulated by a local sandbox endpoint (no network, no key)"
 
@@ -121,16 +114,11 @@ class DriftdeskApp(App[None]):
 
     # -- start-up --------------------------------------------------------------------------------
     def on_mount(self) -> None:
-        self._switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         if self.demo:
             self.switch_mode("run")
             self.start_demo()
         else:
             self.switch_mode(self.start_mode or "volatility")
-
-    def on_unmount(self) -> None:
-        sys.setswitchinterval(self._switch_interval)
 
     def on_descendant_mount(self, event: Any) -> None:
         if not self.blink and hasattr(event.node, "cursor_blink"):

@@ -240,8 +240,9 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.pause()
+        default_interval = sys.getswitchinterval()
         if args.switch_interval:
-            sys.setswitchinterval(args.switch_interval)  # the app restores its own at exit
+            sys.setswitchinterval(args.switch_interval)
         probe = Probe(app)
         try:
             run_screen = app.screen
@@ -264,6 +265,8 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
                 return lambda: grid.cursor == (row, col)
 
             def presses() -> list[tuple[str, Callable[[], bool]]]:
+                if app.screen is run_screen and app.focused is not grid:
+                    grid.focus()  # the cursor keys below are the grid's
                 row, col = grid.cursor
                 last_row, last_col = len(grid.task_ids) - 1, max(grid.repeat - 1, 0)
                 down = min(row + 1, last_row) if row < last_row else 0
@@ -316,6 +319,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
             idle_ms = await press_cycle(lambda: False, IDLE_PRESSES)
         finally:
             probe.close()
+            sys.setswitchinterval(default_interval)
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     return RoundResult(
@@ -354,8 +358,8 @@ def main() -> int:
     parser.add_argument(
         "--switch-interval",
         type=float,
-        help="the GIL switch interval while the app runs, instead of the app's own "
-        "(0.005 is CPython's default, what the app used before)",
+        help="the GIL switch interval while the app runs (CPython's default: 0.005); the app "
+        "and the engine's thread share one GIL",
     )
     args = parser.parse_args()
 
