@@ -163,6 +163,25 @@ class RunStats:
         if outcome == "link_error":
             self.link_errors[str(row.get("error_code"))] += 1
 
+    def record_event(self, event: RunEvent) -> None:
+        """Keep these counters from the engine's events, as a face receives them (the same
+        rules as the engine's own: running from Started to Ended, outcomes from the rows)."""
+        if isinstance(event, AttemptStarted):
+            self.running += 1
+        elif isinstance(event, CallRecorded):
+            self.record_call(event.call)
+        elif isinstance(event, AttemptRetrying):
+            self.record_retry()
+        elif isinstance(event, AttemptEnded):
+            self.running = max(self.running - 1, 0)
+        elif isinstance(event, AttemptFinished):
+            self.record_row(event.row)
+        elif isinstance(event, RunStarted):
+            self.total = event.total_attempts
+            self.started_at = time.monotonic()
+        elif isinstance(event, RunFinished):
+            self.running = 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "total": self.total,

@@ -11,17 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from driftdesk.reruns.events import (
-    AttemptEnded,
-    AttemptFinished,
-    AttemptRetrying,
-    AttemptStarted,
-    CallRecorded,
-    RunEvent,
-    RunFinished,
-    RunStarted,
-    RunStats,
-)
+from driftdesk.reruns.events import RunEvent, RunFinished, RunStarted, RunStats
 from driftdesk.terminal import printable
 from driftdesk.text import plural, tokens
 
@@ -94,7 +84,7 @@ class TextProgress:
         stats = self.stats
         if isinstance(event, RunStarted):
             self.run_dir = str(event.run_dir)
-            stats.total = event.total_attempts
+            stats.record_event(event)
             spec = event.spec
             verb = "resuming" if spec.get("resumed") else "run"
             self._write(
@@ -112,22 +102,13 @@ class TextProgress:
             for notice in spec.get("notices") or []:  # may quote task ids and file lines
                 self._write(printable(f"  note: {notice}\n"))
             return
-        if isinstance(event, AttemptStarted):
-            stats.running += 1
-        elif isinstance(event, CallRecorded):
-            stats.record_call(event.call)
-        elif isinstance(event, AttemptRetrying):
-            stats.record_retry()
-        elif isinstance(event, AttemptEnded):
-            stats.running = max(stats.running - 1, 0)
-        elif isinstance(event, AttemptFinished):
-            stats.record_row(event.row)
-        elif isinstance(event, RunFinished):
+        if isinstance(event, RunFinished):
             self.status = event.status
             self._draw(event.stats, force=True)
             if self.is_tty:
                 self._write("\n")
             return
+        stats.record_event(event)
         self._draw(stats)
 
     def _draw(self, stats: RunStats, force: bool = False) -> None:

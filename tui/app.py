@@ -410,7 +410,6 @@ def after_exit(app: DriftdeskApp, stream: Any = None) -> int:
     import sys
     import time
 
-    from driftdesk.reruns.events import RunStats
     from driftdesk.reruns.progress import status_line
 
     out = stream or sys.stderr
@@ -425,9 +424,7 @@ def after_exit(app: DriftdeskApp, stream: Any = None) -> int:
             live.request_cancel()
             while not live.finished:
                 time.sleep(0.1)
-        stats = RunStats(total=live.total, done=live.done)
-        stats.by_outcome.update(live.by_outcome)
-        print(f"{live.status}: {live.run_dir}\n{status_line(stats, bar=False)}", file=out)
+        print(f"{live.status}: {live.run_dir}\n{status_line(live.stats, bar=False)}", file=out)
         if live.status == "interrupted":
             print(f"finish it with:\n  driftdesk resume {live.run_dir}", file=out)
     return 0

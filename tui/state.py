@@ -26,6 +26,7 @@ from driftdesk.reruns.events import (
     RunEvent,
     RunFinished,
     RunStarted,
+    RunStats,
 )
 
 LOG_LINES_PER_ATTEMPT = 2000
@@ -45,15 +46,9 @@ class LiveRun:
     spec: dict[str, Any] = field(default_factory=dict)
     task_ids: tuple[str, ...] = ()
     repeat: int = 0
-    total: int = 0
-    done: int = 0
-    running: int = 0
-    by_outcome: Counter[str] = field(default_factory=Counter)
-    link_errors: Counter[str] = field(default_factory=Counter)
-    retries: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    # The counters (done, running, outcomes, retries, calls, tokens), kept from the events by
+    # the same rules as the engine's and the CLI's; read them through the properties below.
+    stats: RunStats = field(default_factory=RunStats)
     cells: dict[AttemptKey, str] = field(default_factory=dict)  # running|retrying|<outcome>
     rows: dict[AttemptKey, dict[str, Any]] = field(default_factory=dict)
     logs: dict[AttemptKey, deque[str]] = field(default_factory=dict)
@@ -81,6 +76,7 @@ class LiveRun:
     # -- RunListener -------------------------------------------------------------------------
     def on_event(self, event: RunEvent) -> None:
         self.version += 1
+        self.stats.record_event(event)
         if isinstance(event, AttemptOutput):
             self._append(
                 event.task_id,
@@ -90,10 +86,8 @@ class LiveRun:
         elif isinstance(event, AttemptStarted):
             key = (event.task_id, event.attempt)
             self.cells[key] = "running"
-            self.running += 1
             self.last_started = key
         elif isinstance(event, CallRecorded):
-            self.calls += 1
             key = (event.task_id, event.attempt)
             calls = self.call_rows.get(key)
             if calls is None:
@@ -109,7 +103,6 @@ class LiveRun:
                 f"{call.get('total_tokens') or 0} tokens",
             )
         elif isinstance(event, AttemptRetrying):
-            self.retries += 1
             self.cells[(event.task_id, event.attempt)] = "retrying"
             self._append(
                 event.task_id,
@@ -118,10 +111,7 @@ class LiveRun:
                 f"(waiting {event.delay_s:.1f}s)",
             )
         elif isinstance(event, AttemptEnded):
-            # The attempt's work is over (its row may still be on the way to disk), so the
-            # running count never exceeds the concurrency.
-            self.running = max(self.running - 1, 0)
-            self._leave_node((event.task_id, event.attempt))
+            self._leave_node((event.task_id, event.attempt))  # (the running count: stats)
         elif isinstance(event, AttemptPlaced):
             key = (event.task_id, event.attempt)
             self._leave_node(key)  # a try moved off a lost node
@@ -133,12 +123,6 @@ class LiveRun:
             outcome = str(row.get("outcome"))
             self.cells[key] = outcome
             self.rows[key] = row
-            self.done += 1
-            self.by_outcome[outcome] += 1
-            if outcome == "link_error":
-                self.link_errors[str(row.get("error_code"))] += 1
-            self.prompt_tokens += int(row.get("prompt_tokens") or 0)
-            self.completion_tokens += int(row.get("completion_tokens") or 0)
             error = (
                 f" {row.get('error_code')}: {row.get('error_message')}"
                 if row.get("error_code")
@@ -156,12 +140,10 @@ class LiveRun:
             self.spec = dict(event.spec)
             self.task_ids = tuple(event.task_ids)
             self.repeat = event.repeat
-            self.total = event.total_attempts
             self.status = "running"
             self.started_monotonic = time.monotonic()
         elif isinstance(event, RunFinished):
             self.status = event.status
-            self.running = 0
             self.ended_monotonic = time.monotonic()
 
     def _leave_node(self, key: AttemptKey) -> None:
@@ -204,8 +186,36 @@ class LiveRun:
         return self.status in ("completed", "interrupted", "failed")
 
     @property
+    def total(self) -> int:
+        return self.stats.total
+
+    @property
+    def done(self) -> int:
+        return self.stats.done
+
+    @property
+    def running(self) -> int:
+        return self.stats.running
+
+    @property
+    def by_outcome(self) -> Counter[str]:
+        return self.stats.by_outcome
+
+    @property
+    def link_errors(self) -> Counter[str]:
+        return self.stats.link_errors
+
+    @property
+    def retries(self) -> int:
+        return self.stats.retries
+
+    @property
+    def calls(self) -> int:
+        return self.stats.calls
+
+    @property
     def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
+        return self.stats.tokens
 
     @property
     def elapsed_seconds(self) -> float:

@@ -5,10 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.engine import RunOutcome, RunSpec, execute_run
 from driftdesk.reruns.events import RunEvent
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.tui.state import LiveRun
+
+
+async def _run_basic(
+    server: SandboxServer, live: LiveRun, out: Path, concurrency: int
+) -> RunOutcome:
+    """The basic suite twice over against ``server``, watched by ``live``."""
+    spec = RunSpec(
+        profile=Profile("sim", "openai", server.base_url, SIM_MODEL),
+        suite="basic",
+        repeat=2,
+        concurrency=concurrency,
+        timeout_s=30,
+        out_dir=out,
+        api_key="throwaway-sandbox-key",
+    )
+    return await execute_run(spec, live)
 
 
 class RecordingLiveRun(LiveRun):
@@ -26,19 +42,25 @@ class RecordingLiveRun(LiveRun):
 async def test_running_count_never_exceeds_the_concurrency(tmp_path: Path) -> None:
     live = RecordingLiveRun()
     with SandboxServer(seed=3, latency_ms=5.0) as server:
-        outcome = await execute_run(
-            RunSpec(
-                profile=Profile("sim", "openai", server.base_url, SIM_MODEL),
-                suite="basic",
-                repeat=2,
-                concurrency=2,
-                timeout_s=30,
-                out_dir=tmp_path,
-                api_key="throwaway-sandbox-key",
-            ),
-            live,
-        )
+        outcome = await _run_basic(server, live, tmp_path, concurrency=2)
     assert outcome.status == "completed"
     assert live.done == live.total == outcome.stats.total
     assert max(live.running_seen) == 2  # both slots were busy at some point, never more
     assert live.running == 0
+
+
+async def test_the_live_counters_are_the_engines_own_rules(tmp_path: Path) -> None:
+    """The TUI's counters are a ``RunStats`` kept from the events: at the end of a real run
+    with retries and link errors they equal the engine's own, field for field."""
+    from driftdesk.reruns.sandbox import FaultRates
+
+    live = LiveRun(label="stats test")
+    faults = FaultRates(rate_limit=0.1, server_error=0.1)
+    with SandboxServer(seed=5, latency_ms=0.0, faults=faults, retry_after_s=0.01) as server:
+        outcome = await _run_basic(server, live, tmp_path, concurrency=8)
+    assert outcome.status == "completed"
+    mine, engines = live.stats.to_dict(), outcome.stats.to_dict()
+    mine.pop("elapsed_seconds"), engines.pop("elapsed_seconds")
+    assert mine == engines
+    assert engines["retries"] > 0 and engines["calls"] > engines["done"]
+    assert live.tokens == outcome.stats.tokens > 0

@@ -96,7 +96,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="wide"):
             yield Label("Help — keys (ctrl+p opens the command palette)", id="dialog-title")
-            yield Static(self._intro, id="help-intro")
+            yield Static(self._intro, id="help-intro", markup=False)  # intros quote keys like [
             table: DataTable[str] = DataTable(id="help-table", cursor_type="row")
             fill_table(
                 table,

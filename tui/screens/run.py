@@ -54,7 +54,7 @@ class RunScreen(WorkbenchScreen):
     SCREEN_NAME = "Run"
     HELP_INTRO = (
         "Launch a run (n), watch it fill in, and follow one attempt's output and proxy calls "
-        "(move in the grid, or f to follow the newest attempt). Cells: · pending  ▶ running  "
+        "(move in the grid, or f to follow the newest attempt: it stays on one until it ends). Cells: · pending  ▶ running  "
         "↻ retrying  ✔ pass  ✘ fail  ⚡ link error  ! harness error. x cancels the shown run (it "
         "is marked interrupted and can be resumed: Volatility, u); [ and ] switch between runs."
     )
@@ -188,16 +188,19 @@ class RunScreen(WorkbenchScreen):
             )
         if live.run_dir is not None:
             title.append(f"\n→ {live.run_dir}", style="dim")  # where the run is written
-        self.query_one("#run-title", Label).update(title)
+        show_text(self.query_one("#run-title", Label), title)
         bar = self.query_one("#run-progress", ProgressBar)
-        if live.total:
+        if live.total and (bar.total, bar.progress) != (live.total, live.done):
             bar.update(total=live.total, progress=live.done)
         eta = live.eta_seconds()
-        self.query_one("#run-eta", Label).update(
-            f" {live.done}/{live.total}  elapsed {format_seconds(live.elapsed_seconds)}"
-            f"  ETA {format_seconds(eta) if not live.finished else 'done'}"
+        show_text(
+            self.query_one("#run-eta", Label),
+            Text(
+                f" {live.done}/{live.total}  elapsed {format_seconds(live.elapsed_seconds)}"
+                f"  ETA {format_seconds(eta) if not live.finished else 'done'}"
+            ),
         )
-        self.query_one("#run-counters", Static).update(_counters(live))
+        show_text(self.query_one("#run-counters", Static), _counters(live))
         self._draw_grid(live)
         self._draw_log(live)
 
@@ -210,8 +213,16 @@ class RunScreen(WorkbenchScreen):
             self._grid_run = live.run_id
         grid.update_cells(live.cells.copy())  # a snapshot: the engine thread may be inserting
 
+    def _followed(self, live: LiveRun) -> AttemptKey | None:
+        """Following: stay on the attempt shown while it runs, then move to the newest active
+        one (hundreds run at once: switching on every event would be unreadable flicker)."""
+        for key in (self._log_key, live.last_active, live.last_started):
+            if key is not None and live.cells.get(key) in ("running", "retrying"):
+                return key
+        return live.last_active or live.last_started
+
     def _draw_log(self, live: LiveRun) -> None:
-        key = (live.last_active or live.last_started) if self.follow else self.selected
+        key = self._followed(live) if self.follow else self.selected
         log = self.query_one("#run-log", RichLog)
         if key != self._log_key:
             log.clear()
@@ -220,7 +231,7 @@ class RunScreen(WorkbenchScreen):
             heading = "log — no attempt yet" if key is None else f"log — {key[0]} #{key[1]}"
             if self.follow and key is not None:
                 heading += " (following newest; f)"
-            self.query_one("#run-log-title", Label).update(heading)
+            show_text(self.query_one("#run-log-title", Label), Text(heading))
         if key is None:
             return
         lines, self._log_seen = live.new_log_lines(key, self._log_seen)
@@ -305,6 +316,26 @@ class RunScreen(WorkbenchScreen):
                 )
             )
         return commands
+
+
+def show_text(widget: Static, text: Text) -> None:
+    """Show ``text`` in ``widget`` at the cost of a repaint of that widget alone: nothing when
+    it is unchanged, and a layout of the screen only when its height changes or its width
+    follows its text (a layout arranges every widget of the screen again: on each tick of a
+    big live run that took the app's time from key presses). Give live widgets a fixed width."""
+    if widget.content == text:
+        return
+    height = widget.content_size.height
+    widget.update(text, layout=False)
+    widget.clear_cached_dimensions()
+    width = widget.content_size.width
+    auto_width = widget.styles.width is not None and widget.styles.width.is_auto  # fits its text
+    if (
+        auto_width
+        or not width
+        or widget.get_content_height(widget.size, widget.app.size, width) != height
+    ):
+        widget.refresh(layout=True)
 
 
 def _status_style(status: str) -> str:

@@ -7,8 +7,10 @@ that changes dozens of times a second; here a line is a handful of pre-styled se
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -33,7 +35,11 @@ SYMBOLS: dict[str, tuple[str, Style]] = {
 }
 UNKNOWN = ("?", Style())
 CELL_WIDTH = 2  # symbol + gap
+# What follows each symbol to fill its cell: ⚡ is two cells wide on a terminal already, and
+# a gap after it would push every later attempt of its row one column right.
+GAPS = {symbol: " " * (CELL_WIDTH - cell_len(symbol)) for symbol, _ in [*SYMBOLS.values(), UNKNOWN]}
 HEADER_STYLE = Style(bold=True, dim=True)
+CURSOR_STYLE = Style(reverse=True)
 
 
 class AttemptGrid(ScrollView, can_focus=True):
@@ -63,6 +69,7 @@ class AttemptGrid(ScrollView, can_focus=True):
         self.cursor: tuple[int, int] = (0, 0)  # (row, attempt)
         self.show_cursor = False
         self._label_width = 4
+        self._rows: dict[str, int] = {}  # task id -> its row
 
     # -- data -----------------------------------------------------------------------------------
     def set_run(self, task_ids: tuple[str, ...], repeat: int) -> None:
@@ -70,6 +77,7 @@ class AttemptGrid(ScrollView, can_focus=True):
         self.repeat = repeat
         self.cells = {}
         self.cursor = (0, 0)
+        self._rows = {task: row for row, task in enumerate(task_ids)}
         self._label_width = (
             max((len(printable(t, keep_newlines=False)) for t in task_ids), default=4) + 1
         )
@@ -78,7 +86,7 @@ class AttemptGrid(ScrollView, can_focus=True):
 
     def update_cells(self, cells: dict[AttemptKey, str]) -> None:
         """Take a snapshot of the cell states; repaint only the rows that changed."""
-        index = {task: row for row, task in enumerate(self.task_ids)}
+        index = self._rows
         changed_rows = {
             index[key[0]]
             for key, state in cells.items()
@@ -103,16 +111,31 @@ class AttemptGrid(ScrollView, can_focus=True):
         if row >= len(self.task_ids):
             return Strip.blank(width)
         task = self.task_ids[row]
-        segments = [Segment(printable(task, keep_newlines=False).ljust(self._label_width))]
-        cursor_row, cursor_col = self.cursor
-        for attempt in range(self.repeat):
-            symbol, style = SYMBOLS.get(self.cells.get((task, attempt), "pending"), UNKNOWN)
-            if self.show_cursor and row == cursor_row and attempt == cursor_col:
-                style = style + Style(reverse=True)
-            segments.append(Segment(symbol, style))
-            segments.append(Segment(" "))
-        strip = Strip(segments, self._label_width + CELL_WIDTH * self.repeat)
-        return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width)
+        # Only the attempts in view: a row of a 10k-attempt run is hundreds of cells wide.
+        label = self._label_width
+        first = max(0, (scroll_x - label) // CELL_WIDTH)
+        last = max(first, min(self.repeat, (scroll_x + width - label) // CELL_WIDTH + 1))
+        segments = (
+            [Segment(printable(task, keep_newlines=False).ljust(label))] if first == 0 else []
+        )
+        start = 0 if first == 0 else label + CELL_WIDTH * first
+        # One segment per run of equal cells (a finished row is mostly one or two runs).
+        cursor = self.cursor[1] if self.show_cursor and row == self.cursor[0] else -1
+        cells = self.cells
+        looks = [
+            (cells.get((task, attempt), "pending"), attempt == cursor)
+            for attempt in range(first, last)
+        ]
+        for (state, is_cursor), same in groupby(looks):
+            symbol, style = SYMBOLS.get(state, UNKNOWN)
+            if is_cursor:
+                segments.append(Segment(symbol, style + CURSOR_STYLE))
+                if gap := GAPS[symbol]:
+                    segments.append(Segment(gap))
+            else:
+                segments.append(Segment((symbol + GAPS[symbol]) * len(list(same)), style))
+        strip = Strip(segments, label + CELL_WIDTH * last - start)
+        return strip.crop(scroll_x - start, scroll_x - start + width).extend_cell_length(width)
 
     def _header(self) -> Strip:
         text = "task".ljust(self._label_width) + "".join(

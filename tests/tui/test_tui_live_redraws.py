@@ -1,0 +1,180 @@
+"""The Run screen redraws a live run per tick, never per event (issue 13: 10,000 attempts at
+concurrency 256 with the TUI staying responsive).
+
+The engine's events only write into ``LiveRun``; the screen draws from it on its timer. Here the
+ticks are driven by hand between batches of thousands of events (the engine's own event types,
+as a 256-wide run emits them), so the counts below do not depend on the machine's speed: one
+repaint of the counters per tick whatever the number of events, and no layout of the whole
+screen on a tick (a layout re-renders every widget; on each tick of a big run it starved the
+app of time for key presses).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.segment import Segment
+from textual.screen import Screen
+from textual.strip import Strip
+from textual.widgets import Label, Static
+
+from driftdesk.reruns.events import (
+    AttemptEnded,
+    AttemptFinished,
+    AttemptOutput,
+    AttemptRetrying,
+    AttemptStarted,
+    CallRecorded,
+    RunStarted,
+)
+from driftdesk.tui.screens.run import RunScreen
+from driftdesk.tui.state import LiveRun
+from driftdesk.tui.widgets.attempt_grid import CELL_WIDTH, SYMBOLS, AttemptGrid
+
+SIZE = (140, 42)
+RUN = "replayed-run"
+TASKS = tuple(f"task-{i:02d}" for i in range(34))
+REPEAT = 300  # 10,200 slots, as the issue's 10k-attempt run
+
+
+async def _showing_a_started_run(
+    app: Any, pilot: Any, settle: Any, runs_dir: Path
+) -> tuple[RunScreen, LiveRun]:
+    """The Run screen showing a run the engine has just started (no attempt yet)."""
+    await settle(app, pilot)
+    screen = app.screen
+    assert isinstance(screen, RunScreen)
+    live = LiveRun(label="replayed")
+    screen.show_run(live)
+    spec = {"profile": "sim", "model": "m", "concurrency": 256}
+    live.on_event(RunStarted(RUN, runs_dir / RUN, spec, TASKS, REPEAT, len(TASKS) * REPEAT))
+    return screen, live
+
+
+def _attempt_events(task: str, attempt: int) -> list[Any]:
+    """What the engine emits for one attempt: start, a turn, a call, maybe a retry, the end
+    and the row on disk."""
+    outcome = ("pass", "fail", "link_error")[(attempt + len(task)) % 3]
+    call = {"call_index": 0, "method": "POST", "path": "/v1/chat/completions", "status": 200,
+            "latency_ms": 20.0, "total_tokens": 30}  # fmt: skip
+    events: list[Any] = [
+        AttemptStarted(RUN, task, attempt),
+        AttemptOutput(RUN, task, attempt, "turn", f"turn 1 of {task}"),
+        CallRecorded(RUN, task, attempt, call),
+    ]
+    if outcome == "link_error":
+        events.append(AttemptRetrying(RUN, task, attempt, 1, "429", 0.2))
+    row = {"task_id": task, "attempt": attempt, "outcome": outcome, "prompt_tokens": 20,
+           "completion_tokens": 10, "total_tokens": 30, "latency_ms": 25.0,
+           "error_code": "429" if outcome == "link_error" else None}  # fmt: skip
+    events += [AttemptEnded(RUN, task, attempt), AttemptFinished(RUN, row)]
+    return events
+
+
+class Counting:
+    """Counts calls of a real method (and calls it); undone with the test's monkeypatch."""
+
+    def __init__(self, monkeypatch: Any, target: Any, name: str) -> None:
+        self.calls = 0
+        original = getattr(target, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(target, name, counted)
+
+
+async def test_thousands_of_events_cost_one_redraw_per_tick_and_no_layout(
+    home, make_app, settle, runs_dir, monkeypatch
+) -> None:
+    layouts = Counting(monkeypatch, Screen, "_refresh_layout")  # every screen's layouts
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
+        screen.redraw()
+        await pilot.pause()
+        # The user picked an attempt to read: the log pane gets no new lines, so whatever
+        # lays the screen out on a tick comes from the counters, the ETA or the title.
+        screen.follow, screen.selected = False, (TASKS[0], REPEAT - 1)
+        counters = screen.query_one("#run-counters", Static)
+        updates = Counting(monkeypatch, counters, "update")
+        layouts_before = layouts.calls
+        ticks, events = 10, 0
+        slots = [(task, attempt) for attempt in range(REPEAT) for task in TASKS]
+        per_tick = len(slots) // ticks
+        for tick in range(ticks):
+            for task, attempt in slots[tick * per_tick : (tick + 1) * per_tick]:
+                for event in _attempt_events(task, attempt):
+                    live.on_event(event)
+                    events += 1
+            screen.redraw()  # what the screen's timer does a few times a second
+            await pilot.pause()
+        assert events > 50_000
+        # One repaint of the counters per tick, however many events came in between.
+        assert 1 <= updates.calls <= ticks
+        # The counters and the ETA change on every tick without laying the screen out again.
+        assert layouts.calls - layouts_before <= 2
+        # What is drawn is what happened.
+        assert f"passed {live.by_outcome['pass']}" in str(counters.render())
+        assert live.done == len(slots) - len(slots) % ticks
+
+
+async def test_the_grid_draws_only_the_attempts_in_view_and_draws_them_right(
+    home, make_app, settle, runs_dir
+) -> None:
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
+        for task in TASKS[:3]:
+            for attempt in range(REPEAT):
+                for event in _attempt_events(task, attempt):
+                    live.on_event(event)
+        screen.redraw()
+        await pilot.pause()
+        grid = screen.query_one("#run-grid", AttemptGrid)
+        width = grid.size.width
+        assert 0 < width < grid.virtual_size.width  # the rows are wider than the pane
+        for scroll_x in (0, 1, grid._label_width, grid._label_width + 7, 333, 10_000):
+            grid.scroll_to(x=scroll_x, animate=False, immediate=True)
+            scroll_x = grid.scroll_offset.x
+            for row, task in enumerate(TASKS[:4]):
+                line = grid.render_line(row + 1)
+                assert line.cell_length == width
+                # The whole row as it would look unclipped, cut to the view: every attempt
+                # in its own two columns (⚡ is two cells wide by itself).
+                whole = task.ljust(grid._label_width) + "".join(
+                    SYMBOLS[live.cells.get((task, a), "pending")][0].ljust(CELL_WIDTH)
+                    if live.cells.get((task, a)) != "link_error"
+                    else SYMBOLS["link_error"][0]
+                    for a in range(REPEAT)
+                )
+                expected = Strip([Segment(whole)]).crop(scroll_x, scroll_x + width)
+                assert line.text == expected.extend_cell_length(width).text
+
+
+async def test_following_stays_on_a_running_attempt_until_it_ends(
+    home, make_app, settle, runs_dir
+) -> None:
+    """With hundreds of attempts logging at once, "follow newest" must not jump to another
+    attempt on every tick: it keeps the one shown while it runs, then takes the newest."""
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
+        title = screen.query_one("#run-log-title", Label)
+
+        def shown() -> str:
+            screen.redraw()
+            return str(title.render())
+
+        first, second = _attempt_events("task-01", 0), _attempt_events("task-02", 0)
+        for event in first[:2]:  # task-01 #0 starts and logs
+            live.on_event(event)
+        assert "task-01 #0" in shown()
+        for event in second[:2]:  # task-02 #0 starts and logs: the newest now
+            live.on_event(event)
+        assert "task-01 #0" in shown()
+        for event in first[2:]:  # task-01 #0 ends
+            live.on_event(event)
+        assert "task-02 #0" in shown()
