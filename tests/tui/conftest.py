@@ -38,6 +38,25 @@ def settle():  # type: ignore[no-untyped-def]
     return _settle
 
 
+@pytest.fixture
+def open_launch_form():  # type: ignore[no-untyped-def]
+    """``await open_launch_form(app, pilot, repeat="2", ...)``: press n on the Run screen and
+    fill the launch form's fields (widget id -> value); returns the form."""
+    from driftdesk.tui.screens.launch import LaunchScreen
+
+    async def open_form(app: DriftdeskApp, pilot, **fields: str) -> LaunchScreen:  # type: ignore[no-untyped-def]
+        await _settle(app, pilot)
+        await pilot.press("n")
+        await _settle(app, pilot)
+        form = app.screen
+        assert isinstance(form, LaunchScreen)
+        for widget_id, value in fields.items():
+            form.query_one(f"#{widget_id}").value = value  # type: ignore[attr-defined]
+        return form
+
+    return open_form
+
+
 def _busy(app: DriftdeskApp) -> bool:
     workers = [
         w for w in app.workers if w.group != "runs" and (w.is_running or w.state.name == "PENDING")

@@ -8,10 +8,9 @@ import json
 import os
 
 import pytest
-from textual.widgets import DataTable, Input, RichLog, Select
+from textual.widgets import DataTable, RichLog
 
 from driftdesk.analysis.attempt_detail import call_line
-from driftdesk.tui.screens.launch import LaunchScreen
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.task import TaskScreen
 from driftdesk.tui.screens.volatility import VolatilityScreen
@@ -24,7 +23,7 @@ KEY = "sk-test-REALKEY-tui-presets-0123456789"
 
 @pytest.mark.keyring
 async def test_claude_code_attempts_live_then_drill_into_the_volatile_task(
-    home, make_app, settle, wait_for_run, runs_dir, tmp_path, monkeypatch
+    home, make_app, settle, open_launch_form, wait_for_run, runs_dir, tmp_path, monkeypatch
 ) -> None:
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import Profile, ProfileStore
@@ -44,17 +43,10 @@ async def test_claude_code_attempts_live_then_drill_into_the_volatile_task(
         set_key("claude-sim", KEY)
         app = make_app(start_mode="run")
         async with app.run_test(size=SIZE) as pilot:
-            await settle(app, pilot)
-            await pilot.press("n")
-            assert isinstance(app.screen, LaunchScreen)
-            await settle(app, pilot)
-            form = app.screen
-            form.query_one("#profile", Select).value = "claude-sim"
-            form.query_one("#agent", Select).value = "claude-code"
-            form.query_one("#suite", Input).value = str(suite)
-            form.query_one("#repeat", Input).value = "3"
-            form.query_one("#concurrency", Input).value = "1"
-            form.query_one("#timeout", Input).value = "180"
+            await open_launch_form(
+                app, pilot, profile="claude-sim", agent="claude-code", suite=str(suite),
+                repeat="3", concurrency="1", timeout="180",
+            )  # fmt: skip
             await pilot.press("ctrl+s")
             await pilot.pause()
             assert isinstance(app.screen, RunScreen)

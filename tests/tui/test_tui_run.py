@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
 
 from driftdesk.reruns.engine import RunSpec
 from driftdesk.tui.screens.launch import LaunchScreen
@@ -36,20 +35,14 @@ def _grid_symbols(screen: RunScreen) -> list[str]:
 
 @pytest.mark.keyring
 async def test_launch_form_runs_to_completion(
-    home, sandbox, make_app, settle, wait_for_run, runs_dir
+    home, sandbox, make_app, settle, open_launch_form, wait_for_run, runs_dir
 ) -> None:
     from driftdesk.providers.keys import set_key
 
     set_key("sandbox", THROWAWAY_KEY)
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await pilot.press("n")
-        assert isinstance(app.screen, LaunchScreen)
-        await settle(app, pilot)
-        form = app.screen
-        form.query_one("#repeat", Input).value = "2"
-        form.query_one("#concurrency", Input).value = "6"
+        await open_launch_form(app, pilot, repeat="2", concurrency="6")
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, RunScreen)
@@ -122,7 +115,7 @@ async def test_a_run_that_cannot_start_is_reported_not_hidden(
 
 @pytest.mark.keyring
 async def test_launch_only_volatile_tasks_of_an_earlier_run(
-    home, sandbox, fixture_runs, make_app, settle, wait_for_run
+    home, sandbox, fixture_runs, make_app, settle, open_launch_form, wait_for_run
 ) -> None:
     from textual.widgets import Select
 
@@ -132,13 +125,7 @@ async def test_launch_only_volatile_tasks_of_an_earlier_run(
     run_a, _ = fixture_runs
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await pilot.press("n")
-        await settle(app, pilot)
-        form = app.screen
-        assert isinstance(form, LaunchScreen)
-        form.query_one("#repeat", Input).value = "1"
-        form.query_one("#only", Select).value = "volatile"
+        form = await open_launch_form(app, pilot, repeat="1", only="volatile")
         await pilot.press("ctrl+s")
         assert isinstance(app.screen, LaunchScreen)  # refused: which earlier run?
         assert "earlier run" in str(form.query_one("#form-error").render())
@@ -161,7 +148,7 @@ def _closed_url() -> str:
 
 
 async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
-    home, sandbox, make_app, settle
+    home, sandbox, make_app, settle, open_launch_form
 ) -> None:
     from textual.widgets import Select
 
@@ -171,11 +158,7 @@ async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
     ProfileStore().save(Profile("aaa-gone", "openai", _closed_url(), "m"))
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot)
-        await pilot.press("n")
-        await settle(app, pilot)
-        form = app.screen
-        assert isinstance(form, LaunchScreen)
+        form = await open_launch_form(app, pilot)
         select = form.query_one("#profile", Select)
         assert select.value == "sandbox"
         assert app.focused is select  # Enter opens it: no Tab needed first
