@@ -42,7 +42,8 @@ class LoopbackCluster:
         return str(self.cluster.address)
 
     def add_node(self, **args: Any) -> Any:
-        return self.cluster.add_node(**{**NODE_ARGS, **args})
+        with node_environment(self.root):
+            return self.cluster.add_node(**{**NODE_ARGS, **args})
 
     def raylet_pid(self, node: Any) -> int:
         return int(node.all_processes["raylet"][0].process.pid)
@@ -98,6 +99,29 @@ def _children() -> dict[int, list[int]]:
 
 
 @contextlib.contextmanager
+def node_environment(root: Path) -> Iterator[None]:
+    """What a node started now inherits: a temp folder and a home of its own under ``root``
+    (a machine's own shell set-up, which a client's shell tool sources, stays out of the
+    tests), loopback mode on. The test process's own values come back afterwards."""
+    names = [*LOOPBACK_ENV, "TMPDIR", "HOME"]
+    saved = {k: os.environ.get(k) for k in names}
+    (root / "home").mkdir(exist_ok=True)
+    os.environ.update(LOOPBACK_ENV)
+    os.environ["TMPDIR"] = str(root / "tmp")  # the nodes' (and so the workers') temp folder
+    os.environ["HOME"] = str(root / "home")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if key in LOOPBACK_ENV:
+                continue
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
 def loopback_cluster(
     nodes: int, dashboard: bool = False, head_cpus: int = 1, cpus: int = 1
 ) -> Iterator[LoopbackCluster]:
@@ -108,33 +132,28 @@ def loopback_cluster(
     root = Path(tempfile.mkdtemp(prefix="ddray-"))  # short: Ray's socket paths must fit
     worker_tmp = root / "tmp"
     (worker_tmp / "ray").mkdir(parents=True)  # Ray notes the current cluster there
-    saved = {k: os.environ.get(k) for k in [*LOOPBACK_ENV, "TMPDIR"]}
     os.environ.update(LOOPBACK_ENV)
-    os.environ["TMPDIR"] = str(worker_tmp)  # the nodes' (and so the workers') temp folder
     cluster = None
     handle = None
     try:
-        cluster = Cluster(
-            initialize_head=True,
-            head_node_args={
-                **NODE_ARGS,
-                "num_cpus": head_cpus,
-                "include_dashboard": dashboard,
-                "temp_dir": str(root),
-                "_system_config": {
-                    # A killed node is declared dead within seconds, not the default ~30 s.
-                    "health_check_period_ms": 1000,
-                    "health_check_failure_threshold": 3,
+        with node_environment(root):
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    **NODE_ARGS,
+                    "num_cpus": head_cpus,
+                    "include_dashboard": dashboard,
+                    "temp_dir": str(root),
+                    "_system_config": {
+                        # A killed node is declared dead within seconds, not the default ~30 s.
+                        "health_check_period_ms": 1000,
+                        "health_check_failure_threshold": 3,
+                    },
                 },
-            },
-        )
-        for _ in range(nodes - 1):
-            cluster.add_node(**{**NODE_ARGS, "num_cpus": cpus})
-        cluster.wait_for_nodes()
-        if saved["TMPDIR"] is None:
-            os.environ.pop("TMPDIR")
-        else:
-            os.environ["TMPDIR"] = saved["TMPDIR"]
+            )
+            for _ in range(nodes - 1):
+                cluster.add_node(**{**NODE_ARGS, "num_cpus": cpus})
+            cluster.wait_for_nodes()
         handle = LoopbackCluster(cluster, root, worker_tmp)
         yield handle
     finally:
@@ -149,13 +168,6 @@ def loopback_cluster(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         shutil.rmtree(root, ignore_errors=True)
-        for key, value in saved.items():
-            if key in LOOPBACK_ENV:
-                continue
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 # A harness that asks the model (through the proxy URL it is given), writes the answer into
