@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import time
 import traceback
 from collections import deque
@@ -34,9 +35,7 @@ import aiohttp
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
 from driftdesk.layout import (
-    CHECK_OUTPUT_SUFFIX,
     INSPECT_LOG_DIR,
-    WORKSPACE_DIFF_SUFFIX,
     attempt_file,
 )
 from driftdesk.paths import rerun_dir, runs_dir
@@ -77,17 +76,23 @@ from driftdesk.reruns.inspect_harness import (
 )
 from driftdesk.reruns.isolation import IsolationUnavailable, check_isolation, isolate_argv
 from driftdesk.reruns.preflight import PROBE_TIMEOUT_S, check_endpoint
-from driftdesk.reruns.presets import PRESETS, preset_problem, run_preset_attempt
+from driftdesk.reruns.presets import (
+    PRESETS,
+    client_fields,
+    client_files,
+    client_verdict,
+    preset_problem,
+    run_preset_attempt,
+)
 from driftdesk.reruns.proxy import (
     AttemptCalls,
     MeteringProxy,
     call_figures,
-    link_failure_verdict,
-    unrecovered_link_failure,
 )
 from driftdesk.reruns.ray_executor import (
     EXECUTORS,
     NODE_LOST,
+    RETURNED_FILES,
     AttemptJob,
     NodeLost,
     RayCluster,
@@ -96,10 +101,11 @@ from driftdesk.reruns.ray_executor import (
     agent_result,
     check_address,
     command_try_of,
+    unpack_folder,
 )
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
-from driftdesk.reruns.tries import retry_the_try
+from driftdesk.reruns.tries import link_failure_overrides, retry_the_try
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
@@ -520,7 +526,11 @@ class _Execution:
         log_path, transcript_path = rundir.attempt_paths(self.run_dir, task_id, attempt)
         client_fields: dict[str, Any] = {}  # a preset client's own figures, for the row
         try:
-            if self.agent in PRESETS:
+            if self.cluster is not None:
+                result, calls, client_fields = await self._run_remote(
+                    ctx, log_path, transcript_path
+                )
+            elif self.agent in PRESETS:
                 assert self.proxy is not None
                 result, calls, client_fields = await run_preset_attempt(
                     PRESETS[self.agent],
@@ -532,11 +542,6 @@ class _Execution:
                     real_key=self._real_key,
                     isolate=self.isolate,
                     readable=(self.suite.path.parent,),
-                )
-                result = link_failure_overrides(result, calls)
-            elif self.cluster is not None:
-                result, calls, client_fields = await self._run_remote(
-                    ctx, log_path, transcript_path
                 )
             elif self.agent == "command":
                 result, calls = await self._run_command(ctx, log_path)
@@ -775,8 +780,13 @@ class _Execution:
                 return result, all_calls, where
             with rundir.open_private(log_path, "a") as fh:
                 fh.write(redact(reply["log"] or "", ctx.secrets))
-            if "try" not in reply:  # setup failed
+            if "try" not in reply:  # setup failed (or, for a client, none on the node)
                 return agent_result(reply["result"]), all_calls, where
+            if self.agent in PRESETS:
+                result, client = self._remote_client_result(ctx, reply, calls, log_path)
+                if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
+                    continue
+                return result, all_calls, client | where
             result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
             ctx.result_path = str(result_path.relative_to(self.run_dir.absolute()))
             if reply["result_file"] is not None:
@@ -794,6 +804,26 @@ class _Execution:
             if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
                 continue
             return result, all_calls, where
+
+    def _remote_client_result(
+        self, ctx: AttemptContext, reply: dict[str, Any], calls: AttemptCalls, log_path: Path
+    ) -> tuple[AgentResult, dict[str, Any]]:
+        """A client preset's try that ran on a node, judged here with the calls the proxy saw;
+        the client's output and config dir kept where a local attempt leaves them."""
+        preset = PRESETS[self.agent]
+        home, output = client_files(self.run_dir, ctx.task.task_id, ctx.attempt)
+        with rundir.open_private(output, "w") as fh:
+            fh.write(redact(reply["client_output"], ctx.secrets))
+        if home.exists():
+            shutil.rmtree(home)
+        if reply["client_home"] is not None:
+            unpack_folder(reply["client_home"], home)
+        report = preset.read_result(reply["client_output"])
+        result = client_verdict(report, command_try_of(reply, calls), calls, log_path, ctx.task)
+        result = link_failure_overrides(result, calls.calls)
+        if reply["check_ran"] and result.outcome in ("pass", "fail"):
+            result = agent_result(reply["result"])
+        return result, client_fields(report, reply["client_wall_ms"])
 
     async def _remote_try(
         self, ctx: AttemptContext, try_id: str, where: dict[str, Any], log_path: Path
@@ -814,7 +844,7 @@ class _Execution:
 
                 try:
                     job = AttemptJob(
-                        kind="builtin" if self.agent == "builtin" else "command",
+                        kind=self.agent,
                         run_id=self.run_id,
                         task=ctx.task,
                         attempt=ctx.attempt,
@@ -861,42 +891,11 @@ class _Execution:
     def _write_remote_files(self, ctx: AttemptContext, reply: dict[str, Any]) -> None:
         """The check's output and the workspace diff a node sent back, where a local attempt
         leaves them."""
-        for suffix, key in ((CHECK_OUTPUT_SUFFIX, "check_output"), (WORKSPACE_DIFF_SUFFIX, "diff")):
+        for suffix, key in RETURNED_FILES:
             if reply.get(key) is not None:
                 path = attempt_file(self.run_dir, ctx.task.task_id, ctx.attempt, suffix)
                 with rundir.open_private(path, "w") as fh:
                     fh.write(redact(reply[key], ctx.secrets))
-
-
-def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> AgentResult:
-    """A judged answer that came through an unrecovered link failure (the attempt's last call
-    was cut short, refused, 5xx...) is a ``link_error``, whatever the harness concluded."""
-    verdict = link_failure_verdict(result.outcome, calls)
-    if verdict is not None:
-        return AgentResult("link_error", error_code=verdict[0], error_message=verdict[1])
-    # An agent that failed on the link (or crashed on what it got) is told apart by the proxy,
-    # which saw the link itself: a cut body, invalid SSE, a redirect...
-    failed = unrecovered_link_failure(calls)
-    if failed is None:
-        return result
-    proxy_saw = str(failed["error_kind"])
-    # The proxy's own verdict (a redirect it refused, invalid SSE, a body too large...) reaches
-    # the agent as a 502: the row names what the proxy saw, not the 502 it made of it.
-    if (
-        result.outcome == "link_error"
-        and not proxy_saw.isdigit()
-        and result.error_code in ("502", "invalid_response")
-    ):
-        return AgentResult("link_error", error_code=proxy_saw, error_message=result.error_message)
-    if (result.outcome, result.error_code) not in (
-        ("link_error", "truncated"),
-        ("link_error", "connection"),
-        ("harness_error", "harness_crash"),
-    ):
-        return result
-    return AgentResult(
-        "link_error", error_code=str(failed["error_kind"]), error_message=result.error_message
-    )
 
 
 class _BackgroundRows:
@@ -1002,10 +1001,14 @@ def _inspect_setup(spec: RunSpec, profile: Profile) -> tuple[Suite, list[str]]:
     return inspect_suite(spec.suite), []
 
 
-def _check_preset(agent: str, profile: Profile) -> None:
+def _check_preset(agent: str, profile: Profile, executor: str = "local") -> None:
     """A client preset's client is installed and speaks the profile's protocol (before the
-    run starts, so nothing is half-created)."""
-    problem = preset_problem(agent, profile.protocol)
+    run starts, so nothing is half-created). On Ray the client runs on the nodes, not here:
+    they are asked once connected (``_connect_executor``)."""
+    if executor == "ray" and agent in PRESETS:
+        problem = PRESETS[agent].check_profile(profile.protocol)
+    else:
+        problem = preset_problem(agent, profile.protocol)
     if problem is not None:
         raise RunSetupError(problem)
 
@@ -1017,10 +1020,10 @@ def _suite_manifest(suite: Suite) -> dict[str, Any]:
 def _check_executor(executor: str, agent: str) -> None:
     if executor not in EXECUTORS:
         raise RunSetupError(f"unknown executor {executor!r}: use " + " or ".join(EXECUTORS))
-    if executor == "ray" and agent not in ("builtin", "command"):
+    if executor == "ray" and agent == "inspect":
         raise RunSetupError(
-            f"--executor ray runs the builtin and command agents; --agent {agent} runs here "
-            "(use --executor local)"
+            "--agent inspect runs one inspect process for the whole run, with its own "
+            "concurrency, and driftdesk reads its log live: it runs here (use --executor local)"
         )
 
 
@@ -1036,6 +1039,16 @@ def _connect_executor(executor: str, settings: RaySettings, agent: str) -> RayCl
         cluster.connect()
     except (RayUnavailable, ValueError) as exc:
         raise RunSetupError(str(exc)) from None
+    if agent in PRESETS:
+        preset = PRESETS[agent]
+        lacking = cluster.nodes_without(preset.executable)
+        if lacking:
+            cluster.close()
+            raise RunSetupError(
+                f"--agent {agent} on Ray runs `{preset.executable}` on the nodes; it is not on "
+                f"the PATH of node(s) {', '.join(lacking)}: install it there with "
+                f"{preset.install_hint} (the PATH the node was started with counts)"
+            )
     return cluster
 
 
@@ -1059,7 +1072,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     await _checkpoint()
     _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
     _check_executor(spec.executor, spec.agent)
-    _check_preset(spec.agent, profile)
+    _check_preset(spec.agent, profile, spec.executor)
     await _checkpoint()
     real_key = _resolve_key(profile, spec.api_key)
     if spec.probe:
@@ -1241,19 +1254,18 @@ async def resume_run(
         command = manifest.get("command")
         isolate = bool(manifest.get("isolate", False))
         _check_agent(agent, command, suite, task_ids, isolate)
-        _check_preset(agent, profile)
+        ran_on = manifest.get("executor") or {"kind": "local"}
+        executor = executor or str(ran_on.get("kind", "local"))
+        _check_preset(agent, profile, executor)
         real_key = _resolve_key(profile, api_key)
         if probe and slots:
             timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
             probe_key = None if profile.no_key else real_key
             notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
         policy = RetryPolicy.from_manifest(manifest)
-        ran_on = manifest.get("executor") or {"kind": "local"}
         if ray is None and ran_on.get("kind") == "ray":
             ray = RaySettings.from_manifest(ran_on)
-        cluster = _connect_executor(
-            executor or str(ran_on.get("kind", "local")), ray or RaySettings(), agent
-        )
+        cluster = _connect_executor(executor, ray or RaySettings(), agent)
         manifest["status"] = "running"
         manifest.setdefault("resumes", []).append(
             {

@@ -28,14 +28,15 @@ from driftdesk.reruns import workspace
 from driftdesk.reruns.agents import (
     AgentResult,
     AttemptContext,
+    CommandTry,
     child_environment,
     run_command_once,
 )
 from driftdesk.reruns.isolation import isolate_argv
 from driftdesk.reruns.proxy import AttemptCalls, MeteringProxy
 from driftdesk.reruns.rundir import open_private
-from driftdesk.reruns.suites import judge
-from driftdesk.reruns.tries import retry_the_try
+from driftdesk.reruns.suites import Task, judge
+from driftdesk.reruns.tries import link_failure_overrides, retry_the_try
 from driftdesk.secrets import redact
 
 # Client tools the non-interactive Claude Code run may use without asking: a throwaway
@@ -289,7 +290,7 @@ def preset_problem(agent: str, protocol: str) -> str | None:
 
 
 def client_outcome(
-    report: ClientReport, attempt_try: Any, calls: AttemptCalls, stderr_tail: str
+    report: ClientReport, attempt_try: CommandTry, calls: AttemptCalls, stderr_tail: str
 ) -> AgentResult | None:
     """The outcome when the client itself did not finish cleanly (None: it did)."""
     if attempt_try.timed_out:
@@ -332,6 +333,112 @@ def _installation(executable: str) -> Path:
     return resolved.parent
 
 
+@dataclass
+class ClientTry:
+    """One try of a client, as it ended: how the process ended, what it wrote as its native
+    result, and how long it ran."""
+
+    attempt_try: CommandTry
+    output: str
+    wall_ms: float
+
+
+def client_files(run_dir: Path, task_id: str, attempt: int) -> tuple[Path, Path]:
+    """The attempt's client config dir and native output file (absolute: the client runs after
+    a ``cd``)."""
+    run_dir = run_dir.resolve()
+    return (
+        attempt_file(run_dir, task_id, attempt, CLIENT_HOME_SUFFIX),
+        attempt_file(run_dir, task_id, attempt, CLIENT_OUTPUT_SUFFIX),
+    )
+
+
+async def run_client_try(
+    preset: ClientPreset,
+    executable: str,
+    ctx: AttemptContext,
+    run_dir: Path,
+    ws: workspace.AttemptWorkspace,
+    log_path: Path,
+    *,
+    proxy_url: str,
+    run_key: str,
+    real_key: str,
+    protocol: str,
+    calls: AttemptCalls,
+    isolate: bool = False,
+    readable: tuple[Path, ...] = (),
+) -> ClientTry:
+    """Run the client once in ``ws`` with a fresh config dir pointing at ``proxy_url``. With
+    ``isolate`` it runs under bubblewrap (``reruns.isolation``): it may write only the task's
+    folder (its workspace copy, config dir and output are there) and read ``readable`` and its
+    own installation. The same for a try here and on a Ray node (``reruns.ray_executor``)."""
+    task = ctx.task
+    home, output = client_files(run_dir, task.task_id, ctx.attempt)
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True, mode=0o700)
+    output.unlink(missing_ok=True)
+    preset.write_config(home, proxy_url, ctx.model)
+    env = child_environment(
+        protocol,
+        proxy_url,
+        run_key,
+        real_key,
+        preset.environment(home, ctx.model) | {"DRIFTDESK_TASK_ID": task.task_id},
+        run_id=ctx.run_id,
+    )
+    argv = preset.argv(executable, task.prompt_text, ctx.model)
+    command = (
+        f"cd {shlex.quote(str(ws.path))} && exec {shlex.join(argv)} > {shlex.quote(str(output))}"
+    )
+    sandboxed = None
+    if isolate:
+        sandboxed = isolate_argv(
+            ["/bin/sh", "-c", command],
+            log_path.parent.resolve(),
+            proxy_url,
+            readable=[*readable, _installation(executable)],
+        )
+    started = time.perf_counter()
+    attempt_try = await run_command_once(command, env, log_path, ctx, calls, argv=sandboxed)
+    wall_ms = (time.perf_counter() - started) * 1000
+    text = output.read_text("utf-8", "replace") if output.exists() else ""
+    return ClientTry(attempt_try, text, wall_ms)
+
+
+def client_fields(report: ClientReport, wall_ms: float) -> dict[str, Any]:
+    """The row's figures from the client itself, beside the proxy's."""
+    return {
+        "client_prompt_tokens": report.prompt_tokens,
+        "client_completion_tokens": report.completion_tokens,
+        "client_duration_ms": report.duration_ms,
+        "client_wall_ms": round(wall_ms, 3),
+    }
+
+
+def client_verdict(
+    report: ClientReport,
+    attempt_try: CommandTry,
+    calls: AttemptCalls,
+    log_path: Path,
+    task: Task,
+) -> AgentResult:
+    """The try's outcome before the task's check: the client's own failure, else its answer
+    judged against ``expected``, else a clean finish (the check, if any, decides)."""
+    result = client_outcome(report, attempt_try, calls, _stderr_tail(log_path))
+    if result is not None:
+        return result
+    answer = report.answer or ""
+    if task.expected:
+        success = judge(task.expected, answer)
+        result = AgentResult("pass" if success else "fail", success=success, score=float(success))
+    else:
+        result = AgentResult("pass", success=True, score=1.0)
+    result.answer = answer
+    return result
+
+
 async def run_preset_attempt(
     preset: ClientPreset,
     *,
@@ -346,15 +453,10 @@ async def run_preset_attempt(
 ) -> tuple[AgentResult, list[dict[str, Any]], dict[str, Any]]:
     """One (task, attempt) slot with a client preset; retries the whole try (fresh workspace,
     fresh config dir) on a retryable link error. Returns the result, the proxied calls and the
-    row's client fields. With ``isolate`` the client runs under bubblewrap
-    (``reruns.isolation``): it may write only the task's folder (its workspace copy, config dir
-    and output are there) and read ``readable`` and its own installation."""
+    row's client fields."""
     executable = preset.locate()
     task = ctx.task
     all_calls: list[dict[str, Any]] = []
-    run_dir = run_dir.resolve()  # the client runs after a ``cd``: every path absolute
-    home = attempt_file(run_dir, task.task_id, ctx.attempt, CLIENT_HOME_SUFFIX)
-    output = attempt_file(run_dir, task.task_id, ctx.attempt, CLIENT_OUTPUT_SUFFIX)
     step_env = workspace.step_environment(real_key, ctx.run_id)
     extra: dict[str, Any] = {}
     while True:
@@ -364,64 +466,33 @@ async def run_preset_attempt(
         if failed is not None:
             await asyncio.to_thread(workspace.write_diff, ws)
             return failed, all_calls, extra
-        if home.exists():
-            shutil.rmtree(home)
-        home.mkdir(parents=True, mode=0o700)
-        output.unlink(missing_ok=True)
         token = proxy.open_attempt(task.task_id, ctx.attempt)
         try:
-            proxy_url = proxy.base_url_for(token)
-            preset.write_config(home, proxy_url, ctx.model)
-            env = child_environment(
-                protocol,
-                proxy_url,
-                proxy.run_key,
-                real_key,
-                preset.environment(home, ctx.model) | {"DRIFTDESK_TASK_ID": task.task_id},
-                run_id=ctx.run_id,
+            tried = await run_client_try(
+                preset,
+                executable,
+                ctx,
+                run_dir,
+                ws,
+                log_path,
+                proxy_url=proxy.base_url_for(token),
+                run_key=proxy.run_key,
+                real_key=real_key,
+                protocol=protocol,
+                calls=proxy.attempt_calls(token),
+                isolate=isolate,
+                readable=readable,
             )
-            argv = preset.argv(executable, task.prompt_text, ctx.model)
-            command = (
-                f"cd {shlex.quote(str(ws.path))} && exec {shlex.join(argv)}"
-                f" > {shlex.quote(str(output))}"
-            )
-            sandboxed = None
-            if isolate:
-                sandboxed = isolate_argv(
-                    ["/bin/sh", "-c", command],
-                    log_path.parent.resolve(),
-                    proxy_url,
-                    readable=[*readable, _installation(executable)],
-                )
-            started = time.perf_counter()
-            attempt_try = await run_command_once(
-                command, env, log_path, ctx, proxy.attempt_calls(token), argv=sandboxed
-            )
-            client_wall_ms = (time.perf_counter() - started) * 1000
             calls = await proxy.settle(token)
         finally:
             proxy.close_attempt(token)
         all_calls.extend(calls.calls)
-        text = output.read_text("utf-8", "replace") if output.exists() else ""
-        report = preset.read_result(text)
-        extra = {
-            "client_prompt_tokens": report.prompt_tokens,
-            "client_completion_tokens": report.completion_tokens,
-            "client_duration_ms": report.duration_ms,
-            "client_wall_ms": round(client_wall_ms, 3),
-        }
-        _log_report(log_path, preset, report, ctx.secrets)
-        result = client_outcome(report, attempt_try, calls, _stderr_tail(log_path))
-        if result is None:
-            answer = report.answer or ""
-            if task.expected:
-                success = judge(task.expected, answer)
-                result = AgentResult(
-                    "pass" if success else "fail", success=success, score=float(success)
-                )
-            else:  # judged by the check, if any; a clean finish otherwise
-                result = AgentResult("pass", success=True, score=1.0)
-            result.answer = answer
+        report = preset.read_result(tried.output)
+        extra = client_fields(report, tried.wall_ms)
+        log_report(log_path, preset, report, ctx.secrets)
+        result = client_verdict(report, tried.attempt_try, calls, log_path, task)
+        # A verdict reached over a broken last call is a link error: no check for it.
+        result = link_failure_overrides(result, calls.calls)
         result = await workspace.conclude(
             ws, ctx, result, step_env, workspace.file_log(log_path, ctx)
         )
@@ -438,7 +509,7 @@ def _stderr_tail(log_path: Path) -> str:
     return "\n".join(line for line in lines[-20:] if line.startswith("[stderr]"))
 
 
-def _log_report(
+def log_report(
     log_path: Path, preset: ClientPreset, report: ClientReport, secrets: tuple[str, ...]
 ) -> None:
     if not report.found:

@@ -44,6 +44,14 @@ from driftdesk.reruns.agents import (
     run_command_once,
 )
 from driftdesk.reruns.isolation import isolate_argv
+from driftdesk.reruns.presets import (
+    PRESETS,
+    PresetUnavailable,
+    client_files,
+    client_verdict,
+    log_report,
+    run_client_try,
+)
 from driftdesk.reruns.proxy import AttemptCalls
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Task
@@ -56,6 +64,10 @@ START_HINT = (
 )
 NODE_LOST = "node_lost"  # error_code of an attempt whose node died after it called the model
 MAX_WORKSPACE_BYTES = 64 * 1024 * 1024  # a task's workspace shipped to the nodes, packed
+MAX_CLIENT_HOME_BYTES = 16 * 1024 * 1024  # a client's config dir shipped back, packed
+# An attempt's files a node sends back (as text), by the reply's key, where a local attempt
+# leaves them.
+RETURNED_FILES = ((CHECK_OUTPUT_SUFFIX, "check_output"), (WORKSPACE_DIFF_SUFFIX, "diff"))
 
 
 class RayUnavailable(RuntimeError):
@@ -133,7 +145,7 @@ class AttemptJob:
     """One try of one slot, as a worker needs it. ``run_key`` is the run's throwaway key
     (the proxy refuses anything else); the real key is not here."""
 
-    kind: str  # "builtin" | "command"
+    kind: str  # "builtin" | "command" | a client preset's name ("claude-code", "codex")
     run_id: str
     task: Task
     attempt: int
@@ -151,18 +163,25 @@ class AttemptJob:
     seed: str = ""
 
 
-def pack_workspace(folder: Path) -> bytes:
-    """A task's workspace as a tar (symlinks kept), for nodes that do not share our disk."""
+def pack_folder(folder: Path, limit: int = MAX_WORKSPACE_BYTES) -> bytes:
+    """A folder as a tar (symlinks kept), for nodes that do not share our disk (a task's
+    workspace on its way out, a client's config dir on its way back)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(folder, arcname=".")
     data = buffer.getvalue()
-    if len(data) > MAX_WORKSPACE_BYTES:
+    if len(data) > limit:
         raise ValueError(
-            f"the workspace {folder} is {len(data)} bytes packed; the Ray executor ships at "
-            f"most {MAX_WORKSPACE_BYTES}"
+            f"{folder} is {len(data)} bytes packed; the Ray executor ships at most {limit}"
         )
     return data
+
+
+def unpack_folder(data: bytes, folder: Path) -> None:
+    """What ``pack_folder`` packed, into ``folder`` (the tar filter refuses paths that would
+    leave it)."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(folder, filter="tar")
 
 
 def _read(path: Path) -> str | None:
@@ -195,8 +214,7 @@ async def _run_job(job: AttemptJob) -> dict[str, Any]:
             import ray
 
             source = root / "source"
-            with tarfile.open(fileobj=io.BytesIO(ray.get(job.workspace_tar))) as tar:
-                tar.extractall(source, filter="tar")
+            unpack_folder(ray.get(job.workspace_tar), source)
             task = replace(task, workspace=source)
         return await _run_in(root / "run", job, task)
     finally:
@@ -227,6 +245,9 @@ async def _run_in(run_dir: Path, job: AttemptJob, task: Task) -> dict[str, Any]:
     # The worker has no real key to look for: the throwaway one stands in for it.
     step_env = workspace.step_environment(job.run_key, job.run_id)
     reply: dict[str, Any] = {"retries": retries}
+    if job.kind in PRESETS:  # a client always runs in a workspace folder of its own
+        reply.update(await _preset(job, ctx, run_dir, log_path, step_env))
+        return _with_files(reply, run_dir, job, ctx)
     ws, failed = await workspace.begin(run_dir, task, job.attempt, step_env, job.timeout_s)
     if job.kind == "builtin":
         result, transcript = (failed, None) if failed is not None else await _builtin(job, ctx)
@@ -238,11 +259,17 @@ async def _run_in(run_dir: Path, job: AttemptJob, task: Task) -> dict[str, Any]:
         reply.update(result=asdict(failed), log=None)
     else:
         reply.update(await _command(job, ctx, run_dir, folder, log_path, ws, step_env))
+    return _with_files(reply, run_dir, job, ctx)
+
+
+def _with_files(
+    reply: dict[str, Any], run_dir: Path, job: AttemptJob, ctx: AttemptContext
+) -> dict[str, Any]:
+    """The reply with what every kind of try leaves: its retries, the check's output and the
+    workspace diff."""
     reply["retry_count"] = ctx.retries
-    reply["check_output"] = _read(
-        attempt_file(run_dir, task.task_id, job.attempt, CHECK_OUTPUT_SUFFIX)
-    )
-    reply["diff"] = _read(attempt_file(run_dir, task.task_id, job.attempt, WORKSPACE_DIFF_SUFFIX))
+    for suffix, key in RETURNED_FILES:
+        reply[key] = _read(attempt_file(run_dir, ctx.task.task_id, job.attempt, suffix))
     return reply
 
 
@@ -328,6 +355,77 @@ async def _command(
     }
 
 
+async def _preset(
+    job: AttemptJob,
+    ctx: AttemptContext,
+    run_dir: Path,
+    log_path: Path,
+    step_env: dict[str, str],
+) -> dict[str, Any]:
+    """A client preset's try on this node: the client found on the node's PATH, run in a fresh
+    copy of the workspace with a fresh config dir. The verdict the node can reach without the
+    calls (the driver's proxy has them) decides only whether the check runs; the driver judges
+    the try again with the calls."""
+    preset = PRESETS[job.kind]
+    ws = await asyncio.to_thread(workspace.prepare, run_dir, ctx.task, job.attempt)
+    failed = await workspace.setup(ws, ctx.task, step_env, ctx.timeout_s)
+    if failed is not None:
+        await asyncio.to_thread(workspace.write_diff, ws)
+        return {"result": asdict(failed), "log": _read(log_path)}
+    try:
+        executable = preset.locate()
+    except PresetUnavailable as exc:
+        missing = AgentResult(
+            "harness_error", error_code="client_missing", error_message=f"on this node: {exc}"
+        )
+        return {"result": asdict(missing), "log": None}
+    no_calls = AttemptCalls(ctx.task.task_id, ctx.attempt)
+    readable = (ctx.task.workspace,) if ctx.task.workspace is not None else ()
+    tried = await run_client_try(
+        preset,
+        executable,
+        ctx,
+        run_dir,
+        ws,
+        log_path,
+        proxy_url=job.base_url,
+        run_key=job.run_key,
+        real_key=job.run_key,
+        protocol=job.protocol,
+        calls=no_calls,
+        isolate=job.isolate,
+        readable=readable,
+    )
+    report = preset.read_result(tried.output)
+    log_report(log_path, preset, report, ctx.secrets)
+    verdict = client_verdict(report, tried.attempt_try, no_calls, log_path, ctx.task)
+    checked = await workspace.conclude(
+        ws, ctx, verdict, step_env, workspace.file_log(log_path, ctx)
+    )
+    home, _ = client_files(run_dir, ctx.task.task_id, job.attempt)
+    return {
+        "try": {
+            "returncode": tried.attempt_try.returncode,
+            "timed_out": tried.attempt_try.timed_out,
+        },
+        "client_output": tried.output,
+        "client_wall_ms": tried.wall_ms,
+        "client_home": _pack_small(home),
+        "result": asdict(checked),
+        "check_ran": checked is not verdict,
+        "log": _read(log_path),
+    }
+
+
+def _pack_small(folder: Path) -> bytes | None:
+    """The client's config dir (its session files: the trajectory as the client kept it),
+    packed, when it is small enough to ship back; None otherwise."""
+    try:
+        return pack_folder(folder, MAX_CLIENT_HOME_BYTES)
+    except (ValueError, OSError):
+        return None
+
+
 def command_try_of(reply: dict[str, Any], calls: AttemptCalls) -> CommandTry:
     """The worker's try as the driver judges it. A call still open when the worker killed the
     harness at the timeout was cut by that kill: the proxy recorded it as ``client_closed``."""
@@ -404,6 +502,35 @@ class RayCluster:
 
                 ray.shutdown()
 
+    def nodes_without(self, executable: str) -> list[str]:
+        """The alive nodes where ``executable`` is not on the PATH (of the node's workers), by
+        a tiny task pinned to each node."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        probe = ray.remote(_which)
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        refs = [
+            probe.options(
+                num_cpus=0,
+                max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+            ).remote(executable)
+            for n in nodes
+        ]
+        try:
+            found = ray.get(refs, timeout=120)
+        except ray.exceptions.RayError as exc:
+            raise RayUnavailable(
+                f"the cluster's nodes did not say whether `{executable}` is installed: "
+                f"{str(exc).splitlines()[0]}"
+            ) from None
+        return [
+            f"{n.get('NodeManagerAddress')}/{n['NodeID'][:8]}"
+            for n, path in zip(nodes, found, strict=True)
+            if path is None
+        ]
+
     def workspace_ref(self, task: Task) -> Any:
         """The task's workspace, packed and put in the object store once per run."""
         if task.workspace is None:
@@ -412,7 +539,7 @@ class RayCluster:
         if ref is None:
             import ray
 
-            ref = self._workspaces[task.workspace] = ray.put(pack_workspace(task.workspace))
+            ref = self._workspaces[task.workspace] = ray.put(pack_folder(task.workspace))
         return ref
 
     async def run(
@@ -440,6 +567,10 @@ class RayCluster:
                 ray.cancel(generator, force=True)
             raise
         raise NodeLost("the Ray task ended without a result")
+
+
+def _which(executable: str) -> str | None:
+    return shutil.which(executable)
 
 
 def import_check() -> None:

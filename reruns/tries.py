@@ -1,12 +1,15 @@
-"""Retrying a harness's whole try (command agent, client presets): a try that ended on a link
+"""Judging and retrying a try (builtin and command agents, client presets; here or on a Ray
+node): a verdict reached over a broken link is a link error, and a try that ended on a link
 error worth retrying is counted, logged and waited out, then run again from scratch."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from driftdesk.reruns.agents import AgentResult, AttemptContext
+from driftdesk.reruns.proxy import link_failure_verdict, unrecovered_link_failure
 from driftdesk.reruns.retry import is_retryable
 from driftdesk.reruns.rundir import open_private
 
@@ -28,3 +31,34 @@ async def retry_the_try(
         fh.write(f"[driftdesk] {result.error_code}: retry {ctx.retries} in {delay:.2f}s\n")
     await asyncio.sleep(delay)
     return True
+
+
+def link_failure_overrides(result: AgentResult, calls: list[dict[str, Any]]) -> AgentResult:
+    """A judged answer that came through an unrecovered link failure (the attempt's last call
+    was cut short, refused, 5xx...) is a ``link_error``, whatever the harness concluded."""
+    verdict = link_failure_verdict(result.outcome, calls)
+    if verdict is not None:
+        return AgentResult("link_error", error_code=verdict[0], error_message=verdict[1])
+    # An agent that failed on the link (or crashed on what it got) is told apart by the proxy,
+    # which saw the link itself: a cut body, invalid SSE, a redirect...
+    failed = unrecovered_link_failure(calls)
+    if failed is None:
+        return result
+    proxy_saw = str(failed["error_kind"])
+    # The proxy's own verdict (a redirect it refused, invalid SSE, a body too large...) reaches
+    # the agent as a 502: the row names what the proxy saw, not the 502 it made of it.
+    if (
+        result.outcome == "link_error"
+        and not proxy_saw.isdigit()
+        and result.error_code in ("502", "invalid_response")
+    ):
+        return AgentResult("link_error", error_code=proxy_saw, error_message=result.error_message)
+    if (result.outcome, result.error_code) not in (
+        ("link_error", "truncated"),
+        ("link_error", "connection"),
+        ("harness_error", "harness_crash"),
+    ):
+        return result
+    return AgentResult(
+        "link_error", error_code=str(failed["error_kind"]), error_message=result.error_message
+    )

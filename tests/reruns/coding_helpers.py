@@ -50,6 +50,26 @@ CODING_TASKS: list[dict[str, Any]] = [
 ]
 
 
+# A task whose simulated client shows what it can see: PID 1 of its namespace, the user's own
+# Claude Code settings, its environment.
+PROBE_TASK = {
+    "task_id": "probe",
+    "prompt": "Look around.",
+    "workspace": "write-notes",
+    "check": "test -s pid1.txt",
+    "simulated": {
+        "commands": [
+            "tr '\\0' ' ' < /proc/1/cmdline > pid1.txt",
+            'if test -e "$HOME/.claude/settings.json"; then echo seen; else echo hidden; fi'
+            " > user-settings.txt",
+            "env > client-env.txt",
+        ],
+        "answer": "Looked.",
+        "skill": 1.0,
+    },
+}
+
+
 def write_coding_suite(folder: Path, tasks: list[dict[str, Any]] | None = None) -> Path:
     """The suite file and its workspaces under ``folder``; returns the suite's path."""
     (folder / "fix-add").mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from coding_helpers import TrapEndpoint, write_coding_suite
+from coding_helpers import PROBE_TASK, TrapEndpoint, write_coding_suite
 from reruns_helpers import read_rows
 
 from driftdesk.layout import (
@@ -221,24 +221,6 @@ async def test_faults_reach_the_real_clients_and_are_classified(
     # The client's own retries are off: one request per try, every one in calls.jsonl.
     calls = read_rows(outcome.run_dir / "calls.jsonl")
     assert requests == len(calls) == 1 + retries
-
-
-PROBE_TASK = {
-    "task_id": "probe",
-    "prompt": "Look around.",
-    "workspace": "write-notes",
-    "check": "test -s pid1.txt",
-    "simulated": {
-        "commands": [
-            "tr '\\0' ' ' < /proc/1/cmdline > pid1.txt",
-            'if test -e "$HOME/.claude/settings.json"; then echo seen; else echo hidden; fi'
-            " > user-settings.txt",
-            "env > client-env.txt",
-        ],
-        "answer": "Looked.",
-        "skill": 1.0,
-    },
-}
 
 
 @pytest.mark.keyring

@@ -22,16 +22,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from coding_helpers import PROBE_TASK, write_coding_suite
 from ray_helpers import ANSWERS, HARNESS, LoopbackCluster, loopback_cluster, write_suite
 from reruns_helpers import read_rows
 
-from driftdesk.layout import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file
+from driftdesk.layout import (
+    CHECK_OUTPUT_SUFFIX,
+    CLIENT_HOME_SUFFIX,
+    CLIENT_OUTPUT_SUFFIX,
+    WORKSPACE_DIFF_SUFFIX,
+    attempt_file,
+)
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.engine import RunSetupError, RunSpec, execute_run
 from driftdesk.reruns.events import AttemptEnded, AttemptPlaced, RunEvent
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from tests.conftest import real_client
 
 try:
     import ray  # noqa: F401
@@ -43,12 +51,29 @@ except ImportError:  # CI installs the extra (./run tests): there, missing is a 
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(600)]
 
 KEY = "sk-test-REALKEY-ray-0123456789abcdef"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _clients_folder() -> Path | None:
+    """Where the real Claude Code and Codex are (None: not installed here, outside CI)."""
+    folder = Path(os.environ.get("DRIFTDESK_TEST_CLIENTS") or ROOT / ".tools/npm/node_modules/.bin")
+    return folder if (folder / "claude").exists() and (folder / "codex").exists() else None
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LoopbackCluster]:
-    with loopback_cluster(nodes=2, dashboard=True) as running:
-        yield running
+    # The nodes find the real clients on the PATH they were started with, as a node a team
+    # installed them on would; this test process (the driver) does not have them on its PATH.
+    saved = os.environ["PATH"]
+    folder = _clients_folder()
+    if folder is not None:
+        os.environ["PATH"] = f"{folder}{os.pathsep}{saved}"
+    try:
+        with loopback_cluster(nodes=2, dashboard=True) as running:
+            os.environ["PATH"] = saved
+            yield running
+    finally:
+        os.environ["PATH"] = saved
 
 
 class Events:
@@ -366,3 +391,144 @@ def test_two_runs_of_one_process_share_the_ray_connection(cluster: LoopbackClust
     assert ray.is_initialized()  # the other run still uses it
     second.close()
     assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+async def test_the_real_clients_run_on_the_cluster_as_they_run_here(
+    cluster: LoopbackCluster, tmp_path: Path, agent: str
+) -> None:
+    """The real Claude Code / Codex, found on the nodes' PATH (not the driver's), rerun coding
+    tasks on the cluster: each slot once, the sandbox's script followed, every call metered by
+    the driver's proxy, the client's output, config dir, check output and diff back in the run
+    dir, and the real key nowhere on the cluster's side."""
+    if _clients_folder() is None:
+        real_client("claude")  # fails in CI, skips elsewhere, saying how to install them
+    suite = write_coding_suite(tmp_path / "suite")
+    protocol = "anthropic" if agent == "claude-code" else "openai"
+    with SandboxServer(seed=7, suites=[str(suite)]) as sandbox:
+        url = sandbox.root_url if agent == "claude-code" else sandbox.base_url
+        outcome = await execute_run(
+            RunSpec(
+                profile=Profile(name="sim", protocol=protocol, base_url=url, model=SIM_MODEL),
+                suite=str(suite),
+                out_dir=tmp_path / "out",
+                api_key=KEY,
+                agent=agent,
+                repeat=2,
+                concurrency=2,
+                timeout_s=180,
+                executor="ray",
+                ray=RaySettings(address=cluster.address),
+            )
+        )
+        seen_keys = (
+            set(sandbox.stats.api_keys)
+            if agent == "claude-code"
+            else {a.removeprefix("Bearer ") for a in sandbox.stats.authorizations}
+        )
+    assert outcome.status == "completed", outcome.reason
+    run_dir = outcome.run_dir
+    rows = read_rows(run_dir / "attempts.jsonl")
+    assert sorted((r["task_id"], r["attempt"]) for r in rows) == [
+        (t, a) for t in ("fix-add", "rename", "write-notes") for a in range(2)
+    ]
+    calls = read_rows(run_dir / "calls.jsonl")
+    for row in rows:
+        task, attempt = row["task_id"], row["attempt"]
+        diff = attempt_file(run_dir, task, attempt, WORKSPACE_DIFF_SUFFIX).read_text()
+        # The script: fix-add always right, write-notes always wrong, rename a coin flip whose
+        # path shows in the attempt's diff.
+        expected = {"fix-add": "pass", "write-notes": "fail"}.get(task)
+        if task == "rename":
+            expected = "pass" if "new.txt" in diff else "fail"
+            assert ("copy.txt" in diff) == (expected == "fail"), diff
+        assert row["outcome"] == expected, row
+        mine = [c for c in calls if (c["task_id"], c["attempt"]) == (task, attempt)]
+        assert row["calls"] == len(mine) >= 2 and all(c["status"] == 200 for c in mine)
+        assert row["client_prompt_tokens"] and row["client_completion_tokens"], row
+        assert row["node"].startswith("127.0.0.1/") and row["retries"] == 0
+        assert attempt_file(run_dir, task, attempt, CLIENT_OUTPUT_SUFFIX).read_text().strip()
+        home = attempt_file(run_dir, task, attempt, CLIENT_HOME_SUFFIX)
+        assert (home / ("settings.json" if agent == "claude-code" else "config.toml")).is_file()
+        log = (attempt_file(run_dir, task, attempt, ".log")).read_text()
+        assert f"[{agent}] is_error=False" in log, log[-2000:]
+    assert (
+        "-    return a - b"
+        in attempt_file(run_dir, "fix-add", 0, WORKSPACE_DIFF_SUFFIX).read_text()
+    )
+    notes_check = attempt_file(run_dir, "write-notes", 0, CHECK_OUTPUT_SUFFIX).read_text()
+    assert "exit code 1" in notes_check
+    assert len({r["node"] for r in rows}) >= 2
+    assert sandbox.stats.requests == len(calls)
+    assert seen_keys == {KEY}  # the driver's proxy put the real key on, and only it
+    for pid in cluster.our_pids():
+        try:
+            assert KEY.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+    assert _files_holding(cluster.root, KEY.encode()) == []
+    assert _files_holding(run_dir, KEY.encode()) == []
+
+
+async def test_isolate_on_the_cluster_runs_the_client_under_bubblewrap(
+    cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    if _clients_folder() is None:
+        real_client("claude")
+    suite = write_coding_suite(tmp_path / "suite", [PROBE_TASK])
+    with SandboxServer(seed=7, suites=[str(suite)]) as sandbox:
+        outcome = await execute_run(
+            RunSpec(
+                profile=Profile(
+                    name="sim", protocol="anthropic", base_url=sandbox.root_url, model=SIM_MODEL
+                ),
+                suite=str(suite), out_dir=tmp_path / "out", api_key=KEY, agent="claude-code",
+                repeat=2, concurrency=2, timeout_s=180, isolate=True,
+                executor="ray", ray=RaySettings(address=cluster.address),
+            )
+        )  # fmt: skip
+    assert outcome.status == "completed", outcome.reason
+    for row in read_rows(outcome.run_dir / "attempts.jsonl"):
+        assert row["outcome"] == "pass", row
+        diff = attempt_file(outcome.run_dir, "probe", row["attempt"], WORKSPACE_DIFF_SUFFIX)
+        lines = diff.read_text().splitlines()
+        # What the client's shell tool wrote, read back through the diff the node sent: PID 1
+        # of its namespace is bubblewrap, and the node's home is hidden from it.
+        pid1 = [line for line in lines if line.startswith("+") and "--unshare-pid" in line]
+        assert pid1 and pid1[0][1:].split()[0].endswith("bwrap"), lines
+        assert "+hidden" in lines
+
+
+async def test_a_client_missing_on_a_node_is_refused_naming_the_node(
+    cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    folder = _clients_folder()
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = os.pathsep.join(
+        p for p in saved.split(os.pathsep) if folder is None or Path(p) != folder
+    )
+    try:
+        bare = cluster.add_node(num_cpus=1)  # returns once the node is alive
+    finally:
+        os.environ["PATH"] = saved
+    out = tmp_path / "out"
+    try:
+        suite = write_coding_suite(tmp_path / "suite")
+        with pytest.raises(RunSetupError) as refused:
+            await execute_run(
+                RunSpec(
+                    profile=Profile(
+                        name="sim", protocol="openai", base_url="http://127.0.0.1:9/v1",
+                        model=SIM_MODEL,
+                    ),
+                    suite=str(suite), out_dir=out, api_key=KEY, agent="codex", probe=False,
+                    executor="ray", ray=RaySettings(address=cluster.address),
+                )
+            )  # fmt: skip
+    finally:
+        cluster.cluster.remove_node(bare)
+    message = str(refused.value)
+    assert cluster.label(bare) in message and "npm install -g @openai/codex" in message
+    if folder is not None:  # the other nodes have it: only the bare one is named
+        assert message.count("127.0.0.1/") == 1
+    assert not out.exists() or not any(out.iterdir())

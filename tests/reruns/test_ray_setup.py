@@ -81,7 +81,9 @@ def _profile(home: Any) -> None:
         (["--ray-resources", "{CPU: 2}"], "--ray-resources is not JSON"),
         (["--ray-resources", '{"CPU": -1}'], "numbers >= 0"),
         (["--ray-address", "somewhere"], "use auto, ray://HOST:PORT or HOST:PORT"),
-        (["--agent", "codex"], "--executor ray runs the builtin and command agents"),
+        # A client preset runs on Ray (the nodes are asked for the client once connected):
+        # here only the missing extra stops it.
+        (["--agent", "codex"], "pip install 'driftdesk[ray]'"),
     ],
 )
 def test_a_ray_run_that_cannot_work_is_refused_before_anything_is_written(
@@ -96,6 +98,27 @@ def test_a_ray_run_that_cannot_work_is_refused_before_anything_is_written(
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_inspect_on_ray_is_refused_saying_why(home: Any, tmp_path: Path) -> None:
+    _profile(home)
+    task_file = tmp_path / "task.py"
+    task_file.write_text(
+        "from inspect_ai import Task, task\n"
+        "from inspect_ai.dataset import Sample\n\n\n"
+        "@task\n"
+        "def one():\n"
+        "    return Task(dataset=[Sample(input='1+1?', target='2')])\n"
+    )
+    out = tmp_path / "runs"
+    done = _driftdesk_without_ray(
+        "run", "--profile", "local", "--suite", str(task_file), "--agent", "inspect",
+        "--repeat", "1", "--no-probe", "--out", str(out), "--executor", "ray",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--agent inspect runs one inspect process for the whole run" in done.stderr
+    assert "--executor local" in done.stderr
     assert not out.exists() or not any(out.iterdir())
 
 
