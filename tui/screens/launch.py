@@ -1,6 +1,7 @@
 """The launch form: profile, suite, agent (driftdesk's own, a command template, or the real
-Claude Code / Codex CLI), repeat, concurrency, timeout, sample, and only-failed /
-only-volatile from an earlier run. Returns a ``reruns.engine.RunSpec``."""
+Claude Code / Codex CLI), repeat, concurrency, timeout, sample, where attempts run (here or on
+a Ray cluster), and only-failed / only-volatile from an earlier run. Returns a
+``reruns.engine.RunSpec``."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ AGENT_CHOICES = [
     ("command template (your harness)", "command"),
     ("Claude Code (claude -p, headless, fresh workspace)", "claude-code"),
     ("Codex CLI (codex exec, headless, fresh workspace)", "codex"),
+]
+
+EXECUTOR_CHOICES = [
+    ("here (this machine)", "local"),
+    ("on a Ray cluster (address →)", "ray"),
 ]
 
 
@@ -88,6 +94,12 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                     with Vertical():
                         yield Label("Sample (tasks)")
                         yield Input("", id="sample", type="integer", placeholder="all")
+                yield Label("Where attempts run")
+                with Horizontal(classes="row"):
+                    yield Select(EXECUTOR_CHOICES, value="local", allow_blank=False, id="executor")
+                    yield Input(
+                        "auto", id="ray-address", placeholder="auto, HOST:PORT or ray://HOST:PORT"
+                    )
                 yield Label("Only tasks from an earlier run")
                 with Horizontal(classes="row"):
                     yield Select(
@@ -202,13 +214,23 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             self._error("the command agent needs a command template")
             return
         from driftdesk.reruns.presets import PRESETS, PresetUnavailable
+        from driftdesk.reruns.ray_executor import RaySettings, check_address
 
-        if agent in PRESETS:
+        executor = str(self.query_one("#executor", Select).value)
+        address = self.query_one("#ray-address", Input).value.strip() or "auto"
+        if executor == "ray":
             try:
-                PRESETS[agent].locate()
-            except PresetUnavailable as exc:
-                self._error(str(exc))
+                check_address(address)
+            except ValueError as exc:
+                self._error(str(exc).replace("--ray-address", "Ray address"))
                 return
+        if agent in PRESETS:
+            if executor == "local":  # on Ray the nodes run the client: the run asks them
+                try:
+                    PRESETS[agent].locate()
+                except PresetUnavailable as exc:
+                    self._error(str(exc))
+                    return
             command = None
         spec = RunSpec(
             profile=profile,
@@ -223,6 +245,8 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             agent=agent,  # type: ignore[arg-type]
             command=command,
             probe=True,
+            executor="ray" if executor == "ray" else "local",
+            ray=RaySettings(address=address),
         )
         self.dismiss(spec)
 
