@@ -817,7 +817,7 @@ class _Execution:
         if home.exists():
             shutil.rmtree(home)
         if reply["client_home"] is not None:
-            unpack_folder(reply["client_home"], home)
+            unpack_folder(reply["client_home"], home, from_a_node=True)
         report = preset.read_result(reply["client_output"])
         result = client_verdict(report, command_try_of(reply, calls), calls, log_path, ctx.task)
         result = link_failure_overrides(result, calls.calls)

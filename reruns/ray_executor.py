@@ -177,11 +177,21 @@ def pack_folder(folder: Path, limit: int = MAX_WORKSPACE_BYTES) -> bytes:
     return data
 
 
-def unpack_folder(data: bytes, folder: Path) -> None:
-    """What ``pack_folder`` packed, into ``folder`` (the tar filter refuses paths that would
-    leave it)."""
+def unpack_folder(data: bytes, folder: Path, *, from_a_node: bool = False) -> None:
+    """What ``pack_folder`` packed, into ``folder``; nothing may land outside it. What a node
+    sends back (``from_a_node``) also may not hold links out of it or special files (tarfile's
+    ``data`` filter); a workspace we packed keeps its symlinks as they were (``tar``)."""
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(folder, filter="tar")
+        tar.extractall(folder, filter=_skip_unsafe if from_a_node else "tar")
+
+
+def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """A member the ``data`` filter refuses (a client's link to its own binary, say) is left
+    out; the rest still lands."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
 
 
 def _read(path: Path) -> str | None:

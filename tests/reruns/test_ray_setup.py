@@ -157,3 +157,33 @@ def test_resources_map_to_ray_task_options() -> None:
         "resources": {"big_disk": 1.0},
     }
     assert task_options({})["num_cpus"] == 1.0
+
+
+def test_what_a_node_sends_back_lands_only_inside_its_folder(tmp_path: Path) -> None:
+    import io
+    import os
+    import tarfile
+
+    from driftdesk.reruns.ray_executor import pack_folder, unpack_folder
+
+    home = tmp_path / "client-home"
+    home.mkdir()
+    (home / "session.jsonl").write_text("{}\n")
+    os.symlink("/etc/passwd", home / "out-link")  # a link out of the folder
+    os.symlink("session.jsonl", home / "in-link")  # a link inside it
+    data = pack_folder(home)
+    landed = tmp_path / "landed"
+    unpack_folder(data, landed, from_a_node=True)
+    assert sorted(p.name for p in landed.iterdir()) == ["in-link", "session.jsonl"]
+    # A member that climbs out ("../x") never lands, whoever packed it.
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        member = tarfile.TarInfo("../escaped.txt")
+        member.size = 2
+        tar.addfile(member, io.BytesIO(b"hi"))
+    unpack_folder(buffer.getvalue(), tmp_path / "second", from_a_node=True)
+    assert not (tmp_path / "escaped.txt").exists()
+    # Our own workspace keeps its links as they were on the way out.
+    kept = tmp_path / "kept"
+    unpack_folder(data, kept)
+    assert os.readlink(kept / "out-link") == "/etc/passwd"
