@@ -353,6 +353,18 @@ def client_files(run_dir: Path, task_id: str, attempt: int) -> tuple[Path, Path]
     )
 
 
+async def client_workspace(
+    run_dir: Path, ctx: AttemptContext, step_env: dict[str, str]
+) -> tuple[workspace.AttemptWorkspace, AgentResult | None]:
+    """A fresh folder for the client (a copy of the task's workspace, empty when it has none),
+    set up; with the ``harness_error`` of a failed setup (its diff written)."""
+    ws = await asyncio.to_thread(workspace.prepare, run_dir, ctx.task, ctx.attempt)
+    failed = await workspace.setup(ws, ctx.task, step_env, ctx.timeout_s)
+    if failed is not None:
+        await asyncio.to_thread(workspace.write_diff, ws)
+    return ws, failed
+
+
 async def run_client_try(
     preset: ClientPreset,
     executable: str,
@@ -460,11 +472,8 @@ async def run_preset_attempt(
     step_env = workspace.step_environment(real_key, ctx.run_id)
     extra: dict[str, Any] = {}
     while True:
-        # A client always runs in a fresh folder of its own (empty when the task has none).
-        ws = await asyncio.to_thread(workspace.prepare, run_dir, task, ctx.attempt)
-        failed = await workspace.setup(ws, task, step_env, ctx.timeout_s)
+        ws, failed = await client_workspace(run_dir, ctx, step_env)
         if failed is not None:
-            await asyncio.to_thread(workspace.write_diff, ws)
             return failed, all_calls, extra
         token = proxy.open_attempt(task.task_id, ctx.attempt)
         try:

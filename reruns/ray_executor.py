@@ -49,6 +49,7 @@ from driftdesk.reruns.presets import (
     PresetUnavailable,
     client_files,
     client_verdict,
+    client_workspace,
     log_report,
     run_client_try,
 )
@@ -377,10 +378,8 @@ async def _preset(
     calls (the driver's proxy has them) decides only whether the check runs; the driver judges
     the try again with the calls."""
     preset = PRESETS[job.kind]
-    ws = await asyncio.to_thread(workspace.prepare, run_dir, ctx.task, job.attempt)
-    failed = await workspace.setup(ws, ctx.task, step_env, ctx.timeout_s)
+    ws, failed = await client_workspace(run_dir, ctx, step_env)
     if failed is not None:
-        await asyncio.to_thread(workspace.write_diff, ws)
         return {"result": asdict(failed), "log": _read(log_path)}
     try:
         executable = preset.locate()

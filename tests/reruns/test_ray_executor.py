@@ -127,6 +127,17 @@ def _outcomes(rows: list[dict[str, Any]]) -> dict[str, Counter[str]]:
     return by_task
 
 
+def _assert_key_nowhere_on_the_cluster(cluster: LoopbackCluster) -> None:
+    """Not in the environment of any process of the cluster (Ray workers, harnesses, clients),
+    nor in any file under its session, temp and home folders."""
+    for pid in cluster.our_pids():
+        try:
+            assert KEY.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+    assert _files_holding(cluster.root, KEY.encode()) == []
+
+
 def _files_holding(root: Path, needle: bytes) -> list[Path]:
     found = []
     for path in root.rglob("*"):
@@ -199,12 +210,7 @@ async def test_a_suite_on_the_cluster_is_recorded_as_a_local_run_is(
         assert all(KEY not in t for t in texts)
         # The chain of processes above a harness on the cluster includes the Ray worker.
         assert any("default_worker" in t or "ray::" in t for t in texts)
-    for pid in cluster.our_pids():
-        try:
-            assert KEY.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-    assert _files_holding(cluster.root, KEY.encode()) == []
+    _assert_key_nowhere_on_the_cluster(cluster)
     assert list(cluster.worker_tmp.glob("driftdesk-ray-*")) == []  # workers clean up
 
 
@@ -461,12 +467,7 @@ async def test_the_real_clients_run_on_the_cluster_as_they_run_here(
     assert len({r["node"] for r in rows}) >= 2
     assert sandbox.stats.requests == len(calls)
     assert seen_keys == {KEY}  # the driver's proxy put the real key on, and only it
-    for pid in cluster.our_pids():
-        try:
-            assert KEY.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-    assert _files_holding(cluster.root, KEY.encode()) == []
+    _assert_key_nowhere_on_the_cluster(cluster)
     assert _files_holding(run_dir, KEY.encode()) == []
 
 
