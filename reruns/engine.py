@@ -861,7 +861,7 @@ class _Execution:
                         workspace_tar=self.cluster.workspace_ref(ctx.task),
                         seed=str(self._rng.random()),
                     )
-                    reply = await self.cluster.run(job, placed)
+                    reply = await self.cluster.run(job, placed, ctx.emit_output)
                 except NodeLost as exc:
                     calls = await self.proxy.settle(token)
                     if calls.calls or calls.in_flight or moved:

@@ -22,6 +22,7 @@ import contextlib
 import io
 import json
 import os
+import queue
 import shutil
 import tarfile
 import tempfile
@@ -63,6 +64,7 @@ START_HINT = (
     "start one first (`ray start --head --node-ip-address=127.0.0.1` on this machine, or see "
     "docs/ARCHITECTURE.md), or give --ray-address ray://HOST:PORT"
 )
+OUTPUT_EVERY_S = 0.5  # how often a node sends the try's new output lines to the driver
 NODE_LOST = "node_lost"  # error_code of an attempt whose node died after it called the model
 MAX_WORKSPACE_BYTES = 64 * 1024 * 1024  # a task's workspace shipped to the nodes, packed
 MAX_CLIENT_HOME_BYTES = 16 * 1024 * 1024  # a client's config dir shipped back, packed
@@ -212,12 +214,43 @@ def _node_label() -> dict[str, Any]:
 
 
 def worker_attempt(job: AttemptJob) -> Any:
-    """The Ray task (a generator): first where it runs, then what the try produced."""
+    """The Ray task (a generator): first where it runs, then the try's output lines as they
+    come (a batch every ``OUTPUT_EVERY_S``; the log's cap bounds them), then what the try
+    produced. The try runs on a thread of its own so its lines can be yielded meanwhile."""
     yield _node_label()
-    yield asyncio.run(_run_job(job))
+    lines: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+    ended: list[Any] = []
+
+    def run() -> None:
+        try:
+            ended.append(asyncio.run(_run_job(job, lambda stream, text: lines.put((stream, text)))))
+        except BaseException as exc:  # raised again below, in the task: Ray reports it
+            ended.append(exc)
+
+    thread = threading.Thread(target=run, name="driftdesk-attempt", daemon=True)
+    thread.start()
+    while True:
+        thread.join(OUTPUT_EVERY_S)
+        batch = _drain(lines)
+        if batch:
+            yield {"output": batch}
+        if not thread.is_alive():
+            break
+    if isinstance(ended[0], BaseException):
+        raise ended[0]
+    yield ended[0]
 
 
-async def _run_job(job: AttemptJob) -> dict[str, Any]:
+def _drain(lines: queue.SimpleQueue[tuple[str, str]]) -> list[tuple[str, str]]:
+    batch = []
+    while True:
+        try:
+            batch.append(lines.get_nowait())
+        except queue.Empty:
+            return batch
+
+
+async def _run_job(job: AttemptJob, emit_output: Callable[[str, str], None]) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="driftdesk-ray-"))
     try:
         task = job.task
@@ -227,12 +260,14 @@ async def _run_job(job: AttemptJob) -> dict[str, Any]:
             source = root / "source"
             unpack_folder(ray.get(job.workspace_tar), source)
             task = replace(task, workspace=source)
-        return await _run_in(root / "run", job, task)
+        return await _run_in(root / "run", job, task, emit_output)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def _run_in(run_dir: Path, job: AttemptJob, task: Task) -> dict[str, Any]:
+async def _run_in(
+    run_dir: Path, job: AttemptJob, task: Task, emit_output: Callable[[str, str], None]
+) -> dict[str, Any]:
     import random
 
     log_path, _ = rundir.attempt_paths(run_dir, task.task_id, job.attempt)
@@ -249,7 +284,7 @@ async def _run_in(run_dir: Path, job: AttemptJob, task: Task) -> dict[str, Any]:
         timeout_s=job.timeout_s,
         policy=job.policy,
         rng=random.Random(job.seed),
-        emit_output=lambda stream, text: None,  # the log comes back whole
+        emit_output=emit_output,  # streamed to the driver; the log comes back whole too
         on_retry=lambda number, code, delay: retries.append((number, code, delay)),
         secrets=(job.run_key,),
     )
@@ -552,10 +587,14 @@ class RayCluster:
         return ref
 
     async def run(
-        self, job: AttemptJob, on_placed: Callable[[dict[str, Any]], None]
+        self,
+        job: AttemptJob,
+        on_placed: Callable[[dict[str, Any]], None],
+        on_output: Callable[[str, str], None],
     ) -> dict[str, Any]:
-        """Run ``job`` as a Ray task; ``on_placed`` is told where once it starts. Raises
-        ``NodeLost`` when the node or worker died under it."""
+        """Run ``job`` as a Ray task; ``on_placed`` is told where once it starts, ``on_output``
+        each output line (stream, text) as the node sends it. Raises ``NodeLost`` when the
+        node or worker died under it."""
         import ray
         from ray import exceptions
 
@@ -565,8 +604,11 @@ class RayCluster:
                 value = await ref
                 if "node_id" in value:
                     on_placed(value)
-                    continue
-                return dict(value)
+                elif "output" in value:
+                    for stream, text in value["output"]:
+                        on_output(stream, text)
+                else:
+                    return dict(value)
         except exceptions.RayTaskError as exc:  # our code raised in the worker: a bug
             raise RuntimeError(str(exc).splitlines()[-1] if str(exc) else repr(exc)) from None
         except exceptions.RayError as exc:  # the worker or its node died

@@ -36,7 +36,7 @@ from driftdesk.layout import (
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.engine import RunSetupError, RunSpec, execute_run
-from driftdesk.reruns.events import AttemptEnded, AttemptPlaced, RunEvent
+from driftdesk.reruns.events import AttemptEnded, AttemptOutput, AttemptPlaced, RunEvent
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from tests.conftest import real_client
@@ -533,3 +533,54 @@ async def test_a_client_missing_on_a_node_is_refused_naming_the_node(
     if folder is not None:  # the other nodes have it: only the bare one is named
         assert message.count("127.0.0.1/") == 1
     assert not out.exists() or not any(out.iterdir())
+
+
+# A harness that prints a line, then waits for the test to have seen that line (a file the test
+# writes when the line reaches it) before it answers: without live output from the node it
+# waits in vain, and says so.
+WAITING_HARNESS = """
+import json, os, sys, time
+result_path, go = sys.argv[1], sys.argv[2]
+print("first line, before the answer", flush=True)
+deadline = time.monotonic() + 90
+while not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.1)
+print("seen live" if os.path.exists(go) else "not seen before the end", flush=True)
+with open("answer.txt", "w") as fh:  # the task's check reads it
+    fh.write("383" if os.path.exists(go) else "late")
+with open(result_path, "w") as fh:
+    json.dump({"success": os.path.exists(go)}, fh)
+"""
+
+
+async def test_a_tries_output_reaches_the_driver_while_it_runs(
+    cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    harness = tmp_path / "waiting.py"
+    harness.write_text(WAITING_HARNESS)
+    go = tmp_path / "go"
+    suite = write_suite(tmp_path / "suite", {"sum-1": "383"})
+    lines: list[str] = []
+
+    class Follow:  # what the TUI's followed attempt gets: AttemptOutput events
+        def on_event(self, event: RunEvent) -> None:
+            if isinstance(event, AttemptOutput):
+                lines.append(event.text)
+                if "first line" in event.text:
+                    go.touch()
+
+    outcome = await _ray_run(
+        cluster,
+        suite,
+        tmp_path / "out",
+        Follow(),
+        repeat=1,
+        agent="command",
+        command=f"{sys.executable} {harness} {{result_path}} {go}",
+    )
+    assert outcome.status == "completed", outcome.reason
+    [row] = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert row["outcome"] == "pass", row
+    assert lines[:2] == ["first line, before the answer", "seen live"]
+    log = attempt_file(outcome.run_dir, "sum-1", 0, ".log").read_text()
+    assert "[stdout] seen live" in log  # and the whole log still came back
