@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from driftdesk.analysis.sources import ATTEMPTS_FILE, row_problem
+from driftdesk.analysis.sources import ATTEMPTS_FILE, SourceError, read_manifest, row_problem
 from driftdesk.layout import attempt_folder, result_file
 
 
@@ -15,10 +15,50 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
     row exists for the same slot), ``log_path``, ``transcript_path`` and ``result_path`` (the
     command agent's result file) — str, or None when the file does not exist. Malformed lines
     are skipped (the report names them)."""
+    from driftdesk.analysis import zero_copy
+    from driftdesk.analysis.imports import generic_task_rows
+
     run_dir = Path(run_dir)
     path = run_dir / ATTEMPTS_FILE
-    if not path.exists():
+    try:
+        manifest = read_manifest(run_dir)
+    except SourceError:  # an unreadable manifest: the rows are still this run's own file
+        manifest = {}
+    linked = zero_copy.linked_source(manifest)
+    rows: list[dict[str, Any]] = []
+    if linked is not None:  # a zero-copy import: "line" is the source file's line
+        run_id = str(manifest.get("run_id") or run_dir.name)
+        for number, row in generic_task_rows(
+            zero_copy.task_lines(run_dir, linked, task_id),
+            task_id,
+            run_id=run_id,
+            task_field=linked.task_field,
+            success_field=linked.success_field,
+            threshold=linked.score_threshold,
+        ):
+            row.setdefault("model_mismatches", 0)
+            row.setdefault("model_latency_ms", None)
+            rows.append({**row, "line": number})
+    elif not path.exists():
         return []
+    else:
+        rows = _rows_of_task(path, task_id)
+    last_line: dict[int, int] = {}
+    for row in rows:
+        last_line[row["attempt"]] = row["line"]
+    folder = attempt_folder(run_dir, task_id)
+    for row in rows:
+        row["superseded"] = last_line[row["attempt"]] != row["line"]
+        log = folder / f"{row['attempt']}.log"
+        transcript = folder / f"{row['attempt']}.transcript.json"
+        row["log_path"] = str(log) if log.exists() else None
+        row["transcript_path"] = str(transcript) if transcript.exists() else None
+        result = result_file(run_dir, row)
+        row["result_path"] = str(result) if result is not None else None
+    return rows
+
+
+def _rows_of_task(path: Path, task_id: str) -> list[dict[str, Any]]:
     # A cheap byte test first: only lines that mention the id are parsed.
     needle = json.dumps(task_id, ensure_ascii=False)[1:-1].encode("utf-8")
     rows: list[dict[str, Any]] = []
@@ -37,16 +77,4 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
             row.setdefault("model_mismatches", 0)
             row.setdefault("model_latency_ms", None)
             rows.append({**row, "attempt": int(row["attempt"]), "line": number})
-    last_line: dict[int, int] = {}
-    for row in rows:
-        last_line[row["attempt"]] = row["line"]
-    folder = attempt_folder(run_dir, task_id)
-    for row in rows:
-        row["superseded"] = last_line[row["attempt"]] != row["line"]
-        log = folder / f"{row['attempt']}.log"
-        transcript = folder / f"{row['attempt']}.transcript.json"
-        row["log_path"] = str(log) if log.exists() else None
-        row["transcript_path"] = str(transcript) if transcript.exists() else None
-        result = result_file(run_dir, row)
-        row["result_path"] = str(result) if result is not None else None
     return rows

@@ -176,7 +176,7 @@ def scan_source(path: Path, block_size: int = 1 << 23) -> SourceScan:
 
 def write_attempts(
     source: Path,
-    target: Path,
+    target: Path | None,
     run_id: str,
     *,
     task_field: str | None,
@@ -188,6 +188,8 @@ def write_attempts(
     scan: Future[SourceScan],
 ) -> JsonlWritten:
     """Map ``source`` into ``target`` (our row schema, file order kept); name the bad lines.
+    Without a ``target`` nothing is written: the rows are only checked and counted (a
+    zero-copy import, ``analysis.zero_copy``, reads the source through the mapping later).
 
     ``line_problem`` gives the reason of a parsed line the SQL refused, ``number_attempts``
     numbers the attempts of tasks that mix numbered and unnumbered rows (the importer's rule).
@@ -211,7 +213,7 @@ def write_attempts(
         }
         problems = name_bad_records(source, bad, line_problem) if bad else []
         _number(con, number_attempts)
-        written = _copy_out(con, target, run_id)
+        written = _copy_out(con, target, run_id) if target is not None else _count_good(con)
         tasks = [
             t
             for (t,) in con.execute(
@@ -328,5 +330,9 @@ def _copy_out(con: duckdb.DuckDBPyConnection, target: Path, run_id: str) -> int:
         os.fsync(fd)
     finally:
         os.close(fd)
+    return _count_good(con)
+
+
+def _count_good(con: duckdb.DuckDBPyConnection) -> int:
     row = con.execute("SELECT count(*) FROM src WHERE ok").fetchone()
     return int(row[0]) if row else 0
