@@ -227,10 +227,12 @@ def _import_jsonl(
 
     result: list[jsonl_import.JsonlWritten] = []
 
-    def write_rows(target: Path, final_id: str) -> _Written:
+    def write_rows(target: Path | None, final_id: str) -> _Written:
+        if result:  # zero-copy: checked already, nothing to write
+            return _Written(result[0].records, result[0].tasks, result[0].repeat)
         written = jsonl_import.write_attempts(
             path,
-            target if copy else None,
+            target,
             final_id,
             task_field=task_field,
             success_field=success_field,
@@ -265,8 +267,10 @@ def _import_jsonl(
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         scan = pool.submit(jsonl_import.scan_source, path)
-        # Was this content, read the same way, imported here before? Only the (quick) hash is
-        # awaited before refusing; DuckDB's read starts once it is known.
+        if not copy:  # nothing to write: the check runs while the file is hashed
+            write_rows(None, "")
+        # Was this content, read the same way, imported here before? With --copy only the
+        # (quick) hash is awaited before refusing; DuckDB's read starts once it is known.
         import_key = _refuse_a_second_import(path, scan.result().sha256, options, out, run_id)
         written, run_dir = _write_run(
             path,

@@ -112,7 +112,9 @@ def linked_source(manifest: dict[str, Any]) -> LinkedSource | None:
     record = imported.get(MANIFEST_KEY) if isinstance(imported, dict) else None
     if not isinstance(record, dict):
         return None
-    mapping = record.get("mapping") if isinstance(record.get("mapping"), dict) else {}
+    mapping = record.get("mapping")
+    if not isinstance(mapping, dict):
+        mapping = {}
     try:
         return LinkedSource(
             Path(str(record["path"])),

@@ -203,3 +203,25 @@ def test_copy_makes_a_self_contained_run(tmp_path: Path, cli) -> None:  # type: 
     source.unlink()  # a copied run no longer needs its source
     assert _report_json(run_dir) == expected
     assert "zero_copy" not in json.loads((run_dir / "manifest.json").read_text())["imported_from"]
+
+
+def test_bad_lines_are_named_across_skipped_blocks(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Naming skips whole blocks without a wanted record (``sources._skip_records``); with
+    blocks of a few lines, blank and whitespace lines anywhere, every name must still be the
+    one a line-by-line count gives."""
+    from driftdesk.analysis import sources
+
+    rng = random.Random(3)
+    lines = []
+    for i in range(3000):
+        lines.append(rng.choice(["", "   ", "\t", "\r"]) if rng.random() < 0.1 else f'{{"i": {i}}}')
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    records = [number for number, line in enumerate(lines, start=1) if line.strip()]
+    wanted = set(rng.sample(range(1, len(records) + 1), 40)) | {1, len(records)}
+    monkeypatch.setattr(sources, "SKIP_BLOCK", 97)
+    named = sources.name_bad_records(path, wanted, lambda obj: f"row {obj['i']}")
+    assert [p.line for p in named] == [records[k - 1] for k in sorted(wanted)]
+    assert [p.reason for p in named] == [
+        f"row {lines[records[k - 1] - 1].split()[1].rstrip('}')}" for k in sorted(wanted)
+    ]
