@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from driftdesk.analysis.sources import ATTEMPTS_FILE, SourceError, read_manifest, row_problem
+from driftdesk.analysis.sources import (
+    ATTEMPTS_FILE,
+    SourceError,
+    iter_bounded_lines,
+    read_manifest,
+    row_problem,
+)
 from driftdesk.layout import attempt_folder, result_file
 
 
@@ -28,8 +35,9 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if linked is not None:  # a zero-copy import: "line" is the source file's line
         run_id = str(manifest.get("run_id") or run_dir.name)
+        zero_copy.check(linked, str(run_dir))
         for number, row in generic_task_rows(
-            zero_copy.task_lines(run_dir, linked, task_id),
+            list(_lines_mentioning(linked.path, task_id)),
             task_id,
             run_id=run_id,
             task_field=linked.task_field,
@@ -59,22 +67,27 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
 
 
 def _rows_of_task(path: Path, task_id: str) -> list[dict[str, Any]]:
-    # A cheap byte test first: only lines that mention the id are parsed.
-    needle = json.dumps(task_id, ensure_ascii=False)[1:-1].encode("utf-8")
     rows: list[dict[str, Any]] = []
+    for number, row in _lines_mentioning(path, task_id):
+        if row_problem(row) is not None or str(row["task_id"]) != task_id:
+            continue
+        # Fields newer writers add: absent in older rows, read as 0 / null.
+        row.setdefault("retries", 0)
+        row.setdefault("model_mismatches", 0)
+        row.setdefault("model_latency_ms", None)
+        rows.append({**row, "attempt": int(row["attempt"]), "line": number})
+    return rows
+
+
+def _lines_mentioning(path: Path, task_id: str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed line) of the lines of ``path`` that mention ``task_id``: a cheap
+    byte test first, so only those are parsed; a line that does not parse is skipped."""
+    needle = json.dumps(task_id, ensure_ascii=False)[1:-1].encode("utf-8")
     with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
+        for number, (raw, _, _) in enumerate(iter_bounded_lines(fh), start=1):
             if needle not in raw:
                 continue
             try:
-                row = json.loads(raw)
+                yield number, json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError):
                 continue
-            if row_problem(row) is not None or str(row["task_id"]) != task_id:
-                continue
-            # Fields newer writers add: absent in older rows, read as 0 / null.
-            row.setdefault("retries", 0)
-            row.setdefault("model_mismatches", 0)
-            row.setdefault("model_latency_ms", None)
-            rows.append({**row, "attempt": int(row["attempt"]), "line": number})
-    return rows

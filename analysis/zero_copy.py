@@ -17,14 +17,13 @@ silently on every read, as a copied import never wrote them.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from driftdesk.analysis.sources import SourceError, iter_bounded_lines
+from driftdesk.analysis.sources import SourceError
 
 if TYPE_CHECKING:
     import duckdb
@@ -210,25 +209,6 @@ def load(
         con.execute("DROP TABLE IF EXISTS src")
         con.execute("DROP TABLE IF EXISTS numbering")
     return int(row[0]) if row else 0
-
-
-def task_lines(run_dir: Path, linked: LinkedSource, task_id: str) -> list[tuple[int, Any]]:
-    """(source line number, parsed line) of the lines that may hold ``task_id``'s rows, for
-    ``analysis.imports.generic_task_rows`` to map and number (numbering is per task, so one
-    task's rows are numbered alone exactly as in the whole file)."""
-    check(linked, str(run_dir))
-    # A cheap byte test first: only lines that mention the id are parsed.
-    needle = json.dumps(task_id, ensure_ascii=False)[1:-1].encode("utf-8")
-    candidates: list[tuple[int, Any]] = []
-    with open(linked.path, "rb") as fh:
-        for number, (raw, _, _) in enumerate(iter_bounded_lines(fh), start=1):
-            if needle not in raw:
-                continue
-            try:
-                candidates.append((number, json.loads(raw)))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-    return candidates
 
 
 def relink(run_dir: Path, new_path: Path) -> LinkedSource:
