@@ -225,3 +225,20 @@ def test_bad_lines_are_named_across_skipped_blocks(tmp_path: Path, monkeypatch) 
     assert [p.reason for p in named] == [
         f"row {lines[records[k - 1] - 1].split()[1].rstrip('}')}" for k in sorted(wanted)
     ]
+
+
+def test_the_run_list_shows_a_zero_copy_runs_success(tmp_path: Path) -> None:
+    """The workbench's run list reads a run's success straight from its rows; for a zero-copy
+    import those are the source's, and a missing source shows as unknown, not an error."""
+    from driftdesk.tui.screens.volatility import discover_runs
+
+    source = tmp_path / "exported.jsonl"
+    source.write_text(
+        "".join(json.dumps({"task_id": f"t{i % 4}", "success": i < 6}) + "\n" for i in range(8))
+    )
+    import_results(source, fmt="jsonl", out=tmp_path / "runs", run_id="linked")
+    (info,) = discover_runs([tmp_path / "runs"])
+    assert info.success == 0.75 and "success 75%" in info.details
+    source.rename(tmp_path / "moved.jsonl")
+    (info,) = discover_runs([tmp_path / "runs"])
+    assert info.success is None
