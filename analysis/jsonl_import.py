@@ -200,12 +200,14 @@ def write_attempts(
     con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
     try:
         con.execute("SET enable_progress_bar = false")
-        con.create_function(
-            "redact_text",
-            lambda text: redact(text),
-            [duckdb.sqltype("VARCHAR")],
-            duckdb.sqltype("VARCHAR"),
-        )
+        if target is not None:  # only the copy writes error messages (and a Python UDF
+            # costs DuckDB's import of numpy)
+            con.create_function(
+                "redact_text",
+                lambda text: redact(text),
+                [duckdb.sqltype("VARCHAR")],
+                duckdb.sqltype("VARCHAR"),
+            )
         _load(con, source, task_field, success_field, threshold, scan)
         bad = {
             int(rowid) + 1
