@@ -242,3 +242,22 @@ def test_the_run_list_shows_a_zero_copy_runs_success(tmp_path: Path) -> None:
     source.rename(tmp_path / "moved.jsonl")
     (info,) = discover_runs([tmp_path / "runs"])
     assert info.success is None
+
+
+def test_a_line_over_the_row_limit_is_named_and_left_out_in_both_modes(tmp_path: Path) -> None:
+    from driftdesk.analysis.sources import MAX_ROW_BYTES
+
+    source = tmp_path / "exported.jsonl"
+    long_row = json.dumps({"task_id": "a", "success": True, "note": "x" * (MAX_ROW_BYTES + 10)})
+    source.write_text(
+        '{"task_id": "a", "success": true}\n'
+        + long_row
+        + "\n"
+        + '{"task_id": "a", "success": false}\n{"task_id": "b", "success": true}\n'
+    )
+    zero = import_results(source, fmt="jsonl", out=tmp_path / "runs", run_id="linked")
+    copied = import_results(source, fmt="jsonl", out=tmp_path / "runs", run_id="copy", copy=True)
+    assert [p.split(":")[0] for p in zero.problems] == ["line 2"] and "bytes" in zero.problems[0]
+    assert zero.problems == copied.problems and zero.attempts == copied.attempts == 3
+    assert _report_json(zero.run_dir) == _report_json(copied.run_dir)
+    assert [r["attempt"] for r in task_attempts(zero.run_dir, "a")] == [0, 1]
