@@ -208,7 +208,9 @@ def write_attempts(
                 [duckdb.sqltype("VARCHAR")],
                 duckdb.sqltype("VARCHAR"),
             )
-        _load(con, source, task_field, success_field, threshold, scan)
+        # Without a copy only what the import itself reports is kept.
+        kept = "*" if target is not None else "task, attempt, model, ok"
+        _load(con, source, task_field, success_field, threshold, scan, kept)
         bad = {
             int(rowid) + 1
             for (rowid,) in con.execute("SELECT rowid FROM src WHERE NOT ok").fetchall()
@@ -243,15 +245,19 @@ def _load(
     success_field: str | None,
     threshold: float,
     scan: Future[SourceScan],
+    columns: str = "*",
 ) -> None:
     """``src``: the mapped rows, one per non-blank line, in file order. A line over the row
-    limit is read as ``{}`` (a bad row, named later), from a copy made only when one exists."""
+    limit is read as ``{}`` (a bad row, named later), from a copy made only when one exists.
+    ``columns``: the mapped columns kept (the fields nobody reads are then never parsed)."""
     import duckdb
 
     def create(path: Path) -> None:
         con.execute("DROP TABLE IF EXISTS src")
         con.execute(
-            "CREATE TEMP TABLE src AS " + _mapping_sql(path, task_field, success_field, threshold)
+            f"CREATE TEMP TABLE src AS SELECT {columns} FROM ("
+            + _mapping_sql(path, task_field, success_field, threshold)
+            + ")"
         )
 
     try:

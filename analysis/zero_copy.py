@@ -191,7 +191,14 @@ def load(
     scan: Future[jsonl_import.SourceScan] = Future()
     scan.set_result(jsonl_import.SourceScan(linked.sha256, linked.has_long_lines))
     jsonl_import._load(
-        con, linked.path, linked.task_field, linked.success_field, linked.score_threshold, scan
+        con,
+        linked.path,
+        linked.task_field,
+        linked.success_field,
+        linked.score_threshold,
+        scan,
+        "task, scenario_id, attempt, outcome, error_code, prompt_tokens, completion_tokens, "
+        "total_tokens, latency_ms, model, ok",  # what the INSERT below reads
     )
     try:
         jsonl_import._number(con, number_attempts)
