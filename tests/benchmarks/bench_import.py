@@ -122,10 +122,11 @@ def main() -> int:
             print(f"{mode}: bad lines named: {named}")
             lines_ok &= [int(number) for number, _ in named] == list(BAD_LINES)
             print(f"{mode}: CPU time ratio import / floor: {results[name].cpu / floor.cpu:.2f}×")
-            target = 4 if mode == "zero-copy" else float("inf")
-            ok &= verdict(
-                f"{mode} import vs floor (median wall)", results[name].wall / floor.wall, target
-            )
+            ratio = results[name].wall / floor.wall
+            if mode == "zero-copy":  # the target is the default import's
+                ok &= verdict(f"{mode} import vs floor (median wall)", ratio, 4)
+            else:
+                print(f"{mode} import vs floor (median wall): {ratio:.3f}× (not a target)")
             ok &= verdict(f"{mode} import peak RSS", results[name].peak_rss / 2**20, 512, " MiB")
         for name in ("report of the zero-copy run", "report of the copied run"):
             print(f"{name} / floor: {results[name].wall / floor.wall:.2f}× (not a target)")
