@@ -49,7 +49,8 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
         help="import a config as a profile (claude|codex|env) or foreign results as a run",
         description=(
             "driftdesk import claude|codex|env [PATH] --name NAME  -> a provider profile\n"
-            "driftdesk import RESULTS_PATH [--format ...] [--out DIR] -> a run dir"
+            "driftdesk import RESULTS_PATH [--format ...] [--out DIR] [--copy] -> a run dir\n"
+            "driftdesk import MOVED_PATH --relink RUN_DIR  -> a zero-copy run reads it there"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
