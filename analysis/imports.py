@@ -67,6 +67,7 @@ class ImportResult:
     tasks: int
     problems: list[str] = field(default_factory=list)
     published: dict[str, Any] = field(default_factory=dict)  # numbers the source file states
+    zero_copy: bool = False  # the run reads its rows from the source file (analysis.zero_copy)
 
 
 @dataclass
@@ -126,19 +127,27 @@ def import_results(
     score_threshold: float = 1.0,
     out: Path = Path("runs"),
     run_id: str | None = None,
+    copy: bool = False,
 ) -> ImportResult:
-    """Read ``path`` in ``fmt`` and write ``out/<run_id>/{manifest.json,attempts.jsonl}``."""
+    """Read ``path`` in ``fmt`` and write ``out/<run_id>/{manifest.json,attempts.jsonl}``.
+
+    Generic JSON lines are imported zero-copy unless ``copy``: every line is checked, but the
+    run dir holds only the manifest, which links the source (``analysis.zero_copy``)."""
     if fmt == "inspect" or (fmt == "auto" and _inspect_log(path)):
         return _import_inspect(path, out, run_id)  # inspect_ai logs: analysis/inspect_logs.py
     if not path.is_file():
         raise ResultsImportError(f"{path}: no such file")
     options = [fmt, task_field, success_field, score_threshold]
     if fmt == "jsonl" or (fmt == "auto" and path.suffix.lower() in (".jsonl", ".ndjson")):
-        return _import_jsonl(path, task_field, success_field, score_threshold, out, run_id, options)
+        return _import_jsonl(
+            path, task_field, success_field, score_threshold, out, run_id, options, copy
+        )
     raw = path.read_bytes()
     fmt_found, document = _detect(path, raw, fmt)
     if fmt_found == "jsonl":
-        return _import_jsonl(path, task_field, success_field, score_threshold, out, run_id, options)
+        return _import_jsonl(
+            path, task_field, success_field, score_threshold, out, run_id, options, copy
+        )
     content_sha = hashlib.sha256(raw).hexdigest()
     import_key = _refuse_a_second_import(path, content_sha, options, out, run_id)
     problems: list[str] = []
@@ -198,12 +207,14 @@ def _import_jsonl(
     out: Path,
     run_id: str | None,
     options: list[Any],
+    copy: bool,
 ) -> ImportResult:
-    """Generic JSON lines, mapped and written by DuckDB (``analysis.jsonl_import``); the file
-    is hashed on a thread meanwhile (hashlib releases the GIL)."""
+    """Generic JSON lines, mapped and checked by DuckDB (``analysis.jsonl_import``) and, with
+    ``copy``, written into the run dir; the file is hashed on a thread meanwhile (hashlib
+    releases the GIL). Without ``copy`` the manifest links the source (zero-copy)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from driftdesk.analysis import jsonl_import
+    from driftdesk.analysis import jsonl_import, zero_copy
 
     def line_problem(obj: Any) -> str | None:
         if not isinstance(obj, dict):
@@ -214,14 +225,11 @@ def _import_jsonl(
             return str(exc)
         return None
 
-    def number(rows: list[tuple[str, int | None]]) -> list[int]:
-        attempts = [_Attempt(task, "pass", attempt) for task, attempt in rows]
-        _number_attempts(attempts)
-        return [a.attempt or 0 for a in attempts]
-
     result: list[jsonl_import.JsonlWritten] = []
 
-    def write_rows(target: Path, final_id: str) -> _Written:
+    def write_rows(target: Path | None, final_id: str) -> _Written:
+        if result:  # zero-copy: checked already, nothing to write
+            return _Written(result[0].records, result[0].tasks, result[0].repeat)
         written = jsonl_import.write_attempts(
             path,
             target,
@@ -231,7 +239,7 @@ def _import_jsonl(
             threshold=threshold,
             redact=redact,
             line_problem=line_problem,
-            number_attempts=number,
+            number_attempts=number_rows,
             scan=scan,
         )
         result.append(written)
@@ -242,10 +250,27 @@ def _import_jsonl(
             )
         return _Written(written.records, written.tasks, written.repeat)
 
+    def link() -> dict[str, Any]:
+        linked = zero_copy.link(
+            path,
+            sha256=scan.result().sha256,
+            has_long_lines=scan.result().has_long_lines,
+            task_field=task_field,
+            success_field=success_field,
+            score_threshold=threshold,
+        )
+        bad = [
+            {"line": p.line, "reason": p.reason, "torn": p.torn}
+            for p in result[0].problems[: zero_copy.MAX_RECORDED_BAD_LINES]
+        ]
+        return {zero_copy.MANIFEST_KEY: linked.to_json(), "bad_lines": bad}
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         scan = pool.submit(jsonl_import.scan_source, path)
-        # Was this content, read the same way, imported here before? Only the (quick) hash is
-        # awaited before refusing; DuckDB's read starts once it is known.
+        if not copy:  # nothing to write: the check runs while the file is hashed
+            write_rows(None, "")
+        # Was this content, read the same way, imported here before? With --copy only the
+        # (quick) hash is awaited before refusing; DuckDB's read starts once it is known.
         import_key = _refuse_a_second_import(path, scan.result().sha256, options, out, run_id)
         written, run_dir = _write_run(
             path,
@@ -258,12 +283,49 @@ def _import_jsonl(
             {},
             lambda _: len(result[0].problems),
             import_key,
+            None if copy else link,
         )
     problems = [
         f"line {p.line}: {'torn last line: ' if p.torn else ''}{p.reason}"
         for p in result[0].problems
     ]
-    return ImportResult(run_dir, "jsonl", written.records, len(written.tasks), problems, {})
+    return ImportResult(
+        run_dir, "jsonl", written.records, len(written.tasks), problems, {}, zero_copy=not copy
+    )
+
+
+def number_rows(rows: list[tuple[str, int | None]]) -> list[int]:
+    """The attempt numbers of (task, attempt or None) rows in file order, by the importer's
+    rule (``_number_attempts``)."""
+    attempts = [_Attempt(task, "pass", attempt) for task, attempt in rows]
+    _number_attempts(attempts)
+    return [a.attempt or 0 for a in attempts]
+
+
+def generic_task_rows(
+    lines: list[tuple[int, Any]],
+    task_id: str,
+    *,
+    run_id: str,
+    task_field: str | None,
+    success_field: str | None,
+    threshold: float,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row in our schema) of ``task_id``'s good rows among parsed generic
+    ``lines``, numbered as the import numbers them (per task, in file order)."""
+    found: list[tuple[int, _Attempt]] = []
+    for number, obj in lines:
+        if not isinstance(obj, dict):
+            continue
+        try:
+            attempt = _generic_attempt(obj, task_field, success_field, threshold)
+        except ValueError:
+            continue
+        if attempt.task_id == task_id:
+            found.append((number, attempt))
+    _number_attempts([a for _, a in found])
+    for number, attempt in found:
+        yield number, _row(run_id, attempt)
 
 
 def _attempts_writer(attempts: list[_Attempt]) -> Callable[[Path, str], _Written]:
@@ -611,6 +673,7 @@ def _write_run(
     published: dict[str, Any],
     skipped: Callable[[_Written], int],
     import_key: str,
+    linked: Callable[[], dict[str, Any]] | None = None,
 ) -> tuple[_Written, Path]:
     """Build the run dir in a hidden staging folder (``write_rows`` writes its attempts file,
     given the run id) and rename it into place: an interrupted import leaves nothing."""
@@ -664,6 +727,8 @@ def _write_run(
                 "records": written.records,
                 "skipped": skipped(written),
                 "published": published,
+                # zero-copy: the source file the rows are read from (analysis.zero_copy)
+                **(linked() if linked is not None else {}),
             },
         }
         atomic_write_json(staging / MANIFEST_FILE, manifest, mode=0o644)

@@ -176,7 +176,7 @@ def scan_source(path: Path, block_size: int = 1 << 23) -> SourceScan:
 
 def write_attempts(
     source: Path,
-    target: Path,
+    target: Path | None,
     run_id: str,
     *,
     task_field: str | None,
@@ -188,6 +188,8 @@ def write_attempts(
     scan: Future[SourceScan],
 ) -> JsonlWritten:
     """Map ``source`` into ``target`` (our row schema, file order kept); name the bad lines.
+    Without a ``target`` nothing is written: the rows are only checked and counted (a
+    zero-copy import, ``analysis.zero_copy``, reads the source through the mapping later).
 
     ``line_problem`` gives the reason of a parsed line the SQL refused, ``number_attempts``
     numbers the attempts of tasks that mix numbered and unnumbered rows (the importer's rule).
@@ -198,20 +200,24 @@ def write_attempts(
     con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
     try:
         con.execute("SET enable_progress_bar = false")
-        con.create_function(
-            "redact_text",
-            lambda text: redact(text),
-            [duckdb.sqltype("VARCHAR")],
-            duckdb.sqltype("VARCHAR"),
-        )
-        _load(con, source, task_field, success_field, threshold, scan)
+        if target is not None:  # only the copy writes error messages (and a Python UDF
+            # costs DuckDB's import of numpy)
+            con.create_function(
+                "redact_text",
+                lambda text: redact(text),
+                [duckdb.sqltype("VARCHAR")],
+                duckdb.sqltype("VARCHAR"),
+            )
+        # Without a copy only what the import itself reports is kept.
+        kept = "*" if target is not None else "task, attempt, model, ok"
+        _load(con, source, task_field, success_field, threshold, scan, kept)
         bad = {
             int(rowid) + 1
             for (rowid,) in con.execute("SELECT rowid FROM src WHERE NOT ok").fetchall()
         }
         problems = name_bad_records(source, bad, line_problem) if bad else []
         _number(con, number_attempts)
-        written = _copy_out(con, target, run_id)
+        written = _copy_out(con, target, run_id) if target is not None else _count_good(con)
         tasks = [
             t
             for (t,) in con.execute(
@@ -239,15 +245,19 @@ def _load(
     success_field: str | None,
     threshold: float,
     scan: Future[SourceScan],
+    columns: str = "*",
 ) -> None:
     """``src``: the mapped rows, one per non-blank line, in file order. A line over the row
-    limit is read as ``{}`` (a bad row, named later), from a copy made only when one exists."""
+    limit is read as ``{}`` (a bad row, named later), from a copy made only when one exists.
+    ``columns``: the mapped columns kept (the fields nobody reads are then never parsed)."""
     import duckdb
 
     def create(path: Path) -> None:
         con.execute("DROP TABLE IF EXISTS src")
         con.execute(
-            "CREATE TEMP TABLE src AS " + _mapping_sql(path, task_field, success_field, threshold)
+            f"CREATE TEMP TABLE src AS SELECT {columns} FROM ("
+            + _mapping_sql(path, task_field, success_field, threshold)
+            + ")"
         )
 
     try:
@@ -328,5 +338,9 @@ def _copy_out(con: duckdb.DuckDBPyConnection, target: Path, run_id: str) -> int:
         os.fsync(fd)
     finally:
         os.close(fd)
+    return _count_good(con)
+
+
+def _count_good(con: duckdb.DuckDBPyConnection) -> int:
     row = con.execute("SELECT count(*) FROM src WHERE ok").fetchone()
     return int(row[0]) if row else 0

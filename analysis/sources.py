@@ -13,6 +13,7 @@ import glob
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -253,26 +254,71 @@ def name_bad_records(
     """Line numbers and reasons for the ``ordinals``-th non-blank lines of ``path``.
 
     DuckDB numbers the records it reads (blank lines skipped), so the k-th non-blank line is
-    record k. Streams the file; only called for files that had bad records.
+    record k. Streams the file, skipping whole blocks without a wanted record at C speed; only
+    called for files that had bad records.
     """
     problems: list[LineProblem] = []
-    ordinal = 0
+    wanted = sorted(ordinals)
+    number = ordinal = 0
     with open(path, "rb") as fh:
-        for number, (raw, length, newline) in enumerate(iter_bounded_lines(fh), start=1):
-            if length <= MAX_ROW_BYTES and is_blank(raw):
-                continue
-            ordinal += 1
-            if ordinal not in ordinals:
-                continue
-            torn = not newline  # only the last line of a file can lack its newline
-            if length > MAX_ROW_BYTES:
-                reason = long_line_problem(length)
+        while wanted:
+            lines, records = _skip_records(fh, wanted[0] - ordinal)
+            number, ordinal = number + lines, ordinal + records
+            for raw, length, newline in iter_bounded_lines(fh):
+                number += 1
+                if length <= MAX_ROW_BYTES and is_blank(raw):
+                    continue
+                ordinal += 1
+                if ordinal == wanted[0]:
+                    problems.append(_line_problem(number, raw, length, newline, problem))
+                    wanted.pop(0)
+                    break
             else:
-                try:
-                    reason = problem(json.loads(raw)) or "rejected by the reader"
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    reason = str(exc)
-            problems.append(LineProblem(number, reason, torn=torn))
-            if len(problems) == len(ordinals):
-                break
+                break  # the file ended
     return problems
+
+
+SKIP_BLOCK = 1 << 23
+_BLANK_LINE = re.compile(rb"^[ \t\r]*\n", re.MULTILINE)  # ``is_blank``'s lines, in a block
+_LINE_STARTS_BLANK = re.compile(rb"\n[ \t\r\n]")
+
+
+def _skip_records(fh: BinaryIO, before: int) -> tuple[int, int]:
+    """Move ``fh`` (at the start of a line) past the whole blocks of lines that hold fewer than
+    ``before`` records; (lines, records) skipped. Stops at a block holding record ``before``,
+    at the end of the file, or at a line longer than a block (left to the line reader)."""
+    lines = records = 0
+    while True:
+        start = fh.tell()
+        block = fh.read(SKIP_BLOCK)
+        whole = block.rfind(b"\n") + 1  # the complete lines of the block: block[:whole]
+        count = block.count(b"\n", 0, whole)
+        blanks = _blank_lines(block, whole)
+        if not whole or records + count - blanks >= before:
+            fh.seek(start)
+            return lines, records
+        lines, records = lines + count, records + count - blanks
+        fh.seek(start + whole)
+
+
+def _blank_lines(block: bytes, end: int) -> int:
+    """How many lines of ``block[:end]`` (whole lines) are blank; first one search for a line
+    starting with whitespace (literal-led, fast), as the line regex would try every byte."""
+    if block[:1] not in (b" ", b"\t", b"\r", b"\n") and not _LINE_STARTS_BLANK.search(
+        block, 0, end
+    ):
+        return 0
+    return len(_BLANK_LINE.findall(block, 0, end))
+
+
+def _line_problem(
+    number: int, raw: bytes, length: int, newline: bool, problem: Callable[[Any], str | None]
+) -> LineProblem:
+    torn = not newline  # only the last line of a file can lack its newline
+    if length > MAX_ROW_BYTES:
+        return LineProblem(number, long_line_problem(length), torn=torn)
+    try:
+        reason = problem(json.loads(raw)) or "rejected by the reader"
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = str(exc)
+    return LineProblem(number, reason, torn=torn)

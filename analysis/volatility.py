@@ -465,13 +465,18 @@ def read_runs(
     keep the last valid row of each (task, attempt) slot, token sums count every valid row
     (superseded rows cost money too), and the rows that are not usable are named by line.
     """
-    from driftdesk.analysis import attempt_table
+    from driftdesk.analysis import attempt_table, zero_copy
+    from driftdesk.analysis.imports import number_rows
 
     extras = [RunExtras() for _ in runs]
     bases: dict[int, int] = {}
     loaded = 0
     for index, run in enumerate(runs):
-        if run.attempts_path.exists():
+        linked = zero_copy.linked_source(run.manifest)
+        if linked is not None:  # its rows are read from the imported file, mapped
+            bases[index] = loaded
+            loaded += zero_copy.load(con, run, linked, index, number_rows)
+        elif run.attempts_path.exists():
             bases[index] = loaded
             loaded += attempt_table.load_file(con, run.attempts_path, index)
     bad: dict[int, set[int]] = defaultdict(set)
@@ -528,12 +533,12 @@ def assemble_report(
     caller) with ``changed`` (the tasks whose rows changed since the cache was filled; None:
     all) rebuilds only those tasks' stats; only the order is read for the others.
     """
-    from driftdesk.analysis import task_report
+    from driftdesk.analysis import task_report, zero_copy
     from driftdesk.analysis.prices import price_for
 
     report = RunReport(
         run_id=run.run_id,
-        source=str(run.attempts_path),
+        source=str(zero_copy.rows_path(run)),
         run_dir=None if run.run_dir is None else str(run.run_dir),
         model=run.manifest.get("model") if isinstance(run.manifest.get("model"), str) else None,
         status=run.manifest.get("status") if isinstance(run.manifest.get("status"), str) else None,

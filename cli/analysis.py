@@ -568,6 +568,12 @@ def _import_results(args: argparse.Namespace) -> int:
     from driftdesk.analysis.imports import import_results
     from driftdesk.text import article, plural
 
+    if args.relink:
+        from driftdesk.analysis.zero_copy import relink
+
+        linked = relink(Path(args.relink), Path(args.source))
+        print(f"{args.relink} now reads its rows from {linked.path}")
+        return 0
     result = import_results(
         Path(args.source),
         fmt=args.format,
@@ -576,6 +582,7 @@ def _import_results(args: argparse.Namespace) -> int:
         score_threshold=args.score_threshold,
         out=Path(args.out),
         run_id=args.run_id,
+        copy=args.copy,
     )
     for problem in result.problems:
         print(f"warning: {args.source}: {problem}", file=sys.stderr)
@@ -585,4 +592,10 @@ def _import_results(args: argparse.Namespace) -> int:
         f"into {result.run_dir}"
         + (f"; {plural(len(result.problems), 'record')} skipped" if result.problems else "")
     )
+    if result.zero_copy:
+        print(
+            f"the run reads its rows from {Path(args.source).resolve()} in place (zero-copy): "
+            "keep that file there and unchanged, or import with --copy for a run dir that "
+            "holds its own rows"
+        )
     return 0

@@ -49,7 +49,8 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
         help="import a config as a profile (claude|codex|env) or foreign results as a run",
         description=(
             "driftdesk import claude|codex|env [PATH] --name NAME  -> a provider profile\n"
-            "driftdesk import RESULTS_PATH [--format ...] [--out DIR] -> a run dir"
+            "driftdesk import RESULTS_PATH [--format ...] [--out DIR] [--copy] -> a run dir\n"
+            "driftdesk import MOVED_PATH --relink RUN_DIR  -> a zero-copy run reads it there"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -76,6 +77,17 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--score-threshold", type=float, default=1.0)
     r.add_argument("--out", default="runs", help="folder for the new run dir (default ./runs)")
     r.add_argument("--run-id", help="run id to give the imported results")
+    r.add_argument(
+        "--copy",
+        action="store_true",
+        help="JSONL: write the mapped rows into the run dir (self-contained) instead of "
+        "reading the source file in place (zero-copy, the default)",
+    )
+    r.add_argument(
+        "--relink",
+        metavar="RUN_DIR",
+        help="a zero-copy run's source was moved: point RUN_DIR at it (same content only)",
+    )
     p.set_defaults(func=_dispatch_import)
 
 

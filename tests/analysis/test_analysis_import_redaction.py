@@ -53,7 +53,7 @@ def test_generic_jsonl_error_messages_are_masked(tmp_path: Path) -> None:
     ]
     source = tmp_path / "results.jsonl"
     source.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    result = import_results(source, fmt="jsonl", out=tmp_path / "runs")
+    result = import_results(source, fmt="jsonl", out=tmp_path / "runs", copy=True)
     rows = _rows(result.run_dir)
     assert [r["outcome"] for r in rows] == ["pass", "link_error"]
     assert rows[1]["error_message"].startswith("request had Authorization: Bearer ")

@@ -59,7 +59,7 @@ def test_sql_import_equals_the_python_mapping(tmp_path: Path) -> None:
     lines = [s if isinstance(s, str) else json.dumps(s) for s in SHAPES]
     source = tmp_path / "shapes.jsonl"
     source.write_text("\n".join(lines) + "\n")
-    result = import_results(source, fmt="jsonl", out=tmp_path / "runs", run_id="shapes")
+    result = import_results(source, fmt="jsonl", out=tmp_path / "runs", run_id="shapes", copy=True)
     written = [
         json.loads(line) for line in (result.run_dir / "attempts.jsonl").read_text().splitlines()
     ]

@@ -105,7 +105,7 @@ def test_appworld_reproduces_the_published_tgc_and_sgc(tmp_path: Path) -> None:
 
 
 def test_generic_jsonl(tmp_path: Path) -> None:
-    result = import_results(FIXTURES / "generic_results.jsonl", out=tmp_path)
+    result = import_results(FIXTURES / "generic_results.jsonl", out=tmp_path, copy=True)
     assert result.format == "jsonl"
     assert (result.attempts, result.tasks) == (5, 3)
     assert [p.split(":")[0] for p in result.problems] == ["line 5", "line 7", "line 8", "line 10"]
@@ -125,7 +125,9 @@ def test_generic_jsonl(tmp_path: Path) -> None:
     assert report.success_rate == approx((0.5 + 0 + 1) / 3)
     # priced as claude-sonnet-4 ($3 / $15): 300 × 3e-6 + 90 × 15e-6
     assert report.cost_usd == approx(300 * 3e-6 + 90 * 15e-6)
-    lenient = import_results(FIXTURES / "generic_results.jsonl", out=tmp_path, score_threshold=0.4)
+    lenient = import_results(
+        FIXTURES / "generic_results.jsonl", out=tmp_path, score_threshold=0.4, copy=True
+    )
     assert [r["outcome"] for r in rows_of(lenient.run_dir)][2] == "pass"
     assert lenient.run_dir != result.run_dir  # a second import never overwrites the first
 
@@ -138,7 +140,12 @@ def test_field_mapping(tmp_path: Path) -> None:
         '{"problem_id": "p2", "correct": 1, "trial": 0}\n'
     )
     result = import_results(
-        source, fmt="jsonl", task_field="problem_id", success_field="correct", out=tmp_path / "o"
+        source,
+        fmt="jsonl",
+        task_field="problem_id",
+        success_field="correct",
+        out=tmp_path / "o",
+        copy=True,
     )
     assert [(r["task_id"], r["attempt"], r["outcome"]) for r in rows_of(result.run_dir)] == [
         ("p1", 0, "pass"),

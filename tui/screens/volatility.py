@@ -138,7 +138,7 @@ def _success_rate(run_dir: Path) -> float | None:
     try:
         stat = path.stat()
     except OSError:
-        return None
+        return _linked_success_rate(run_dir)
     key = (path, stat.st_size, stat.st_mtime_ns)
     if key not in _SUCCESS_CACHE:
         rows = latest_rows([row for _, row in iter_jsonl(path, [])]).values()
@@ -147,6 +147,29 @@ def _success_rate(run_dir: Path) -> float | None:
         ]
         _SUCCESS_CACHE[key] = sum(judged) / len(judged) if judged else None
     return _SUCCESS_CACHE[key]
+
+
+def _linked_success_rate(run_dir: Path) -> float | None:
+    """A zero-copy import's success, read from its source through the report's reader (the
+    same latest-row-per-slot rule); None without a source or when it moved or changed."""
+    from driftdesk.analysis.volatility import pooled_task_outcomes
+    from driftdesk.analysis.zero_copy import linked_source
+    from driftdesk.reruns.rundir import read_manifest
+
+    try:
+        linked = linked_source(read_manifest(run_dir))
+        if linked is None:
+            return None
+        stat = linked.path.stat()
+        key = (linked.path, stat.st_size, stat.st_mtime_ns)
+        if key not in _SUCCESS_CACHE:
+            counts = pooled_task_outcomes([run_dir]).values()
+            judged = sum(passes + fails for passes, fails in counts)
+            passed = sum(passes for passes, _ in counts)
+            _SUCCESS_CACHE[key] = passed / judged if judged else None
+        return _SUCCESS_CACHE[key]
+    except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
+        return None
 
 
 @dataclass
