@@ -35,9 +35,17 @@ CALLS_PER_ATTEMPT = 200
 AttemptKey = tuple[str, int]
 
 
-@dataclass
+@dataclass(repr=False)
 class LiveRun:
     """One run as the TUI sees it while the engine executes it (implements ``RunListener``)."""
+
+    # Short: Textual describes every worker by the repr of its arguments, and the Run screen
+    # starts one with this run each cost tick (the dataclass repr of a 10k run is megabytes).
+    def __repr__(self) -> str:
+        return (
+            f"LiveRun({self.label!r}, {self.run_id or '(starting)'}, {self.status}, "
+            f"{self.done}/{self.total})"
+        )
 
     label: str
     run_id: str = ""

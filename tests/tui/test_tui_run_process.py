@@ -22,34 +22,38 @@ def _rows(run_dir: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
 
 
-async def _under_way(pilot, live) -> None:  # type: ignore[no-untyped-def]
+async def _run_under_way(app, pilot, settle, server, runs_dir: Path):  # type: ignore[no-untyped-def]
+    """A run of an in-memory profile and key (as the demo's: nothing saved, nothing in the
+    keyring), shown on the Run screen, with its first attempt on disk."""
+    await settle(app, pilot)
+    profile = Profile("unsaved", "openai", server.base_url, SIM_MODEL)
+    spec = RunSpec(profile=profile, suite="basic", repeat=2, out_dir=runs_dir, api_key=KEY)
+    live = app.start_run(spec)
+    assert isinstance(app.screen, RunScreen)
+    app.screen.show_run(live)
     while live.done < 1 and not live.finished:
         await pilot.pause(0.05)
     assert not live.finished, live.error
+    return live
 
 
 async def test_a_run_executes_in_a_child_process_that_never_holds_the_key_in_env_or_argv(
     home, make_app, settle, wait_for_run, runs_dir
 ) -> None:
-    # An in-memory profile and key (as the demo's): nothing saved, nothing in the keyring.
     with SandboxServer(latency_ms=60.0) as server:
-        profile = Profile("unsaved", "openai", server.base_url, SIM_MODEL)
         app = make_app(start_mode="run")
         async with app.run_test(size=SIZE) as pilot:
-            await settle(app, pilot)
-            spec = RunSpec(profile=profile, suite="basic", repeat=2, out_dir=runs_dir, api_key=KEY)
-            live = app.start_run(spec)
-            await _under_way(pilot, live)
+            live = await _run_under_way(app, pilot, settle, server, runs_dir)
             assert live.pid is not None and live.pid != os.getpid()
             environ = Path(f"/proc/{live.pid}/environ").read_bytes()
             cmdline = Path(f"/proc/{live.pid}/cmdline").read_bytes()
             assert b"driftdesk.reruns.run_process" in cmdline  # the right process looked at
             assert KEY.encode() not in environ and KEY.encode() not in cmdline
             await wait_for_run(app, pilot, live)
+            # completing at all needs the key (this profile has none in the keyring): it
+            # reached the child through its stdin
             assert live.status == "completed", live.error
         assert len(_rows(live.run_dir)) == len(live.task_ids) * 2
-        # the calls were made with the key the child got on its stdin (the sandbox saw it)
-        assert live.calls >= len(live.task_ids) * 2
     for path in runs_dir.rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace")
@@ -59,16 +63,10 @@ async def test_a_killed_run_process_shows_interrupted_with_the_resume_command_th
     home, make_app, settle, wait_for_run, runs_dir
 ) -> None:
     with SandboxServer(latency_ms=80.0) as server:
-        profile = Profile("unsaved", "openai", server.base_url, SIM_MODEL)
         app = make_app(start_mode="run")
         async with app.run_test(size=SIZE) as pilot:
-            await settle(app, pilot)
-            spec = RunSpec(profile=profile, suite="basic", repeat=2, out_dir=runs_dir, api_key=KEY)
-            live = app.start_run(spec)
+            live = await _run_under_way(app, pilot, settle, server, runs_dir)
             screen = app.screen
-            assert isinstance(screen, RunScreen)
-            screen.show_run(live)
-            await _under_way(pilot, live)
             os.kill(live.pid, signal.SIGKILL)
             await wait_for_run(app, pilot, live)
             assert live.status == "interrupted"
