@@ -7,6 +7,8 @@ listener must be cheap and must never block (a face keeps its own state, or read
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -182,6 +184,23 @@ class RunStats:
         elif isinstance(event, RunFinished):
             self.running = 0
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunStats:
+        """The counters ``to_dict`` gave (another process's): elapsed time counts on from here."""
+        return cls(
+            total=int(data.get("total") or 0),
+            done=int(data.get("done") or 0),
+            running=int(data.get("running") or 0),
+            by_outcome=Counter(data.get("by_outcome") or {}),
+            link_errors=Counter(data.get("link_errors") or {}),
+            retries=int(data.get("retries") or 0),
+            calls=int(data.get("calls") or 0),
+            prompt_tokens=int(data.get("prompt_tokens") or 0),
+            completion_tokens=int(data.get("completion_tokens") or 0),
+            model_mismatches=int(data.get("model_mismatches") or 0),
+            started_at=time.monotonic() - float(data.get("elapsed_seconds") or 0.0),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "total": self.total,
@@ -196,3 +215,52 @@ class RunStats:
             "model_mismatches": self.model_mismatches,
             "elapsed_seconds": round(self.elapsed_seconds, 3),
         }
+
+
+# -- events as JSON lines: how a run executed in another process reaches a face ------------------
+
+_EVENT_TYPES: dict[str, type[Any]] = {
+    kind.__name__: kind
+    for kind in (
+        RunStarted,
+        AttemptStarted,
+        AttemptOutput,
+        CallRecorded,
+        AttemptRetrying,
+        AttemptEnded,
+        AttemptPlaced,
+        AttemptFinished,
+        RunFinished,
+    )
+}
+
+
+def event_to_json(event: RunEvent) -> str:
+    """One line of JSON (no newline) that ``event_from_json`` turns back into ``event``."""
+    data: dict[str, Any] = {"event": type(event).__name__}
+    for item in dataclasses.fields(event):
+        data[item.name] = getattr(event, item.name)
+    if isinstance(event, RunStarted):
+        data["run_dir"] = str(event.run_dir)
+        data["task_ids"] = list(event.task_ids)
+    elif isinstance(event, RunFinished):
+        data["stats"] = event.stats.to_dict()
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def event_from_json(line: str | bytes) -> RunEvent:
+    """The event of one ``event_to_json`` line; ``ValueError`` for anything else."""
+    data = json.loads(line)
+    kind = _EVENT_TYPES.get(data.pop("event", None)) if isinstance(data, dict) else None
+    if kind is None:
+        raise ValueError(f"not a run event: {str(line)[:80]!r}")
+    if kind is RunStarted:
+        data["run_dir"] = Path(data["run_dir"])
+        data["task_ids"] = tuple(data["task_ids"])
+    elif kind is RunFinished:
+        data["stats"] = RunStats.from_dict(data["stats"])
+    try:
+        event: RunEvent = kind(**data)
+    except TypeError as exc:
+        raise ValueError(f"a {kind.__name__} event with other fields: {exc}") from None
+    return event

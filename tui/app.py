@@ -1,8 +1,9 @@
 """The driftdesk workbench: a Textual face over the providers, reruns and analysis cores.
 
-Runs execute in thread workers (each with its own asyncio loop, so the engine's file syncs and
-HTTP never stall the UI); their listener writes into a ``LiveRun`` and the screens redraw from it
-on a timer. One ``Worker.StateChanged`` handler turns any worker failure into a notification.
+Runs execute in child processes (``reruns.run_process``: the engine gets a core of its own
+instead of sharing this process's GIL with the UI); a thread worker per run, with its own
+asyncio loop, relays the child's events into a ``LiveRun`` and the screens redraw from it on a
+timer. One ``Worker.StateChanged`` handler turns any worker failure into a notification.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class DriftdeskApp(App[None]):
         # Runs the user chose to keep running after the app exits (finished in the terminal).
         self.kept_runs: list[LiveRun] = []
         self.sandbox: Any = None
+        # Runs execute in a child process; False runs the engine on the worker thread in this
+        # process (as before; bench_tui_live.py --in-thread compares the two).
+        self.runs_in_child = True
         if demo:
             self.title = "driftdesk demo"
 
@@ -130,11 +134,16 @@ class DriftdeskApp(App[None]):
     def start_run(self, spec: Any, label: str | None = None) -> LiveRun:
         """Execute ``spec`` (a ``reruns.engine.RunSpec``) in a worker; returns its live state."""
         from driftdesk.reruns.engine import execute_run
+        from driftdesk.reruns.run_process import new_run_request
 
         spec = self._with_demo_profile(spec)
         live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
         self.live_runs.append(live)
-        live.worker = self._execute_run(live, lambda: execute_run(spec, live))
+        if self.runs_in_child:
+            request = new_run_request(spec)
+            live.worker = self._execute_run(live, lambda: _in_child(request, live))
+        else:
+            live.worker = self._execute_run(live, lambda: execute_run(spec, live))
         return live
 
     def resume_run(
@@ -154,9 +163,15 @@ class DriftdeskApp(App[None]):
 
         def start() -> Coroutine[Any, Any, Any]:
             # (on the worker thread) what was finished before the interrupt shows as done
+            from driftdesk.reruns.run_process import resume_request
             from driftdesk.reruns.rundir import latest_rows, read_attempt_rows
 
             live.add_earlier_rows(list(latest_rows(read_attempt_rows(run_dir, [])).values()))
+            if self.runs_in_child:
+                request = resume_request(
+                    run_dir, retry_link_errors=retry_link_errors, api_key=api_key, profile=profile
+                )
+                return _in_child(request, live)
             return resume_run(
                 run_dir,
                 live,
@@ -392,6 +407,20 @@ class DriftdeskApp(App[None]):
             sandbox, self.sandbox = self.sandbox, None
             await asyncio.to_thread(sandbox.stop)
         self.exit()
+
+
+async def _in_child(request: dict[str, Any], live: LiveRun) -> None:
+    """Execute ``request`` in a child process, its events into ``live`` (on the run's worker
+    loop). A child killed mid-run leaves ``live`` interrupted with the resume command."""
+    from driftdesk.reruns.run_process import RunProcessDied, run_in_child
+
+    def started(pid: int) -> None:
+        live.pid = pid
+
+    try:
+        await run_in_child(request, live, on_start=started)
+    except RunProcessDied as exc:
+        live.mark_failed(str(exc), status="interrupted")
 
 
 def run_workbench(runs_dirs: list[Path] | None = None) -> int:

@@ -35,9 +35,17 @@ CALLS_PER_ATTEMPT = 200
 AttemptKey = tuple[str, int]
 
 
-@dataclass
+@dataclass(repr=False)
 class LiveRun:
     """One run as the TUI sees it while the engine executes it (implements ``RunListener``)."""
+
+    # Short: Textual describes every worker by the repr of its arguments, and the Run screen
+    # starts one with this run each cost tick (the dataclass repr of a 10k run is megabytes).
+    def __repr__(self) -> str:
+        return (
+            f"LiveRun({self.label!r}, {self.run_id or '(starting)'}, {self.status}, "
+            f"{self.done}/{self.total})"
+        )
 
     label: str
     run_id: str = ""
@@ -64,11 +72,13 @@ class LiveRun:
     version: int = 0
     started_monotonic: float = field(default_factory=time.monotonic)
     ended_monotonic: float | None = None
-    # Set by the worker thread that runs the engine, so a cancel can reach its loop.
+    # Set by the worker thread that runs the engine (or relays its child's events), so a cancel
+    # can reach its loop.
     loop: asyncio.AbstractEventLoop | None = None
     task: asyncio.Task[Any] | None = None
     # The App's worker executing this run (a textual Worker): wait on this one, not on a group.
     worker: Any = None
+    pid: int | None = None  # the child process executing the run (``reruns.run_process``)
     # --executor ray: attempts running per cluster node (from AttemptPlaced to AttemptEnded).
     running_per_node: Counter[str] = field(default_factory=Counter)
     node_of: dict[AttemptKey, str] = field(default_factory=dict)
@@ -227,10 +237,13 @@ class LiveRun:
             return None
         return self.elapsed_seconds / self.done * max(self.total - self.done, 0)
 
-    def mark_failed(self, message: str) -> None:
+    def mark_failed(self, message: str, status: str = "failed") -> None:
+        """The run ended with ``message`` shown (``status``: "interrupted" for a run whose
+        process was killed: its run dir is resumable)."""
         self.error = message
         if not self.finished:
-            self.status = "failed"
+            self.status = status
+            self.stats.running = 0  # nothing runs any more, whether or not the engine said so
             self.ended_monotonic = time.monotonic()
         self.version += 1
 

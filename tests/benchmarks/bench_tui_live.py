@@ -1,8 +1,11 @@
 """Benchmark: the live TUI while it shows a 10,000-attempt run at concurrency 256.
 
-The real ``DriftdeskApp`` runs headless (``App.run_test``) and executes the run in its own
-worker, as ``driftdesk`` does, against the sandbox endpoint with 0.5 % injected faults (429,
-500, hangs). The sandbox runs in a child process (``driftdesk sandbox``): a real provider is
+The real ``DriftdeskApp`` runs headless (``App.run_test``) and executes the run as
+``driftdesk`` does — in a child process whose events a worker thread relays into the app
+(``reruns/run_process.py``) — against the sandbox endpoint with 0.5 % injected faults (429,
+500, hangs). Each round also runs the old way, the engine on the app's worker thread sharing
+its GIL (``app.runs_in_child = False``), the two modes interleaved, so both print side by side
+under the same load. The sandbox runs in a child process (``driftdesk sandbox``): a real provider is
 remote, and in this process it would compete with the app for the GIL. While the run goes, keys
 are pressed every ``--gap`` seconds (move the grid cursor, switch to Profiles and back, open
 the command palette and close it) and each press is timed from the moment the key event is
@@ -11,12 +14,14 @@ timed with the run finished: the floor, on the same app and the same grid.
 
 It also counts how often the grid and the counters are actually repainted while the Run
 screen is in front (a repaint of the counters with a new attempt count, of the grid with new
-cells), and prints p50/p99 latency, the repaint rate, the load average and the app process's
-CPU, round by round and as medians.
+cells), and prints p50/p99 latency, the repaint rate, the load average and the CPU of the app
+process and of the run's child, round by round and as medians per mode.
 
     .venv/bin/python tests/benchmarks/bench_tui_live.py [--repeat 295] [--concurrency 256]
         [--rounds 3] [--gap 0.5] [--switch-interval S] [--profile FILE]
-        (FILE: a cProfile of the app's thread, the engine's thread left out)
+        [--in-thread | --child-only]
+        (FILE: a cProfile of the app's main thread in the first child-process round;
+         --in-thread: only the old mode, --child-only: only the new one)
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class Frames:
 
 @dataclass
 class RoundResult:
+    mode: str  # "child" (the run in a child process) or "thread" (on the app's worker thread)
     live_ms: list[float]
     idle_ms: list[float]
     by_key: dict[str, list[float]]
@@ -67,6 +73,7 @@ class RoundResult:
     run_wall_s: float
     attempts: int
     cpu_s: float
+    child_cpu_s: float
     status: str
     load: str
 
@@ -215,7 +222,7 @@ def watch_rows(live: Any, frames: Frames) -> None:
     frames.busy = (first or 0.0, time.perf_counter())
 
 
-async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> RoundResult:
+async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: str) -> RoundResult:
     from textual.command import CommandPalette
 
     from driftdesk.providers.profiles import Profile
@@ -227,6 +234,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
     from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 
     app = DriftdeskApp(out_dir=out, runs_dirs=[out], start_mode="run", blink=False)
+    app.runs_in_child = mode == "child"
     profile = Profile(name="sim", protocol="openai", base_url=base_url, model=SIM_MODEL)
     spec = RunSpec(
         profile=profile,
@@ -238,6 +246,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
         api_key="sk-bench-tui-live-0123456789",
     )
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+    child_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the run's child, once reaped
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.pause()
         default_interval = sys.getswitchinterval()
@@ -322,7 +331,12 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
             sys.setswitchinterval(default_interval)
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    child_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child_cpu = (child_after.ru_utime + child_after.ru_stime) - (
+        child_before.ru_utime + child_before.ru_stime
+    )
     return RoundResult(
+        mode=mode,
         live_ms=live_ms,
         idle_ms=idle_ms,
         by_key={
@@ -335,6 +349,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path) -> Round
         run_wall_s=wall,
         attempts=live.done,
         cpu_s=cpu,
+        child_cpu_s=child_cpu,
         status=live.status,
         load=load(),
     )
@@ -345,6 +360,9 @@ def describe(label: str, values: list[float]) -> str:
         f"{label} p50 {percentile(values, 50):6.1f} ms  p99 {percentile(values, 99):6.1f} ms  "
         f"max {max(values, default=float('nan')):6.1f} ms  ({len(values)} presses)"
     )
+
+
+MODE_NAMES = {"child": "run in a child process", "thread": "run on the app's thread (old)"}
 
 
 def main() -> int:
@@ -359,9 +377,15 @@ def main() -> int:
         "--switch-interval",
         type=float,
         help="the GIL switch interval while the app runs (CPython's default: 0.005); the app "
-        "and the engine's thread share one GIL",
+        "and the thread relaying (or running) the run share one GIL",
     )
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument(
+        "--in-thread", action="store_true", help="only the old mode: the engine on the app's thread"
+    )
+    only.add_argument("--child-only", action="store_true", help="only the child-process mode")
     args = parser.parse_args()
+    modes = ["thread"] if args.in_thread else ["child"] if args.child_only else ["child", "thread"]
 
     results: list[RoundResult] = []
     with tempfile.TemporaryDirectory(prefix="bench-tui-live-") as tmp:
@@ -377,61 +401,84 @@ def main() -> int:
         sandbox, base_url = start_sandbox(args.seed)
         try:
             for round_ in range(args.rounds):
-                out = Path(tmp) / f"runs-{round_}"
-                out.mkdir()
-                profiler = None
-                if args.profile is not None and round_ == 0:
-                    import cProfile
+                # Interleaved, the first mode alternating: neither always runs on a cooler machine.
+                order = modes if round_ % 2 == 0 else modes[::-1]
+                for mode in order:
+                    out = Path(tmp) / f"runs-{round_}-{mode}"
+                    out.mkdir()
+                    profiler = None
+                    if args.profile is not None and round_ == 0 and mode == modes[0]:
+                        import cProfile
 
-                    profiler = cProfile.Profile()
-                    profiler.enable()
-                result = asyncio.run(one_round(args, base_url, out))
-                if profiler is not None:
-                    profiler.disable()
-                    profiler.dump_stats(args.profile)
-                results.append(result)
-                print(
-                    f"round {round_ + 1}: {result.attempts:,} attempts at concurrency "
-                    f"{args.concurrency} in {result.run_wall_s:.0f} s ({result.status}), app "
-                    f"process CPU {result.cpu_s:.0f} s   [{result.load}]\n"
-                    f"  {describe('key press, live run:', result.live_ms)}\n"
-                    f"  {describe('key press, idle:    ', result.idle_ms)}\n"
-                    f"  repaints while the Run screen is in front: grid "
-                    f"{result.grid_per_s:.1f}/s, counters {result.counters_per_s:.1f}/s, "
-                    f"longest gap {result.worst_gap_s:.2f} s\n  p50 by key (live / idle): "
-                    + ", ".join(f"{k} {a:.0f}/{b:.0f} ms" for k, (a, b) in result.by_key.items()),
-                    flush=True,
-                )
+                        profiler = cProfile.Profile()
+                        profiler.enable()
+                    result = asyncio.run(one_round(args, base_url, out, mode))
+                    if profiler is not None:
+                        profiler.disable()
+                        profiler.dump_stats(args.profile)
+                    results.append(result)
+                    print(
+                        f"round {round_ + 1}, {MODE_NAMES[mode]}: {result.attempts:,} attempts at "
+                        f"concurrency {args.concurrency} in {result.run_wall_s:.0f} s "
+                        f"({result.status}), CPU: app process {result.cpu_s:.0f} s, run's child "
+                        f"{result.child_cpu_s:.0f} s   [{result.load}]\n"
+                        f"  {describe('key press, live run:', result.live_ms)}\n"
+                        f"  {describe('key press, idle:    ', result.idle_ms)}\n"
+                        f"  repaints while the Run screen is in front: grid "
+                        f"{result.grid_per_s:.1f}/s, counters {result.counters_per_s:.1f}/s, "
+                        f"longest gap {result.worst_gap_s:.2f} s\n  p50 by key (live / idle): "
+                        + ", ".join(
+                            f"{k} {a:.0f}/{b:.0f} ms" for k, (a, b) in result.by_key.items()
+                        ),
+                        flush=True,
+                    )
         finally:
             sandbox.terminate()
             sandbox.wait(10)
 
-    def median(pick: Callable[[RoundResult], float]) -> float:
-        return statistics.median(pick(r) for r in results)
+    def median(mode: str, pick: Callable[[RoundResult], float]) -> float:
+        return statistics.median(pick(r) for r in results if r.mode == mode)
 
-    live_p50 = median(lambda r: percentile(r.live_ms, 50))
-    live_p99 = median(lambda r: percentile(r.live_ms, 99))
-    idle_p50 = median(lambda r: percentile(r.idle_ms, 50))
-    idle_p99 = median(lambda r: percentile(r.idle_ms, 99))
-    grid_rate = median(lambda r: r.grid_per_s)
-    counters_rate = median(lambda r: r.counters_per_s)
-    print(f"\nmedians of {len(results)} rounds            live run    idle (floor)   ratio")
-    print(f"  key press p50               {live_p50:8.1f} ms {idle_p50:9.1f} ms {live_p50 / idle_p50:8.1f}×")  # fmt: skip
-    print(f"  key press p99               {live_p99:8.1f} ms {idle_p99:9.1f} ms {live_p99 / idle_p99:8.1f}×")  # fmt: skip
-    print(f"  grid repaints               {grid_rate:8.1f} /s")
-    print(f"  counter repaints            {counters_rate:8.1f} /s")
-    ok = (
-        live_p50 < LATENCY_TARGET_MS
-        and live_p99 < LATENCY_TARGET_MS
-        and grid_rate >= REDRAW_TARGET_PER_S
-        and counters_rate >= REDRAW_TARGET_PER_S
-        and all(r.status == "completed" for r in results)
-    )
-    print(
-        f"target: key press < {LATENCY_TARGET_MS:g} ms at p50 and p99, grid and counters "
-        f">= {REDRAW_TARGET_PER_S:g}/s: {'OK' if ok else 'MISSED'}   [{load()}]"
-    )
-    return 0 if ok else 1
+    def p(q: float) -> Callable[[RoundResult], float]:
+        return lambda r: percentile(r.live_ms, q)
+
+    def idle(q: float) -> Callable[[RoundResult], float]:
+        return lambda r: percentile(r.idle_ms, q)
+
+    rows: list[tuple[str, Callable[[RoundResult], float], str]] = [
+        ("key press p50, live run", p(50), "ms"),
+        ("key press p99, live run", p(99), "ms"),
+        ("key press p50, idle (floor)", idle(50), "ms"),
+        ("key press p99, idle (floor)", idle(99), "ms"),
+        ("grid repaints", lambda r: r.grid_per_s, "/s"),
+        ("counter repaints", lambda r: r.counters_per_s, "/s"),
+        ("longest repaint gap", lambda r: r.worst_gap_s, "s"),
+        ("run wall time", lambda r: r.run_wall_s, "s"),
+        ("CPU of the app process", lambda r: r.cpu_s, "s"),
+    ]
+    print(f"\nmedians of {args.rounds} rounds" + "".join(f"{m:>16}" for m in modes))
+    for label, pick, unit in rows:
+        print(f"  {label:<30}" + "".join(f"{median(m, pick):13.1f} {unit:<2}" for m in modes))
+    if len(modes) == 2:
+        for label, pick in (("p50", p(50)), ("p99", p(99))):
+            ratio = median("thread", pick) / median("child", pick)
+            print(f"  key press {label}, live: the child-process mode is {ratio:.1f}× faster")
+    verdicts = []
+    for mode in modes:
+        ok = (
+            median(mode, p(50)) < LATENCY_TARGET_MS
+            and median(mode, p(99)) < LATENCY_TARGET_MS
+            and median(mode, lambda r: r.grid_per_s) >= REDRAW_TARGET_PER_S
+            and median(mode, lambda r: r.counters_per_s) >= REDRAW_TARGET_PER_S
+            and all(r.status == "completed" for r in results if r.mode == mode)
+        )
+        verdicts.append(ok)
+        print(
+            f"target ({MODE_NAMES[mode]}): key press < {LATENCY_TARGET_MS:g} ms at p50 and p99, "
+            f"grid and counters >= {REDRAW_TARGET_PER_S:g}/s: {'OK' if ok else 'MISSED'}"
+        )
+    print(f"[{load()}]")
+    return 0 if verdicts[0] else 1
 
 
 if __name__ == "__main__":

@@ -64,3 +64,32 @@ async def test_the_live_counters_are_the_engines_own_rules(tmp_path: Path) -> No
     assert mine == engines
     assert engines["retries"] > 0 and engines["calls"] > engines["done"]
     assert live.tokens == outcome.stats.tokens > 0
+
+
+async def test_a_big_live_run_is_not_rendered_whole_when_a_worker_is_started_with_it(
+    home, make_app, settle
+) -> None:
+    """Textual describes a worker by the repr of its arguments: the Run screen's cost worker
+    takes the LiveRun every tick, and the repr of 10,000 cells and rows held the app's thread
+    for tenths of a second each time (found profiling bench_tui_live.py)."""
+    from driftdesk.reruns.events import AttemptFinished, AttemptStarted, RunStarted
+    from driftdesk.tui.screens.run import RunScreen
+
+    live = LiveRun(label="big")
+    tasks = tuple(f"task-{i:03d}" for i in range(100))
+    live.on_event(RunStarted("r", home.project / "runs" / "r", {}, tasks, 100, 10_000))
+    for task in tasks:
+        for attempt in range(100):
+            live.on_event(AttemptStarted("r", task, attempt))
+            row = {"task_id": task, "attempt": attempt, "outcome": "pass", "latency_ms": 1.0}
+            live.on_event(AttemptFinished("r", row))
+    assert live.done == 10_000
+    assert len(repr(live)) < 200 and "big" in repr(live)
+    app = make_app(start_mode="run")
+    async with app.run_test() as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        worker = screen.refresh_cost(live)
+        assert len(worker.description) < 300
+        await worker.wait()
