@@ -37,13 +37,43 @@ _KEYRING_PROBLEM: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _KEYRING_PROBLEM
+    global _KEYRING_PROBLEM, _KEYRING_GUARD
+    # The throwaway keyring's folder and password stay with the guard, out of every child's
+    # environment.
+    folder = os.environ.pop("DRIFTDESK_TEST_KEYRING_HOME", None)
+    password = os.environ.pop("DRIFTDESK_TEST_KEYRING_PASSWORD", None)
+    if folder and password:
+        from keyring_guard import KeyringGuard
+
+        _KEYRING_GUARD = KeyringGuard(folder, password)
     _KEYRING_PROBLEM = _keyring_problem()
     if _KEYRING_PROBLEM and os.environ.get("DRIFTDESK_REQUIRE_KEYRING") == "1":
         raise pytest.UsageError(
             "the real OS keyring is required (./run tests starts one) but is not usable: "
             + _KEYRING_PROBLEM
         )
+
+
+_KEYRING_GUARD = None
+_LAST_TEST = "(none yet)"
+
+
+@pytest.fixture(autouse=True)
+def _private_keyring_alive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """See ``tests/keyring_guard.py``: a dead test keyring is restarted and reported once."""
+    global _LAST_TEST
+    if _KEYRING_GUARD is not None and _KEYRING_GUARD.ensure():
+        import warnings
+
+        warnings.warn(
+            "the private test keyring's daemon had died (after "
+            f"{_LAST_TEST} on this worker, or a test on another); restarted over the same "
+            "keyring folder",
+            pytest.PytestWarning,
+            stacklevel=1,
+        )
+    _LAST_TEST = request.node.nodeid
+    yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

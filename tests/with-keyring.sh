@@ -4,8 +4,14 @@
 set -euo pipefail
 keyring_home=$(mktemp -d)
 trap 'rm -rf "$keyring_home"' EXIT
-# The password only unlocks this private, temporary login keyring.
-eval "$(printf 'driftdesk-tests' | XDG_DATA_HOME="$keyring_home" gnome-keyring-daemon --unlock --components=secrets 2>/dev/null)"
+# The daemon gets a session of its own (setsid): left in ours, it shared the process group of
+# the tests, so a signal meant for a group of test processes could take it down, and D-Bus then
+# starts a fresh, empty daemon whose every store fails ("Prompt dismissed"). tests/keyring_guard.py
+# restarts it from these two variables if it dies anyway.
+export DRIFTDESK_TEST_KEYRING_HOME="$keyring_home"
+export DRIFTDESK_TEST_KEYRING_PASSWORD=driftdesk-tests  # unlocks only this throwaway keyring
+eval "$(printf '%s' "$DRIFTDESK_TEST_KEYRING_PASSWORD" \
+    | XDG_DATA_HOME="$keyring_home" setsid gnome-keyring-daemon --unlock --components=secrets 2>/dev/null)"
 export GNOME_KEYRING_CONTROL
 export DRIFTDESK_REQUIRE_KEYRING=1
 "$@"
