@@ -253,6 +253,9 @@ def aggregate(
     """
     if touched_since is None:
         rows = "(SELECT rowid AS ord, * FROM attempts WHERE valid)"
+        winners, token_source = (
+            _without_superseded(rows) if _find_superseded(con, rows) else (rows, rows)
+        )
     else:
         con.execute(
             "CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT task_id FROM attempts "
@@ -265,41 +268,21 @@ def aggregate(
             "CREATE OR REPLACE TEMP TABLE touched_rows AS SELECT rowid AS ord, * FROM attempts "
             "WHERE valid AND task_id IN (SELECT task_id FROM touched)"
         )
-        rows = "touched_rows"
-    # Tasks that may hold two rows for one slot; only their slots are looked at one by one.
-    dup_row = con.execute(
-        f"""
-        SELECT count(*) FROM (
-            SELECT f, task_id FROM {rows} GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
-        """
-    ).fetchone()
-    has_dups = bool(dup_row and dup_row[0])
-    if has_dups:
-        # Only the rows of the suspect tasks are grouped by slot; a superseded row keeps the
-        # model of its slot's winning row (its tokens are counted under that model).
-        con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE suspect_rows AS
-            SELECT ord, f, task_id, attempt, model FROM {rows}
-            WHERE (f, task_id) IN (
-                SELECT (f, task_id) FROM {rows}
-                GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
-            """
-        )
+        # A few tasks' rows: their slots are grouped directly (the cheap per-task test of
+        # the cold path costs more here, in statements, than it saves).
         con.execute(
             """
             CREATE OR REPLACE TEMP TABLE superseded AS
             SELECT r.ord AS rid, s.model AS winner_model
-            FROM suspect_rows r JOIN (
+            FROM touched_rows r JOIN (
                 SELECT f, task_id, attempt, max(ord) AS win, arg_max_null(model, ord) AS model
-                FROM suspect_rows GROUP BY f, task_id, attempt HAVING count(*) > 1
+                FROM touched_rows GROUP BY f, task_id, attempt HAVING count(*) > 1
             ) s USING (f, task_id, attempt)
             WHERE r.ord < s.win
             """
         )
-        winners = f"(SELECT * FROM {rows} WHERE ord NOT IN (SELECT rid FROM superseded))"
-    else:
-        winners = rows
+        rows = "touched_rows"
+        winners, token_source = _without_superseded(rows)
 
     counted = "TRUE" if include_link_errors else "outcome IN ('pass', 'fail')"
     task_query = f"""
@@ -342,15 +325,6 @@ def aggregate(
         touched=[str(row[0]) for row in touched],
     )
     keys = "f, task_id" if per_task_extras else "f"
-    if has_dups:
-        # A superseded row's tokens count under the model of its slot's winning row.
-        token_source = (
-            "(SELECT a.f, a.task_id, a.prompt_tokens, a.completion_tokens, a.total_tokens, "
-            "CASE WHEN s.rid IS NULL THEN a.model ELSE s.winner_model END AS model "
-            f"FROM {rows} a LEFT JOIN superseded s ON a.ord = s.rid)"
-        )
-    else:
-        token_source = rows
     for row in con.execute(
         f"SELECT {keys}, model, coalesce(sum(prompt_tokens), 0), "
         "coalesce(sum(completion_tokens), 0), coalesce(sum(total_tokens), 0) "
@@ -368,6 +342,54 @@ def aggregate(
         ).fetchall():
             kinds[tuple(row[:-1])] = int(row[-1])
     return result
+
+
+def _without_superseded(rows: str) -> tuple[str, str]:
+    """SQL sources over ``rows`` given ``superseded``: the winning rows, and every row for
+    the token sums (a superseded row's tokens count under its slot's winning model)."""
+    return (
+        f"(SELECT * FROM {rows} WHERE ord NOT IN (SELECT rid FROM superseded))",
+        "(SELECT a.f, a.task_id, a.prompt_tokens, a.completion_tokens, a.total_tokens, "
+        "CASE WHEN s.rid IS NULL THEN a.model ELSE s.winner_model END AS model "
+        f"FROM {rows} a LEFT JOIN superseded s ON a.ord = s.rid)",
+    )
+
+
+def _find_superseded(con: duckdb.DuckDBPyConnection, rows: str) -> bool:
+    """Fill ``superseded`` (rows another row of their slot replaces, with the winner's model)
+    and say whether there are any. Tasks that may hold two rows for one slot are found by a
+    cheap per-task test; only their slots are looked at one by one."""
+    dup_row = con.execute(
+        f"""
+        SELECT count(*) FROM (
+            SELECT f, task_id FROM {rows} GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
+        """
+    ).fetchone()
+    if not (dup_row and dup_row[0]):
+        return False
+    # A superseded row keeps the model of its slot's winning row (its tokens are counted
+    # under that model).
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE suspect_rows AS
+        SELECT ord, f, task_id, attempt, model FROM {rows}
+        WHERE (f, task_id) IN (
+            SELECT (f, task_id) FROM {rows}
+            GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
+        """
+    )
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE superseded AS
+        SELECT r.ord AS rid, s.model AS winner_model
+        FROM suspect_rows r JOIN (
+            SELECT f, task_id, attempt, max(ord) AS win, arg_max_null(model, ord) AS model
+            FROM suspect_rows GROUP BY f, task_id, attempt HAVING count(*) > 1
+        ) s USING (f, task_id, attempt)
+        WHERE r.ord < s.win
+        """
+    )
+    return True
 
 
 # The columns of ``task_aggs``, in the order of the per-task query in ``aggregate``.

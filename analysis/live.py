@@ -315,6 +315,8 @@ class LiveVolatility:
             ci95=reuse,
             stats_cache=self._stats,
             changed=None if self._changed is None else sorted(self._changed),
+            # the tasks changed since the last report are the last aggregate's touched ones
+            changed_rows="touched_rows" if self._changed else "attempts",
         )
         self._changed = set()
         if reuse is None:

@@ -102,36 +102,54 @@ def prepare(
     *,
     include_link_errors: bool,
     min_runs: int,
+    changed: list[str] | None = None,
+    changed_rows: str = "attempts",
 ) -> list[tuple[str, int]]:
     """Build ``task_stats`` for run ``f`` (every task of ``task_aggs`` plus the manifest's tasks
-    without a row) and return its missing slots (manifest tasks × repeat without a row)."""
-    con.execute("CREATE OR REPLACE TEMP TABLE manifest_tasks (task_id VARCHAR, pos BIGINT)")
-    if manifest_tasks:
+    without a row) and return its missing slots (manifest tasks × repeat without a row).
+
+    ``changed`` (the live view): only these tasks' rows of ``task_stats`` and ``missing`` are
+    rebuilt, from a previous call on this connection with the same manifest and options; a
+    task's row depends on that task's aggregates alone, so the table equals a full rebuild.
+    ``changed_rows`` names a table holding every valid row of the changed tasks (the live
+    view's copy of them), read instead of the whole ``attempts`` for their missing slots.
+    """
+    params: dict[str, Any] = {"f": f}
+    if changed is None:
+        only = ""
+        con.execute("CREATE OR REPLACE TEMP TABLE manifest_tasks (task_id VARCHAR, pos BIGINT)")
+        if manifest_tasks:
+            con.execute(
+                "INSERT INTO manifest_tasks SELECT unnest($tasks), generate_subscripts($tasks, 1)",
+                {"tasks": manifest_tasks},
+            )
         con.execute(
-            "INSERT INTO manifest_tasks SELECT unnest($tasks), generate_subscripts($tasks, 1)",
-            {"tasks": manifest_tasks},
+            "CREATE OR REPLACE TEMP TABLE missing (task_id VARCHAR, attempt BIGINT, pos BIGINT)"
         )
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE changed_tasks AS SELECT unnest($ids) AS task_id",
+                    {"ids": changed})  # fmt: skip
+        only = "AND task_id IN (SELECT task_id FROM changed_tasks)"
+        con.execute(f"DELETE FROM missing WHERE TRUE {only}")
+        con.execute(f"DELETE FROM task_stats WHERE TRUE {only}")
     missing: list[tuple[str, int]] = []
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE missing (task_id VARCHAR, attempt BIGINT, pos BIGINT)"
-    )
     if repeat is not None and repeat >= 1 and manifest_tasks:
         # Only tasks whose slot count or range is off are looked at attempt by attempt (slots
         # are distinct, so 0..repeat−1 all present <=> count, min and max agree).
         con.execute(
-            """
+            f"""
             INSERT INTO missing
             WITH incomplete AS (
-                SELECT m.task_id, m.pos FROM manifest_tasks m
-                LEFT JOIN (SELECT * FROM task_aggs WHERE f = $f) a USING (task_id)
+                SELECT m.task_id, m.pos FROM (SELECT * FROM manifest_tasks WHERE TRUE {only}) m
+                LEFT JOIN (SELECT * FROM task_aggs WHERE f = $f {only}) a USING (task_id)
                 WHERE a.task_id IS NULL OR a.slots <> $repeat OR a.min_attempt <> 0
                       OR a.max_attempt <> $repeat - 1),
             wanted AS (SELECT task_id, pos, unnest(range($repeat)) AS attempt FROM incomplete),
-            present AS (SELECT DISTINCT task_id, attempt FROM attempts WHERE valid AND f = $f
+            present AS (SELECT DISTINCT task_id, attempt FROM {changed_rows} WHERE valid AND f = $f
                         AND task_id IN (SELECT task_id FROM incomplete))
             SELECT task_id, attempt, pos FROM wanted ANTI JOIN present USING (task_id, attempt)
             """,
-            {"f": f, "repeat": repeat},
+            {**params, "repeat": repeat},
         )
         missing = [
             (str(t), int(a))
@@ -153,16 +171,16 @@ def prepare(
     )
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE task_stats AS
+        {"CREATE OR REPLACE TEMP TABLE task_stats AS" if changed is None else "INSERT INTO task_stats"}
         WITH runs AS (
-            SELECT * EXCLUDE (f) FROM task_aggs WHERE f = $f
+            SELECT * EXCLUDE (f) FROM task_aggs WHERE f = $f {only}
             UNION ALL BY NAME
             -- manifest tasks without a row: listed after the others, in manifest order
             SELECT task_id, 0 AS passes, 0 AS fails, 0 AS link_errors, 0 AS harness_errors,
                    []::VARCHAR[] AS last_error_kinds, (1::BIGINT << 62) + min(pos) AS first_seen,
                    0 AS retries, 0 AS model_mismatches
             FROM manifest_tasks
-            WHERE task_id NOT IN (SELECT task_id FROM task_aggs WHERE f = $f)
+            WHERE task_id NOT IN (SELECT task_id FROM task_aggs WHERE f = $f) {only}
             GROUP BY task_id),
         counted AS (
             SELECT * REPLACE (coalesce(last_error_kinds, []::VARCHAR[]) AS last_error_kinds),
@@ -188,9 +206,9 @@ def prepare(
                n >= {threshold} AS included
         FROM stats s LEFT JOIN (
             SELECT task_id, list(attempt ORDER BY pos, attempt) AS attempts FROM missing
-            GROUP BY task_id) m USING (task_id)
+            WHERE TRUE {only} GROUP BY task_id) m USING (task_id)
         """,
-        {"f": f},
+        params,
     )
     return missing
 

@@ -523,6 +523,7 @@ def assemble_report(
     with_tasks: bool = True,
     stats_cache: dict[str, TaskStats] | None = None,
     changed: list[str] | None = None,
+    changed_rows: str = "attempts",
 ) -> RunReport:
     """Turn run ``f``'s per-task aggregates (``task_aggs`` in ``con``) into its report (shared
     by cold and live reports; the per-task arithmetic is SQL, ``analysis.task_report``).
@@ -532,6 +533,7 @@ def assemble_report(
     them from ``task_stats`` instead). ``stats_cache`` (task id -> TaskStats, kept by the
     caller) with ``changed`` (the tasks whose rows changed since the cache was filled; None:
     all) rebuilds only those tasks' stats; only the order is read for the others.
+    ``changed_rows``: see ``task_report.prepare``.
     """
     from driftdesk.analysis import task_report, zero_copy
     from driftdesk.analysis.prices import price_for
@@ -559,6 +561,9 @@ def assemble_report(
         repeat if isinstance(repeat, int) and isinstance(tasks, list) else None,
         include_link_errors=include_link_errors,
         min_runs=min_runs,
+        # the cache and task_stats were filled together, on this connection, the last time
+        changed=changed if stats_cache else None,
+        changed_rows=changed_rows,
     )
     report.missing_slots = [{"task_id": t, "attempt": a} for t, a in missing]
     totals = task_report.run_totals(con)

@@ -198,3 +198,25 @@ def test_live_matches_cold_when_appended_rows_supersede_slots(tmp_path: Path) ->
         assert (t2.n, t2.passes) == (4, 3)  # slot #1: fail superseded by a pass
         assert report.unpriced_models == ["other-model"] and report.cost_usd is None
         live.close()
+
+
+@pytest.mark.parametrize("min_runs", [1, 3])
+def test_live_refresh_line_by_line_matches_cold_every_time(tmp_path: Path, min_runs: int) -> None:
+    # The live view rebuilds only the touched tasks' stats and missing slots; after every
+    # appended line (a task reaching --min-runs, a slot filled, a superseding row, a task the
+    # manifest does not list, one it lists that never runs) it must equal a cold report.
+    rows: list[dict] = [*handmade_rows("steps")]
+    rows += [
+        attempt_row("steps", "t2", 1, "pass", model="other-model"),
+        attempt_row("steps", "extra", 0, "fail"),
+    ]
+    run = write_run(tmp_path, "steps", [], tasks=["t1", "t2", "t3", "t4", "t5", "never"], repeat=4)
+    live = LiveVolatility(run, ci_interval_s=0, min_runs=min_runs)
+    for row in rows:
+        with open(run / "attempts.jsonl", "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        report = live.refresh().to_json(task_curves=True)
+        cold = build_report([run], min_runs=min_runs)[0].to_json(task_curves=True)
+        assert report == cold
+        assert report["missing_slots"]  # "never" stays missing
+    live.close()
