@@ -340,7 +340,12 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
         live_ms=live_ms,
         idle_ms=idle_ms,
         by_key={
-            key: [percentile(live_by_key[key], 50), percentile(by_key.get(key, []), 50)]
+            key: [
+                percentile(live_by_key[key], 50),
+                percentile(by_key.get(key, []), 50),
+                max(live_by_key[key], default=float("nan")),
+                max(by_key.get(key, []), default=float("nan")),
+            ]
             for key in live_by_key
         },
         grid_per_s=grid_rate,
@@ -426,9 +431,11 @@ def main() -> int:
                         f"  {describe('key press, idle:    ', result.idle_ms)}\n"
                         f"  repaints while the Run screen is in front: grid "
                         f"{result.grid_per_s:.1f}/s, counters {result.counters_per_s:.1f}/s, "
-                        f"longest gap {result.worst_gap_s:.2f} s\n  p50 by key (live / idle): "
+                        f"longest gap {result.worst_gap_s:.2f} s\n  by key, p50 (live/idle) "
+                        "and max (live/idle): "
                         + ", ".join(
-                            f"{k} {a:.0f}/{b:.0f} ms" for k, (a, b) in result.by_key.items()
+                            f"{k} {a:.0f}/{b:.0f} max {c:.0f}/{d:.0f} ms"
+                            for k, (a, b, c, d) in result.by_key.items()
                         ),
                         flush=True,
                     )
