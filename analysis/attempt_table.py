@@ -270,17 +270,7 @@ def aggregate(
         )
         # A few tasks' rows: their slots are grouped directly (the cheap per-task test of
         # the cold path costs more here, in statements, than it saves).
-        con.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE superseded AS
-            SELECT r.ord AS rid, s.model AS winner_model
-            FROM touched_rows r JOIN (
-                SELECT f, task_id, attempt, max(ord) AS win, arg_max_null(model, ord) AS model
-                FROM touched_rows GROUP BY f, task_id, attempt HAVING count(*) > 1
-            ) s USING (f, task_id, attempt)
-            WHERE r.ord < s.win
-            """
-        )
+        _superseded_among(con, "touched_rows")
         rows = "touched_rows"
         winners, token_source = _without_superseded(rows)
 
@@ -367,8 +357,6 @@ def _find_superseded(con: duckdb.DuckDBPyConnection, rows: str) -> bool:
     ).fetchone()
     if not (dup_row and dup_row[0]):
         return False
-    # A superseded row keeps the model of its slot's winning row (its tokens are counted
-    # under that model).
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE suspect_rows AS
@@ -378,18 +366,24 @@ def _find_superseded(con: duckdb.DuckDBPyConnection, rows: str) -> bool:
             GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
         """
     )
+    _superseded_among(con, "suspect_rows")
+    return True
+
+
+def _superseded_among(con: duckdb.DuckDBPyConnection, rows: str) -> None:
+    """``superseded``: the rows of ``rows`` a later row of their slot replaces, with the model
+    of that slot's winning row (a superseded row's tokens count under it)."""
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE superseded AS
         SELECT r.ord AS rid, s.model AS winner_model
-        FROM suspect_rows r JOIN (
+        FROM {rows} r JOIN (
             SELECT f, task_id, attempt, max(ord) AS win, arg_max_null(model, ord) AS model
-            FROM suspect_rows GROUP BY f, task_id, attempt HAVING count(*) > 1
+            FROM {rows} GROUP BY f, task_id, attempt HAVING count(*) > 1
         ) s USING (f, task_id, attempt)
         WHERE r.ord < s.win
         """
     )
-    return True
 
 
 # The columns of ``task_aggs``, in the order of the per-task query in ``aggregate``.
