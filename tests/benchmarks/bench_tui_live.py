@@ -187,6 +187,12 @@ class Probe:
             await asyncio.wait_for(event.wait(), PRESS_TIMEOUT_S)
         except TimeoutError:
             self._waiting = None
+            print(
+                f"  press {key!r} showed no effect within {PRESS_TIMEOUT_S:g} s (effect "
+                f"{'there, never painted' if done() else 'absent'}; screen "
+                f"{type(self.app.screen).__name__}, focus {type(self.app.focused).__name__})",
+                flush=True,
+            )
             return PRESS_TIMEOUT_S * 1000
         return (time.perf_counter() - started) * 1000
 
@@ -324,6 +330,12 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
             grid_rate, grid_gap = rate(frames.grid, frames.on_run_screen, frames.busy)
             counters_rate, counters_gap = rate(frames.counters, frames.on_run_screen, frames.busy)
             live_by_key, by_key = by_key, {}
+            # The live cycle may stop mid-way (on Profiles, or in the palette): the idle cycle
+            # starts where a cycle starts, on the Run screen.
+            if isinstance(app.screen, CommandPalette):
+                await pilot.press("escape")
+            if app.screen is not run_screen:
+                await pilot.press("2")
             await pilot.pause(0.5)
             idle_ms = await press_cycle(lambda: False, IDLE_PRESSES)
         finally:
