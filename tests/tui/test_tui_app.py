@@ -86,3 +86,59 @@ async def test_help_names_keys_as_they_are_typed(home, make_app, settle) -> None
         # the table fits the dialog at 80 columns: ids are not cut off
         width = sum(c.get_render_width(table) for c in table.columns.values())
         assert width <= table.scrollable_content_region.width
+
+
+async def test_a_focus_move_that_changes_no_shown_key_leaves_the_footer_alone(
+    home, make_app, settle
+) -> None:
+    # Textual's Footer mounts a widget per key on every focus move; restyling them was the
+    # slowest part of tab / shift+tab (bench_tui_live). These widgets show no keys of their own.
+    from textual.widgets._footer import FooterKey
+
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one(DataTable)
+        table.focus()
+        await settle(app, pilot)
+        before = list(app.screen.query(FooterKey))
+        assert len(before) >= 3
+        await pilot.press("tab")
+        await settle(app, pilot)
+        assert app.focused is not None and app.focused is not table
+        assert list(app.screen.query(FooterKey)) == before  # the same widgets, not rebuilt
+        await pilot.press("2", "1")  # away and back: nothing changed here either
+        await settle(app, pilot)
+        assert list(app.screen.query(FooterKey)) == before
+
+
+async def test_the_footer_follows_a_focus_move_that_changes_its_keys() -> None:
+    from textual.app import App, ComposeResult
+    from textual.widgets import Button
+    from textual.widgets._footer import FooterKey
+
+    from driftdesk.tui.widgets.footer import BindingsFooter
+
+    class Keyed(Button):
+        BINDINGS = [Binding("k", "press", "Keyed action")]
+
+    class Small(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Button("plain", id="plain")
+            yield Keyed("keyed", id="keyed")
+            yield BindingsFooter()
+
+    app = Small()
+    async with app.run_test() as pilot:
+
+        async def shown() -> set[str]:
+            await pilot.pause()
+            await pilot.pause()
+            return {k.description for k in app.screen.query(FooterKey)}
+
+        app.query_one("#plain").focus()
+        assert "Keyed action" not in await shown()
+        app.query_one("#keyed").focus()
+        assert "Keyed action" in await shown()
+        app.query_one("#plain").focus()
+        assert "Keyed action" not in await shown()

@@ -13,10 +13,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Header, Label
+from textual.widgets import DataTable, Header, Label
 
 from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
 
 METRIC_COLUMNS = [(c, c) for c in ("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")]
@@ -80,7 +81,7 @@ class CompareScreen(WorkbenchScreen):
             changed: DataTable[Any] = DataTable(id="changed", cursor_type="row")
             fill_table(changed, CHANGED_COLUMNS, [])
             yield changed
-        yield Footer()
+        yield BindingsFooter()
 
     def on_mount(self) -> None:
         self.compare()

@@ -15,11 +15,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
+from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
 
 COLUMNS = ("profile", "protocol", "base URL", "model", "key", "active on", "drift")
@@ -127,7 +128,7 @@ class ProfilesScreen(WorkbenchScreen):
             yield table
             with VerticalScroll(id="profile-detail"):
                 yield Static("", id="profile-detail-text")
-        yield Footer()
+        yield BindingsFooter()
 
     def on_mount(self) -> None:
         self._rows: dict[str, ProfileRow] = {}

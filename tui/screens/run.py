@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, Static
+from textual.widgets import Header, Label, ProgressBar, RichLog, Static
 
 from driftdesk.layout import ATTEMPTS_FILE
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
@@ -26,6 +26,7 @@ from driftdesk.tui.screens.launch import LaunchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen
 from driftdesk.tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
 from driftdesk.tui.widgets.attempt_grid import AttemptGrid
+from driftdesk.tui.widgets.footer import BindingsFooter
 
 REDRAW_SECONDS = 0.3
 COST_SECONDS = 2.0
@@ -104,7 +105,7 @@ class RunScreen(WorkbenchScreen):
                     yield RichLog(
                         id="run-log", max_lines=LOG_LINES_PER_ATTEMPT, wrap=False, markup=False
                     )
-        yield Footer()
+        yield BindingsFooter()
 
     def on_mount(self) -> None:
         # Nothing to draw into until a run is shown.

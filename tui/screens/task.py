@@ -14,11 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Header, Label, RichLog
+from textual.widgets import DataTable, Header, Label, RichLog
 
 from driftdesk.analysis.attempt_detail import AttemptDetail, attempt_detail, call_line
 from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
 
 ATTEMPT_COLUMNS = [
@@ -92,7 +93,7 @@ class TaskScreen(WorkbenchScreen):
             yield table
             yield Label("transcript / log / check / diff / calls", id="attempt-log-title")
             yield RichLog(id="attempt-log", wrap=True, markup=False, max_lines=5000)
-        yield Footer()
+        yield BindingsFooter()
 
     def on_mount(self) -> None:
         self.load_attempts()

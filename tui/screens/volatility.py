@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Header, Input, Label, OptionList, Static
+from textual.widgets import DataTable, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
@@ -26,6 +26,7 @@ from driftdesk.terminal import printable
 from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
+from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
 
 SORT_KEYS = ("spread", "success", "task")
@@ -255,7 +256,7 @@ class VolatilityScreen(WorkbenchScreen):
                 table: DataTable[Any] = DataTable(id="tasks", cursor_type="row")
                 fill_table(table, TASK_COLUMNS, [], fixed={"mark": 1})
                 yield table
-        yield Footer()
+        yield BindingsFooter()
 
     def on_mount(self) -> None:
         self.on_resize()
