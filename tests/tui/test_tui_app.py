@@ -3,8 +3,10 @@ lists them, the command palette runs `group: action` commands, and q quits clean
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from driftdesk.tui.app import DriftdeskApp
@@ -120,7 +122,7 @@ async def test_the_footer_follows_a_focus_move_that_changes_its_keys() -> None:
     from driftdesk.tui.widgets.footer import BindingsFooter
 
     class Keyed(Button):
-        BINDINGS = [Binding("k", "press", "Keyed action")]
+        BINDINGS: ClassVar[list[BindingType]] = [Binding("k", "press", "Keyed action")]
 
     class Small(App[None]):
         def compose(self) -> ComposeResult:
