@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # environment.
     folder = os.environ.pop("DRIFTDESK_TEST_KEYRING_HOME", None)
     password = os.environ.pop("DRIFTDESK_TEST_KEYRING_PASSWORD", None)
+    worker_input = getattr(config, "workerinput", None)  # an xdist worker: from the controller
+    if worker_input is not None and "keyring_guard" in worker_input:
+        folder, password = worker_input["keyring_guard"]
     if folder and password:
         from keyring_guard import KeyringGuard
 
@@ -56,6 +60,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 _KEYRING_GUARD = None
 _LAST_TEST = "(none yet)"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: each worker gets the guard's folder and password from the controller (they are
+    out of the environment the workers start with)."""
+    if _KEYRING_GUARD is not None:
+        node.workerinput["keyring_guard"] = (_KEYRING_GUARD.folder, _KEYRING_GUARD.password)
+
+
+def keyring_guard_active() -> bool:
+    return _KEYRING_GUARD is not None
 
 
 @pytest.fixture(autouse=True)

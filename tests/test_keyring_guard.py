@@ -61,3 +61,13 @@ def test_a_dead_test_keyring_is_restarted_with_its_keys(tmp_path: Path) -> None:
     assert "restarted True True True" in lines
     assert "read-back stored-before" in lines
     assert "store-after-restart y" in lines
+
+
+def test_the_guard_watches_the_keyring_in_every_test_process() -> None:
+    # Under ./run tests (with-keyring.sh), every pytest process, xdist workers included, has
+    # the guard; a worker without it would let a dead keyring fail dozens of tests again.
+    if os.environ.get("DRIFTDESK_REQUIRE_KEYRING") != "1":
+        pytest.skip("not under tests/with-keyring.sh")
+    from conftest import keyring_guard_active
+
+    assert keyring_guard_active()
