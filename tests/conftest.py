@@ -47,9 +47,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker_input is not None and "keyring_guard" in worker_input:
         folder, password = worker_input["keyring_guard"]
     if folder and password:
-        from keyring_guard import KeyringGuard
+        import keyring_guard
 
-        _KEYRING_GUARD = KeyringGuard(folder, password)
+        _KEYRING_GUARD = keyring_guard.ACTIVE = keyring_guard.KeyringGuard(folder, password)
     _KEYRING_PROBLEM = _keyring_problem()
     if _KEYRING_PROBLEM and os.environ.get("DRIFTDESK_REQUIRE_KEYRING") == "1":
         raise pytest.UsageError(
@@ -68,10 +68,6 @@ def pytest_configure_node(node: Any) -> None:
     out of the environment the workers start with)."""
     if _KEYRING_GUARD is not None:
         node.workerinput["keyring_guard"] = (_KEYRING_GUARD.folder, _KEYRING_GUARD.password)
-
-
-def keyring_guard_active() -> bool:
-    return _KEYRING_GUARD is not None
 
 
 @pytest.fixture(autouse=True)

@@ -83,3 +83,6 @@ class KeyringGuard:
             with contextlib.suppress(Exception):
                 self._bus.close()
             self._bus = None
+
+
+ACTIVE: KeyringGuard | None = None  # this test process's guard (set by tests/conftest.py)
