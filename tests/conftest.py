@@ -50,6 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
         import keyring_guard
 
         _KEYRING_GUARD = keyring_guard.ACTIVE = keyring_guard.KeyringGuard(folder, password)
+        _KEYRING_GUARD.ensure()  # before the probe below, which would D-Bus-start an empty one
     _KEYRING_PROBLEM = _keyring_problem()
     if _KEYRING_PROBLEM and os.environ.get("DRIFTDESK_REQUIRE_KEYRING") == "1":
         raise pytest.UsageError(
@@ -80,7 +81,7 @@ def _private_keyring_alive(request: pytest.FixtureRequest) -> Iterator[None]:
         warnings.warn(
             "the private test keyring's daemon had died (after "
             f"{_LAST_TEST} on this worker, or a test on another); restarted over the same "
-            "keyring folder",
+            "keyring folder\n" + _KEYRING_GUARD.diagnostics(),
             pytest.PytestWarning,
             stacklevel=1,
         )
