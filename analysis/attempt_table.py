@@ -263,10 +263,13 @@ def aggregate(
             {"since": touched_since},
         )
         # The rows of the touched tasks, copied once: the queries below read them several
-        # times, and filtering the whole table each time made a live refresh O(rows).
+        # times, and filtering the whole table each time made a live refresh O(rows). Their
+        # row ids first, from the one column the filter needs: a semi-join on every column
+        # carries all of them through the join for all rows (75 ms against 60 at 1M rows).
         con.execute(
             "CREATE OR REPLACE TEMP TABLE touched_rows AS SELECT rowid AS ord, * FROM attempts "
-            "WHERE valid AND task_id IN (SELECT task_id FROM touched)"
+            "WHERE rowid IN (SELECT rowid FROM attempts "
+            "WHERE valid AND task_id IN (SELECT task_id FROM touched))"
         )
         # A few tasks' rows: their slots are grouped directly (the cheap per-task test of
         # the cold path costs more here, in statements, than it saves).
@@ -321,16 +324,13 @@ def aggregate(
         f"FROM {token_source} GROUP BY ALL"
     ).fetchall():
         result.tokens[tuple(row[:-3])] = (int(row[-3]), int(row[-2]), int(row[-1]))
-    for outcome, kinds in (
-        ("link_error", result.link_kinds),
-        ("harness_error", result.harness_kinds),
-    ):
-        for row in con.execute(
-            f"SELECT {keys}, coalesce(error_code, 'unknown') AS kind, count(*) AS n "
-            f"FROM {winners} WHERE outcome = '{outcome}' GROUP BY ALL "
-            f"ORDER BY {keys}, n DESC, kind"
-        ).fetchall():
-            kinds[tuple(row[:-1])] = int(row[-1])
+    kinds_of = {"link_error": result.link_kinds, "harness_error": result.harness_kinds}
+    for row in con.execute(
+        f"SELECT outcome, {keys}, coalesce(error_code, 'unknown') AS kind, count(*) AS n "
+        f"FROM {winners} WHERE outcome IN ('link_error', 'harness_error') GROUP BY ALL "
+        f"ORDER BY outcome, {keys}, n DESC, kind"
+    ).fetchall():
+        kinds_of[row[0]][tuple(row[1:-1])] = int(row[-1])
     return result
 
 
