@@ -269,17 +269,13 @@ class _Execution:
         suite: Suite,
         profile: Profile,
         real_key: str,
-        agent: str,
-        command: str | None,
-        isolate: bool = False,
-        timeout_s: float,
-        concurrency: int,
-        seed: int,
-        policy: RetryPolicy,
         listener: RunListener | None,
         notices: list[str],
         cluster: RayCluster | None = None,
+        concurrency: int | None = None,
     ) -> None:
+        """The run's settings come from its manifest, written before: a fresh run and a resume
+        run the same way (``concurrency`` overrides the manifest's, as ``resume`` allows)."""
         self.run_dir = run_dir
         self.cluster = cluster
         self.manifest = manifest
@@ -287,12 +283,14 @@ class _Execution:
         self.suite = suite
         self.profile = profile
         self._real_key = real_key
-        self.agent = agent
-        self.command = command
-        self.isolate = isolate
-        self.timeout_s = timeout_s
-        self.concurrency = max(1, concurrency)
-        self.policy = policy
+        self.agent = str(manifest.get("agent", "builtin"))
+        command = manifest.get("command")
+        self.command = str(command) if command is not None else None
+        self.isolate = bool(manifest.get("isolate", False))
+        self.timeout_s = float(manifest.get("timeout_seconds", 120.0))
+        self.concurrency = max(1, concurrency or int(manifest.get("concurrency", 2)))
+        seed = int(manifest.get("seed") or 0)
+        self.policy = RetryPolicy.from_manifest(manifest)
         self.listener = listener
         self.notices = notices
         self.stats = RunStats()
@@ -1153,13 +1151,6 @@ async def _execute_new_run(
             suite=suite,
             profile=profile,
             real_key=real_key,
-            agent=spec.agent,
-            command=spec.command,
-            isolate=spec.isolate,
-            timeout_s=spec.timeout_s,
-            concurrency=spec.concurrency,
-            seed=spec.seed,
-            policy=spec.retry_policy,
             listener=listener,
             notices=notices,
             cluster=cluster,
@@ -1262,7 +1253,6 @@ async def resume_run(
             timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
             probe_key = None if profile.no_key else real_key
             notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
-        policy = RetryPolicy.from_manifest(manifest)
         if ray is None and ran_on.get("kind") == "ray":
             ray = RaySettings.from_manifest(ran_on)
         cluster = _connect_executor(executor, ray or RaySettings(), agent)
@@ -1288,16 +1278,10 @@ async def resume_run(
             suite=suite,
             profile=profile,
             real_key=real_key,
-            agent=agent,
-            command=command,
-            isolate=isolate,
-            timeout_s=float(manifest.get("timeout_seconds", 120.0)),
-            concurrency=concurrency or int(manifest.get("concurrency", 2)),
-            seed=int(manifest.get("seed", 0)),
-            policy=policy,
             listener=listener,
             notices=notices,
             cluster=cluster,
+            concurrency=concurrency,
         ).run(slots)
     finally:
         rundir.unlock_run_dir(lock)
