@@ -73,14 +73,12 @@ class KeyringGuard:
     def _answers_unlocked(self) -> bool:
         """The owner answers a real call, and the default collection is unlocked: what every
         store needs. A daemon that only holds the name would pass ``healthy`` and fail here."""
-        from jeepney import DBusAddress, Properties
+        from jeepney import DBusAddress, Properties, new_method_call
         from jeepney.wrappers import DBusErrorResponse, unwrap_msg
 
         service = DBusAddress(SECRETS_PATH, bus_name=SERVICE,
                               interface="org.freedesktop.Secret.Service")  # fmt: skip
         try:
-            from jeepney import new_method_call
-
             (path,) = unwrap_msg(
                 self._call(new_method_call(service, "ReadAlias", "s", ("default",)))
             )
