@@ -14,6 +14,7 @@ import pytest
 from coding_helpers import PROBE_TASK, TrapEndpoint, write_coding_suite
 from reruns_helpers import read_rows
 
+from driftdesk.analysis.sources import read_manifest
 from driftdesk.layout import (
     CHECK_OUTPUT_SUFFIX,
     CLIENT_HOME_SUFFIX,
@@ -170,6 +171,30 @@ async def test_real_client_reruns_coding_tasks_through_the_proxy(
     assert "DRIFTDESK_RUN_CHILD=" in env_text and "DBUS_SESSION_BUS_ADDRESS" not in env_text
     config_dir = attempt_file(run_dir, "fix-add", 0, CLIENT_HOME_SUFFIX)
     assert any(config_dir.iterdir())
+
+    # A run cut short (two slots' rows never written) and resumed: the resume runs exactly
+    # those slots with the run's own harness, taken from its manifest, at another concurrency.
+    dropped = {("rename", 2), ("write-notes", 1)}
+    kept = [r for r in rows if (r["task_id"], r["attempt"]) not in dropped]
+    (run_dir / "attempts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    calls_before = len(calls)
+    done = cli("resume", str(run_dir), "--concurrency", "1", timeout=900)
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(run_dir / "attempts.jsonl")
+    assert sorted((r["task_id"], r["attempt"]) for r in rows) == [
+        (t, a) for t in ("fix-add", "rename", "write-notes") for a in range(3)
+    ]
+    resumed = rows[len(kept) :]
+    assert {(r["task_id"], r["attempt"]) for r in resumed} == dropped
+    # The real client answered again (its own token counts come only from its output), and
+    # its calls went through the proxy with the real key put on there.
+    assert all(r["client_prompt_tokens"] and r["calls"] >= 2 for r in resumed)
+    assert len(read_rows(run_dir / "calls.jsonl")) == calls_before + sum(
+        r["calls"] for r in resumed
+    )
+    assert [r["outcome"] for r in resumed if r["task_id"] == "write-notes"] == ["fail"]
+    assert read_manifest(run_dir)["resumes"][-1]["slots"] == 2
+    assert trap.requests == 0
     for path in run_dir.rglob("*"):
         if path.is_file() and not path.is_symlink():
             assert REAL_KEY.encode() not in path.read_bytes(), path
