@@ -258,6 +258,16 @@ def _sum_tokens(calls: list[dict[str, Any]], key: str) -> int | None:
     return sum(values) if values else None
 
 
+def _harness_of(manifest: dict[str, Any]) -> tuple[str, str | None, bool]:
+    """The run's harness as its manifest recorded it: agent, command, bubblewrap isolation."""
+    command = manifest.get("command")
+    return (
+        str(manifest.get("agent", "builtin")),
+        str(command) if command is not None else None,
+        bool(manifest.get("isolate", False)),
+    )
+
+
 class _Execution:
     """One execution of a set of slots in a run dir (a fresh run, or a resume)."""
 
@@ -283,10 +293,7 @@ class _Execution:
         self.suite = suite
         self.profile = profile
         self._real_key = real_key
-        self.agent = str(manifest.get("agent", "builtin"))
-        command = manifest.get("command")
-        self.command = str(command) if command is not None else None
-        self.isolate = bool(manifest.get("isolate", False))
+        self.agent, self.command, self.isolate = _harness_of(manifest)
         self.timeout_s = float(manifest.get("timeout_seconds", 120.0))
         self.concurrency = max(1, concurrency or int(manifest.get("concurrency", 2)))
         seed = int(manifest.get("seed") or 0)
@@ -1241,9 +1248,7 @@ async def resume_run(
         notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
         task_ids = [str(t) for t in manifest.get("tasks") or []]
         slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
-        agent = str(manifest.get("agent", "builtin"))
-        command = manifest.get("command")
-        isolate = bool(manifest.get("isolate", False))
+        agent, command, isolate = _harness_of(manifest)
         _check_agent(agent, command, suite, task_ids, isolate)
         ran_on = manifest.get("executor") or {"kind": "local"}
         executor = executor or str(ran_on.get("kind", "local"))
