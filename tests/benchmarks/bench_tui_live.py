@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import os
 import resource
@@ -76,6 +77,7 @@ class RoundResult:
     child_cpu_s: float
     status: str
     load: str
+    gc_pauses_ms: list[float]  # full (generation 2) collections in the app's process, live
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -84,6 +86,30 @@ def percentile(values: list[float], p: float) -> float:
         return float("nan")
     index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+class GcPauses:
+    """Times the app process's full collections: a pause of the whole interpreter, which a
+    key press arriving then waits out."""
+
+    def __init__(self) -> None:
+        self.pauses_ms: list[float] = []
+        self._started = 0.0
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses_ms.append((time.perf_counter() - self._started) * 1000)
 
 
 def start_sandbox(seed: int) -> tuple[subprocess.Popen[str], str]:
@@ -322,7 +348,8 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
                         await asyncio.sleep(args.gap)
                 return timings
 
-            live_ms = await press_cycle(lambda: live.finished, None)
+            with GcPauses() as gc_pauses:
+                live_ms = await press_cycle(lambda: live.finished, None)
             probe.end_front(time.perf_counter())
             wall = time.perf_counter() - started
             watcher.join()
@@ -369,6 +396,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
         child_cpu_s=child_cpu,
         status=live.status,
         load=load(),
+        gc_pauses_ms=gc_pauses.pauses_ms,
     )
 
 
@@ -443,7 +471,10 @@ def main() -> int:
                         f"  {describe('key press, idle:    ', result.idle_ms)}\n"
                         f"  repaints while the Run screen is in front: grid "
                         f"{result.grid_per_s:.1f}/s, counters {result.counters_per_s:.1f}/s, "
-                        f"longest gap {result.worst_gap_s:.2f} s\n  by key, p50 (live/idle) "
+                        f"longest gap {result.worst_gap_s:.2f} s\n"
+                        f"  full GC pauses in the app during the run: {len(result.gc_pauses_ms)}, "
+                        f"max {max(result.gc_pauses_ms, default=0):.0f} ms, total "
+                        f"{sum(result.gc_pauses_ms):.0f} ms\n  by key, p50 (live/idle) "
                         "and max (live/idle): "
                         + ", ".join(
                             f"{k} {a:.0f}/{b:.0f} max {c:.0f}/{d:.0f} ms"
