@@ -11,6 +11,7 @@ app of time for key presses).
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,42 @@ async def test_thousands_of_events_cost_one_redraw_per_tick_and_no_layout(
         # What is drawn is what happened.
         assert f"passed {live.by_outcome['pass']}" in str(counters.render())
         assert live.done == len(slots) - len(slots) % ticks
+
+
+async def test_a_big_live_run_sets_off_few_full_collections_and_exit_restores_the_collector(
+    home, make_app, settle, runs_dir
+) -> None:
+    """A full collection pauses the app for as long as it takes to scan every object the
+    process holds (60–200 ms during a 10k run, every few seconds, with CPython's settings):
+    the pauses the slowest key presses waited on. The app tunes the collector while it runs
+    and gives CPython's settings back when it exits."""
+    thresholds = gc.get_threshold()
+    full_collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full_collections.append(info["generation"])
+
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
+        assert gc.get_freeze_count() > 10_000  # start-up's objects, left out of every scan
+        slots = [(task, attempt) for attempt in range(REPEAT) for task in TASKS]
+        gc.callbacks.append(count)
+        try:
+            for tick in range(10):
+                for task, attempt in slots[tick::10]:
+                    for event in _attempt_events(task, attempt):
+                        live.on_event(event)
+                screen.redraw()
+                await pilot.pause()
+        finally:
+            gc.callbacks.remove(count)
+        assert live.done == len(slots)
+    # 10,200 attempts' events and ten frames: CPython's own settings set off 2 here.
+    assert full_collections == []
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
 
 
 async def test_the_grid_draws_only_the_attempts_in_view_and_draws_them_right(
