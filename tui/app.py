@@ -115,7 +115,7 @@ class DriftdeskApp(App[None]):
         # Runs execute in a child process; False runs the engine on the worker thread in this
         # process (as before; bench_tui_live.py --in-thread compares the two).
         self.runs_in_child = True
-        self._gc_thresholds: tuple[int, ...] | None = None  # CPython's, while the app runs
+        self._gc_thresholds: tuple[int, int, int] | None = None  # CPython's, while the app runs
         if demo:
             self.title = "driftdesk demo"
 
@@ -126,34 +126,14 @@ class DriftdeskApp(App[None]):
             self.start_demo()
         else:
             self.switch_mode(self.start_mode or "volatility")
-        self.call_after_refresh(self._freeze_startup_objects)
+        self.call_after_refresh(self._tune_collector)
 
-    def _freeze_startup_objects(self) -> None:
-        """Tune Python's garbage collector for an app that must answer keys while a big run
-        streams in (``bench_tui_live.py`` prints the full collections it sees).
-
-        - What start-up made (Textual, its CSS, the first screen: ~55,000 objects, alive
-          until exit) is frozen: a full collection scans every object it tracks, with the
-          app paused meanwhile.
-        - The youngest generation is collected after 10,000 allocations, not CPython's 700.
-          At 700, a collection ran in the middle of nearly every frame, so the frame's
-          short-lived strips and segments outlived it and were promoted, and the old
-          generation filled with them: a 10k run saw 57 full collections of 60–200 ms, the
-          pauses the slowest key presses waited on; with this, 2. A young collection of
-          10,000 objects takes a millisecond or two.
-
-        Both are undone on exit (``on_unmount``)."""
-        gc.collect()
-        gc.freeze()
-        self._gc_thresholds = gc.get_threshold()
-        gc.set_threshold(YOUNG_GC_THRESHOLD, *self._gc_thresholds[1:])
+    def _tune_collector(self) -> None:
+        self._gc_thresholds = tune_collector()
 
     def on_unmount(self) -> None:
-        # Frozen objects are never collected: after the app they are ordinary objects again
-        # (a process that runs the app many times, like the tests, would keep each one).
-        gc.unfreeze()
         if self._gc_thresholds is not None:
-            gc.set_threshold(*self._gc_thresholds)
+            restore_collector(self._gc_thresholds)
             self._gc_thresholds = None
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
@@ -507,3 +487,33 @@ def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8)
     if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
         print(f"demo run ({app.demo_run.status}) saved in {app.demo_run.run_dir}")
     return after_exit(app)
+
+
+def tune_collector() -> tuple[int, int, int]:
+    """Tune Python's garbage collector for an app that must answer keys while a big run
+    streams in (``bench_tui_live.py`` prints the full collections it sees).
+
+    - What start-up made (Textual, its CSS, the first screen: ~55,000 objects, alive
+      until exit) is frozen: a full collection scans every object it tracks, with the
+      app paused meanwhile.
+    - The youngest generation is collected after 10,000 allocations, not CPython's 700.
+      At 700, a collection ran in the middle of nearly every frame, so the frame's
+      short-lived strips and segments outlived it and were promoted, and the old
+      generation filled with them: a 10k run saw 57 full collections of 60–200 ms, the
+      pauses the slowest key presses waited on; with this, 2. A young collection of
+      10,000 objects takes a millisecond or two.
+
+    Returns CPython's thresholds, for ``restore_collector`` (the app calls it on exit)."""
+    gc.collect()
+    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, *thresholds[1:])
+    return thresholds
+
+
+def restore_collector(thresholds: tuple[int, int, int]) -> None:
+    """CPython's settings again. Frozen objects are never collected: after the app they are
+    ordinary objects again (a process that runs the app many times, like the tests, would
+    keep each one)."""
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
