@@ -18,9 +18,10 @@ cells), and prints p50/p99 latency, the repaint rate, the load average and the C
 process and of the run's child, round by round and as medians per mode.
 
     .venv/bin/python tests/benchmarks/bench_tui_live.py [--repeat 295] [--concurrency 256]
-        [--rounds 3] [--gap 0.5] [--switch-interval S] [--profile FILE]
+        [--rounds 3] [--gap 0.5] [--switch-interval S] [--profile FILE] [--cpython-collector]
         [--in-thread | --child-only]
         (FILE: a cProfile of the app's main thread in the first child-process round;
+         --cpython-collector: CPython's garbage-collector settings, not the app's;
          --in-thread: only the old mode, --child-only: only the new one)
 """
 
@@ -78,6 +79,7 @@ class RoundResult:
     status: str
     load: str
     gc_pauses_ms: list[float]  # full (generation 2) collections in the app's process, live
+    peak_rss_mib: float  # this process (the app and the benchmark) so far
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -266,6 +268,8 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
     from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 
     app = DriftdeskApp(out_dir=out, runs_dirs=[out], start_mode="run", blink=False)
+    if args.cpython_collector:
+        app._tune_collector = lambda: None  # type: ignore[method-assign]
     app.runs_in_child = mode == "child"
     profile = Profile(name="sim", protocol="openai", base_url=base_url, model=SIM_MODEL)
     spec = RunSpec(
@@ -397,6 +401,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
         status=live.status,
         load=load(),
         gc_pauses_ms=gc_pauses.pauses_ms,
+        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
 
 
@@ -423,6 +428,11 @@ def main() -> int:
         type=float,
         help="the GIL switch interval while the app runs (CPython's default: 0.005); the app "
         "and the thread relaying (or running) the run share one GIL",
+    )
+    parser.add_argument(
+        "--cpython-collector",
+        action="store_true",
+        help="keep CPython's garbage-collector settings (the app tunes them: tune_collector)",
     )
     only = parser.add_mutually_exclusive_group()
     only.add_argument(
@@ -474,7 +484,8 @@ def main() -> int:
                         f"longest gap {result.worst_gap_s:.2f} s\n"
                         f"  full GC pauses in the app during the run: {len(result.gc_pauses_ms)}, "
                         f"max {max(result.gc_pauses_ms, default=0):.0f} ms, total "
-                        f"{sum(result.gc_pauses_ms):.0f} ms\n  by key, p50 (live/idle) "
+                        f"{sum(result.gc_pauses_ms):.0f} ms; peak RSS of the app's process so far "
+                        f"{result.peak_rss_mib:.0f} MiB\n  by key, p50 (live/idle) "
                         "and max (live/idle): "
                         + ", ".join(
                             f"{k} {a:.0f}/{b:.0f} max {c:.0f}/{d:.0f} ms"
