@@ -21,7 +21,7 @@ TESTS = Path(__file__).resolve().parent
 
 SCRIPT = textwrap.dedent(
     """
-    import os, signal, sys
+    import os, signal, sys, time
     sys.path.insert(0, sys.argv[1])
     import keyring
     from keyring_guard import KeyringGuard
@@ -35,6 +35,16 @@ SCRIPT = textwrap.dedent(
         print("own-control", os.environ.get("GNOME_KEYRING_CONTROL") == guard.control_directory)
         keyring.set_password("guard-test", "u", "stored-before")
         os.kill(daemon, signal.SIGKILL)
+        # kill() returns before the daemon has exited; ask only once it is gone or a zombie.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                state = open(f"/proc/{daemon}/stat").read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                break
+            if state in ("Z", "X"):
+                break
+            time.sleep(0.01)
         print("healthy-after-death", guard.healthy())
         print("restarted", guard.ensure(), guard.healthy(), guard._owner_pid() != daemon)
         print("read-back", keyring.get_password("guard-test", "u"))
