@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import textwrap
 import time
@@ -121,6 +122,15 @@ def node_environment(root: Path) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def _free_port() -> int:
+    """A loopback port nothing listens on now. Ray's API server binds 8265 unless told
+    otherwise, with no retry: whatever else holds that port (a cluster another test left
+    behind, a user's own Ray) would make every cluster fail to start."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @contextlib.contextmanager
 def loopback_cluster(
     nodes: int, dashboard: bool = False, head_cpus: int = 1, cpus: int = 1
@@ -143,6 +153,7 @@ def loopback_cluster(
                     **NODE_ARGS,
                     "num_cpus": head_cpus,
                     "include_dashboard": dashboard,
+                    "dashboard_port": _free_port(),
                     "temp_dir": str(root),
                     "_system_config": {
                         # A killed node is declared dead within seconds, not the default ~30 s.
