@@ -4,6 +4,8 @@ home only after the diff is confirmed, and keeps everything else in the file."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from textual.widgets import DataTable
@@ -359,6 +361,56 @@ async def test_delete_a_profile_and_its_key_from_the_profiles_screen(
     assert ProfileStore().names() == []
     with pytest.raises(KeyMissing):
         get_key("work")
+
+
+@pytest.mark.keyring
+async def test_a_load_replaced_by_a_newer_one_does_not_bring_a_deleted_profile_back(
+    home, make_app, settle, monkeypatch
+) -> None:
+    """Closing the delete dialog resumes the screen, which starts a load; the delete then starts
+    another, which cancels the first. A cancelled thread worker still runs to its end: the rows
+    it read before the delete must not replace the newer load's (seen under load in CI)."""
+    from driftdesk.providers.keys import set_key
+    from driftdesk.tui.screens import profiles as profiles_module
+
+    _store_profile()
+    set_key("work", "sk-work-0123456789abcdef")
+    real_status = profiles_module._target_status
+    held, release = threading.Event(), threading.Event()
+
+    def first_load_held(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not held.is_set():  # the load the dialog's closing starts: the profile is read
+            held.set()
+            release.wait(60)
+        return real_status(*args, **kwargs)
+
+    posted: list[object] = []
+    real_post = ProfilesScreen.post_message
+
+    def recording_post(self, message):  # type: ignore[no-untyped-def]
+        delivered = real_post(self, message)
+        if isinstance(message, profiles_module.ProfilesLoaded):
+            posted.append(message)
+        return delivered
+
+    app = make_app(start_mode="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        monkeypatch.setattr(profiles_module, "_target_status", first_load_held)
+        monkeypatch.setattr(ProfilesScreen, "post_message", recording_post)
+        await pilot.press("d", "y")
+        table = app.screen.query_one("#profiles-table", DataTable)
+        deadline = time.monotonic() + 60
+        while table.row_count or not posted:  # the delete's own load has shown no profile
+            assert time.monotonic() < deadline, "the delete's load never arrived"
+            await pilot.pause(0.05)
+        assert held.is_set() and ProfileStore().names() == []
+        release.set()  # the replaced load now posts the rows it read before the delete
+        while len(posted) < 2:
+            assert time.monotonic() < deadline, "the held load never posted"
+            await pilot.pause(0.05)
+        await settle(app, pilot)
+        assert table.row_count == 0
 
 
 @pytest.mark.keyring

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from textual.message import Message
 from textual.screen import Screen
-from textual.worker import Worker
+from textual.worker import NoActiveWorker, Worker, get_current_worker
 
 if TYPE_CHECKING:
     from driftdesk.tui.app import DriftdeskApp
@@ -23,6 +24,25 @@ class PaletteCommand:
     title: str  # "group: action"
     help: str
     callback: Callable[[], Any]
+
+
+@dataclass
+class Loaded(Message):
+    """What a loading worker found. A newer run of an exclusive worker cancels the older one,
+    but a cancelled thread worker runs on to its end and still posts what it read, which may be
+    older than what the newer run posted: handlers drop a ``stale`` one."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        try:
+            self._worker: Worker[Any] | None = get_current_worker()
+        except NoActiveWorker:  # posted outside a worker: nothing can replace it
+            self._worker = None
+
+    @property
+    def stale(self) -> bool:
+        """Its worker was cancelled (replaced, or its screen closed) before it arrived."""
+        return self._worker is not None and self._worker.is_cancelled
 
 
 class ForwardsWorkerFailures:

@@ -17,7 +17,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Header, Static
 
-from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.screens.profile_form import ProfileFormResult, ProfileFormScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
@@ -55,7 +55,7 @@ class ProfileRow:
 
 
 @dataclass
-class ProfilesLoaded(Message):
+class ProfilesLoaded(Loaded):
     rows: list[ProfileRow]
     note: str = ""
 
@@ -67,7 +67,7 @@ class DetailReady(Message):
 
 
 @dataclass
-class HistoryLoaded(Message):
+class HistoryLoaded(Loaded):
     target: str
     history: Any  # providers.restore.FileHistory
 
@@ -341,6 +341,8 @@ class ProfilesScreen(WorkbenchScreen):
     # -- message handlers ----------------------------------------------------------------------
     @on(HistoryLoaded)
     def _show_history(self, message: HistoryLoaded) -> None:
+        if message.stale:
+            return
         history = message.history
         lines = [
             f"{e['n']:>3}  {e.get('at', '?')}  {e.get('action', 'switch')}  "
@@ -397,6 +399,8 @@ class ProfilesScreen(WorkbenchScreen):
 
     @on(ProfilesLoaded)
     def _show_profiles(self, message: ProfilesLoaded) -> None:
+        if message.stale:
+            return
         self._rows = {row.name: row for row in message.rows}
         self._note = message.note
         self._fill_table()

@@ -13,12 +13,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.message import Message
 from textual.widgets import DataTable, Header, Label, RichLog
 
 from driftdesk.analysis.attempt_detail import AttemptDetail, attempt_detail, call_line
 from driftdesk.terminal import printable
-from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
 
@@ -46,12 +45,12 @@ OUTCOME_STYLES = {
 
 
 @dataclass
-class AttemptsLoaded(Message):
+class AttemptsLoaded(Loaded):
     rows: list[dict[str, Any]]
 
 
 @dataclass
-class AttemptTextLoaded(Message):
+class AttemptTextLoaded(Loaded):
     title: str
     lines: list[str | Text]
 
@@ -138,6 +137,8 @@ class TaskScreen(WorkbenchScreen):
 
     @on(AttemptsLoaded)
     def _attempts(self, message: AttemptsLoaded) -> None:
+        if message.stale:
+            return
         self.rows = message.rows
         table = self.query_one("#attempts", DataTable)
         rows: list[tuple[str, tuple[Any, ...]]] = []
@@ -176,6 +177,8 @@ class TaskScreen(WorkbenchScreen):
 
     @on(AttemptTextLoaded)
     def _text(self, message: AttemptTextLoaded) -> None:
+        if message.stale:  # the cursor moved on: a newer attempt's text is coming
+            return
         self._show_text(message.title, message.lines)
 
     def _show_text(self, title: str, lines: list[str | Text]) -> None:

@@ -24,7 +24,7 @@ from textual.widgets.option_list import Option
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.terminal import printable
 from driftdesk.text import tokens as format_tokens
-from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
@@ -174,7 +174,7 @@ def _linked_success_rate(run_dir: Path) -> float | None:
 
 
 @dataclass
-class RunsFound(Message):
+class RunsFound(Loaded):
     runs: list[RunInfo]
 
 
@@ -380,6 +380,8 @@ class VolatilityScreen(WorkbenchScreen):
     # -- message handlers ----------------------------------------------------------------------
     @on(RunsFound)
     def _runs_found(self, message: RunsFound) -> None:
+        if message.stale:
+            return
         previous = {r.path: r.status for r in self.runs}
         self.runs = message.runs
         options = self.query_one("#runs", OptionList)
