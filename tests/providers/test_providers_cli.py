@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
+import termios
 import time
 import tomllib
 from collections.abc import Callable
@@ -124,7 +125,11 @@ def test_add_prompts_hidden_on_a_tty(home: Any) -> None:
         if select.select([master], [], [], 1)[0]:
             seen += os.read(master, 4096)
     assert b"hidden" in seen
-    time.sleep(0.2)  # let getpass switch echo off before we type
+    # Type only once getpass has switched echo off (the master reads the terminal's flags): a
+    # fixed pause was too short on a loaded machine, and the key would be echoed.
+    while termios.tcgetattr(master)[3] & termios.ECHO:
+        assert time.monotonic() < deadline, "getpass never switched echo off"
+        time.sleep(0.01)
     os.write(master, key.encode() + b"\n")
     out = b""
     while proc.poll() is None or select.select([master], [], [], 0.2)[0]:
