@@ -127,7 +127,7 @@ def test_ctrl_c_interrupts_cleanly_and_a_live_run_cannot_be_resumed_twice(
         out = tmp_path / "runs"
         process = subprocess.Popen(
             [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", "basic",
-             "--repeat", "2", "--concurrency", "3", "--out", str(out)],
+             "--repeat", "6", "--concurrency", "3", "--out", str(out)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -154,5 +154,5 @@ def test_ctrl_c_interrupts_cleanly_and_a_live_run_cannot_be_resumed_twice(
         assert result.returncode == 0, result.stderr
     rows = read_rows(attempts)
     slots = {(r["task_id"], r["attempt"]) for r in rows}
-    assert len(rows) == len(slots) == len(load_suite("basic").tasks) * 2
+    assert len(rows) == len(slots) == len(load_suite("basic").tasks) * 6
     assert rows[: len(before)] == before

@@ -356,8 +356,15 @@ async def test_delete_a_profile_and_its_key_from_the_profiles_screen(
         await pilot.press("d")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
+        # The answer reaches the screen below the dialog, which starts the delete: wait for its
+        # outcome (settle alone can look before the delete has started, on a loaded machine).
+        table = app.screen.query_one("#profiles-table", DataTable)
+        deadline = time.monotonic() + 60
+        while table.row_count or ProfileStore().names():
+            assert time.monotonic() < deadline, "the profile was never deleted"
+            await pilot.pause(0.05)
         await settle(app, pilot)
-        assert app.screen.query_one("#profiles-table", DataTable).row_count == 0
+        assert table.row_count == 0
     assert ProfileStore().names() == []
     with pytest.raises(KeyMissing):
         get_key("work")

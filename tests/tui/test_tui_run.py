@@ -201,7 +201,9 @@ async def test_q_during_a_live_run_asks_and_cancel_prints_the_resume_command(
     with SandboxServer(latency_ms=150.0) as server:
         app = make_app(start_mode="run")
         async with app.run_test(size=SIZE) as pilot:
-            live = await _live_slow_run(app, pilot, settle, server, runs_dir, repeat=3)
+            # 340 attempts: the run must still be going when "cancel and quit" lands, also on a
+            # loaded machine (with 102, a loaded run had 79-85 done by then)
+            live = await _live_slow_run(app, pilot, settle, server, runs_dir, repeat=10)
             app.screen.show_run(live)
             app.screen.redraw()
             # the run shows where it is written (./runs, the same rule as the CLI's)
