@@ -25,6 +25,7 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     import keyring
     from keyring_guard import KeyringGuard
+    from processes import alive
 
     guard = KeyringGuard(os.environ["DRIFTDESK_TEST_KEYRING_HOME"],
                          os.environ["DRIFTDESK_TEST_KEYRING_PASSWORD"])
@@ -37,13 +38,7 @@ SCRIPT = textwrap.dedent(
         os.kill(daemon, signal.SIGKILL)
         # kill() returns before the daemon has exited; ask only once it is gone or a zombie.
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                state = open(f"/proc/{daemon}/stat").read().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                break
-            if state in ("Z", "X"):
-                break
+        while alive(daemon) and time.monotonic() < deadline:
             time.sleep(0.01)
         print("healthy-after-death", guard.healthy())
         print("restarted", guard.ensure(), guard.healthy(), guard._owner_pid() != daemon)

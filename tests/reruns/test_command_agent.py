@@ -17,6 +17,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import AttemptOutput, RunEvent
 from driftdesk.reruns.retry import RetryPolicy
+from tests.processes import alive
 
 REAL_KEY = "sk-test-REALKEY-command-0123456789"
 
@@ -79,19 +80,6 @@ def harness_command(tmp_path: Path) -> tuple[str, Path]:
     return f"{sys.executable} {script} {{task_id}} {{attempt}} {{result_path}} {env_dir}", env_dir
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 async def test_command_agent_end_to_end_without_the_key_in_its_environment(
     scripted: ScriptedEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -151,7 +139,7 @@ async def test_command_agent_end_to_end_without_the_key_in_its_environment(
         stuck = rows["stuck", attempt]
         assert (stuck["outcome"], stuck["error_code"]) == ("harness_error", "timeout")
     # The whole process group was killed at the timeout, grandchildren included.
-    assert not _alive(int((env_dir / "stuck.pid").read_text()))
+    assert not alive(int((env_dir / "stuck.pid").read_text()))
     # The server saw each retry of the rate-limited harness.
     assert scripted.requests["rate-limited"] == 2 * 3
 
@@ -280,7 +268,7 @@ async def test_cancelling_a_command_run_kills_the_harness_and_records_nothing(
             break
         await asyncio.sleep(0.02)
     grandchild = int(pid_file.read_text())
-    assert _alive(grandchild)
+    assert alive(grandchild)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -288,10 +276,10 @@ async def test_cancelling_a_command_run_kills_the_harness_and_records_nothing(
     assert read_rows(run_dir / "attempts.jsonl") == []
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
     for _ in range(100):
-        if not _alive(grandchild):
+        if not alive(grandchild):
             break
         await asyncio.sleep(0.02)
-    assert not _alive(grandchild)
+    assert not alive(grandchild)
 
 
 KEY_PROBE = textwrap.dedent(

@@ -19,6 +19,7 @@ from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
+from tests.processes import alive
 
 KEY = "sk-test-REALKEY-orphans-0123456789"
 
@@ -60,14 +61,6 @@ HARNESS = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 def _wait_for(path: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not (path.exists() and path.stat().st_size):
@@ -78,11 +71,11 @@ def _wait_for(path: Path, timeout: float = 60.0) -> None:
 def _wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        alive = [p for p in pids if _alive(p)]
-        if not alive:
+        running = [p for p in pids if alive(p)]
+        if not running:
             return []
         time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
+    return [p for p in pids if alive(p)]
 
 
 def _start_run(tmp_path: Path, pid_dir: Path, base_url: str) -> subprocess.Popen[str]:
@@ -149,7 +142,7 @@ def test_kill_9_of_driftdesk_run_takes_every_harness_process_with_it(
 ) -> None:
     run, pid_dir, pids, daemon = _started(tmp_path)
     everyone = [pids["group"], pids["harness"], pids["child"], daemon]  # group: the guard
-    assert all(_alive(p) for p in everyone)
+    assert all(alive(p) for p in everyone)
     os.kill(run.pid, signal.SIGKILL)
     run.wait(timeout=10)
     assert _wait_dead(everyone) == []
@@ -172,7 +165,7 @@ def test_resume_kills_what_a_run_killed_with_its_guard_left_behind(
     os.kill(run.pid, signal.SIGKILL)
     run.wait(timeout=10)
     assert _wait_dead([pids["group"], pids["harness"], pids["child"]]) == []
-    assert _alive(daemon)  # escaped: a setsid daemon whose reaper died first
+    assert alive(daemon)  # escaped: a setsid daemon whose reaper died first
     (run_dir,) = (tmp_path / "runs").iterdir()
     resumed = _resume(run_dir)
     assert _wait_dead([daemon], timeout=5) == []
