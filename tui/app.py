@@ -115,6 +115,9 @@ class DriftdeskApp(App[None]):
         # Runs execute in a child process; False runs the engine on the worker thread in this
         # process (as before; bench_tui_live.py --in-thread compares the two).
         self.runs_in_child = True
+        # The collector is tuned while the app runs (``tune_collector``); False keeps CPython's
+        # settings (bench_tui_live.py --cpython-collector compares the two).
+        self.tune_gc = True
         self._gc_thresholds: tuple[int, int, int] | None = None  # CPython's, while the app runs
         if demo:
             self.title = "driftdesk demo"
@@ -129,7 +132,8 @@ class DriftdeskApp(App[None]):
         self.call_after_refresh(self._tune_collector)
 
     def _tune_collector(self) -> None:
-        self._gc_thresholds = tune_collector()
+        if self.tune_gc:
+            self._gc_thresholds = tune_collector()
 
     def on_unmount(self) -> None:
         if self._gc_thresholds is not None:

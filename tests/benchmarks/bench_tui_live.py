@@ -268,8 +268,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
     from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 
     app = DriftdeskApp(out_dir=out, runs_dirs=[out], start_mode="run", blink=False)
-    if args.cpython_collector:
-        app._tune_collector = lambda: None  # type: ignore[method-assign]
+    app.tune_gc = not args.cpython_collector
     app.runs_in_child = mode == "child"
     profile = Profile(name="sim", protocol="openai", base_url=base_url, model=SIM_MODEL)
     spec = RunSpec(
