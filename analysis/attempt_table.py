@@ -12,6 +12,11 @@ times over at memory speed.
 Duplicate slots are rare (a resume with ``--retry-link-errors``), so the aggregates run on the
 rows directly; only tasks a cheap per-task test cannot clear of duplicates are deduplicated
 slot by slot, and the rows they supersede are excluded by ``rowid``.
+
+The live view adds rows a batch at a time. A task whose new rows only fill slots it did not
+have (what a running run writes) has its new rows aggregated alone and merged into its
+aggregates (counts added, means and deviations combined from counts); only a task with a row
+for a slot already written is aggregated again from all its rows.
 """
 
 from __future__ import annotations
@@ -122,17 +127,21 @@ FROM (
                    columns={_COLUMNS_ARG}, ignore_errors=true))
 """
 
+# An attempt below 128 as one bit of two 64-bit halves (0 for the other half and from 128 on).
+LOW_BIT = "CASE WHEN attempt < 64 THEN 1::UBIGINT << attempt::UBIGINT ELSE 0::UBIGINT END"
+HIGH_BIT = (
+    "CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::UBIGINT "
+    "ELSE 0::UBIGINT END"
+)
+# A task's attempts below 128 as two bit sets (``attempts_low``, ``attempts_high``).
+_ATTEMPT_MASKS = f"bit_or({LOW_BIT}), bit_or({HIGH_BIT})"
 # A task can hold two rows of one slot only if this is true: for attempts < 128 the sum of
-# 2^attempt equals their bitwise or exactly when no attempt repeats (two 64-bit halves).
-_MAY_HAVE_DUPLICATES = """
+# 2^attempt equals their bitwise or exactly when no attempt repeats.
+_MAY_HAVE_DUPLICATES = f"""
 max(attempt) >= 128
-OR sum(CASE WHEN attempt < 64 THEN 1::UBIGINT << attempt::UBIGINT ELSE 0::UBIGINT END)
-   <> bit_or(CASE WHEN attempt < 64 THEN 1::UBIGINT << attempt::UBIGINT ELSE 0::UBIGINT END)
-OR sum(CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::UBIGINT
-            ELSE 0::UBIGINT END)
-   <> bit_or(CASE WHEN attempt BETWEEN 64 AND 127 THEN 1::UBIGINT << (attempt - 64)::UBIGINT
-                  ELSE 0::UBIGINT END)
+OR sum({LOW_BIT}) <> bit_or({LOW_BIT}) OR sum({HIGH_BIT}) <> bit_or({HIGH_BIT})
 """
+LAST_ERROR_KINDS = 3  # the newest error kinds kept per task
 
 
 @dataclass
@@ -145,6 +154,9 @@ class TableAggregates:
     # (f, [task_id,] kind) -> winning harness_error slots, same order
     harness_kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
     touched: list[str] = field(default_factory=list)  # with touched_since
+    # Of ``touched``, the tasks whose new rows were merged into their aggregates: for these,
+    # ``tokens`` and the kinds hold the new rows' sums only (to add), not the task's.
+    merged: set[str] = field(default_factory=set)
 
 
 @contextlib.contextmanager
@@ -257,25 +269,7 @@ def aggregate(
             _without_superseded(rows) if _find_superseded(con, rows) else (rows, rows)
         )
     else:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT task_id FROM attempts "
-            "WHERE valid AND rowid >= $since",
-            {"since": touched_since},
-        )
-        # The rows of the touched tasks, copied once: the queries below read them several
-        # times, and filtering the whole table each time made a live refresh O(rows). Their
-        # row ids first, from the one column the filter needs: a semi-join on every column
-        # carries all of them through the join for all rows (75 ms against 60 at 1M rows).
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE touched_rows AS SELECT rowid AS ord, * FROM attempts "
-            "WHERE rowid IN (SELECT rowid FROM attempts "
-            "WHERE valid AND task_id IN (SELECT task_id FROM touched))"
-        )
-        # A few tasks' rows: their slots are grouped directly (the cheap per-task test of
-        # the cold path costs more here, in statements, than it saves).
-        _superseded_among(con, "touched_rows")
-        rows = "touched_rows"
-        winners, token_source = _without_superseded(rows)
+        winners, token_source = _touched_sources(con, touched_since)
 
     counted = "TRUE" if include_link_errors else "outcome IN ('pass', 'fail')"
     task_query = f"""
@@ -287,14 +281,19 @@ def aggregate(
                count(*) FILTER (WHERE outcome = 'harness_error'),
                favg(counted_latency), stddev_pop(counted_latency),
                favg(counted_tokens), stddev_pop(counted_tokens),
-               arg_max(coalesce(error_code, outcome), ord, 3) FILTER (WHERE outcome <> 'pass'),
+               arg_max(coalesce(error_code, outcome), ord, {LAST_ERROR_KINDS})
+                   FILTER (WHERE outcome <> 'pass'),
                min(ord), count(*), min(attempt), max(attempt),
                favg(counted_model_latency),
                coalesce(sum(retries), 0), coalesce(sum(model_mismatches), 0),
                -- HAL's resource CV: mean and std(ddof=1) over the positive values only
                favg(pos_latency), stddev_samp(pos_latency),
                favg(pos_tokens), stddev_samp(pos_tokens),
-               favg(pos_cost), stddev_samp(pos_cost)
+               favg(pos_cost), stddev_samp(pos_cost),
+               -- what merging a later aggregate into this one needs (see _MERGED_AGGS)
+               count(counted_latency), count(counted_tokens), count(counted_model_latency),
+               count(pos_latency), count(pos_tokens), count(pos_cost),
+               {_ATTEMPT_MASKS}
         FROM (SELECT *, CASE WHEN counted_latency > 0 THEN counted_latency END AS pos_latency,
                      CASE WHEN counted_tokens > 0 THEN counted_tokens END AS pos_tokens,
                      CASE WHEN counted_cost > 0 THEN counted_cost END AS pos_cost
@@ -307,16 +306,12 @@ def aggregate(
         GROUP BY f, task_id ORDER BY f, min(ord)
         """
     _aggregate_into_table(con, task_query, touched_since is not None)
-    touched = (
-        con.execute("SELECT DISTINCT task_id FROM touched").fetchall()
-        if touched_since is not None
-        else []
-    )
-    result = TableAggregates(
-        tokens={},
-        link_kinds={},
-        touched=[str(row[0]) for row in touched],
-    )
+    result = TableAggregates(tokens={}, link_kinds={})
+    if touched_since is not None:
+        for task_id, merged in con.execute("SELECT task_id, merged FROM touched").fetchall():
+            result.touched.append(str(task_id))
+            if merged:
+                result.merged.add(str(task_id))
     keys = "f, task_id" if per_task_extras else "f"
     for row in con.execute(
         f"SELECT {keys}, model, coalesce(sum(prompt_tokens), 0), "
@@ -332,6 +327,57 @@ def aggregate(
     ).fetchall():
         kinds_of[row[0]][tuple(row[1:-1])] = int(row[-1])
     return result
+
+
+def _touched_sources(con: duckdb.DuckDBPyConnection, since: int) -> tuple[str, str]:
+    """The live view's sources after rows were added from ``rowid`` ``since`` on (as
+    ``_without_superseded``): ``touched`` lists the tasks with new valid rows, ``merged``
+    where they only add slots the task did not have (what a running run writes): their new
+    rows alone are aggregated, to be merged into the task's aggregates. The other tasks (a
+    row for a slot already written, an attempt from 128 on) are aggregated from all their
+    rows, copied into ``touched_rows``."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE new_rows AS SELECT rowid AS ord, * FROM attempts "
+        "WHERE valid AND rowid >= $since",
+        {"since": since},
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE touched AS
+        SELECT f, task_id,
+               n.max_attempt < 128 AND n.low_sum = n.low AND n.high_sum = n.high
+               AND (a.task_id IS NULL OR a.max_attempt < 128 AND a.attempts_low & n.low = 0
+                    AND a.attempts_high & n.high = 0) AS merged
+        FROM (SELECT f, task_id, max(attempt) AS max_attempt,
+                     sum({LOW_BIT}) AS low_sum, bit_or({LOW_BIT}) AS low,
+                     sum({HIGH_BIT}) AS high_sum, bit_or({HIGH_BIT}) AS high
+              FROM new_rows GROUP BY f, task_id) n
+        LEFT JOIN task_aggs a USING (f, task_id)
+        """
+    )
+    row = con.execute("SELECT bool_and(merged) FROM touched").fetchone()
+    if row and row[0]:
+        con.execute("CREATE OR REPLACE TEMP TABLE touched_rows AS FROM new_rows LIMIT 0")
+    else:
+        # Their rows copied once: the queries below read them several times, and filtering
+        # the whole table each time made a live refresh O(rows). Their row ids first, from
+        # the one column the filter needs: a semi-join on every column carries all of them
+        # through the join for all rows (75 ms against 60 at 1M rows).
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE touched_rows AS SELECT rowid AS ord, * FROM attempts "
+            "WHERE rowid IN (SELECT rowid FROM attempts "
+            "WHERE valid AND task_id IN (SELECT task_id FROM touched WHERE NOT merged))"
+        )
+    # A few tasks' rows: their slots are grouped directly (the cheap per-task test of the
+    # cold path costs more here, in statements, than it saves).
+    _superseded_among(con, "touched_rows")
+    winners, token_source = _without_superseded("touched_rows")
+    added = "(SELECT * FROM new_rows WHERE task_id IN (SELECT task_id FROM touched WHERE merged))"
+    return (
+        f"({winners} UNION ALL {added})",
+        f"({token_source} UNION ALL SELECT f, task_id, prompt_tokens, completion_tokens, "
+        f"total_tokens, model FROM {added})",
+    )
 
 
 def _without_superseded(rows: str) -> tuple[str, str]:
@@ -393,14 +439,99 @@ TASK_AGGS = """
     tokens_mean DOUBLE, tokens_std DOUBLE, last_error_kinds VARCHAR[], first_seen BIGINT,
     slots BIGINT, min_attempt BIGINT, max_attempt BIGINT, model_latency_mean_ms DOUBLE,
     retries BIGINT, model_mismatches BIGINT, latency_pos_mean DOUBLE, latency_pos_std DOUBLE,
-    tokens_pos_mean DOUBLE, tokens_pos_std DOUBLE, cost_pos_mean DOUBLE, cost_pos_std DOUBLE
+    tokens_pos_mean DOUBLE, tokens_pos_std DOUBLE, cost_pos_mean DOUBLE, cost_pos_std DOUBLE,
+    n_latency BIGINT, n_tokens BIGINT, n_model_latency BIGINT, n_latency_pos BIGINT,
+    n_tokens_pos BIGINT, n_cost_pos BIGINT, attempts_low UBIGINT, attempts_high UBIGINT
 """
+_AGG_NAMES = [column.split()[0] for column in TASK_AGGS.split(",")]
+
+
+def _merged_mean(mean: str, count: str) -> str:
+    """SQL: the mean over both sides (``n``: the new rows', ``o``: the task's before them)."""
+    return (
+        f"CASE WHEN coalesce(o.{count}, 0) = 0 THEN n.{mean} WHEN n.{count} = 0 THEN o.{mean} "
+        f"ELSE o.{mean} + (n.{mean} - o.{mean}) * n.{count} / (n.{count} + o.{count}) END"
+    )
+
+
+def _merged_std(mean: str, std: str, count: str, ddof: int) -> str:
+    """SQL: the standard deviation over both sides, from each side's count, mean and
+    deviation (Chan et al.'s pairwise update of the sum of squared deviations)."""
+
+    def squares(side: str) -> str:
+        return f"coalesce(pow({side}.{std}, 2) * ({side}.{count} - {ddof}), 0)"
+
+    total = f"(n.{count} + o.{count})"
+    return (
+        f"CASE WHEN coalesce(o.{count}, 0) = 0 THEN n.{std} WHEN n.{count} = 0 THEN o.{std} "
+        f"WHEN {total} > {ddof} THEN sqrt(({squares('n')} + {squares('o')} "
+        f"+ pow(n.{mean} - o.{mean}, 2) * n.{count} * o.{count} / {total}) / ({total} - {ddof})) "
+        "END"
+    )
+
+
+def _merged(name: str) -> str:
+    """SQL: column ``name`` of ``task_aggs`` over both sides; without ``o`` (a task recomputed
+    from all its rows, or new), the new side's value."""
+    added = ("passes", "fails", "link_errors", "harness_errors", "slots", "retries",
+             "model_mismatches", *(n for n in _AGG_NAMES if n.startswith("n_")))  # fmt: skip
+    means = {
+        "latency_mean_ms": "n_latency", "tokens_mean": "n_tokens",
+        "model_latency_mean_ms": "n_model_latency", "latency_pos_mean": "n_latency_pos",
+        "tokens_pos_mean": "n_tokens_pos", "cost_pos_mean": "n_cost_pos",
+    }  # fmt: skip
+    # deviation -> (its mean, count, delta degrees of freedom: 0 population, 1 sample)
+    stds = {
+        "latency_std_ms": ("latency_mean_ms", "n_latency", 0),
+        "tokens_std": ("tokens_mean", "n_tokens", 0),
+        "latency_pos_std": ("latency_pos_mean", "n_latency_pos", 1),
+        "tokens_pos_std": ("tokens_pos_mean", "n_tokens_pos", 1),
+        "cost_pos_std": ("cost_pos_mean", "n_cost_pos", 1),
+    }
+    if name in ("f", "task_id"):
+        return f"n.{name}"
+    if name in added:
+        return f"n.{name} + coalesce(o.{name}, 0)"
+    if name in means:
+        return _merged_mean(name, means[name])
+    if name in stds:
+        mean, count, ddof = stds[name]
+        return _merged_std(mean, name, count, ddof)
+    if name == "scenario_id":  # the newest known
+        return "coalesce(n.scenario_id, o.scenario_id)"
+    if name == "last_error_kinds":  # newest first
+        return (
+            "CASE WHEN o.task_id IS NULL THEN n.last_error_kinds ELSE list_slice(list_concat("
+            "coalesce(n.last_error_kinds, []), coalesce(o.last_error_kinds, [])), 1, "
+            f"{LAST_ERROR_KINDS}) END"
+        )
+    if name in ("first_seen", "min_attempt"):
+        return f"least(n.{name}, o.{name})"
+    if name == "max_attempt":
+        return "greatest(n.max_attempt, o.max_attempt)"
+    if name in ("attempts_low", "attempts_high"):
+        return f"n.{name} | coalesce(o.{name}, 0::UBIGINT)"
+    raise AssertionError(f"no merge rule for task_aggs.{name}")
+
+
+_MERGED_AGGS = ", ".join(f"{_merged(name)} AS {name}" for name in _AGG_NAMES)
 
 
 def _aggregate_into_table(con: duckdb.DuckDBPyConnection, task_query: str, update: bool) -> None:
-    """Write the per-task rows into ``task_aggs``: all of it, or replacing the touched tasks."""
+    """Write the per-task rows into ``task_aggs``: all of it, or for the touched tasks (their
+    rows from ``task_query`` merged into the old ones where ``touched`` says so, else as they
+    are)."""
     if not update:
         con.execute(f"CREATE OR REPLACE TEMP TABLE task_aggs ({TASK_AGGS})")
-    else:
-        con.execute("DELETE FROM task_aggs WHERE task_id IN (SELECT task_id FROM touched)")
-    con.execute(f"INSERT INTO task_aggs {task_query}")
+        con.execute(f"INSERT INTO task_aggs {task_query}")
+        return
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE merged_aggs AS
+        SELECT {_MERGED_AGGS}
+        FROM ({task_query}) n({", ".join(_AGG_NAMES)}) JOIN touched t USING (f, task_id)
+        LEFT JOIN task_aggs o ON t.merged AND o.f = n.f AND o.task_id = n.task_id
+        """
+    )
+    con.execute("DELETE FROM task_aggs WHERE task_id IN (SELECT task_id FROM touched)")
+    con.execute("INSERT INTO task_aggs SELECT * FROM merged_aggs")

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.analysis.attempt_table import HIGH_BIT, LOW_BIT
 from driftdesk.analysis.metrics import pass_curves
 
 if TYPE_CHECKING:
@@ -135,19 +136,27 @@ def prepare(
     missing: list[tuple[str, int]] = []
     if repeat is not None and repeat >= 1 and manifest_tasks:
         # Only tasks whose slot count or range is off are looked at attempt by attempt (slots
-        # are distinct, so 0..repeat−1 all present <=> count, min and max agree).
+        # are distinct, so 0..repeat−1 all present <=> count, min and max agree). Their
+        # attempts below 128 are their aggregates' bit sets; rows are read only for a task
+        # with a later attempt.
         con.execute(
             f"""
             INSERT INTO missing
             WITH incomplete AS (
-                SELECT m.task_id, m.pos FROM (SELECT * FROM manifest_tasks WHERE TRUE {only}) m
+                SELECT m.task_id, m.pos, coalesce(a.max_attempt, 0) < 128 AS by_bits,
+                       coalesce(a.attempts_low, 0) AS low, coalesce(a.attempts_high, 0) AS high
+                FROM (SELECT * FROM manifest_tasks WHERE TRUE {only}) m
                 LEFT JOIN (SELECT * FROM task_aggs WHERE f = $f {only}) a USING (task_id)
                 WHERE a.task_id IS NULL OR a.slots <> $repeat OR a.min_attempt <> 0
                       OR a.max_attempt <> $repeat - 1),
-            wanted AS (SELECT task_id, pos, unnest(range($repeat)) AS attempt FROM incomplete),
+            wanted AS (SELECT *, unnest(range($repeat)) AS attempt FROM incomplete),
             present AS (SELECT DISTINCT task_id, attempt FROM {changed_rows} WHERE valid AND f = $f
-                        AND task_id IN (SELECT task_id FROM incomplete))
-            SELECT task_id, attempt, pos FROM wanted ANTI JOIN present USING (task_id, attempt)
+                        AND task_id IN (SELECT task_id FROM incomplete WHERE NOT by_bits))
+            SELECT task_id, attempt, pos FROM wanted
+            WHERE by_bits AND low & {LOW_BIT} = 0 AND high & {HIGH_BIT} = 0
+            UNION ALL
+            SELECT task_id, attempt, pos FROM (SELECT * FROM wanted WHERE NOT by_bits)
+            ANTI JOIN present USING (task_id, attempt)
             """,
             {**params, "repeat": repeat},
         )

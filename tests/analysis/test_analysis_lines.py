@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
+import duckdb
 import pytest
 from analysis_fixtures import attempt_row, handmade_rows, write_handmade_run, write_run
 
+from driftdesk.analysis import attempt_table
 from driftdesk.analysis.attempts import task_attempts
 from driftdesk.analysis.live import LiveVolatility
+from driftdesk.analysis.prices import load_prices
 from driftdesk.analysis.volatility import build_report
 
 
@@ -220,3 +224,80 @@ def test_live_refresh_line_by_line_matches_cold_every_time(tmp_path: Path, min_r
         assert report == cold
         assert report["missing_slots"]  # "never" stays missing
     live.close()
+
+
+@pytest.mark.parametrize("include_link_errors", [False, True])
+def test_live_merges_added_slots_and_recomputes_the_tasks_it_cannot_merge(
+    tmp_path: Path, include_link_errors: bool
+) -> None:
+    # What a running run writes only adds slots: those tasks' aggregates are merged from
+    # their new rows alone (means and deviations from counts). A row for a slot already
+    # written, a slot twice in one batch or an attempt from 128 on needs all of a task's
+    # rows. Either way the aggregates must be the cold ones, to float precision.
+    rng = random.Random(5)
+
+    def row(task_id: str, attempt: int) -> dict:
+        outcome = rng.choice(["pass", "pass", "fail", "link_error", "harness_error"])
+        prompt, completion = rng.randint(1, 5000), rng.randint(0, 900)
+        extra = {"model_latency_ms": round(rng.uniform(5, 900), 3)} if rng.random() < 0.7 else {}
+        return attempt_row(
+            "merge", task_id, attempt, outcome,
+            scenario_id=rng.choice([None, "s1", "s2"]),
+            error_code=rng.choice([None, "429", "500"]) if outcome.endswith("error") else None,
+            latency_ms=round(rng.uniform(10, 9000), 3),
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
+            model=rng.choice(["gpt-4o", "gpt-4o-mini", "unpriced-model"]),
+            retries=rng.randint(0, 2), **extra,
+        )  # fmt: skip
+
+    tasks = [f"t{i}" for i in range(1, 7)]
+    first = [row(t, attempt) for attempt in range(6) for t in tasks]
+    batch = [row(t, attempt) for attempt in range(6, 10) for t in ("t1", "t2", "t3")]
+    batch += [row("t7", attempt) for attempt in range(3)]  # a task first seen now
+    batch += [row("t4", 2), row("t5", 6), row("t5", 6), row("t6", 130)]  # not mergeable
+    run = write_run(tmp_path, "merge", list(first), tasks=[*tasks, "t7", "t8"], repeat=8)
+    batch_file = tmp_path / "batch.jsonl"
+    batch_file.write_text("".join(json.dumps(r) + "\n" for r in batch))
+    prices = load_prices()
+
+    def aggregates(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+        return con.execute("SELECT * FROM task_aggs ORDER BY task_id").fetchall()
+
+    with attempt_table.connection() as con:
+        since = attempt_table.load_file(con, run / "attempts.jsonl", 0)
+        attempt_table.price_models(con, prices)
+        attempt_table.aggregate(con, include_link_errors=include_link_errors)
+        attempt_table.load_file(con, batch_file, 0)
+        attempt_table.price_models(con, prices, since)
+        result = attempt_table.aggregate(
+            con, include_link_errors=include_link_errors, touched_since=since, per_task_extras=True
+        )
+        assert sorted(result.touched) == ["t1", "t2", "t3", "t4", "t5", "t6", "t7"]
+        assert result.merged == {"t1", "t2", "t3", "t7"}
+        merged = aggregates(con)
+    with attempt_table.connection() as con:
+        for path in (run / "attempts.jsonl", batch_file):
+            attempt_table.load_file(con, path, 0)
+        attempt_table.price_models(con, prices)
+        attempt_table.aggregate(con, include_link_errors=include_link_errors)
+        cold = aggregates(con)
+    assert len(merged) == len(cold) == 7
+    for live_row, cold_row in zip(merged, cold, strict=True):
+        assert live_row == pytest.approx(cold_row, rel=1e-12, abs=1e-12), live_row[1]
+
+    # The same through the live view: its report (token sums and error kinds per task and
+    # per run included) is the cold one.
+    live = LiveVolatility(run, include_link_errors=include_link_errors, ci_interval_s=0)
+    live.refresh()
+    with open(run / "attempts.jsonl", "a") as fh:
+        fh.write(batch_file.read_text())
+    report = live.refresh().to_json(task_curves=True)
+    live.close()
+    assert report == build_report([run], include_link_errors=include_link_errors)[0].to_json(
+        task_curves=True
+    )
+    # t6's attempt 130 is past what the slot bit sets hold: its slots are read from its rows
+    assert {(s["task_id"], s["attempt"]) for s in report["missing_slots"]} == {
+        ("t4", 6), ("t4", 7), ("t5", 7), ("t6", 6), ("t6", 7),
+        *(("t7", a) for a in range(3, 8)), *(("t8", a) for a in range(8)),
+    }  # fmt: skip
