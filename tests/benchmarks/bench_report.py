@@ -10,9 +10,11 @@ Measured side by side in interleaved rounds, each a fresh process (start-up incl
   max − min) for scale;
 
 with each one's CPU time and peak memory. Then, in this process, a ``LiveVolatility``: its first
-refresh (the whole file) and a refresh after 1,000 lines are appended (some superseding earlier
-slots), against a cold in-process report; each under CPython's collector settings and under
-the app's (``tui.app.tune_collector``: the live view runs in the TUI's process), interleaved.
+refresh (the whole file), a refresh after 1,000 lines are appended, half of them superseding
+earlier slots (a resume's retries), and one after 1,000 lines that only add slots (what a
+running run writes), against a cold in-process report; each under CPython's collector settings
+and under the app's (``tui.app.tune_collector``: the live view runs in the TUI's process),
+interleaved.
 
 Targets (issue 13): report ≤ 1.5× the floor with peak ≤ 512 MiB; live refresh after 1k lines
 ≤ 0.1× the cold report. Every ratio is printed with the load average beside it.
@@ -276,8 +278,22 @@ def main() -> None:
         colds: dict[str, list[float]] = {name: [] for name in settings}
         firsts: dict[str, list[float]] = {name: [] for name in settings}
         refreshes: dict[str, list[float]] = {name: [] for name in settings}
+        adding: dict[str, list[float]] = {name: [] for name in settings}
         rng = random.Random(99)
         appended = 0
+
+        def append_lines(superseding: bool) -> None:
+            """1,000 lines for 1,000 tasks: each a new attempt, or with ``superseding`` every
+            other one a later row for a slot already written (a resume's retry)."""
+            nonlocal appended
+            with open(attempts, "a") as fh:
+                for i in range(1000):
+                    new_slot = i % 2 or not superseding
+                    attempt = args.attempts + appended if new_slot else i % args.attempts
+                    row = _row(f"suite/task-{i * 7:06d}", attempt, "pass", None, rng)
+                    fh.write(json.dumps(row) + "\n")
+            appended += 1
+
         for round_ in range(3):
             for name in settings if round_ % 2 == 0 else settings[::-1]:
                 thresholds = tune_collector() if name == settings[1] else None
@@ -289,32 +305,38 @@ def main() -> None:
                     start = time.perf_counter()
                     live.refresh()
                     firsts[name].append(time.perf_counter() - start)
-                    with open(attempts, "a") as fh:
-                        for i in range(1000):
-                            # new attempts for some tasks, new rows for existing slots for others
-                            attempt = args.attempts + appended if i % 2 else i % args.attempts
-                            row = _row(f"suite/task-{i * 7:06d}", attempt, "pass", None, rng)
-                            fh.write(json.dumps(row) + "\n")
-                    appended += 1
-                    start = time.perf_counter()
-                    live_report = live.refresh()
-                    refreshes[name].append(time.perf_counter() - start)
-                    assert live.lines_read_last_refresh == 1000, live.lines_read_last_refresh
+                    for superseding, times in ((True, refreshes), (False, adding)):
+                        append_lines(superseding)
+                        start = time.perf_counter()
+                        live_report = live.refresh()
+                        times[name].append(time.perf_counter() - start)
+                        assert live.lines_read_last_refresh == 1000, live.lines_read_last_refresh
                     live.close()
                 finally:
                     if thresholds is not None:
                         restore_collector(thresholds)
         print()
         for name in settings:
-            cold, first, refresh = (statistics.median(v[name]) for v in (colds, firsts, refreshes))
+            cold, first, refresh, add = (
+                statistics.median(v[name]) for v in (colds, firsts, refreshes, adding)
+            )
             print(
                 f"live, {name} (median of 3): first refresh (whole file) {first:.2f} s; refresh "
-                f"after 1k appended lines {refresh * 1000:.0f} ms vs cold report {cold:.2f} s "
-                f"in-process ({refresh / cold:.3f}×); tasks judged {live_report.tasks_judged:,}"
+                f"after 1k appended lines {refresh * 1000:.0f} ms, half of them superseding "
+                f"a slot ({refresh / cold:.3f}×), {add * 1000:.0f} ms when they only add slots "
+                f"({add / cold:.3f}×), vs cold report {cold:.2f} s in-process; tasks judged "
+                f"{live_report.tasks_judged:,}"
             )
-        cold, refresh = (statistics.median(v[settings[1]]) for v in (colds, refreshes))
+        cold, refresh, add = (statistics.median(v[settings[1]]) for v in (colds, refreshes, adding))
         verdict(
-            "live refresh after 1k lines vs cold report (the app's collector)", refresh / cold, 0.1
+            "live refresh after 1k lines, half superseding, vs cold report (the app's collector)",
+            refresh / cold,
+            0.1,
+        )
+        verdict(
+            "live refresh after 1k lines adding slots (a running run), vs cold report",
+            add / cold,
+            0.1,
         )
 
 
