@@ -112,8 +112,9 @@ def prepare(
     ``changed`` (the live view): only these tasks' rows of ``task_stats`` and ``missing`` are
     rebuilt, from a previous call on this connection with the same manifest and options; a
     task's row depends on that task's aggregates alone, so the table equals a full rebuild.
-    ``changed_rows`` names a table holding every valid row of the changed tasks (the live
-    view's copy of them), read instead of the whole ``attempts`` for their missing slots.
+    ``changed_rows`` names a table holding every valid row of each changed task with an
+    attempt from 128 on (the live view's copy of the tasks it re-read), read instead of the
+    whole ``attempts`` for their missing slots; other tasks' slots come from their bit sets.
     """
     params: dict[str, Any] = {"f": f}
     if changed is None:
