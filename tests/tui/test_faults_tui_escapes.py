@@ -3,9 +3,9 @@ and the live attempt grid print them escaped, never raw."""
 
 from __future__ import annotations
 
-from conftest import write_run
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, OptionList
+from tui_runs import write_run
 
 from driftdesk.tui.screens.volatility import VolatilityScreen
 from driftdesk.tui.widgets.attempt_grid import AttemptGrid
