@@ -18,6 +18,7 @@ from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
 from driftdesk.reruns.suites import load_suite
+from tests.ports import refused_port
 
 KEY = "sk-test-first-run-0123456789abcdef"
 
@@ -32,12 +33,6 @@ def _profile(name: str, base_url: str, key: bool = True) -> None:
     ProfileStore().save(Profile(name=name, protocol="openai", base_url=base_url, model=SIM_MODEL))
     if key:
         set_key(name, KEY)
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _suite_with_bad_lines(path: Path) -> Path:
@@ -86,9 +81,10 @@ def test_skip_bad_lines_lists_them_before_the_run(
 def test_a_closed_port_stops_the_run_before_it_starts_with_the_doctors_advice(
     home: object, tmp_path: Path, cli: object
 ) -> None:
-    _profile("dead", f"http://127.0.0.1:{_closed_port()}/v1")
     out = tmp_path / "runs"
-    result = cli("run", "--profile", "dead", "--suite", "basic", "--out", str(out))  # type: ignore[operator]
+    with refused_port() as port:
+        _profile("dead", f"http://127.0.0.1:{port}/v1")
+        result = cli("run", "--profile", "dead", "--suite", "basic", "--out", str(out))  # type: ignore[operator]
     assert result.returncode == 2, result.stdout + result.stderr
     assert "could not reach" in result.stderr
     assert "fix: check the base URL's host and port" in result.stderr

@@ -17,6 +17,7 @@ from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
 from driftdesk.reruns.events import AttemptFinished, CallRecorded, RunEvent, RunFinished, RunStarted
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.rundir import latest_rows
+from tests.ports import refused_port
 
 REAL_KEY = "sk-test-REALKEY-0123456789abcdef"
 FAST_RETRIES = RetryPolicy(max_retries=4, base_delay_s=0.01, max_delay_s=0.05)
@@ -133,24 +134,19 @@ async def test_outcomes_error_kinds_and_retries_match_the_server(
 
 
 async def test_connection_errors_are_retried_then_reported(tmp_path: Path) -> None:
-    # A port nothing listens on: bind, note the port, close.
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     suite = write_suite(tmp_path / "suite.jsonl", ["answer-42"])
-    outcome = await execute_run(
-        RunSpec(
-            profile=profile_for(f"http://127.0.0.1:{port}/v1"),
-            suite=str(suite),
-            repeat=2,
-            timeout_s=2,
-            out_dir=tmp_path / "runs",
-            api_key=REAL_KEY,
-            retry_policy=RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.02),
+    with refused_port() as port:  # nothing listens on it
+        outcome = await execute_run(
+            RunSpec(
+                profile=profile_for(f"http://127.0.0.1:{port}/v1"),
+                suite=str(suite),
+                repeat=2,
+                timeout_s=2,
+                out_dir=tmp_path / "runs",
+                api_key=REAL_KEY,
+                retry_policy=RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.02),
+            )
         )
-    )
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     assert [(r["outcome"], r["error_code"], r["retries"]) for r in rows] == [
         ("link_error", "connection", 2)

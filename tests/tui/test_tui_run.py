@@ -13,6 +13,7 @@ from driftdesk.tui.screens.modals import ConfirmScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.widgets.attempt_grid import SYMBOLS, AttemptGrid
+from tests.ports import refused_port
 
 SIZE = (140, 42)
 THROWAWAY_KEY = "sk-test-throwaway-0123456789"  # the sandbox accepts any key
@@ -139,14 +140,6 @@ async def test_launch_only_volatile_tasks_of_an_earlier_run(
         assert sorted(manifest["tasks"]) == ["arith-02", "format-01"]
 
 
-def _closed_url() -> str:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-
-
 async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
     home, sandbox, make_app, settle, open_launch_form
 ) -> None:
@@ -155,24 +148,25 @@ async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
     from driftdesk.providers.profiles import Profile, ProfileStore
 
     # Listed first, but its endpoint is gone (a demo's leftover used to be just that).
-    ProfileStore().save(Profile("aaa-gone", "openai", _closed_url(), "m"))
-    app = make_app(start_mode="run")
-    async with app.run_test(size=SIZE) as pilot:
-        form = await open_launch_form(app, pilot)
-        select = form.query_one("#profile", Select)
-        assert select.value == "sandbox"
-        assert app.focused is select  # Enter opens it: no Tab needed first
-        labels = [str(option[0]) for option in select._options]
-        assert not any("loading" in label for label in labels)
-        assert any("aaa-gone" in label and "not answering" in label for label in labels)
-        await pilot.press("escape")
-        await settle(app, pilot)
-        sandbox.stop()  # now every endpoint is gone: nothing is preselected
-        await pilot.press("n")
-        await settle(app, pilot)
-        assert app.screen.query_one("#profile", Select).value == Select.NULL
-        await pilot.press("ctrl+s")
-        assert "choose a profile" in str(app.screen.query_one("#form-error").render())
+    with refused_port() as port:
+        ProfileStore().save(Profile("aaa-gone", "openai", f"http://127.0.0.1:{port}/v1", "m"))
+        app = make_app(start_mode="run")
+        async with app.run_test(size=SIZE) as pilot:
+            form = await open_launch_form(app, pilot)
+            select = form.query_one("#profile", Select)
+            assert select.value == "sandbox"
+            assert app.focused is select  # Enter opens it: no Tab needed first
+            labels = [str(option[0]) for option in select._options]
+            assert not any("loading" in label for label in labels)
+            assert any("aaa-gone" in label and "not answering" in label for label in labels)
+            await pilot.press("escape")
+            await settle(app, pilot)
+            sandbox.stop()  # now every endpoint is gone: nothing is preselected
+            await pilot.press("n")
+            await settle(app, pilot)
+            assert app.screen.query_one("#profile", Select).value == Select.NULL
+            await pilot.press("ctrl+s")
+            assert "choose a profile" in str(app.screen.query_one("#form-error").render())
 
 
 async def _live_slow_run(app, pilot, settle, server, runs_dir, repeat):  # type: ignore[no-untyped-def]
