@@ -32,7 +32,7 @@ import secrets
 import time
 import urllib.parse
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -156,6 +156,19 @@ def call_figures(calls: list[dict[str, Any]]) -> dict[str, Any]:
         "model_mismatches": sum(1 for c in calls if c.get("model_mismatch")),
         "model_latency_ms": round(sum(float(c.get("latency_ms") or 0.0) for c in calls), 3),
     }
+
+
+class _AgentHungUp(Exception):
+    """The agent closed its connection while the proxy wrote to it: its doing, not the link's."""
+
+
+async def _to_agent(write: Awaitable[Any]) -> None:
+    """Await a write to the agent, its hanging up raised as ``_AgentHungUp`` (a write to the
+    agent failing is otherwise an ``OSError`` taken for the upstream's connection failing)."""
+    try:
+        await write
+    except ConnectionResetError as exc:  # aiohttp's ClientConnectionResetError is one too
+        raise _AgentHungUp from exc
 
 
 def _proxy_error(status: int, kind: str, message: str) -> web.Response:
@@ -625,6 +638,7 @@ class MeteringProxy:
         meter = _UsageMeter(streamed=False, protocol=protocol)
         error_kind: str | None = None
         response: web.StreamResponse | None = None
+        answered = False  # the agent has been sent the whole answer
         try:
             async with self._session.request(
                 request.method,
@@ -683,19 +697,20 @@ class MeteringProxy:
                 response = web.StreamResponse(
                     status=upstream.status, reason=upstream.reason, headers=headers
                 )
-                await response.prepare(request)
+                await _to_agent(response.prepare(request))
                 try:
                     async for chunk in upstream.content.iter_any():
                         out = passthrough.feed(chunk)
                         meter.feed(out)
                         if passthrough.too_large or meter.invalid:
                             break
-                        await response.write(out)
+                        await _to_agent(response.write(out))
+                        answered = meter.finished
                     else:
                         out = passthrough.flush()
                         meter.feed(out)
                         if not meter.invalid:
-                            await response.write(out)
+                            await _to_agent(response.write(out))
                 except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, zlib.error):
                     error_kind = "truncated"
                 meter.close()
@@ -710,10 +725,17 @@ class MeteringProxy:
                     # for the model's answer. A dropped connection is what it can retry.
                     _break_connection(request)
                     return response
-                await response.write_eof()
+                answered = meter.finished  # every byte of it is written
+                await _to_agent(response.write_eof())
                 return response
+        except _AgentHungUp:
+            error_kind = error_kind or (None if answered else "client_closed")
+            assert response is not None  # only a write to it can hang up
+            return response
         except asyncio.CancelledError:
-            error_kind = error_kind or "client_closed"  # the agent gave up (its timeout)
+            # The agent hung up: it gave up (its timeout), or it had the whole answer (a client
+            # may close as soon as it has read the protocol's end: Codex does).
+            error_kind = error_kind or (None if answered else "client_closed")
             raise
         except (aiohttp.ClientError, OSError) as exc:
             error_kind = "connection"

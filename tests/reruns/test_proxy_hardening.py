@@ -6,6 +6,7 @@ climbs out of the base URL, a redirect past the proxy, a gzip bomb, invalid SSE,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import random
@@ -22,7 +23,7 @@ from reruns_helpers import LoopbackServer, ScriptedEndpoint, read_rows, write_su
 from driftdesk.fileio import JsonlAppender
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
-from driftdesk.reruns.proxy import MeteringProxy
+from driftdesk.reruns.proxy import MeteringProxy, unrecovered_link_failure
 from driftdesk.reruns.retry import RetryPolicy, parse_retry_after
 
 # Not "sk-…": the generic key patterns of driftdesk.secrets must not be what catches it here.
@@ -95,6 +96,26 @@ class Hostile(LoopbackServer):
             return web.Response(
                 body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
             )
+        if request.path.startswith("/v1/lingers/"):
+            # The whole answer, then the stream stays open a while (keep-alive comments, a
+            # slow close) before it ends; with "trailing" a comment comes after the pause.
+            response = web.StreamResponse()
+            response.content_type = "text/event-stream"
+            await response.prepare(request)
+            await response.write(
+                b'data: {"model": "m", "choices": [{"delta": {"content": "4"}}]}\n\n'
+            )
+            await asyncio.sleep(0.05)
+            await response.write(
+                b'data: {"choices": [{"finish_reason": "stop"}], "usage": {"prompt_tokens": 3, '
+                b'"completion_tokens": 1, "total_tokens": 4}}\n\ndata: [DONE]\n\n'
+            )
+            await asyncio.sleep(0.3)
+            with contextlib.suppress(ConnectionResetError):  # the proxy may have hung up
+                if "trailing" in request.path:
+                    await response.write(b": keep-alive\n\n")
+                await response.write_eof()
+            return response
         if request.path.startswith("/v1/invalid-sse/"):
             response = web.StreamResponse()
             response.content_type = "text/event-stream"
@@ -253,6 +274,38 @@ async def test_invalid_sse_is_a_link_failure_and_is_not_forwarded(
     assert b"Bad Gateway" not in body
     (call,) = read_rows(tmp_path / "calls.jsonl")
     assert call["error_kind"] == "invalid_sse"
+
+
+@pytest.mark.parametrize("hang_up_after", [b"[DONE]", b'"content"'])
+@pytest.mark.parametrize(
+    "path", ["/lingers/chat/completions", "/lingers/trailing/chat/completions"]
+)
+async def test_an_agent_that_hangs_up_once_it_has_the_whole_answer_had_no_link_failure(
+    proxy: MeteringProxy, tmp_path: Path, path: str, hang_up_after: bytes
+) -> None:
+    # Codex closes its connection as soon as it has read the protocol's end. Seen in CI: that
+    # call was recorded as a "connection" failure and the whole try was run again. Hanging up
+    # before the end is the agent giving up ("client_closed"); neither is the link's fault.
+    token = proxy.open_attempt("t", 0)
+    async with aiohttp.ClientSession() as session:
+        response = await session.post(
+            proxy.base_url_for(token) + path,
+            json={"model": "m", "stream": True},
+            headers={"Authorization": f"Bearer {proxy.run_key}"},
+        )
+        seen = b""
+        while hang_up_after not in seen:
+            seen += await response.content.readany()
+        response.close()  # drops the connection, as the agent's process exiting does
+    calls = (await proxy.settle(token)).calls
+    (call,) = read_rows(tmp_path / "calls.jsonl")
+    assert call == calls[-1]
+    if hang_up_after == b"[DONE]":
+        assert call["error_kind"] is None, call
+        assert (call["prompt_tokens"], call["completion_tokens"]) == (3, 1)
+        assert unrecovered_link_failure(calls) is None
+    else:
+        assert call["error_kind"] == "client_closed", call
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
