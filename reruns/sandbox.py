@@ -387,9 +387,13 @@ class SandboxEndpoint:
         faults: FaultRates | None = None,
         retry_after_s: float = 1.0,
         hang_s: float = 3600.0,
+        linger_s: float = 0.0,
         suites: Iterable[str | Path] | None = None,
     ) -> None:
         self.seed = seed
+        # A stream stays open this long after its last event before it ends, as a gateway's
+        # keep-alives hold it: a client that hangs up at the protocol's end does so first.
+        self.linger_s = linger_s
         self.latency_s = latency_ms / 1000.0
         self.faults = faults or FaultRates()
         self.retry_after_s = retry_after_s
@@ -535,7 +539,10 @@ class SandboxEndpoint:
         if truncate:
             self._cut(request)
             return response
-        await response.write_eof()
+        if self.linger_s:
+            await asyncio.sleep(self.linger_s)
+        with contextlib.suppress(ConnectionResetError):  # the client hung up meanwhile
+            await response.write_eof()
         return response
 
     @staticmethod

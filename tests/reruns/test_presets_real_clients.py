@@ -52,7 +52,9 @@ async def trap() -> AsyncIterator[TrapEndpoint]:
 @pytest.fixture
 def coding_sandbox(tmp_path: Path) -> Iterator[tuple[SandboxServer, Path]]:
     suite = write_coding_suite(tmp_path / "suite")
-    with SandboxServer(seed=7, suites=[suite]) as server:
+    # Streams stay open a while after their end (as gateways' keep-alives hold them): a client
+    # that hangs up once it has read the answer (Codex) does so before the stream ends.
+    with SandboxServer(seed=7, suites=[suite], linger_s=0.3) as server:
         yield server, suite
 
 
@@ -153,8 +155,9 @@ async def test_real_client_reruns_coding_tasks_through_the_proxy(
     # Every call metered whole, Responses streams (Codex) included, with the model that answered.
     assert all(c["prompt_tokens"] and c["completion_tokens"] for c in calls)
     # (Responses streams end with response.completed, no [DONE]: complete, not "truncated".)
-    assert not [c for c in calls if c["error_kind"] == "truncated"]
-    assert all(c["served_model"] for c in calls if c["error_kind"] is None)
+    # A client hanging up once it has the whole answer is no failure of the call either.
+    assert [c["error_kind"] for c in calls] == [None] * len(calls)
+    assert all(c["served_model"] for c in calls)
     if agent == "claude-code":
         assert set(server.stats.api_keys) == {REAL_KEY}  # the proxy put the real key on
     else:
