@@ -215,3 +215,80 @@ async def test_following_stays_on_a_running_attempt_until_it_ends(
         for event in first[2:]:  # task-01 #0 ends
             live.on_event(event)
         assert "task-02 #0" in shown()
+
+
+async def _showing_a_run_with_attempts(
+    app: Any, pilot: Any, settle: Any, runs_dir: Path
+) -> tuple[RunScreen, LiveRun]:
+    """The Run screen showing a run with a few hundred attempts done: a grid full of cells
+    and a log with lines, what a frame of a big live run repaints."""
+    screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
+    for attempt in range(10):
+        for task in TASKS:
+            for event in _attempt_events(task, attempt):
+                live.on_event(event)
+    screen.redraw()
+    await pilot.pause()
+    return screen, live
+
+
+async def test_moving_focus_repaints_the_two_panes_not_the_whole_screen(
+    home, make_app, settle, runs_dir, monkeypatch
+) -> None:
+    """Textual repaints a whole screen when its focus changes; on the Run screen of a big run
+    that re-rendered every widget on each tab (tab and shift+tab were among the slowest keys
+    in bench_tui_live). Only the panes whose focus style changes need repainting."""
+    from textual._compositor import Compositor
+
+    full = Counting(monkeypatch, Compositor, "render_full_update")
+    painted: list[Any] = []
+    partial = Compositor.render_partial_update
+
+    def record(compositor: Any, *args: Any, **kwargs: Any) -> Any:
+        painted.extend(compositor._dirty_regions)
+        return partial(compositor, *args, **kwargs)
+
+    monkeypatch.setattr(Compositor, "render_partial_update", record)
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        screen, _live = await _showing_a_run_with_attempts(app, pilot, settle, runs_dir)
+        grid = screen.query_one("#run-grid", AttemptGrid)
+        log = screen.query_one("#run-log")
+        grid.focus()
+        await pilot.pause()
+        for key, focused in (("tab", log), ("shift+tab", grid), ("tab", log)):
+            full.calls, painted[:] = 0, []
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.focused is focused
+            assert full.calls == 0, f"{key} repainted the whole screen"
+            # Both panes' borders change colour, and both were repainted.
+            for pane in (grid, log):
+                corner = pane.region.offset
+                assert any(region.contains_point(corner) for region in painted), (key, pane)
+
+
+async def test_the_command_palette_does_not_redraw_the_screen_below_it(
+    home, make_app, settle, runs_dir, monkeypatch
+) -> None:
+    """A translucent palette composes the screen below it through Rich on each of its frames
+    (and again whenever that screen changes, all through a live run): half the time of
+    opening it over a big run's grid. The palette covers the screen."""
+    from textual.command import CommandPalette
+    from textual.renderables.background_screen import BackgroundScreen
+
+    tinted = Counting(monkeypatch, BackgroundScreen, "__rich_console__")
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        screen, live = await _showing_a_run_with_attempts(app, pilot, settle, runs_dir)
+        await pilot.press("ctrl+p")
+        await settle(app, pilot)
+        assert isinstance(app.screen, CommandPalette)
+        for event in _attempt_events(TASKS[0], 10):  # the run goes on below the palette
+            live.on_event(event)
+        screen.redraw()
+        await pilot.pause()
+        assert tinted.calls == 0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen

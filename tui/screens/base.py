@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from textual.message import Message
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.worker import NoActiveWorker, Worker, get_current_worker
 
 if TYPE_CHECKING:
@@ -55,6 +57,10 @@ class ForwardsWorkerFailures:
 
 
 class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
+    # Textual repaints the whole screen when its focus moves; the widgets whose focus style
+    # changes repaint themselves. On the Run screen of a big run the whole-screen repaint made
+    # tab one of the slowest keys (bench_tui_live).
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
     HELP_INTRO = ""
     SCREEN_NAME = ""
 
