@@ -278,7 +278,7 @@ async def test_moving_focus_repaints_the_two_panes_not_the_whole_screen(
         grid = screen.query_one("#run-grid", AttemptGrid)
         log = screen.query_one("#run-log")
         grid.focus()
-        await pilot.pause()
+        await settle(app, pilot)
         for key, focused in (("tab", log), ("shift+tab", grid), ("tab", log)):
             full.calls, painted[:] = 0, []
             await pilot.press(key)
