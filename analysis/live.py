@@ -253,10 +253,15 @@ class LiveVolatility:
             self._changed = None
         elif self._changed is not None:
             self._changed.update(result.touched)
+        # A merged task's sums are its new rows' only: with the task's own added they are its
+        # whole sums, which replace the old ones as a re-read task's do.
+        for task_id in result.merged:
+            tokens[task_id] = _added(self._task_tokens.get(task_id, {}), tokens.get(task_id, {}))
+            kinds[task_id] = _added(self._task_kinds.get(task_id, {}), kinds.get(task_id, {}))
+            harness[task_id] = _added(
+                self._task_harness_kinds.get(task_id, {}), harness.get(task_id, {})
+            )
         for task_id in touched:
-            if task_id in result.merged:  # the sums of its new rows: added to the task's
-                self._merge_extras(task_id, tokens, kinds, harness)
-                continue
             for kind, count in self._task_harness_kinds.get(task_id, {}).items():
                 self._add_kind(kind, -count, self._harness_kinds)
             self._task_harness_kinds[task_id] = harness.get(task_id, {})
@@ -272,28 +277,6 @@ class LiveVolatility:
                 self._add_tokens(model, sums, +1)
             for kind, count in self._task_kinds[task_id].items():
                 self._add_kind(kind, count)
-
-    def _merge_extras(
-        self,
-        task_id: str,
-        tokens: dict[str, dict[str | None, tuple[int, int, int]]],
-        kinds: dict[str, dict[str, int]],
-        harness: dict[str, dict[str, int]],
-    ) -> None:
-        """Add a merged task's new token sums and error kinds to its own and the run's."""
-        task_tokens = self._task_tokens.setdefault(task_id, {})
-        for model, sums in tokens.get(task_id, {}).items():
-            old = task_tokens.get(model, (0, 0, 0))
-            task_tokens[model] = (old[0] + sums[0], old[1] + sums[1], old[2] + sums[2])
-            self._add_tokens(model, sums, +1)
-        for new, task_totals, run_totals in (
-            (kinds, self._task_kinds, self._link_kinds),
-            (harness, self._task_harness_kinds, self._harness_kinds),
-        ):
-            task_kinds = task_totals.setdefault(task_id, {})
-            for kind, count in new.get(task_id, {}).items():
-                task_kinds[kind] = task_kinds.get(kind, 0) + count
-                self._add_kind(kind, count, run_totals)
 
     def _add_tokens(self, model: str | None, sums: tuple[int, int, int], sign: int) -> None:
         totals = self._tokens.setdefault(model, [0, 0, 0])
@@ -347,6 +330,19 @@ class LiveVolatility:
         if reuse is None:
             self._ci, self._ci_at = report.ci95, now
         return report
+
+
+def _added(old: dict[Any, Any], new: dict[Any, Any]) -> dict[Any, Any]:
+    """Per-key sums of two tables of counts (ints, or token triples summed element-wise)."""
+    total = dict(old)
+    for key, value in new.items():
+        if key not in total:
+            total[key] = value
+        elif isinstance(value, tuple):
+            total[key] = tuple(a + b for a, b in zip(total[key], value, strict=True))
+        else:
+            total[key] += value
+    return total
 
 
 def _last_line_end(path: Path, size: int) -> int:
