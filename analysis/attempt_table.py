@@ -395,21 +395,21 @@ def _find_superseded(con: duckdb.DuckDBPyConnection, rows: str) -> bool:
     """Fill ``superseded`` (rows another row of their slot replaces, with the winner's model)
     and say whether there are any. Tasks that may hold two rows for one slot are found by a
     cheap per-task test; only their slots are looked at one by one."""
-    dup_row = con.execute(
+    # The suspects kept in a table: counting them and then selecting their rows each grouped
+    # the whole table again.
+    con.execute(
         f"""
-        SELECT count(*) FROM (
-            SELECT f, task_id FROM {rows} GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
+        CREATE OR REPLACE TEMP TABLE suspect_tasks AS
+        SELECT f, task_id FROM {rows} GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES}
         """
-    ).fetchone()
+    )
+    dup_row = con.execute("SELECT count(*) FROM suspect_tasks").fetchone()
     if not (dup_row and dup_row[0]):
         return False
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE suspect_rows AS
-        SELECT ord, f, task_id, attempt, model FROM {rows}
-        WHERE (f, task_id) IN (
-            SELECT (f, task_id) FROM {rows}
-            GROUP BY f, task_id HAVING {_MAY_HAVE_DUPLICATES})
+        SELECT ord, f, task_id, attempt, model FROM {rows} SEMI JOIN suspect_tasks USING (f, task_id)
         """
     )
     _superseded_among(con, "suspect_rows")
