@@ -30,7 +30,6 @@ from driftdesk.reruns.events import (
 )
 
 LOG_LINES_PER_ATTEMPT = 2000
-CALLS_PER_ATTEMPT = 200
 
 AttemptKey = tuple[str, int]
 
@@ -59,10 +58,12 @@ class LiveRun:
     stats: RunStats = field(default_factory=RunStats)
     cells: dict[AttemptKey, str] = field(default_factory=dict)  # running|retrying|<outcome>
     rows: dict[AttemptKey, dict[str, Any]] = field(default_factory=dict)
-    logs: dict[AttemptKey, deque[str]] = field(default_factory=dict)
+    # A finished attempt's lines are a tuple: a run's state outlives many collections, and
+    # a full one (the app paused) traverses every deque of 10,000 attempts, while a tuple of
+    # strings the collector stops tracking (bench_tui_live.py --census).
+    logs: dict[AttemptKey, deque[str] | tuple[str, ...]] = field(default_factory=dict)
     # Lines ever appended per attempt (the deque drops old ones), so a pane can tail the new.
     log_counts: Counter[AttemptKey] = field(default_factory=Counter)
-    call_rows: dict[AttemptKey, deque[dict[str, Any]]] = field(default_factory=dict)
     last_started: AttemptKey | None = None
     last_active: AttemptKey | None = None  # the attempt that most recently logged something
     error: str | None = None
@@ -98,11 +99,6 @@ class LiveRun:
             self.cells[key] = "running"
             self.last_started = key
         elif isinstance(event, CallRecorded):
-            key = (event.task_id, event.attempt)
-            calls = self.call_rows.get(key)
-            if calls is None:
-                calls = self.call_rows[key] = deque(maxlen=CALLS_PER_ATTEMPT)
-            calls.append(event.call)
             call = event.call
             self._append(
                 event.task_id,
@@ -144,6 +140,7 @@ class LiveRun:
                 f"[driftdesk] finished: {outcome}{error} · {row.get('total_tokens') or 0} tokens · "
                 f"{float(row.get('latency_ms') or 0):.0f} ms · {row.get('retries') or 0} retries",
             )
+            self.logs[key] = tuple(self.logs[key])
         elif isinstance(event, RunStarted):
             self.run_id = event.run_id
             self.run_dir = event.run_dir
@@ -175,8 +172,8 @@ class LiveRun:
     def _append(self, task_id: str, attempt: int, line: str) -> None:
         key = (task_id, attempt)
         log = self.logs.get(key)
-        if log is None:
-            log = self.logs[key] = deque(maxlen=LOG_LINES_PER_ATTEMPT)
+        if not isinstance(log, deque):  # new, or a finished slot run again (a retried slot)
+            log = self.logs[key] = deque(log or (), maxlen=LOG_LINES_PER_ATTEMPT)
         log.append(line)
         self.log_counts[key] += 1
         self.last_active = key

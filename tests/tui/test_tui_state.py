@@ -93,3 +93,69 @@ async def test_a_big_live_run_is_not_rendered_whole_when_a_worker_is_started_wit
         worker = screen.refresh_cost(live)
         assert len(worker.description) < 300
         await worker.wait()
+
+
+def _tracked_objects_held(live: LiveRun) -> int:
+    """Objects the garbage collector tracks among those the run's state holds: a full
+    collection (the app paused) traverses each of them."""
+    import gc
+
+    gc.collect()  # tuples and dicts of atoms stop being tracked when a collection sees them
+    owned = [v for k, v in vars(live).items() if k not in ("loop", "task", "worker")]
+    seen: set[int] = set()
+    todo = [o for o in owned if gc.is_tracked(o)]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        todo.extend(o for o in gc.get_referents(obj) if gc.is_tracked(o))
+    return len(seen)
+
+
+async def test_finished_attempts_leave_nothing_the_collector_must_traverse(
+    tmp_path: Path,
+) -> None:
+    """A 10,000-attempt run's state stays in the app's heap for the whole run, and a full
+    collection traverses every tracked object in it: with a deque of log lines and one of
+    call records per attempt, one collection held the app for ~150 ms mid-run
+    (bench_tui_live.py). A finished attempt keeps its lines, in objects the collector
+    does not track."""
+    held = {}
+    for repeat in (1, 3):
+        live = LiveRun(label="held")
+        spec = RunSpec(
+            profile=Profile("sim", "openai", "http://unused", SIM_MODEL),
+            suite="basic",
+            repeat=repeat,
+            concurrency=8,
+            timeout_s=30,
+            out_dir=tmp_path / str(repeat),
+            api_key="throwaway-sandbox-key",
+        )
+        with SandboxServer(seed=3, latency_ms=0.0) as server:
+            spec.profile = Profile("sim", "openai", server.base_url, SIM_MODEL)
+            outcome = await execute_run(spec, live)
+        assert outcome.status == "completed"
+        # every attempt's lines are kept, ending with its outcome
+        assert len(live.logs) == live.done == outcome.stats.total
+        assert all("[driftdesk] finished:" in lines[-1] for lines in live.logs.values())
+        assert any(line.startswith("[call 0]") for lines in live.logs.values() for line in lines)
+        held[repeat] = (live.done, _tracked_objects_held(live))
+    (small_done, small), (big_done, big) = held[1], held[3]
+    per_attempt = (big - small) / (big_done - small_done)
+    assert per_attempt < 0.1, (held, per_attempt)
+
+
+async def test_a_finished_slot_run_again_keeps_its_lines_and_adds_the_new_ones() -> None:
+    from driftdesk.reruns.events import AttemptFinished, AttemptOutput, AttemptStarted
+
+    live = LiveRun(label="again")
+    for text in ("first try", "second try"):
+        live.on_event(AttemptStarted("r", "t", 0))
+        live.on_event(AttemptOutput("r", "t", 0, "stdout", text))
+        live.on_event(AttemptFinished("r", {"task_id": "t", "attempt": 0, "outcome": "fail"}))
+    lines = list(live.logs[("t", 0)])
+    assert lines[0] == "first try" and lines[2] == "second try", lines
+    assert len(lines) == 4 and live.log_counts[("t", 0)] == 4
+    assert live.new_log_lines(("t", 0), 2) == (lines[2:], 4)
