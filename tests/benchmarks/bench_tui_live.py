@@ -19,7 +19,7 @@ process and of the run's child, round by round and as medians per mode.
 
     .venv/bin/python tests/benchmarks/bench_tui_live.py [--repeat 295] [--concurrency 256]
         [--rounds 3] [--gap 0.5] [--switch-interval S] [--profile FILE] [--cpython-collector]
-        [--in-thread | --child-only]
+        [--in-thread | --child-only] [--census]
         (FILE: a cProfile of the app's main thread in the first child-process round;
          --cpython-collector: CPython's garbage-collector settings, not the app's;
          --in-thread: only the old mode, --child-only: only the new one)
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import gc
 import itertools
 import os
@@ -112,6 +113,21 @@ class GcPauses:
             self._started = time.perf_counter()
         else:
             self.pauses_ms.append((time.perf_counter() - self._started) * 1000)
+
+
+def print_census() -> None:
+    """What a full collection scans now (the objects the collector tracks, frozen ones left
+    out), by type, and how long one takes: what the run left in the app's heap."""
+    counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    top = ", ".join(f"{name} {n:,}" for name, n in counts.most_common(12))
+    print(f"  tracked objects after the run: {sum(counts.values()):,} ({top})", flush=True)
+    gc.collect()  # the run's garbage first: the second collection times the live heap alone
+    started = time.perf_counter()
+    gc.collect()
+    print(
+        f"  a full collection of what the run left: {(time.perf_counter() - started) * 1000:.0f} ms",
+        flush=True,
+    )
 
 
 def start_sandbox(seed: int) -> tuple[subprocess.Popen[str], str]:
@@ -356,6 +372,8 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
             probe.end_front(time.perf_counter())
             wall = time.perf_counter() - started
             watcher.join()
+            if args.census:
+                print_census()
             frames = probe.frames
             grid_rate, grid_gap = rate(frames.grid, frames.on_run_screen, frames.busy)
             counters_rate, counters_gap = rate(frames.counters, frames.on_run_screen, frames.busy)
@@ -421,6 +439,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gap", type=float, default=0.5, help="seconds between presses")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--census", action="store_true", help="print the objects the run left in the app's heap"
+    )
     parser.add_argument("--profile", type=Path, help="write a cProfile of the app's thread")
     parser.add_argument(
         "--switch-interval",
