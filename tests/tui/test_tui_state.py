@@ -99,17 +99,20 @@ def _tracked_objects_held(live: LiveRun) -> int:
     """Objects the garbage collector tracks among those the run's state holds: a full
     collection (the app paused) traverses each of them."""
     import gc
+    from collections import deque
 
     gc.collect()  # tuples and dicts of atoms stop being tracked when a collection sees them
-    owned = [v for k, v in vars(live).items() if k not in ("loop", "task", "worker")]
+    containers = (dict, list, tuple, set, frozenset, deque)
     seen: set[int] = set()
-    todo = [o for o in owned if gc.is_tracked(o)]
+    # Into containers only: an object's referents include its class, and through it the world.
+    todo = [v for v in vars(live).values() if isinstance(v, containers) and gc.is_tracked(v)]
     while todo:
         obj = todo.pop()
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        todo.extend(o for o in gc.get_referents(obj) if gc.is_tracked(o))
+        if isinstance(obj, containers):
+            todo.extend(o for o in gc.get_referents(obj) if gc.is_tracked(o))
     return len(seen)
 
 
