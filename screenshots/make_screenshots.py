@@ -129,7 +129,7 @@ def _to_png(svg: Path) -> None:
 
 async def _shoot() -> list[Path]:
     from textual.pilot import Pilot
-    from textual.widgets import RichLog
+    from textual.widgets import Log
 
     from driftdesk.tui.app import DriftdeskApp
     from driftdesk.tui.screens.compare import CompareScreen
@@ -165,7 +165,7 @@ async def _shoot() -> list[Path]:
             await pilot.pause(0.1)
         await pilot.pause(0.4)
         # The followed attempt stays until it ends: wait (a little) for one with lines to show.
-        log = app.screen.query_one("#run-log", RichLog)
+        log = app.screen.query_one("#run-log", Log)
         for _ in range(30):
             if log.lines:
                 break

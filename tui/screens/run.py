@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Header, Label, ProgressBar, RichLog, Static
+from textual.widgets import Header, Label, Log, ProgressBar, Static
 
 from driftdesk.layout import ATTEMPTS_FILE
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
@@ -102,9 +102,9 @@ class RunScreen(WorkbenchScreen):
                 yield AttemptGrid(id="run-grid")
                 with Vertical(id="run-log-pane"):
                     yield Label("log", id="run-log-title")
-                    yield RichLog(
-                        id="run-log", max_lines=LOG_LINES_PER_ATTEMPT, wrap=False, markup=False
-                    )
+                    # Plain lines, rendered when shown: a chatty attempt's lines scroll past
+                    # faster than they are read (a RichLog rendered each one as it came).
+                    yield Log(id="run-log", max_lines=LOG_LINES_PER_ATTEMPT)
         yield BindingsFooter()
 
     def on_mount(self) -> None:
@@ -224,7 +224,7 @@ class RunScreen(WorkbenchScreen):
 
     def _draw_log(self, live: LiveRun) -> None:
         key = self._followed(live) if self.follow else self.selected
-        log = self.query_one("#run-log", RichLog)
+        log = self.query_one("#run-log", Log)
         if key != self._log_key:
             log.clear()
             self._log_key = key
@@ -236,8 +236,8 @@ class RunScreen(WorkbenchScreen):
         if key is None:
             return
         lines, self._log_seen = live.new_log_lines(key, self._log_seen)
-        for line in lines:
-            log.write(Text(line))
+        if lines:
+            log.write_lines(lines)
 
     # -- events / actions ----------------------------------------------------------------------
     @on(AttemptGrid.Picked)
