@@ -127,17 +127,16 @@ async def test_finished_attempts_leave_nothing_the_collector_must_traverse(
     held = {}
     for repeat in (1, 3):
         live = LiveRun(label="held")
-        spec = RunSpec(
-            profile=Profile("sim", "openai", "http://unused", SIM_MODEL),
-            suite="basic",
-            repeat=repeat,
-            concurrency=8,
-            timeout_s=30,
-            out_dir=tmp_path / str(repeat),
-            api_key="throwaway-sandbox-key",
-        )
         with SandboxServer(seed=3, latency_ms=0.0) as server:
-            spec.profile = Profile("sim", "openai", server.base_url, SIM_MODEL)
+            spec = RunSpec(
+                profile=Profile("sim", "openai", server.base_url, SIM_MODEL),
+                suite="basic",
+                repeat=repeat,
+                concurrency=8,
+                timeout_s=30,
+                out_dir=tmp_path / str(repeat),
+                api_key="throwaway-sandbox-key",
+            )
             outcome = await execute_run(spec, live)
         assert outcome.status == "completed"
         # every attempt's lines are kept, ending with its outcome
