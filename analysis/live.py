@@ -90,12 +90,10 @@ class LiveVolatility:
         self._stats: dict[str, TaskStats] = {}
         self._changed: set[str] | None = None
         self._manifest_key: tuple[Any, ...] | None = None
-        self._task_tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
-        self._task_kinds: dict[str, dict[str, int]] = {}
-        self._tokens: dict[str | None, list[int]] = {}  # run totals, kept up to date per task
-        self._link_kinds: dict[str, int] = {}
-        self._task_harness_kinds: dict[str, dict[str, int]] = {}
-        self._harness_kinds: dict[str, int] = {}
+        # Token sums by model, link-error and harness-error kinds: per task and for the run
+        self._tokens = _RunSums()
+        self._link_kinds = _RunSums()
+        self._harness_kinds = _RunSums()
         self._skipped: list[SkippedLine] = []
         self._lines_read: int | None = 0
 
@@ -239,68 +237,38 @@ class LiveVolatility:
             touched_since=None if since == 0 else since,
             per_task_extras=True,
         )
-        tokens: dict[str, dict[str | None, tuple[int, int, int]]] = {}
-        for (_, task_id, model), sums in result.tokens.items():
-            tokens.setdefault(task_id, {})[model] = sums
-        kinds: dict[str, dict[str, int]] = {}
-        for (_, task_id, kind), count in result.link_kinds.items():
-            kinds.setdefault(task_id, {})[kind] = count
-        harness: dict[str, dict[str, int]] = {}
-        for (_, task_id, kind), count in result.harness_kinds.items():
-            harness.setdefault(task_id, {})[kind] = count
+        tokens, kinds, harness = (
+            _by_task(table) for table in (result.tokens, result.link_kinds, result.harness_kinds)
+        )
         touched = result.touched if since else {*tokens, *kinds, *harness}
         if not since:
             self._changed = None
         elif self._changed is not None:
             self._changed.update(result.touched)
-        # A merged task's sums are its new rows' only: with the task's own added they are its
-        # whole sums, which replace the old ones as a re-read task's do.
-        for task_id in result.merged:
-            tokens[task_id] = _added(self._task_tokens.get(task_id, {}), tokens.get(task_id, {}))
-            kinds[task_id] = _added(self._task_kinds.get(task_id, {}), kinds.get(task_id, {}))
-            harness[task_id] = _added(
-                self._task_harness_kinds.get(task_id, {}), harness.get(task_id, {})
-            )
-        for task_id in touched:
-            for kind, count in self._task_harness_kinds.get(task_id, {}).items():
-                self._add_kind(kind, -count, self._harness_kinds)
-            self._task_harness_kinds[task_id] = harness.get(task_id, {})
-            for kind, count in self._task_harness_kinds[task_id].items():
-                self._add_kind(kind, count, self._harness_kinds)
-            for model, sums in self._task_tokens.get(task_id, {}).items():
-                self._add_tokens(model, sums, -1)
-            for kind, count in self._task_kinds.get(task_id, {}).items():
-                self._add_kind(kind, -count)
-            self._task_tokens[task_id] = tokens.get(task_id, {})
-            self._task_kinds[task_id] = kinds.get(task_id, {})
-            for model, sums in self._task_tokens[task_id].items():
-                self._add_tokens(model, sums, +1)
-            for kind, count in self._task_kinds[task_id].items():
-                self._add_kind(kind, count)
-
-    def _add_tokens(self, model: str | None, sums: tuple[int, int, int], sign: int) -> None:
-        totals = self._tokens.setdefault(model, [0, 0, 0])
-        for i in range(3):
-            totals[i] += sign * sums[i]
-
-    def _add_kind(self, kind: str, count: int, totals: dict[str, int] | None = None) -> None:
-        totals = self._link_kinds if totals is None else totals
-        totals[kind] = totals.get(kind, 0) + count
-        if not totals[kind]:
-            del totals[kind]
+        for new, sums in (
+            (tokens, self._tokens),
+            (kinds, self._link_kinds),
+            (harness, self._harness_kinds),
+        ):
+            # A merged task's sums are its new rows' only: with the task's own added they are
+            # its whole sums, which replace the old ones as a re-read task's do.
+            for task_id in result.merged:
+                new[task_id] = _added(sums.by_task.get(task_id, {}), new.get(task_id, {}))
+            for task_id in touched:
+                sums.replace(task_id, new.get(task_id, {}))
 
     def _report(self) -> RunReport:
         manifest = read_manifest(self.run_dir)
         extras = RunExtras(
-            tokens_by_model={m: (p, c, t) for m, (p, c, t) in self._tokens.items()},
+            tokens_by_model=dict(self._tokens.totals),
             skipped_lines=list(self._skipped),
             skipped_line_count=len(self._skipped),
         )
         # Kept up to date task by task: a refresh costs O(tasks), never O(rows).
         extras.link_errors_by_kind = dict(
-            sorted(self._link_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+            sorted(self._link_kinds.totals.items(), key=lambda kv: (-kv[1], kv[0]))
         )
-        extras.harness_errors_by_kind = dict(self._harness_kinds)
+        extras.harness_errors_by_kind = dict(self._harness_kinds.totals)
         tasks, repeat = manifest.get("tasks"), manifest.get("repeat")
         manifest_key = (tuple(tasks) if isinstance(tasks, list) else None, repeat)
         if manifest_key != self._manifest_key:  # missing attempts are the manifest's too
@@ -332,17 +300,54 @@ class LiveVolatility:
         return report
 
 
+class _RunSums:
+    """Sums kept per task (a table of counts, or of token triples, by key) and the run's
+    totals of them, kept up to date a task at a time. A key is in the totals while some task
+    has it, as in a cold report's sums over the rows (a model whose every row was superseded
+    is gone, not a model with zero tokens)."""
+
+    def __init__(self) -> None:
+        self.by_task: dict[str, dict[Any, Any]] = {}
+        self.totals: dict[Any, Any] = {}
+        self._tasks_with: dict[Any, int] = {}  # key -> tasks whose sums have it
+
+    def replace(self, task_id: str, sums: dict[Any, Any]) -> None:
+        for key, value in self.by_task.get(task_id, {}).items():
+            self._shift(key, value, -1)
+        self.by_task[task_id] = sums
+        for key, value in sums.items():
+            self._shift(key, value, +1)
+
+    def _shift(self, key: Any, value: Any, sign: int) -> None:
+        tasks = self._tasks_with.get(key, 0) + sign
+        if tasks:
+            self._tasks_with[key] = tasks
+            self.totals[key] = _sum(self.totals.get(key), value, sign)
+        else:
+            del self._tasks_with[key], self.totals[key]
+
+
+def _by_task(table: dict[tuple[Any, ...], Any]) -> dict[str, dict[Any, Any]]:
+    """``aggregate``'s per-task extras ((f, task_id, key) -> value) as task -> key -> value."""
+    out: dict[str, dict[Any, Any]] = {}
+    for (_, task_id, key), value in table.items():
+        out.setdefault(task_id, {})[key] = value
+    return out
+
+
 def _added(old: dict[Any, Any], new: dict[Any, Any]) -> dict[Any, Any]:
     """Per-key sums of two tables of counts (ints, or token triples summed element-wise)."""
     total = dict(old)
     for key, value in new.items():
-        if key not in total:
-            total[key] = value
-        elif isinstance(value, tuple):
-            total[key] = tuple(a + b for a, b in zip(total[key], value, strict=True))
-        else:
-            total[key] += value
+        total[key] = _sum(total.get(key), value, +1)
     return total
+
+
+def _sum(total: Any, value: Any, sign: int) -> Any:
+    """``total`` (None: nothing yet) plus ``sign`` × ``value``: ints, or triples element-wise."""
+    if isinstance(value, tuple):
+        return tuple(a + sign * b for a, b in zip(total or (0,) * len(value), value, strict=True))
+    return (total or 0) + sign * value
 
 
 def _last_line_end(path: Path, size: int) -> int:

@@ -204,6 +204,22 @@ def test_live_matches_cold_when_appended_rows_supersede_slots(tmp_path: Path) ->
         live.close()
 
 
+def test_live_forgets_a_model_whose_every_row_was_superseded(tmp_path: Path) -> None:
+    # The slot's first row came from one model, its retry from another: the winning row's
+    # model takes the slot's tokens, and the first model is no longer in the run at all.
+    first = attempt_row("m", "t1", 0, "link_error", error_code="429", model="model-a")
+    run = write_run(tmp_path, "m", [first], tasks=["t1"], repeat=1)
+    live = LiveVolatility(run, ci_interval_s=0)
+    assert live.refresh().models == ["model-a"]
+    with open(run / "attempts.jsonl", "a") as fh:
+        fh.write(json.dumps(attempt_row("m", "t1", 0, "pass", model="model-b")) + "\n")
+    report = live.refresh()
+    cold = build_report([run])[0]
+    assert report.models == cold.models == ["model-b"]
+    assert report.to_json(task_curves=True) == cold.to_json(task_curves=True)
+    live.close()
+
+
 @pytest.mark.parametrize("min_runs", [1, 3])
 def test_live_refresh_line_by_line_matches_cold_every_time(tmp_path: Path, min_runs: int) -> None:
     # The live view rebuilds only the touched tasks' stats and missing slots; after every
