@@ -12,6 +12,7 @@ app of time for key presses).
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,39 +75,33 @@ def _attempt_events(task: str, attempt: int) -> list[Any]:
 
 
 class Counting:
-    """Counts calls of a real method (and calls it); undone with the test's monkeypatch."""
+    """Counts calls of a real method (those ``when`` accepts, if given) and calls it; undone
+    with the test's monkeypatch."""
 
-    def __init__(self, monkeypatch: Any, target: Any, name: str) -> None:
+    def __init__(
+        self, monkeypatch: Any, target: Any, name: str, when: Callable[..., Any] | None = None
+    ) -> None:
         self.calls = 0
         original = getattr(target, name)
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
+            self.calls += bool(when is None or when(*args, **kwargs))
             return original(*args, **kwargs)
 
         monkeypatch.setattr(target, name, counted)
 
 
-class LayoutRequests:
+def layout_requests(monkeypatch: Any) -> Counting:
     """Counts the layouts widgets ask for (``refresh(layout=True)``), as they ask. The screen
     lays itself out later, when its update timer runs: counting its layouts also counted, now
     and then on a loaded machine, a request made before the counting began."""
-
-    def __init__(self, monkeypatch: Any) -> None:
-        self.calls = 0
-        original = Widget.refresh
-
-        def counted(widget: Widget, *regions: Any, **kwargs: Any) -> Any:
-            self.calls += bool(kwargs.get("layout"))
-            return original(widget, *regions, **kwargs)
-
-        monkeypatch.setattr(Widget, "refresh", counted)
+    return Counting(monkeypatch, Widget, "refresh", when=lambda *_, **kwargs: kwargs.get("layout"))
 
 
 async def test_thousands_of_events_cost_one_redraw_per_tick_and_no_layout(
     home, make_app, settle, runs_dir, monkeypatch
 ) -> None:
-    layouts = LayoutRequests(monkeypatch)
+    layouts = layout_requests(monkeypatch)
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:
         screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
