@@ -12,7 +12,6 @@ app of time for key presses).
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from rich.segment import Segment
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Label, Static
+from tui_probes import Counting
 
 from driftdesk.reruns.events import (
     AttemptEnded,
@@ -72,23 +72,6 @@ def _attempt_events(task: str, attempt: int) -> list[Any]:
            "error_code": "429" if outcome == "link_error" else None}  # fmt: skip
     events += [AttemptEnded(RUN, task, attempt), AttemptFinished(RUN, row)]
     return events
-
-
-class Counting:
-    """Counts calls of a real method (those ``when`` accepts, if given) and calls it; undone
-    with the test's monkeypatch."""
-
-    def __init__(
-        self, monkeypatch: Any, target: Any, name: str, when: Callable[..., Any] | None = None
-    ) -> None:
-        self.calls = 0
-        original = getattr(target, name)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls += bool(when is None or when(*args, **kwargs))
-            return original(*args, **kwargs)
-
-        monkeypatch.setattr(target, name, counted)
 
 
 def layout_requests(monkeypatch: Any) -> Counting:
