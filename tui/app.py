@@ -129,9 +129,19 @@ class DriftdeskApp(App[None]):
             self.start_demo()
         else:
             self.switch_mode(self.start_mode or "volatility")
-        self.call_after_refresh(self._tune_collector)
+        self.call_after_refresh(self._build_screens)
 
-    def _tune_collector(self) -> None:
+    async def _build_screens(self) -> None:
+        """Build the screens not shown yet, once the first one is drawn. Built on its first
+        visit, a screen cost that key press 150-270 ms during a big run (bench_tui_live.py):
+        Textual composed it, then re-parsed the whole stylesheet and restyled every widget of
+        the app. A screen built here reads nothing until it is shown (``is_current``)."""
+        shown = self.current_mode
+        mounts = [self.switch_mode(mode) for mode in self.MODES if mode != shown]
+        self.switch_mode(shown)  # in the same callback: no other screen is ever drawn
+        for mount in mounts:
+            await mount
+        # After the build: the screens' objects, alive until exit, are frozen with start-up's.
         if self.tune_gc:
             self._gc_thresholds = tune_collector()
 

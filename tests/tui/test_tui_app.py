@@ -8,6 +8,7 @@ from typing import ClassVar
 import pytest
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
+from tui_probes import Counting
 
 from driftdesk.tui.app import DriftdeskApp
 from driftdesk.tui.screens.compare import CompareScreen
@@ -64,6 +65,43 @@ async def test_command_palette_runs_a_screen_command(home, make_app, settle) -> 
         await pilot.press("enter")
         await settle(app, pilot)
         assert isinstance(app.screen, ProfileFormScreen)
+
+
+@pytest.mark.parametrize("start_mode", ["run", "volatility", "profiles"])
+async def test_a_first_visit_to_a_screen_neither_builds_it_nor_restyles_the_app(
+    home, make_app, settle, monkeypatch, start_mode: str
+) -> None:
+    """Seen (issue 13, ``bench_tui_live.py``): the first switch to Profiles during a 10k live
+    run was every round's slowest key press (156–272 ms). Textual composed the screen then,
+    re-parsed the whole stylesheet and restyled every widget of the app. The screens are built
+    once the app is up instead, and one built that way reads nothing (no keyring, no run
+    scan) until it is shown."""
+    loads = Counting(monkeypatch, ProfilesScreen, "load_profiles")
+    rescans = Counting(monkeypatch, VolatilityScreen, "rescan")
+    app = make_app(start_mode=start_mode)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert (loads.calls > 0, rescans.calls > 0) == (
+            start_mode == "profiles",
+            start_mode == "volatility",
+        )
+        reparses = Counting(monkeypatch, app.stylesheet, "reparse")
+        composes = [Counting(monkeypatch, s, "compose") for s in (ProfilesScreen, RunScreen)]
+        composes.append(Counting(monkeypatch, VolatilityScreen, "compose"))
+        shown = {"profiles": ProfilesScreen, "run": RunScreen, "volatility": VolatilityScreen}
+        for key, mode in (("1", "profiles"), ("2", "run"), ("3", "volatility")):
+            if mode == start_mode:
+                continue
+            loaded, rescanned = loads.calls, rescans.calls
+            await pilot.press(key)
+            await settle(app, pilot)
+            assert isinstance(app.screen, shown[mode])
+            # shown: now it loads what it shows
+            assert loads.calls > loaded if mode == "profiles" else loads.calls == loaded
+            if mode == "volatility":
+                assert rescans.calls > rescanned
+        assert reparses.calls == 0
+        assert [c.calls for c in composes] == [0, 0, 0]
 
 
 async def test_q_quits(home, make_app, settle) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from textual.message import Message
 from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.types import NoActiveAppError
 from textual.widget import Widget
 from textual.worker import NoActiveWorker, Worker, get_current_worker
 
@@ -63,6 +65,16 @@ class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
     HELP_INTRO = ""
     SCREEN_NAME = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Textual re-parses the whole stylesheet and restyles every widget of the app when a
+        # screen whose CSS generation is older than the app's is shown, and a new screen starts
+        # at -1: so the first visit to each screen paid for it (150-270 ms during a big run,
+        # bench_tui_live.py). A new screen is styled by the current stylesheet as it mounts,
+        # so it starts at the app's generation; a theme change later still restyles it.
+        with contextlib.suppress(NoActiveAppError):
+            self._css_update_count = self.app._css_update_count
 
     def on_mount(self) -> None:
         # (Textual also calls the subclasses' on_mount.) The demo says on every screen that its model is simulated.

@@ -136,7 +136,8 @@ class ProfilesScreen(WorkbenchScreen):
         # (ScreenResume follows the first mount too: that is where the profiles get loaded.)
 
     def on_screen_resume(self) -> None:
-        self.load_profiles()
+        if self.is_current:  # not while the app builds it unseen (keys are read when shown)
+            self.load_profiles()
 
     # -- workers -------------------------------------------------------------------------------
     @work(

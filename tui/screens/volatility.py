@@ -260,12 +260,13 @@ class VolatilityScreen(WorkbenchScreen):
 
     def on_mount(self) -> None:
         self.on_resize()
-        self.rescan()
         self.set_interval(LIVE_REFRESH_SECONDS, self._live_tick)
         self.set_interval(RUNS_RESCAN_SECONDS, self._rescan_tick)
 
     def on_screen_resume(self) -> None:
-        self.rescan()
+        # ScreenResume follows the first mount too; none while the app builds it unseen.
+        if self.is_current:
+            self.rescan()
 
     def on_resize(self) -> None:
         width, height = self.app.size
