@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -39,6 +40,12 @@ _KEYRING_PROBLEM: str | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     global _KEYRING_PROBLEM, _KEYRING_GUARD
+    # Tests stop children (the sandbox, runs, `driftdesk exec`) with SIGINT, a user's Ctrl-C. A
+    # suite started as a background job of a script (`cmd &`) has SIGINT ignored, and every
+    # child would inherit that and never stop (5 such failures in one run, children left
+    # behind): the tests get the disposition a terminal gives.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # The throwaway keyring's folder and password stay with the guard, out of every child's
     # environment.
     folder = os.environ.pop("DRIFTDESK_TEST_KEYRING_HOME", None)
