@@ -83,6 +83,16 @@ class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
             f"{self.SCREEN_NAME} — SIMULATED model (demo)" if demo else self.SCREEN_NAME
         )
 
+    def on_screen_resume(self) -> None:
+        # ScreenResume follows the first mount too, and the app builds its screens before they
+        # are shown (``DriftdeskApp._build_screens``): a screen reads what it shows (keys from
+        # the keyring, run dirs) only when it comes to the front.
+        if self.is_current:
+            self.came_to_front()
+
+    def came_to_front(self) -> None:
+        """Read what the screen shows; called each time it comes to the front."""
+
     @property
     def workbench(self) -> DriftdeskApp:
         return cast("DriftdeskApp", self.app)

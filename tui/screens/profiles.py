@@ -133,11 +133,9 @@ class ProfilesScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self._rows: dict[str, ProfileRow] = {}
         self._note = ""
-        # (ScreenResume follows the first mount too: that is where the profiles get loaded.)
 
-    def on_screen_resume(self) -> None:
-        if self.is_current:  # not while the app builds it unseen (keys are read when shown)
-            self.load_profiles()
+    def came_to_front(self) -> None:
+        self.load_profiles()
 
     # -- workers -------------------------------------------------------------------------------
     @work(

@@ -263,10 +263,8 @@ class VolatilityScreen(WorkbenchScreen):
         self.set_interval(LIVE_REFRESH_SECONDS, self._live_tick)
         self.set_interval(RUNS_RESCAN_SECONDS, self._rescan_tick)
 
-    def on_screen_resume(self) -> None:
-        # ScreenResume follows the first mount too; none while the app builds it unseen.
-        if self.is_current:
-            self.rescan()
+    def came_to_front(self) -> None:
+        self.rescan()
 
     def on_resize(self) -> None:
         width, height = self.app.size
