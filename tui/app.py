@@ -133,7 +133,7 @@ class DriftdeskApp(App[None]):
 
     async def _build_screens(self) -> None:
         """Build the screens not shown yet, once the first one is drawn. Built on its first
-        visit, a screen cost that key press 150-270 ms during a big run (bench_tui_live.py):
+        visit, a screen cost that key press 156-297 ms during a big run (bench_tui_live.py):
         Textual composed it, then re-parsed the whole stylesheet and restyled every widget of
         the app. A screen built here reads nothing until it is shown (``is_current``)."""
         shown = self.current_mode
