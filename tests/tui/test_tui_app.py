@@ -103,6 +103,60 @@ async def test_a_first_visit_to_a_screen_neither_builds_it_nor_restyles_the_app(
         assert [c.calls for c in composes] == [0, 0, 0]
 
 
+async def test_switching_back_restyles_a_screen_only_after_an_app_wide_change(
+    home, make_app, settle, monkeypatch
+) -> None:
+    """Seen (issue 13, ``bench_tui_live.py``): switching back to the Run screen during a 10k
+    live run (``2``) was one of the slowest key presses (p50 ~50 ms): Textual restyled every
+    widget of the screen on each resume (~40 ms). It needs to only when something app-wide
+    (app focus, the theme) changed while the screen was away: those restyle just the screen
+    in front. A widget's own class change restyles it as it happens."""
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        run_screen = app.screen
+        assert isinstance(run_screen, RunScreen)
+        restyles = Counting(monkeypatch, run_screen, "update_node_styles")
+
+        async def away_and_back(while_away=lambda: None, by_key: bool = True) -> int:
+            before = restyles.calls
+            await pilot.press("1")
+            await settle(app, pilot)
+            while_away()
+            await settle(app, pilot)
+            if by_key:
+                await pilot.press("2")
+            else:  # a key press would give the app its focus back
+                await app.switch_mode("run")
+            await settle(app, pilot)
+            assert app.screen is run_screen
+            return restyles.calls - before
+
+        assert await away_and_back() == 0
+        assert await away_and_back() == 0
+
+        def blur() -> None:
+            app.app_focus = False
+
+        # the app lost focus while the screen was away
+        assert await away_and_back(blur, by_key=False) == 1
+        assert "blur" in app.pseudo_classes
+        app.app_focus = True
+        await settle(app, pilot)
+        # back by key: the key gives the app its focus back, as it was when the screen left
+        assert await away_and_back(blur) == 0
+        assert "focus" in app.pseudo_classes
+
+        # A theme change while away: the screen shows the new theme's background.
+        before = run_screen.styles.background
+        light = "textual-light" if app.current_theme.dark else "textual-dark"
+        await away_and_back(lambda: setattr(app, "theme", light))
+        assert run_screen.styles.background != before
+        assert (
+            run_screen.styles.background.hex.lower() == (app.current_theme.background or "").lower()
+        )
+
+
 async def test_q_quits(home, make_app, settle) -> None:
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:

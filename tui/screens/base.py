@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from textual import events
 from textual.message import Message
 from textual.reactive import Reactive
 from textual.screen import Screen
@@ -75,6 +76,7 @@ class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
         # so it starts at the app's generation; a theme change later still restyles it.
         with contextlib.suppress(NoActiveAppError):
             self._css_update_count = self.app._css_update_count
+        self._app_style_state: tuple[Any, ...] | None = None  # as the screen last left
 
     def on_mount(self) -> None:
         # (Textual also calls the subclasses' on_mount.) The demo says on every screen that its model is simulated.
@@ -83,12 +85,28 @@ class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
             f"{self.SCREEN_NAME} — SIMULATED model (demo)" if demo else self.SCREEN_NAME
         )
 
-    def on_screen_resume(self) -> None:
+    def on_screen_suspend(self) -> None:
+        self._app_style_state = self._app_wide_style_state()
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Textual restyles every widget of a resumed screen (then ~40 ms for the Run screen of
+        # a big run, bench_tui_live) to catch up with what changed app-wide while it was away:
+        # app focus and the theme restyle only the screen in front. A widget's own class
+        # change restyles it as it happens. So when nothing app-wide changed, it is skipped.
+        # (This handler runs before Textual's, which is the screen base class's.)
+        if self._app_style_state == self._app_wide_style_state():
+            event.refresh_styles = False
         # ScreenResume follows the first mount too, and the app builds its screens before they
         # are shown (``DriftdeskApp._build_screens``): a screen reads what it shows (keys from
         # the keyring, run dirs) only when it comes to the front.
         if self.is_current:
             self.came_to_front()
+
+    def _app_wide_style_state(self) -> tuple[Any, ...]:
+        """What app-wide a screen's styles depend on: the stylesheet's generation, the theme,
+        the app's classes and pseudo-classes (focus, dark, ansi…)."""
+        app = self.app
+        return (app._css_update_count, app.theme, app.classes, app.pseudo_classes)
 
     def came_to_front(self) -> None:
         """Read what the screen shows; called each time it comes to the front."""
