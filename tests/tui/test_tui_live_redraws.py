@@ -330,3 +330,38 @@ async def test_a_chatty_attempt_s_lines_are_rendered_when_shown_not_when_written
         )
         # Writing twice the lines makes no more strips: none is rendered as it is written.
         assert made[2] - made[1] < 100, made
+
+
+async def test_lines_written_to_the_log_pane_repaint_it_without_a_layout_of_the_screen(
+    home, make_app, settle, runs_dir, monkeypatch
+) -> None:
+    """Seen (issue 13, ``bench_tui_live.py``): during a big live run the Run screen was laid
+    out again ~3 times a second (91 layouts in a 34 s run, up to 34 ms each), and the log pane
+    asked for them: Textual's ``Log`` changes its virtual size on every write, and that asks
+    for a layout of the whole screen, though the pane's size never depends on its lines.
+    Its scrollbar still follows the lines, and the newest line stays in view."""
+    app = make_app(start_mode="run")
+    async with app.run_test(size=SIZE) as pilot:
+        screen, live = await _showing_a_started_run(app, pilot, settle, runs_dir)
+        log = screen.query_one("#run-log")
+        written = 0
+        for task in TASKS[3:5]:  # the log follows the newest attempt: it is cleared between
+            live.on_event(AttemptStarted(RUN, task, 0))
+            screen.redraw()
+            await settle(app, pilot)
+            layouts = Counting(monkeypatch, screen, "_refresh_layout")
+            for lines in (1, 30, 200):
+                for _ in range(lines):
+                    text = f"step {written} of {task}" + " and more" * (written % 7)
+                    live.on_event(AttemptOutput(RUN, task, 0, "stdout", text))
+                    written += 1
+                screen.redraw()
+                await settle(app, pilot)
+                assert layouts.calls == 0, f"a layout of the screen after {lines} lines"
+                # the scrollbar shows the pane's lines, and the newest one is in view
+                assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height
+                assert log.virtual_size.height == len(log.lines)
+                assert log.scroll_y == log.max_scroll_y
+                shown = "\n".join(log.render_line(y).text for y in range(log.size.height))
+                assert f"step {written - 1} of {task}" in shown
+            live.on_event(AttemptFinished(RUN, {"task_id": task, "attempt": 0, "outcome": "pass"}))

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Header, Label, Log, ProgressBar, Static
+from textual.widgets import Header, Label, ProgressBar, Static
 
 from driftdesk.layout import ATTEMPTS_FILE
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
@@ -27,6 +27,7 @@ from driftdesk.tui.screens.modals import ConfirmScreen
 from driftdesk.tui.state import LOG_LINES_PER_ATTEMPT, AttemptKey, LiveRun
 from driftdesk.tui.widgets.attempt_grid import AttemptGrid
 from driftdesk.tui.widgets.footer import BindingsFooter
+from driftdesk.tui.widgets.run_log import RunLog
 
 REDRAW_SECONDS = 0.3
 COST_SECONDS = 2.0
@@ -104,7 +105,7 @@ class RunScreen(WorkbenchScreen):
                     yield Label("log", id="run-log-title")
                     # Plain lines, rendered when shown: a chatty attempt's lines scroll past
                     # faster than they are read (a RichLog rendered each one as it came).
-                    yield Log(id="run-log", max_lines=LOG_LINES_PER_ATTEMPT)
+                    yield RunLog(id="run-log", max_lines=LOG_LINES_PER_ATTEMPT)
         yield BindingsFooter()
 
     def on_mount(self) -> None:
@@ -224,7 +225,7 @@ class RunScreen(WorkbenchScreen):
 
     def _draw_log(self, live: LiveRun) -> None:
         key = self._followed(live) if self.follow else self.selected
-        log = self.query_one("#run-log", Log)
+        log = self.query_one("#run-log", RunLog)
         if key != self._log_key:
             log.clear()
             self._log_key = key

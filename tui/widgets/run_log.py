@@ -1,0 +1,25 @@
+"""The Run screen's log pane: Textual's ``Log``, whose writes repaint the pane alone."""
+
+from __future__ import annotations
+
+from textual.geometry import Size
+from textual.reactive import Reactive
+from textual.widgets import Log
+
+
+class RunLog(Log):
+    """A ``Log`` whose new lines do not lay out the whole screen again.
+
+    Textual's ``virtual_size`` asks for a layout of the screen when it changes, and a ``Log``
+    changes it on every write: during a big live run the Run screen was laid out again on each
+    tick (~3 a second, up to 34 ms each, ``bench_tui_live.py``). A log's size is its CSS's
+    (``1fr``) and its scrollbars are always shown (``overflow: scroll``), so its lines change
+    only what it draws and its scrollbars' thumbs: those are updated here, as a layout would.
+    """
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        # What a layout does for a scrolling widget whose virtual size changed (Textual's
+        # ``Widget._size_updated``): the scrollbars' sizes, the scroll offsets kept in range.
+        self._scroll_update(size)
