@@ -71,9 +71,10 @@ class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
         super().__init__(*args, **kwargs)
         # Textual re-parses the whole stylesheet and restyles every widget of the app when a
         # screen whose CSS generation is older than the app's is shown, and a new screen starts
-        # at -1: so the first visit to each screen paid for it (150-270 ms during a big run,
-        # bench_tui_live.py). A new screen is styled by the current stylesheet as it mounts,
-        # so it starts at the app's generation; a theme change later still restyles it.
+        # at -1: so the first visit to each screen paid for it (see
+        # ``DriftdeskApp._build_screens``). A new screen is styled by the current stylesheet as
+        # it mounts, so it starts at the app's generation; a theme change later still
+        # restyles it.
         with contextlib.suppress(NoActiveAppError):
             self._css_update_count = self.app._css_update_count
         self._app_style_state: tuple[Any, ...] | None = None  # as the screen last left

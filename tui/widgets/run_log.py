@@ -12,9 +12,10 @@ class RunLog(Log):
 
     Textual's ``virtual_size`` asks for a layout of the screen when it changes, and a ``Log``
     changes it on every write: during a big live run the Run screen was laid out again on each
-    tick (~3 a second, up to 34 ms each, ``bench_tui_live.py``). A log's size is its CSS's
-    (``1fr``) and its scrollbars are always shown (``overflow: scroll``), so its lines change
-    only what it draws and its scrollbars' thumbs: those are updated here, as a layout would.
+    tick (~3 a second, up to 34 ms each, ``bench_tui_live.py``). The pane's size is its CSS's
+    (``1fr``, never ``auto``), so its lines change only what it draws and its scrollbars:
+    those are updated here, as a layout would (a scrollbar that appears or goes still asks
+    for a layout, through Textual's own reactive for it; ``Log`` always shows both).
     """
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
