@@ -15,14 +15,15 @@ slot by slot, and the rows they supersede are excluded by ``rowid``.
 
 The live view adds rows a batch at a time. A task whose new rows only fill slots it did not
 have (what a running run writes) has its new rows aggregated alone and merged into its
-aggregates (counts added, means and deviations combined from counts); only a task with a row
-for a slot already written is aggregated again from all its rows.
+aggregates (counts and exact sums added, deviations combined from counts); only a task with a
+row for a slot already written is aggregated again from all its rows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -142,6 +143,33 @@ max(attempt) >= 128
 OR sum({LOW_BIT}) <> bit_or({LOW_BIT}) OR sum({HIGH_BIT}) <> bit_or({HIGH_BIT})
 """
 LAST_ERROR_KINDS = 3  # the newest error kinds kept per task
+
+# The means a report shows (latency, tokens, model latency) are a sum over a count, and the
+# sum is kept exactly: latencies as decimals to 1e-6 ms (driftdesk writes 3 decimals),
+# tokens as integers. The live view adds a batch's sum to a task's and gets the very sum, so
+# the very mean, that a cold report gets. Means merged from means agree only to the last
+# bit, and that bit decided the shown digit where a mean sits on a rounding tie, as a mean
+# of latencies written to 3 decimals often does (two of them: x.xxx5).
+EXACT_BELOW = 10**15  # a latency from here on is not summed exactly (its task's mean is favg's)
+
+
+def _exact_sum(column: str) -> str:
+    """SQL aggregate: the exact sum of ``column`` (0 without values); NULL where a value is
+    too large to sum exactly."""
+    if column == "counted_tokens":
+        return "coalesce(sum(counted_tokens), 0)"
+    return (
+        f"CASE WHEN coalesce(max({column}), 0) < {EXACT_BELOW} THEN coalesce(sum(CASE WHEN "
+        f"{column} < {EXACT_BELOW} THEN CAST({column} AS DECIMAL(38, 6)) END), 0) END"
+    )
+
+
+def _exact_mean(column: str) -> str:
+    """SQL aggregate: the mean of ``column`` from its exact sum (favg's where there is none)."""
+    return (
+        f"CASE WHEN count({column}) > 0 THEN coalesce("
+        f"CAST({_exact_sum(column)} AS DOUBLE) / count({column}), favg({column})) END"
+    )
 
 
 @dataclass
@@ -279,12 +307,12 @@ def aggregate(
                count(*) FILTER (WHERE outcome = 'fail'),
                count(*) FILTER (WHERE outcome = 'link_error'),
                count(*) FILTER (WHERE outcome = 'harness_error'),
-               favg(counted_latency), stddev_pop(counted_latency),
-               favg(counted_tokens), stddev_pop(counted_tokens),
+               {_exact_mean("counted_latency")}, stddev_pop(counted_latency),
+               {_exact_mean("counted_tokens")}, stddev_pop(counted_tokens),
                arg_max(coalesce(error_code, outcome), ord, {LAST_ERROR_KINDS})
                    FILTER (WHERE outcome <> 'pass'),
                min(ord), count(*), min(attempt), max(attempt),
-               favg(counted_model_latency),
+               {_exact_mean("counted_model_latency")},
                coalesce(sum(retries), 0), coalesce(sum(model_mismatches), 0),
                -- HAL's resource CV: mean and std(ddof=1) over the positive values only
                favg(pos_latency), stddev_samp(pos_latency),
@@ -293,7 +321,9 @@ def aggregate(
                -- what merging a later aggregate into this one needs (see _MERGED_AGGS)
                count(counted_latency), count(counted_tokens), count(counted_model_latency),
                count(pos_latency), count(pos_tokens), count(pos_cost),
-               {_ATTEMPT_MASKS}
+               {_ATTEMPT_MASKS},
+               {_exact_sum("counted_latency")}, {_exact_sum("counted_tokens")},
+               {_exact_sum("counted_model_latency")}
         FROM (SELECT *, CASE WHEN counted_latency > 0 THEN counted_latency END AS pos_latency,
                      CASE WHEN counted_tokens > 0 THEN counted_tokens END AS pos_tokens,
                      CASE WHEN counted_cost > 0 THEN counted_cost END AS pos_cost
@@ -441,17 +471,25 @@ TASK_AGGS = """
     retries BIGINT, model_mismatches BIGINT, latency_pos_mean DOUBLE, latency_pos_std DOUBLE,
     tokens_pos_mean DOUBLE, tokens_pos_std DOUBLE, cost_pos_mean DOUBLE, cost_pos_std DOUBLE,
     n_latency BIGINT, n_tokens BIGINT, n_model_latency BIGINT, n_latency_pos BIGINT,
-    n_tokens_pos BIGINT, n_cost_pos BIGINT, attempts_low UBIGINT, attempts_high UBIGINT
+    n_tokens_pos BIGINT, n_cost_pos BIGINT, attempts_low UBIGINT, attempts_high UBIGINT,
+    latency_sum DECIMAL(38, 6), tokens_sum HUGEINT, model_latency_sum DECIMAL(38, 6)
 """
-_AGG_NAMES = [column.split()[0] for column in TASK_AGGS.split(",")]
+# (the comma inside DECIMAL(38, 6) does not start a column)
+_AGG_NAMES = re.findall(r"(?:^|,)\s*(\w+) ", TASK_AGGS)
 
 
 def _merged_mean(mean: str, count: str) -> str:
-    """SQL: the mean over both sides (``n``: the new rows', ``o``: the task's before them)."""
-    return (
+    """SQL: the mean over both sides (``n``: the new rows', ``o``: the task's before them):
+    from the merged exact sum where the mean has one (see ``EXACT_BELOW``), else merged."""
+    merged = (
         f"CASE WHEN coalesce(o.{count}, 0) = 0 THEN n.{mean} WHEN n.{count} = 0 THEN o.{mean} "
         f"ELSE o.{mean} + (n.{mean} - o.{mean}) * n.{count} / (n.{count} + o.{count}) END"
     )
+    if mean not in _EXACT_SUMS:
+        return merged
+    total = f"(n.{count} + coalesce(o.{count}, 0))"
+    exact = f"CAST({_merged(_EXACT_SUMS[mean])} AS DOUBLE) / nullif({total}, 0)"
+    return f"coalesce({exact}, {merged})"
 
 
 def _merged_std(mean: str, std: str, count: str, ddof: int) -> str:
@@ -468,6 +506,14 @@ def _merged_std(mean: str, std: str, count: str, ddof: int) -> str:
         f"+ pow(n.{mean} - o.{mean}, 2) * n.{count} * o.{count} / {total}) / ({total} - {ddof})) "
         "END"
     )
+
+
+# The means kept with their exact sums (``_exact_mean``).
+_EXACT_SUMS = {
+    "latency_mean_ms": "latency_sum",
+    "tokens_mean": "tokens_sum",
+    "model_latency_mean_ms": "model_latency_sum",
+}
 
 
 def _merged(name: str) -> str:
@@ -505,6 +551,8 @@ def _merged(name: str) -> str:
             "coalesce(n.last_error_kinds, []), coalesce(o.last_error_kinds, [])), 1, "
             f"{LAST_ERROR_KINDS}) END"
         )
+    if name in _EXACT_SUMS.values():  # NULL where a side has none
+        return f"CASE WHEN o.task_id IS NULL THEN n.{name} ELSE n.{name} + o.{name} END"
     if name in ("first_seen", "min_attempt"):
         return f"least(n.{name}, o.{name})"
     if name == "max_attempt":

@@ -317,3 +317,64 @@ def test_live_merges_added_slots_and_recomputes_the_tasks_it_cannot_merge(
         ("t4", 6), ("t4", 7), ("t5", 7), ("t6", 6), ("t6", 7),
         *(("t7", a) for a in range(3, 8)), *(("t8", a) for a in range(8)),
     }  # fmt: skip
+
+
+def test_live_mean_on_a_rounding_tie_is_the_cold_one(tmp_path: Path) -> None:
+    # Latencies are written to 3 decimals, so the mean of two sits exactly on a tie of the 3
+    # decimals a report shows: 538.478 and 2694.467 average to 1616.4725. A live view that
+    # merged the second row into the first's mean (mean + (x − mean) / 2) got another last
+    # bit than the cold report's sum / 2, and showed 1616.472 against its 1616.473.
+    first = attempt_row("tie", "t1", 0, "pass", latency_ms=538.478, model_latency_ms=538.478)
+    run = write_run(tmp_path, "tie", [first], tasks=["t1"], repeat=2)
+    live = LiveVolatility(run, ci_interval_s=0)
+    live.refresh()
+    with open(run / "attempts.jsonl", "a") as fh:
+        second = attempt_row("tie", "t1", 1, "fail", latency_ms=2694.467, model_latency_ms=2694.467)
+        fh.write(json.dumps(second) + "\n")
+    (task,) = live.refresh().tasks
+    live.close()
+    (cold,) = build_report([run])[0].tasks
+    shown, cold_shown = task.to_json(), cold.to_json()
+    assert shown["latency_mean_ms"] == cold_shown["latency_mean_ms"] == 1616.473
+    assert shown["model_latency_mean_ms"] == cold_shown["model_latency_mean_ms"] == 1616.473
+
+
+# Seeds whose batches put a merged mean on a rounding tie: of 80 tried, the four where the
+# live view, merging means from means, showed another digit than the cold report.
+@pytest.mark.parametrize("seed", [6, 29, 36, 49])
+def test_live_refresh_of_random_batches_is_the_cold_report(tmp_path: Path, seed: int) -> None:
+    # Random rows a few at a time (new slots, retried slots, every outcome, latencies to 3
+    # decimals, some of them 0, rows without a total or a model latency): after each batch
+    # the live view's report is the cold one, to the last digit shown.
+    rng = random.Random(seed)
+
+    def row(task_id: str, attempt: int) -> dict:
+        outcome = rng.choice(["pass", "pass", "fail", "link_error", "harness_error"])
+        prompt = rng.randint(0, 5000)
+        extra = {"model_latency_ms": round(rng.uniform(5, 900), 3)} if rng.random() < 0.7 else {}
+        return attempt_row(
+            "random", task_id, attempt, outcome,
+            scenario_id=rng.choice([None, "s1", "s2"]),
+            error_code=rng.choice([None, "429", "500"]) if outcome.endswith("error") else None,
+            latency_ms=rng.choice([0.0, round(rng.uniform(10, 9000), 3)]),
+            prompt_tokens=prompt, completion_tokens=rng.randint(0, 900),
+            total_tokens=None if rng.random() < 0.2 else prompt + 10,
+            model=rng.choice(["gpt-4o", "gpt-4o", "gpt-4o-mini"]), retries=rng.randint(0, 2),
+            **extra,
+        )  # fmt: skip
+
+    tasks = [f"t{i}" for i in range(5)]
+    repeat = 4
+    first = [row(t, a) for a in range(2) for t in tasks]
+    run = write_run(tmp_path, "random", first, tasks=tasks, repeat=repeat)
+    for include in (False, True):
+        live = LiveVolatility(run, ci_interval_s=0, include_link_errors=include)
+        live.refresh()
+        for _ in range(5):
+            with open(run / "attempts.jsonl", "a") as fh:
+                for _ in range(rng.randint(1, 6)):
+                    fh.write(json.dumps(row(rng.choice(tasks), rng.randrange(repeat))) + "\n")
+            report = live.refresh().to_json(task_curves=True)
+            cold = build_report([run], include_link_errors=include)[0]
+            assert report == cold.to_json(task_curves=True)
+        live.close()
