@@ -378,3 +378,28 @@ def test_live_refresh_of_random_batches_is_the_cold_report(tmp_path: Path, seed:
             cold = build_report([run], include_link_errors=include)[0]
             assert report == cold.to_json(task_curves=True)
         live.close()
+
+
+def test_a_latency_too_large_to_sum_exactly_still_gives_a_mean(tmp_path: Path) -> None:
+    # Exact sums hold latencies below 10^15 ms; a row may carry any finite latency ≥ 0.
+    # Past that, the task's mean is a float mean again, cold and live, and nothing aborts.
+    rows = [attempt_row("huge", "t1", 0, "pass", latency_ms=1e300)]
+    run = write_run(tmp_path, "huge", rows, tasks=["t1", "t2"], repeat=2)
+    live = LiveVolatility(run, ci_interval_s=0)
+    assert live.refresh().tasks[0].latency_mean_ms == 1e300
+    with open(run / "attempts.jsonl", "a") as fh:
+        for row in (
+            attempt_row("huge", "t1", 1, "fail", latency_ms=1000.0),
+            attempt_row("huge", "t2", 0, "pass", latency_ms=1000.25),
+            attempt_row("huge", "t2", 1, "pass", latency_ms=3e15),
+        ):
+            fh.write(json.dumps(row) + "\n")
+    report = live.refresh()
+    live.close()
+    cold = build_report([run])[0]
+    for tasks in (report.tasks, cold.tasks):
+        means = {t.task_id: t.latency_mean_ms for t in tasks}
+        assert means["t1"] == pytest.approx(5e299) and means["t2"] == pytest.approx(
+            1.5e15 + 500.125
+        )
+    assert report.to_json(task_curves=True) == cold.to_json(task_curves=True)
