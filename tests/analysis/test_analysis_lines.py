@@ -17,6 +17,24 @@ from driftdesk.analysis.prices import load_prices
 from driftdesk.analysis.volatility import build_report
 
 
+def random_row(rng: random.Random, run_id: str, task_id: str, attempt: int) -> dict:
+    """A row of random values: every outcome, latencies to 3 decimals (some 0), some rows
+    without a model latency or a total, priced and unpriced models."""
+    outcome = rng.choice(["pass", "pass", "fail", "link_error", "harness_error"])
+    prompt, completion = rng.randint(0, 5000), rng.randint(0, 900)
+    extra = {"model_latency_ms": round(rng.uniform(5, 900), 3)} if rng.random() < 0.7 else {}
+    return attempt_row(
+        run_id, task_id, attempt, outcome,
+        scenario_id=rng.choice([None, "s1", "s2"]),
+        error_code=rng.choice([None, "429", "500"]) if outcome.endswith("error") else None,
+        latency_ms=0.0 if rng.random() < 0.1 else round(rng.uniform(10, 9000), 3),
+        prompt_tokens=prompt, completion_tokens=completion,
+        total_tokens=None if rng.random() < 0.2 else prompt + completion,
+        model=rng.choice(["gpt-4o", "gpt-4o", "gpt-4o-mini", "unpriced-model"]),
+        retries=rng.randint(0, 2), **extra,
+    )  # fmt: skip
+
+
 def _comparable(data: dict) -> dict:
     return {k: v for k, v in data.items() if k not in ("skipped_lines", "skipped_line_count")}
 
@@ -253,18 +271,7 @@ def test_live_merges_added_slots_and_recomputes_the_tasks_it_cannot_merge(
     rng = random.Random(5)
 
     def row(task_id: str, attempt: int) -> dict:
-        outcome = rng.choice(["pass", "pass", "fail", "link_error", "harness_error"])
-        prompt, completion = rng.randint(1, 5000), rng.randint(0, 900)
-        extra = {"model_latency_ms": round(rng.uniform(5, 900), 3)} if rng.random() < 0.7 else {}
-        return attempt_row(
-            "merge", task_id, attempt, outcome,
-            scenario_id=rng.choice([None, "s1", "s2"]),
-            error_code=rng.choice([None, "429", "500"]) if outcome.endswith("error") else None,
-            latency_ms=round(rng.uniform(10, 9000), 3),
-            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
-            model=rng.choice(["gpt-4o", "gpt-4o-mini", "unpriced-model"]),
-            retries=rng.randint(0, 2), **extra,
-        )  # fmt: skip
+        return random_row(rng, "merge", task_id, attempt)
 
     tasks = [f"t{i}" for i in range(1, 7)]
     first = [row(t, attempt) for attempt in range(6) for t in tasks]
@@ -339,9 +346,9 @@ def test_live_mean_on_a_rounding_tie_is_the_cold_one(tmp_path: Path) -> None:
     assert shown["model_latency_mean_ms"] == cold_shown["model_latency_mean_ms"] == 1616.473
 
 
-# Seeds whose batches put a merged mean on a rounding tie: of 80 tried, the four where the
-# live view, merging means from means, showed another digit than the cold report.
-@pytest.mark.parametrize("seed", [6, 29, 36, 49])
+# Seeds whose batches put a merged mean on a rounding tie: four of the eight (of 80 tried)
+# where the live view, merging means from means, showed another digit than the cold report.
+@pytest.mark.parametrize("seed", [11, 14, 28, 38])
 def test_live_refresh_of_random_batches_is_the_cold_report(tmp_path: Path, seed: int) -> None:
     # Random rows a few at a time (new slots, retried slots, every outcome, latencies to 3
     # decimals, some of them 0, rows without a total or a model latency): after each batch
@@ -349,19 +356,7 @@ def test_live_refresh_of_random_batches_is_the_cold_report(tmp_path: Path, seed:
     rng = random.Random(seed)
 
     def row(task_id: str, attempt: int) -> dict:
-        outcome = rng.choice(["pass", "pass", "fail", "link_error", "harness_error"])
-        prompt = rng.randint(0, 5000)
-        extra = {"model_latency_ms": round(rng.uniform(5, 900), 3)} if rng.random() < 0.7 else {}
-        return attempt_row(
-            "random", task_id, attempt, outcome,
-            scenario_id=rng.choice([None, "s1", "s2"]),
-            error_code=rng.choice([None, "429", "500"]) if outcome.endswith("error") else None,
-            latency_ms=rng.choice([0.0, round(rng.uniform(10, 9000), 3)]),
-            prompt_tokens=prompt, completion_tokens=rng.randint(0, 900),
-            total_tokens=None if rng.random() < 0.2 else prompt + 10,
-            model=rng.choice(["gpt-4o", "gpt-4o", "gpt-4o-mini"]), retries=rng.randint(0, 2),
-            **extra,
-        )  # fmt: skip
+        return random_row(rng, "random", task_id, attempt)
 
     tasks = [f"t{i}" for i in range(5)]
     repeat = 4
