@@ -145,19 +145,17 @@ OR sum({LOW_BIT}) <> bit_or({LOW_BIT}) OR sum({HIGH_BIT}) <> bit_or({HIGH_BIT})
 LAST_ERROR_KINDS = 3  # the newest error kinds kept per task
 
 # The means a report shows (latency, tokens, model latency) are a sum over a count, and the
-# sum is kept exactly: latencies as decimals to 1e-6 ms (driftdesk writes 3 decimals),
-# tokens as integers. The live view adds a batch's sum to a task's and gets the very sum, so
-# the very mean, that a cold report gets. Means merged from means agree only to the last
-# bit, and that bit decided the shown digit where a mean sits on a rounding tie, as a mean
-# of latencies written to 3 decimals often does (two of them: x.xxx5).
+# sum is kept exactly, as a decimal to 1e-6 (driftdesk writes latencies to 3 decimals; tokens
+# are integers). The live view adds a batch's sum to a task's and gets the very sum, so the
+# very mean, that a cold report gets. Means merged from means agree only to the last bit, and
+# that bit decided the shown digit where a mean sits on a rounding tie, as a mean of
+# latencies written to 3 decimals often does (two of them: x.xxx5).
 EXACT_BELOW = 10**15  # a latency from here on is not summed exactly (its task's mean is favg's)
 
 
 def _exact_sum(column: str) -> str:
     """SQL aggregate: the exact sum of ``column`` (0 without values); NULL where a value is
-    too large to sum exactly."""
-    if column == "counted_tokens":
-        return "coalesce(sum(counted_tokens), 0)"
+    too large to sum exactly (a latency: tokens are below ``MAX_TOKENS``, under the bound)."""
     return (
         f"CASE WHEN coalesce(max({column}), 0) < {EXACT_BELOW} THEN coalesce(sum(CASE WHEN "
         f"{column} < {EXACT_BELOW} THEN CAST({column} AS DECIMAL(38, 6)) END), 0) END"
@@ -472,7 +470,7 @@ TASK_AGGS = """
     tokens_pos_mean DOUBLE, tokens_pos_std DOUBLE, cost_pos_mean DOUBLE, cost_pos_std DOUBLE,
     n_latency BIGINT, n_tokens BIGINT, n_model_latency BIGINT, n_latency_pos BIGINT,
     n_tokens_pos BIGINT, n_cost_pos BIGINT, attempts_low UBIGINT, attempts_high UBIGINT,
-    latency_sum DECIMAL(38, 6), tokens_sum HUGEINT, model_latency_sum DECIMAL(38, 6)
+    latency_sum DECIMAL(38, 6), tokens_sum DECIMAL(38, 6), model_latency_sum DECIMAL(38, 6)
 """
 # (the comma inside DECIMAL(38, 6) does not start a column)
 _AGG_NAMES = re.findall(r"(?:^|,)\s*(\w+) ", TASK_AGGS)
