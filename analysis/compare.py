@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from driftdesk.analysis.metrics import bootstrap_ci95, mean_or_none
 from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
-from driftdesk.analysis.volatility import RunReport, TaskStats, build_report
+from driftdesk.analysis.sources import SourceError, resolve_sources
+from driftdesk.analysis.volatility import RunReport, build_reports_reading
+
+if TYPE_CHECKING:
+    import duckdb
 
 SIGNIFICANCE = 0.05  # "unlikely to be noise" below this p-value
 # Metrics computed again over the shared tasks (the rest are whole-run facts).
@@ -34,6 +38,22 @@ COMPARED_METRICS: tuple[tuple[str, str | None], ...] = (
     ("link_error_rate", None),
     ("cost_usd", None),
 )
+
+
+class TaskOutcome(NamedTuple):
+    """What a comparison reads of a task (``TaskStats``' fields of the same names). A tuple:
+    each side of a compare of two 10M-row runs holds 200,000 of them."""
+
+    n: int
+    passes: int
+    success_rate: float | None
+    spread: float | None
+    c_out: float | None
+
+
+# A run's judged tasks, by task id.
+Outcomes = dict[str, TaskOutcome]
+_OUTCOME_COLUMNS = ", ".join(("task_id", *TaskOutcome._fields))
 
 
 @dataclass
@@ -101,6 +121,8 @@ class PairedDelta:
 
 @dataclass
 class Comparison:
+    """``a`` and ``b`` are the runs' reports; given run dirs, without their task lists."""
+
     a: RunReport
     b: RunReport
     metrics: list[MetricDelta] = field(default_factory=list)
@@ -112,11 +134,12 @@ class Comparison:
     swapped: bool = False  # the runs were given newer first; B is the newer
     warnings: list[str] = field(default_factory=list)
     delta: dict[str, PairedDelta] = field(default_factory=dict)
+    repeats: tuple[int | None, int | None] = (None, None)  # attempts per task, A and B
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "a": _side(self.a),
-            "b": _side(self.b),
+            "a": _side(self.a, self.repeats[0]),
+            "b": _side(self.b, self.repeats[1]),
             "shared_tasks": self.shared_tasks,
             "only_in_a": self.only_in_a,
             "only_in_b": self.only_in_b,
@@ -129,24 +152,24 @@ class Comparison:
         }
 
 
-def _side(report: RunReport) -> dict[str, Any]:
+def _side(report: RunReport, repeats: int | None) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
-        "repeats": repeats_of(report),
+        "repeats": repeats,
         "models": report.models or ([report.model] if report.model else []),
         "started_at": report.started_at,
         "tasks_judged": report.tasks_judged,
     }
 
 
-def repeats_of(report: RunReport) -> int | None:
+def repeats_of(report: RunReport, tasks: Outcomes) -> int | None:
     """Attempts per task: the manifest's repeat, else the most counted attempts of a task."""
     if report.repeat is not None:
         return report.repeat
-    return max((t.n for t in report.tasks), default=None)
+    return max((t.n for t in tasks.values()), default=None)
 
 
-def classify(task: TaskStats | None) -> str:
+def classify(task: TaskOutcome | None) -> str:
     """ "pass" when every counted attempt passed, "fail" when none did, else "volatile"."""
     if task is None or task.n == 0:
         return "absent"
@@ -172,8 +195,7 @@ def compare_runs(
     Success rate, gap and C_out are over the shared tasks unless ``all_tasks``; ``changed``
     lists every shared task whose class differs (every task with ``all_tasks``), by task id.
     """
-    report_a = a if isinstance(a, RunReport) else build_report([a], **report_options)[0]
-    report_b = b if isinstance(b, RunReport) else build_report([b], **report_options)[0]
+    (report_a, tasks_a), (report_b, tasks_b) = (_side_of(run, report_options) for run in (a, b))
     swapped = False
     if (
         not keep_order
@@ -182,9 +204,9 @@ def compare_runs(
         and report_a.started_at > report_b.started_at
     ):
         report_a, report_b, swapped = report_b, report_a, True
+        tasks_a, tasks_b = tasks_b, tasks_a
     comparison = Comparison(report_a, report_b, all_tasks=all_tasks, swapped=swapped)
-    tasks_a = {t.task_id: t for t in report_a.tasks}
-    tasks_b = {t.task_id: t for t in report_b.tasks}
+    comparison.repeats = (repeats_of(report_a, tasks_a), repeats_of(report_b, tasks_b))
     shared = sorted(tasks_a.keys() & tasks_b.keys())
     comparison.shared_tasks = len(shared)
     comparison.only_in_a = len(tasks_a.keys() - tasks_b.keys())
@@ -241,6 +263,30 @@ def compare_runs(
     return comparison
 
 
+def _side_of(
+    run: RunReport | Path | str, report_options: dict[str, Any]
+) -> tuple[RunReport, Outcomes]:
+    """A run's report and its judged tasks' outcomes; a run dir is read without making its
+    tasks into ``TaskStats``."""
+    if isinstance(run, RunReport):
+        return run, {
+            t.task_id: TaskOutcome(t.n, t.passes, t.success_rate, t.spread, t.c_out)
+            for t in run.tasks
+        }
+    runs = resolve_sources([run])
+    if len(runs) != 1:
+        raise SourceError(f"{run}: names {len(runs)} runs; compare takes one run a side")
+    ((report, outcomes),) = build_reports_reading([run], _read_outcomes, **report_options)
+    return report, outcomes
+
+
+def _read_outcomes(con: duckdb.DuckDBPyConnection) -> Outcomes:
+    from driftdesk.analysis import task_report
+
+    rows = task_report.task_rows(con, included=True, sort=None, top=None, columns=_OUTCOME_COLUMNS)
+    return {row[0]: TaskOutcome(*row[1:]) for row in rows}
+
+
 def _pp(value: float | None) -> float | None:
     return None if value is None else value * 100
 
@@ -255,7 +301,7 @@ def _warnings(comparison: Comparison, swapped: bool) -> list[str]:
             f"compared over the {comparison.shared_tasks} tasks both runs judged; left out: "
             f"{comparison.only_in_a} only in A, {comparison.only_in_b} only in B"
         )
-    repeats_a, repeats_b = repeats_of(a), repeats_of(b)
+    repeats_a, repeats_b = comparison.repeats
     if repeats_a != repeats_b:
         warnings.append(
             f"repeat counts differ (A {repeats_a}, B {repeats_b}): a task run more often is "
@@ -271,7 +317,7 @@ def _warnings(comparison: Comparison, swapped: bool) -> list[str]:
     return warnings
 
 
-def paired_deltas(pairs: list[tuple[TaskStats, TaskStats]]) -> dict[str, PairedDelta]:
+def paired_deltas(pairs: list[tuple[TaskOutcome, TaskOutcome]]) -> dict[str, PairedDelta]:
     """B − A in success rate and gap over the shared tasks: mean per-task difference, seeded
     paired bootstrap CI (tasks resampled), and the exact or permutation p-value."""
     if not pairs:

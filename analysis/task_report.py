@@ -328,18 +328,20 @@ def task_rows(
     sort: str | None,
     top: int | None,
     only: list[str] | None = None,
+    columns: str = TASK_STATS_COLUMNS,
     batch: int = 4096,
 ) -> Iterator[tuple[Any, ...]]:
-    """TaskStats field tuples: the included tasks sorted and cut to ``top``, or the others in
-    task order; with ``only``, just those tasks (in no particular order). Fetched a batch at a
-    time: DuckDB never holds the whole result outside its spillable memory."""
+    """TaskStats field tuples (or just ``columns``): the included tasks sorted and cut to
+    ``top``, or the others in task order; with ``only``, just those tasks (in no particular
+    order). Fetched a batch at a time: DuckDB never holds the whole result outside its
+    spillable memory."""
     if only is not None:
         cursor = con.execute(
-            f"SELECT {TASK_STATS_COLUMNS} FROM task_stats WHERE task_id IN (SELECT unnest($ids))",
+            f"SELECT {columns} FROM task_stats WHERE task_id IN (SELECT unnest($ids))",
             {"ids": only},
         )
     else:
-        cursor = con.execute(f"SELECT {TASK_STATS_COLUMNS} {_select(included, sort, top)}")
+        cursor = con.execute(f"SELECT {columns} {_select(included, sort, top)}")
     while rows := cursor.fetchmany(batch):
         yield from rows
 

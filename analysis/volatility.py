@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 from driftdesk.analysis.metrics import (
     bootstrap_ci95,
@@ -52,6 +52,7 @@ PASS_K_CONVENTIONS: tuple[str, ...] = ("driftdesk", "tau2")
 RESOURCES = ("latency", "tokens", "cost")
 SortKey = Literal["spread", "success", "task"]
 Source = Path | str
+T = TypeVar("T")
 
 MAX_NAMED_SKIPPED_LINES = 1000  # per file; the count is always exact
 
@@ -327,6 +328,22 @@ def build_report(
         min_runs, include_link_errors, group_by, sort, top, prices, pass_k_convention
     )
     return [report for _, report in _assembled(resolve_sources(sources), options)]
+
+
+def build_reports_reading(
+    sources: Sequence[Source],
+    read_tasks: Callable[[duckdb.DuckDBPyConnection], T],
+    **options: Any,
+) -> list[tuple[RunReport, T]]:
+    """Each run's report without its task lists, with what ``read_tasks`` reads of its tasks
+    (``task_report.task_rows``) while the run's connection is open: for a caller that needs a
+    few facts of every task rather than every ``TaskStats`` (``compare`` of two 10M-row runs
+    would otherwise hold 400,000 of them). ``options`` are ``build_report``'s."""
+    settings = ReportOptions(**options)
+    return [
+        (report, read_tasks(con))
+        for con, report in _assembled(resolve_sources(sources), settings, with_tasks=False)
+    ]
 
 
 @dataclass

@@ -438,8 +438,19 @@ def noise_floor_lines(report: RunReport) -> list[str]:
 def cmd_compare(args: argparse.Namespace) -> int:
     from driftdesk.analysis.compare import compare_runs
 
-    a, b = _reports(args, [args.run_a, args.run_b], sort="task")
-    comparison = compare_runs(a, b, all_tasks=args.all_tasks, keep_order=args.keep_order)
+    comparison = compare_runs(
+        args.run_a,
+        args.run_b,
+        all_tasks=args.all_tasks,
+        keep_order=args.keep_order,
+        min_runs=args.min_runs,
+        include_link_errors=args.include_link_errors,
+        pass_k_convention=args.pass_k_convention,
+    )
+    for report in (
+        (comparison.b, comparison.a) if comparison.swapped else (comparison.a, comparison.b)
+    ):
+        _warn_skipped(report)  # in the order the runs were given
     if args.format == "json":
         sys.stdout.write(json.dumps(comparison.to_json(), ensure_ascii=False) + "\n")
     else:

@@ -13,6 +13,7 @@ from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import compare_runs
 from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
+from driftdesk.analysis.volatility import build_report
 
 approx = pytest.approx
 
@@ -51,7 +52,7 @@ def test_rerun_of_some_tasks_is_compared_on_the_shared_tasks(tmp_path: Path) -> 
     comparison = compare_runs(original, rerun)
     assert (comparison.shared_tasks, comparison.only_in_a, comparison.only_in_b) == (16, 18, 0)
     assert all("absent" not in (c.before, c.after) for c in comparison.changed)
-    shared_a = [t for t in comparison.a.tasks if t.task_id in rerun_tasks]
+    shared_a = [t for t in build_report([original])[0].tasks if t.task_id in rerun_tasks]
     success = next(m for m in comparison.metrics if m.name == "success_rate")
     assert success.a == approx(sum(t.success_rate or 0 for t in shared_a) / 16)
     assert any("repeat counts differ (A 3, B 5)" in w for w in comparison.warnings)
@@ -135,7 +136,9 @@ def test_several_attempts_use_the_permutation_test_and_say_when_it_is_not_noise(
     assert delta.test == "sign-flip-permutation"
     diffs = [
         (tb.success_rate or 0) - (ta.success_rate or 0)
-        for ta, tb in zip(comparison.a.tasks, comparison.b.tasks, strict=True)
+        for ta, tb in zip(
+            *(build_report([run], sort="task")[0].tasks for run in (a, b)), strict=True
+        )
     ]
     assert delta.value == approx(sum(diffs) / len(diffs))
     assert delta.p_value is not None and delta.p_value < 0.001
@@ -161,3 +164,57 @@ def test_compare_json_contract(cli, home, tmp_path: Path) -> None:  # type: igno
     table = cli("compare", str(a), str(b)).stdout
     assert "shared tasks 6  left out: 2 only in A, 0 only in B" in table
     assert "95 % CI" in table and "p = " in table
+
+
+def test_compare_of_run_dirs_reads_no_task_stats_and_says_what_compare_of_reports_says(
+    tmp_path: Path,
+) -> None:
+    """Seen at 10M rows a run: ``compare`` of two such runs peaked at 975 MiB, 49 MiB under
+    its 1 GiB bound, and most of it was the two runs' 400,000 ``TaskStats`` (a report of one
+    such run peaks at 578 MiB). Given run dirs, a comparison now reads the five facts per task
+    it uses, and its reports carry no task lists; what it says is what the full reports say."""
+    rng = random.Random(8)
+    rates = {f"t{i:02d}": rng.choice([0.0, 0.3, 0.7, 1.0]) for i in range(30)}
+    # no repeat in the manifests (the repeats are read from the tasks), tasks on one side only,
+    # a retried slot, a link error and a bad line
+    a_rows: list[dict[str, object] | str] = [
+        attempt_row("a", task, k, "pass" if rng.random() < p else "fail")
+        for task, p in list(rates.items())[:26]
+        for k in range(3)
+    ]
+    a_rows += [attempt_row("a", "t00", 1, "pass"), attempt_row("a", "t01", 0, "link_error")]
+    a_rows.append("{not json")
+    b_rows: list[dict[str, object] | str] = [
+        attempt_row("b", task, k, "pass" if rng.random() < p else "fail")
+        for task, p in list(rates.items())[4:]
+        for k in range(4)
+    ]
+    a, b = write_run(tmp_path, "a", a_rows), write_run(tmp_path, "b", b_rows)
+    for all_tasks in (False, True):
+        from_dirs = compare_runs(a, b, all_tasks=all_tasks, keep_order=True)
+        from_reports = compare_runs(
+            build_report([a])[0], build_report([b])[0], all_tasks=all_tasks, keep_order=True
+        )
+        assert from_dirs.to_json() == from_reports.to_json()
+        assert (from_dirs.shared_tasks, from_dirs.only_in_a, from_dirs.only_in_b) == (22, 4, 4)
+        assert from_dirs.to_json()["a"]["repeats"] == 3
+        assert from_dirs.to_json()["b"]["repeats"] == 4
+        assert from_dirs.a.tasks == [] and from_dirs.b.tasks == []
+        assert from_dirs.a.skipped_line_count == 1
+
+
+def test_compare_of_a_run_with_itself_and_of_a_glob_of_runs(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Seen: ``driftdesk compare RUN RUN`` stopped with "not enough values to unpack" (the two
+    sources were read as one list, which holds a run once); a glob naming two runs was
+    compared by its first run, or stopped the same way."""
+    rates = {f"t{i}": 0.5 for i in range(5)}
+    a = run_with(tmp_path, "a", rates, 3, started="2026-11-01T00:00:00Z")
+    run_with(tmp_path, "b", rates, 3, started="2026-11-02T00:00:00Z")
+    done = cli("compare", str(a), str(a), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert (data["shared_tasks"], data["changed"]) == (5, [])
+    assert data["delta"]["success_rate"]["value"] == 0
+    both = cli("compare", str(tmp_path / "*"), str(a))
+    assert both.returncode != 0
+    assert "names 2 runs; compare takes one run a side" in both.stderr
