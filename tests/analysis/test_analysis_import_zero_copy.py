@@ -230,7 +230,7 @@ def test_bad_lines_are_named_across_skipped_blocks(tmp_path: Path, monkeypatch) 
 def test_the_run_list_shows_a_zero_copy_runs_success(tmp_path: Path) -> None:
     """The workbench's run list reads a run's success straight from its rows; for a zero-copy
     import those are the source's, and a missing source shows as unknown, not an error."""
-    from driftdesk.tui.screens.volatility import discover_runs
+    from driftdesk.tui.screens.volatility import discover_runs, measure_success
 
     source = tmp_path / "exported.jsonl"
     source.write_text(
@@ -238,8 +238,11 @@ def test_the_run_list_shows_a_zero_copy_runs_success(tmp_path: Path) -> None:
     )
     import_results(source, fmt="jsonl", out=tmp_path / "runs", run_id="linked")
     (info,) = discover_runs([tmp_path / "runs"])
+    measure_success(info.path)
+    (info,) = discover_runs([tmp_path / "runs"])
     assert info.success == 0.75 and "success 75%" in info.details
     source.rename(tmp_path / "moved.jsonl")
+    measure_success(info.path)
     (info,) = discover_runs([tmp_path / "runs"])
     assert info.success is None
 

@@ -52,3 +52,31 @@ async def test_volatility_screen_shows_the_noise_floor(
         summary = str(screen.query_one("#summary", Static).render())
         assert f"noise floor       {floor.mde_pp:.1f} pp" in summary
         assert f"5 pp: {floor.repeats_for_pp[5.0]}" in summary
+
+
+async def test_many_changed_tasks_list_the_first_ones_and_copy_all(
+    home, runs_dir, make_app, settle
+) -> None:  # type: ignore[no-untyped-def]
+    """The changed tasks of two big runs (thousands) are listed like the task table: the first
+    ``MAX_LISTED_ROWS``, with how many there are; ``c`` copies every one."""
+    from tui_runs import write_run
+
+    from driftdesk.tui.widgets.tables import MAX_LISTED_ROWS
+
+    count = MAX_LISTED_ROWS + 30
+    before = {f"t{i:04d}": ["fail", "fail"] for i in range(count)}
+    after = {f"t{i:04d}": ["pass", "pass"] for i in range(count)}
+    a = write_run(runs_dir, "sandbox-sandbox-sim-20260101T100000Z", before, day=1)
+    b = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", after, day=2)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.push_screen(CompareScreen(a, b))
+        await settle(app, pilot)
+        assert len(app.screen.comparison.changed) == count
+        changed = app.screen.query_one("#changed", DataTable)
+        assert [str(changed.get_row(k)[0]) for k in changed.rows] == list(before)[:MAX_LISTED_ROWS]
+        title = str(app.screen.query_one("#changed-title", Label).render())
+        assert f"the first {MAX_LISTED_ROWS} of {count}" in title
+        await pilot.press("c")
+        assert len(app.clipboard.splitlines()) == 1 + count

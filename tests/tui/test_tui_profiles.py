@@ -39,7 +39,7 @@ async def test_switch_claude_after_confirm_keeps_the_rest(home, make_app, settle
         await settle(app, pilot)
         assert isinstance(app.screen, ProfilesScreen)
         table = app.screen.query_one("#profiles-table", DataTable)
-        assert table.get_row("work")[0] == "work"
+        assert str(table.get_row("work")[0]) == "work"
         await pilot.press("s")
         assert isinstance(app.screen, PickScreen)
         await pilot.press("enter")  # the first target: Claude Code

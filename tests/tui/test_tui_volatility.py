@@ -303,18 +303,18 @@ async def test_a_run_of_many_tasks_lists_the_first_ones_and_says_how_many(
 ) -> None:  # type: ignore[no-untyped-def]
     """Seen: on a 1M-row run (20,000 tasks) the Volatility screen took 110 s to open and each
     sort, mark or filter key 5–9 s: its table was given every task, and Textual measures each
-    cell of each row it is given. The table now holds the first ``TASK_ROWS_SHOWN`` tasks of
+    cell of each row it is given. The table now holds the first ``MAX_LISTED_ROWS`` tasks of
     the sorted, filtered list and says how many there are; the filter reaches the rest, and
     marking, copying and rerunning still work on all of them."""
     from tui_runs import write_run
 
-    from driftdesk.tui.screens.volatility import TASK_ROWS_SHOWN
+    from driftdesk.tui.widgets.tables import MAX_LISTED_ROWS
 
-    count = TASK_ROWS_SHOWN + 200
+    count = MAX_LISTED_ROWS + 200
     # every task but each seventh one passes once and fails once: volatile
     outcomes = {f"t{i:04d}": ["pass", "pass" if i % 7 == 0 else "fail"] for i in range(count)}
     volatile = [task for i, task in enumerate(outcomes) if i % 7]
-    assert len(volatile) > TASK_ROWS_SHOWN
+    assert len(volatile) > MAX_LISTED_ROWS
     write_run(runs_dir, "sandbox-sandbox-sim-20260101T100000Z", outcomes)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -322,10 +322,10 @@ async def test_a_run_of_many_tasks_lists_the_first_ones_and_says_how_many(
         screen = app.screen
         assert isinstance(screen, VolatilityScreen) and screen.run_dir is not None
         state = screen.query_one("#table-state")
-        assert _task_column(screen) == volatile[:TASK_ROWS_SHOWN]  # spread first, then by id
-        assert f"first {TASK_ROWS_SHOWN} of {count} tasks" in str(state.render())
+        assert _task_column(screen) == volatile[:MAX_LISTED_ROWS]  # spread first, then by id
+        assert f"first {MAX_LISTED_ROWS} of {count} tasks" in str(state.render())
         await pilot.press("o", "o")  # by task id
-        assert _task_column(screen) == list(outcomes)[:TASK_ROWS_SHOWN]
+        assert _task_column(screen) == list(outcomes)[:MAX_LISTED_ROWS]
         screen.query_one("#tasks", DataTable).focus()
         await pilot.press("a")  # every volatile task, listed or not
         assert screen.marked == set(volatile)
@@ -335,3 +335,58 @@ async def test_a_run_of_many_tasks_lists_the_first_ones_and_says_how_many(
         await pilot.press("slash", *f"t{count - 1:04d}")  # a task past the listed ones
         assert _task_column(screen) == [f"t{count - 1:04d}"]
         assert "1 tasks" in str(state.render()) and "first" not in str(state.render())
+
+
+def test_runs_are_listed_from_their_manifests_and_measured_once_until_their_rows_change(
+    runs_dir,
+) -> None:  # type: ignore[no-untyped-def]
+    """Seen: with one 1M-row run in the runs folder the Volatility screen took 110 s to open.
+    Listing the runs read each run's whole attempts file in Python (13.6 s for that run), and
+    the rescan every 2 s started another read of it before the first had ended. A run is now
+    listed from its manifest; its success is measured by the report's reader in a worker of
+    its own, once, and again only when its rows changed and a measurement is due."""
+    from tui_runs import RUN_B, write_run
+
+    from driftdesk.tui.screens.volatility import (
+        _MEASURED,
+        REMEASURE_AFTER_COSTS,
+        discover_runs,
+        measure_success,
+        success_to_measure,
+    )
+
+    run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
+    (info,) = discover_runs([runs_dir])
+    assert info.success is None and "success -" in info.details  # not read yet
+    assert success_to_measure([info], 0.0) == [run]
+    measure_success(run)
+    (info,) = discover_runs([runs_dir])
+    assert info.success == 0.8  # 16 of 20 judged attempts passed
+    measured = _MEASURED[run]
+    assert success_to_measure([info], measured.at + 3600) == []  # rows unchanged: never again
+    with open(run / "attempts.jsonl", "a") as fh:  # a run being written: one more row
+        fh.write(json.dumps({"task_id": "arith-01", "attempt": 4, "outcome": "fail"}) + "\n")
+    soon = measured.at + REMEASURE_AFTER_COSTS * measured.cost
+    assert success_to_measure([info], soon - 1e-6) == []  # not due yet
+    assert success_to_measure([info], soon) == [run]
+    measure_success(run)
+    (info,) = discover_runs([runs_dir])
+    assert info.success == 16 / 21
+
+
+async def test_a_task_id_that_looks_like_markup_is_shown_as_it_is(
+    home, runs_dir, make_app, settle
+) -> None:  # type: ignore[no-untyped-def]
+    """Task ids come from files: a DataTable reads a str cell as Rich markup, so "[b]x" showed
+    as a bold "x" and "[/b]y" stopped the table with a markup error."""
+    from tui_runs import write_run
+
+    outcomes = {"[b]x": ["pass", "fail"], "[/b]y": ["pass", "pass"]}
+    write_run(runs_dir, "sandbox-sandbox-sim-20260101T100000Z", outcomes)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#tasks", DataTable)
+        assert table.row_count == 2
+        # the lines under the header: the volatile task first
+        assert "[b]x" in table.render_line(1).text and "[/b]y" in table.render_line(2).text

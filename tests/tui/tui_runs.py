@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from driftdesk.layout import attempt_folder
+
 # task -> outcomes of attempts 0..n-1 ("pass", "fail", "link_error:429", ...)
 RUN_A: dict[str, list[str]] = {
     "arith-01": ["pass", "pass", "pass", "pass"],
@@ -78,7 +80,7 @@ def write_run(runs_dir: Path, run_id: str, outcomes: dict[str, list[str]], day: 
                 "base_url": "http://127.0.0.1:1/v1",
             }
             lines.append(json.dumps(row))
-            folder = run_dir / "attempts" / task
+            folder = attempt_folder(run_dir, task)
             folder.mkdir(exist_ok=True)
             transcript = [
                 {"role": "user", "content": f"Solve task {task}."},

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Header, Label
 from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
-from driftdesk.tui.widgets.tables import fill_table
+from driftdesk.tui.widgets.tables import MAX_LISTED_ROWS, fill_table
 
 METRIC_COLUMNS = [(c, c) for c in ("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")]
 PAIRED_COLUMNS = [(c, c) for c in ("paired B − A", "delta", "95% CI", "p", "test")]
@@ -77,7 +77,7 @@ class CompareScreen(WorkbenchScreen):
             metrics: DataTable[Any] = DataTable(id="metrics", cursor_type="row")
             fill_table(metrics, METRIC_COLUMNS, [])
             yield metrics
-            yield Label("tasks that changed", classes="pane-title")
+            yield Label("tasks that changed", id="changed-title", classes="pane-title")
             changed: DataTable[Any] = DataTable(id="changed", cursor_type="row")
             fill_table(changed, CHANGED_COLUMNS, [])
             yield changed
@@ -129,7 +129,7 @@ class CompareScreen(WorkbenchScreen):
             metric_rows.append((n, metric_cells))
         fill_table(metrics, METRIC_COLUMNS, metric_rows)
         changed_rows: list[tuple[str, tuple[Any, ...]]] = []
-        for c in comparison.changed:
+        for c in comparison.changed[:MAX_LISTED_ROWS]:
             changed_cells = (
                 printable(c.task_id, keep_newlines=False),
                 Text(c.before, style=CLASS_STYLES.get(c.before, "")),
@@ -141,6 +141,11 @@ class CompareScreen(WorkbenchScreen):
         if not comparison.changed:
             changed_rows.append(("-", ("(no task changed class)", "", "", "", "")))
         fill_table(self.query_one("#changed", DataTable), CHANGED_COLUMNS, changed_rows)
+        if len(comparison.changed) > MAX_LISTED_ROWS:
+            self.query_one("#changed-title", Label).update(
+                f"tasks that changed: the first {MAX_LISTED_ROWS} of "
+                f"{len(comparison.changed)} (c copies them all)"
+            )
 
     def action_copy(self) -> None:
         if self.comparison is None:

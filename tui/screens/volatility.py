@@ -8,6 +8,7 @@ is followed with ``analysis.live.LiveVolatility`` on a timer.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,6 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker
 
 from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.terminal import printable
@@ -27,15 +29,11 @@ from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
-from driftdesk.tui.widgets.tables import fill_table
+from driftdesk.tui.widgets.tables import MAX_LISTED_ROWS, fill_table
 
 SORT_KEYS = ("spread", "success", "task")
 LIVE_REFRESH_SECONDS = 1.0
 RUNS_RESCAN_SECONDS = 2.0
-# The task table lists this many of the sorted, filtered tasks: Textual's DataTable measures
-# every cell of every row it is given (20,000 tasks took 5–9 s a fill), and the filter
-# reaches the others.
-TASK_ROWS_SHOWN = 500
 
 
 @dataclass(frozen=True)
@@ -85,9 +83,10 @@ TASK_COLUMNS = (
 
 
 def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) -> list[RunInfo]:
-    """Run dirs (folders with a manifest) under ``dirs``, newest first. A "running" manifest
-    whose lock nobody holds is a killed run: status "interrupted", resumable. ``executing``
-    are the dirs this process is running (known live: probing their lock could race a start)."""
+    """Run dirs (folders with a manifest) under ``dirs``, newest first, from their manifests
+    (a success is the last measured one: ``measure_success``). A "running" manifest whose
+    lock nobody holds is a killed run: status "interrupted", resumable. ``executing`` are the
+    dirs this process is running (known live: probing their lock could race a start)."""
     from driftdesk.reruns.rundir import is_live, read_manifest
 
     runs: dict[Path, RunInfo] = {}
@@ -116,7 +115,7 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
                 model=str(manifest.get("model") or ""),
                 started_at=str(manifest.get("started_at") or ""),
                 manifest=manifest,
-                success=_success_rate(child),
+                success=_known_success(child),
             )
     return sorted(runs.values(), key=lambda r: (r.started_at, r.run_id), reverse=True)
 
@@ -130,56 +129,82 @@ def _suite_available(manifest: dict[str, Any]) -> bool:
     return bool(path and Path(str(path)).is_file()) or str(name) in builtin_suites()
 
 
-# (path, size, mtime) -> success rate: the runs list is rescanned every few seconds.
-_SUCCESS_CACHE: dict[tuple[Path, int, int], float | None] = {}
+@dataclass(frozen=True)
+class _Measured:
+    rows_key: tuple[int, int] | None  # (size, mtime) of the file the rows were read from
+    success: float | None
+    at: float  # time.monotonic() when it was measured
+    cost: float  # seconds it took
 
 
-def _success_rate(run_dir: Path) -> float | None:
-    """Passed / judged over the latest row per slot, read straight from attempts.jsonl."""
-    from driftdesk.fileio import iter_jsonl
-    from driftdesk.reruns.rundir import latest_rows
-
-    path = run_dir / ATTEMPTS_FILE
-    try:
-        stat = path.stat()
-    except OSError:
-        return _linked_success_rate(run_dir)
-    key = (path, stat.st_size, stat.st_mtime_ns)
-    if key not in _SUCCESS_CACHE:
-        rows = latest_rows([row for _, row in iter_jsonl(path, [])]).values()
-        judged = [
-            row.get("outcome") == "pass" for row in rows if row.get("outcome") in ("pass", "fail")
-        ]
-        _SUCCESS_CACHE[key] = sum(judged) / len(judged) if judged else None
-    return _SUCCESS_CACHE[key]
+# Run dir -> its success as last measured. Reading a run's rows costs about 2 s a million rows,
+# so the runs are listed from their manifests alone and measured in a worker of their own
+# (``measure_success``), each once, then again only when its rows changed.
+_MEASURED: dict[Path, _Measured] = {}
+# A run being written is measured again no sooner than this many times its last measurement
+# took: the runs list's share of the CPU stays small however big the run.
+REMEASURE_AFTER_COSTS = 10
 
 
-def _linked_success_rate(run_dir: Path) -> float | None:
-    """A zero-copy import's success, read from its source through the report's reader (the
-    same latest-row-per-slot rule); None without a source or when it moved or changed."""
-    from driftdesk.analysis.volatility import pooled_task_outcomes
+def _known_success(run_dir: Path) -> float | None:
+    measured = _MEASURED.get(run_dir)
+    return None if measured is None else measured.success
+
+
+def _rows_key(run_dir: Path) -> tuple[int, int] | None:
+    """(size, mtime) of the file a run's rows are read from: its attempts file, or a zero-copy
+    import's source; None when there is none (moved, unreadable)."""
     from driftdesk.analysis.zero_copy import linked_source
     from driftdesk.reruns.rundir import read_manifest
 
+    path = run_dir / ATTEMPTS_FILE
     try:
-        linked = linked_source(read_manifest(run_dir))
-        if linked is None:
-            return None
-        stat = linked.path.stat()
-        key = (linked.path, stat.st_size, stat.st_mtime_ns)
-        if key not in _SUCCESS_CACHE:
-            counts = pooled_task_outcomes([run_dir]).values()
-            judged = sum(passes + fails for passes, fails in counts)
-            passed = sum(passes for passes, _ in counts)
-            _SUCCESS_CACHE[key] = passed / judged if judged else None
-        return _SUCCESS_CACHE[key]
+        if not path.exists():
+            linked = linked_source(read_manifest(run_dir))
+            if linked is None:
+                return None
+            path = linked.path
+        stat = path.stat()
     except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
         return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def success_to_measure(runs: list[RunInfo], now: float) -> list[Path]:
+    """The runs whose success is not known, or whose rows changed since it was measured and
+    whose measurement is due again (see ``REMEASURE_AFTER_COSTS``)."""
+    due = []
+    for run in runs:
+        last = _MEASURED.get(run.path)
+        changed = last is None or last.rows_key != _rows_key(run.path)
+        if changed and (last is None or now - last.at >= REMEASURE_AFTER_COSTS * last.cost):
+            due.append(run.path)
+    return due
+
+
+def measure_success(run_dir: Path) -> None:
+    """Passed / judged over the latest row per slot, read by the report's reader (a zero-copy
+    import's through its source); unknown when the rows cannot be read."""
+    from driftdesk.analysis.volatility import pooled_task_outcomes
+
+    started = time.monotonic()
+    rows_key = _rows_key(run_dir)
+    success = None
+    if rows_key is not None:
+        try:
+            counts = list(pooled_task_outcomes([run_dir]).values())
+        except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
+            counts = []
+        judged = sum(passes + fails for passes, fails in counts)
+        success = sum(passes for passes, _ in counts) / judged if judged else None
+    now = time.monotonic()
+    _MEASURED[run_dir] = _Measured(rows_key, success, now, now - started)
 
 
 @dataclass
 class RunsFound(Loaded):
     runs: list[RunInfo]
+    unmeasured: list[Path] = field(default_factory=list)  # whose success to measure now
 
 
 @dataclass
@@ -242,6 +267,8 @@ class VolatilityScreen(WorkbenchScreen):
         self._live: Any = None  # LiveVolatility of the selected run while it is running
         self._live_lock = threading.Lock()  # a refresh and a close never overlap
         self._focus_tasks = False
+        self._matching = 0  # tasks the filter matches (the table lists MAX_LISTED_ROWS at most)
+        self._measuring: Worker[None] | None = None  # the worker measuring runs' success
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -298,7 +325,17 @@ class VolatilityScreen(WorkbenchScreen):
     @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False, name="listing runs")
     def rescan(self) -> None:
         executing = frozenset(self.workbench.executing_dirs())
-        self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs, executing)))
+        runs = discover_runs(self.workbench.runs_dirs, executing)
+        self.post_message(RunsFound(runs, success_to_measure(runs, time.monotonic())))
+
+    @work(thread=True, group="vol-success", exit_on_error=False, name="measuring runs")
+    def measure_runs(self, run_dirs: list[Path]) -> None:
+        """Each run's success, listed again as each is known; one of these at a time (a
+        rescan every few seconds would otherwise read a big run several times at once)."""
+        for run_dir in run_dirs:
+            measure_success(run_dir)
+            executing = frozenset(self.workbench.executing_dirs())
+            self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs, executing)))
 
     @work(
         thread=True,
@@ -385,12 +422,15 @@ class VolatilityScreen(WorkbenchScreen):
     def _runs_found(self, message: RunsFound) -> None:
         if message.stale:
             return
+        if message.unmeasured and (self._measuring is None or self._measuring.is_finished):
+            self._measuring = self.measure_runs(message.unmeasured)
+        shown = {r.path: (r.status, r.success) for r in self.runs}
         previous = {r.path: r.status for r in self.runs}
         self.runs = message.runs
         options = self.query_one("#runs", OptionList)
         highlighted = self.run_dir
-        if [r.path for r in message.runs] != list(previous) or any(
-            previous.get(r.path) != r.status for r in message.runs
+        if [r.path for r in message.runs] != list(shown) or any(
+            shown.get(r.path) != (r.status, r.success) for r in message.runs
         ):
             options.clear_options()
             for run in message.runs:
@@ -543,13 +583,13 @@ class VolatilityScreen(WorkbenchScreen):
         current = self.selected_task()
         rows: list[tuple[str, tuple[Any, ...]]] = []
         tasks = self._visible_tasks()
-        for t in tasks[:TASK_ROWS_SHOWN]:
+        for t in tasks[:MAX_LISTED_ROWS]:
             spread_style = "bold yellow" if t.volatile else ""
             success_style = (
                 "green" if t.success_rate == 1 else ("red" if t.success_rate == 0 else "")
             )
             cells = (
-                Text("●", style="bold cyan") if t.task_id in self.marked else "",
+                self._mark_cell(t.task_id),
                 printable(t.task_id, keep_newlines=False),
                 str(t.n),
                 str(t.passes),
@@ -566,8 +606,16 @@ class VolatilityScreen(WorkbenchScreen):
         fill_table(table, TASK_COLUMNS, rows, fixed={"mark": 1})
         if current is not None and current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
-        listed = f"first {table.row_count} of " if table.row_count < len(tasks) else ""
-        state = Text(f"{listed}{len(tasks)} tasks · sorted by {self.sort_key} (o)")
+        self._matching = len(tasks)
+        self._show_table_state()
+
+    def _mark_cell(self, task_id: str) -> Text | str:
+        return Text("●", style="bold cyan") if task_id in self.marked else ""
+
+    def _show_table_state(self) -> None:
+        listed = self.query_one("#tasks", DataTable).row_count
+        first = f"first {listed} of " if listed < self._matching else ""
+        state = Text(f"{first}{self._matching} tasks · sorted by {self.sort_key} (o)")
         if self.marked:
             state.append(f" · {len(self.marked)} marked (R reruns)", style="bold cyan")
         self.query_one("#table-state", Label).update(state)
@@ -615,7 +663,9 @@ class VolatilityScreen(WorkbenchScreen):
         if task is None:
             return
         self.marked.symmetric_difference_update({task})
-        self._fill_table()
+        # one cell, not the whole table again
+        self.query_one("#tasks", DataTable).update_cell(task, "mark", self._mark_cell(task))
+        self._show_table_state()
 
     def action_mark_volatile(self) -> None:
         if self.report is None:
