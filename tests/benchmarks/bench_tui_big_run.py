@@ -1,0 +1,218 @@
+"""Benchmark: the Volatility screen on a run of 1M rows (20,000 tasks × 50 attempts).
+
+The real ``DriftdeskApp`` runs headless with the run in its runs folder. Each round times, from
+a cold start (no success measured yet in this process):
+
+- how long until the screen shows the run's task table, against the floor measured in the
+  same round: a cold ``build_report`` of the run in this process (the report the screen shows);
+- how long until the runs list shows the run's success (measured in a worker of its own);
+- key presses on the task table (from ``SETTLE_S`` after the success is listed), each from the moment the key event is sent to the end of the
+  first screen refresh that shows its effect: ``down`` (cursor), ``o`` (sort by the next key:
+  all 20,000 tasks sorted again, the first rows listed), ``space`` (mark), and typing a filter
+  one character at a time.
+
+Seen before the change this measures (one run in the folder): 110–124 s to open, 5–9 s a sort,
+mark or filter key. Not part of the test suite.
+
+    .venv/bin/python tests/benchmarks/bench_tui_big_run.py [--rows 1000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_report import write_synthetic_run
+from benchlib import load
+
+PRESS_TIMEOUT_S = 30.0
+FILTER = "task-0001"
+SETTLE_S = 2.0
+
+
+class Painted:
+    """Waits for the first refresh of the screen in front after which ``done()`` holds (one
+    hook on ``Screen._compositor_refresh``, as ``bench_tui_live.py`` does)."""
+
+    def __init__(self, app: Any) -> None:
+        from textual.screen import Screen
+
+        self.app = app
+        self._waiting: tuple[Callable[[], bool], asyncio.Event] | None = None
+        original = Screen._compositor_refresh
+        painted = self
+
+        def hooked(screen: Any) -> None:
+            original(screen)
+            waiting = painted._waiting
+            if screen is painted.app.screen and waiting is not None and waiting[0]():
+                painted._waiting = None
+                waiting[1].set()
+
+        self._original = original
+        Screen._compositor_refresh = hooked  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        from textual.screen import Screen
+
+        Screen._compositor_refresh = self._original  # type: ignore[method-assign]
+
+    async def until(
+        self, done: Callable[[], bool], send: Callable[[], None] | None = None
+    ) -> float:
+        """Seconds from now (after ``send()``, if given) until a refresh shows ``done()``."""
+        event = asyncio.Event()
+        self._waiting = (done, event)
+        started = time.perf_counter()
+        if send is not None:
+            send()
+        await asyncio.wait_for(event.wait(), PRESS_TIMEOUT_S)
+        return time.perf_counter() - started
+
+    async def press(self, key: str, done: Callable[[], bool]) -> float:
+        """Milliseconds from sending ``key`` as the terminal driver would until its frame."""
+        from textual import events
+
+        def send() -> None:
+            event = events.Key(key, key if len(key) == 1 else None)
+            event.set_sender(self.app)
+            self.app._driver.send_message(event)
+
+        return await self.until(done, send) * 1000
+
+
+async def one_round(runs: Path, run: Path) -> dict[str, Any]:
+    from textual.widgets import DataTable, Input, OptionList
+
+    from driftdesk.analysis.volatility import build_report
+    from driftdesk.tui.app import DriftdeskApp
+    from driftdesk.tui.screens import volatility
+
+    volatility._MEASURED.clear()  # a cold start: no success measured in this process
+    started = time.perf_counter()
+    build_report([run])
+    floor = time.perf_counter() - started
+
+    result: dict[str, Any] = {"floor": floor, "keys": {}}
+    app = DriftdeskApp(out_dir=runs, runs_dirs=[runs], blink=False)
+    started = time.perf_counter()
+    async with app.run_test(size=(160, 48)):
+        painted = Painted(app)
+        try:
+
+            def table() -> DataTable[Any]:
+                return app.screen.query_one("#tasks", DataTable)
+
+            def state() -> str:
+                return str(app.screen.query_one("#table-state").render())
+
+            def shown() -> bool:
+                screen = app.screen
+                return isinstance(screen, volatility.VolatilityScreen) and table().row_count > 0
+
+            await painted.until(shown)
+            result["open"] = time.perf_counter() - started
+
+            def success_listed() -> bool:
+                runs_list = app.screen.query_one("#runs", OptionList)
+                return runs_list.option_count > 0 and "success -" not in str(
+                    runs_list.get_option_at_index(0).prompt
+                )
+
+            result["success"] = (
+                0.0 if success_listed() else await painted.until(success_listed)
+            ) + result["open"]
+            await asyncio.sleep(SETTLE_S)  # the keys on a settled screen (a rescan at most)
+            table().focus()
+            keys: dict[str, list[float]] = {"down": [], "o": [], "space": [], "filter": []}
+            for _ in range(3):
+                row = table().cursor_row
+                keys["down"].append(
+                    await painted.press("down", lambda row=row: table().cursor_row == row + 1)
+                )
+                sort = app.screen.sort_key
+                keys["o"].append(
+                    await painted.press("o", lambda sort=sort: f"by {sort} " not in state())
+                )
+                marked = len(app.screen.marked)
+                keys["space"].append(
+                    await painted.press(
+                        "space", lambda marked=marked: len(app.screen.marked) != marked
+                    )
+                )
+            app.screen.query_one("#filter", Input).focus()
+            for index in range(len(FILTER)):
+                typed = FILTER[: index + 1]
+                keys["filter"].append(
+                    await painted.press(
+                        FILTER[index],
+                        lambda typed=typed: (
+                            app.screen.filter_text == typed
+                            and all(typed in str(table().get_row(k)[1]) for k in table().rows)
+                        ),
+                    )
+                )
+            result["keys"] = keys
+        finally:
+            painted.close()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--attempts", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    os.environ["HOME"] = tempfile.mkdtemp(prefix="bench-tui-big-home-")  # no user state read
+    with tempfile.TemporaryDirectory(prefix="bench-tui-big-") as tmp:
+        runs = Path(tmp) / "runs"
+        started = time.perf_counter()
+        run = write_synthetic_run(runs, args.rows, args.attempts)
+        print(
+            f"run: {args.rows:,} rows ({args.rows // args.attempts:,} tasks × {args.attempts}), "
+            f"{(run / 'attempts.jsonl').stat().st_size / 1e6:.0f} MB, written in "
+            f"{time.perf_counter() - started:.0f} s ({load()})",
+            flush=True,
+        )
+        rounds = []
+        for number in range(1, args.rounds + 1):
+            result = asyncio.run(one_round(runs, run))
+            rounds.append(result)
+            keys = "  ".join(
+                f"{key} {statistics.median(times):.0f} ms (max {max(times):.0f})"
+                for key, times in result["keys"].items()
+            )
+            print(
+                f"round {number}: screen open {result['open']:.2f} s, cold report "
+                f"{result['floor']:.2f} s ({result['open'] / result['floor']:.2f}×), success "
+                f"listed at {result['success']:.2f} s; keys (median of each): {keys}  [{load()}]",
+                flush=True,
+            )
+        opened = statistics.median(r["open"] / r["floor"] for r in rounds)
+        print(
+            f"\nmedians of {args.rounds} rounds: screen open {statistics.median(r['open'] for r in rounds):.2f} s, "
+            f"{opened:.2f}× a cold report of the run; success listed at "
+            f"{statistics.median(r['success'] for r in rounds):.2f} s"
+        )
+        for key in rounds[0]["keys"]:
+            times = [t for r in rounds for t in r["keys"][key]]
+            print(
+                f"  key {key:<7} p50 {statistics.median(times):6.0f} ms   max {max(times):6.0f} ms"
+                f"   ({len(times)} presses)"
+            )
+        print(f"[{load()}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
