@@ -26,68 +26,16 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import write_synthetic_run
+from bench_tui_live import Probe
 from benchlib import load
 
-PRESS_TIMEOUT_S = 30.0
 FILTER = "task-0001"
 SETTLE_S = 2.0
-
-
-class Painted:
-    """Waits for the first refresh of the screen in front after which ``done()`` holds (one
-    hook on ``Screen._compositor_refresh``, as ``bench_tui_live.py`` does)."""
-
-    def __init__(self, app: Any) -> None:
-        from textual.screen import Screen
-
-        self.app = app
-        self._waiting: tuple[Callable[[], bool], asyncio.Event] | None = None
-        original = Screen._compositor_refresh
-        painted = self
-
-        def hooked(screen: Any) -> None:
-            original(screen)
-            waiting = painted._waiting
-            if screen is painted.app.screen and waiting is not None and waiting[0]():
-                painted._waiting = None
-                waiting[1].set()
-
-        self._original = original
-        Screen._compositor_refresh = hooked  # type: ignore[method-assign]
-
-    def close(self) -> None:
-        from textual.screen import Screen
-
-        Screen._compositor_refresh = self._original  # type: ignore[method-assign]
-
-    async def until(
-        self, done: Callable[[], bool], send: Callable[[], None] | None = None
-    ) -> float:
-        """Seconds from now (after ``send()``, if given) until a refresh shows ``done()``."""
-        event = asyncio.Event()
-        self._waiting = (done, event)
-        started = time.perf_counter()
-        if send is not None:
-            send()
-        await asyncio.wait_for(event.wait(), PRESS_TIMEOUT_S)
-        return time.perf_counter() - started
-
-    async def press(self, key: str, done: Callable[[], bool]) -> float:
-        """Milliseconds from sending ``key`` as the terminal driver would until its frame."""
-        from textual import events
-
-        def send() -> None:
-            event = events.Key(key, key if len(key) == 1 else None)
-            event.set_sender(self.app)
-            self.app._driver.send_message(event)
-
-        return await self.until(done, send) * 1000
 
 
 async def one_round(runs: Path, run: Path) -> dict[str, Any]:
@@ -106,7 +54,7 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
     app = DriftdeskApp(out_dir=runs, runs_dirs=[runs], blink=False)
     started = time.perf_counter()
     async with app.run_test(size=(160, 48)):
-        painted = Painted(app)
+        probe = Probe(app)
         try:
 
             def table() -> DataTable[Any]:
@@ -119,7 +67,7 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
                 screen = app.screen
                 return isinstance(screen, volatility.VolatilityScreen) and table().row_count > 0
 
-            await painted.until(shown)
+            await probe.painted(shown)
             result["open"] = time.perf_counter() - started
 
             def success_listed() -> bool:
@@ -129,7 +77,7 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
                 )
 
             result["success"] = (
-                0.0 if success_listed() else await painted.until(success_listed)
+                0.0 if success_listed() else await probe.painted(success_listed) / 1000
             ) + result["open"]
             await asyncio.sleep(SETTLE_S)  # the keys on a settled screen (a rescan at most)
             table().focus()
@@ -137,15 +85,15 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
             for _ in range(3):
                 row = table().cursor_row
                 keys["down"].append(
-                    await painted.press("down", lambda row=row: table().cursor_row == row + 1)
+                    await probe.press("down", lambda row=row: table().cursor_row == row + 1)
                 )
                 sort = app.screen.sort_key
                 keys["o"].append(
-                    await painted.press("o", lambda sort=sort: f"by {sort} " not in state())
+                    await probe.press("o", lambda sort=sort: f"by {sort} " not in state())
                 )
                 marked = len(app.screen.marked)
                 keys["space"].append(
-                    await painted.press(
+                    await probe.press(
                         "space", lambda marked=marked: len(app.screen.marked) != marked
                     )
                 )
@@ -153,7 +101,7 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
             for index in range(len(FILTER)):
                 typed = FILTER[: index + 1]
                 keys["filter"].append(
-                    await painted.press(
+                    await probe.press(
                         FILTER[index],
                         lambda typed=typed: (
                             app.screen.filter_text == typed
@@ -163,7 +111,7 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
                 )
             result["keys"] = keys
         finally:
-            painted.close()
+            probe.close()
     return result
 
 

@@ -217,20 +217,35 @@ class Probe:
             self.frames.on_run_screen.append((self._front_since, now))
             self._front_since = None
 
+    async def painted(
+        self, done: Callable[[], bool], send: Callable[[], None] | None = None
+    ) -> float:
+        """Milliseconds from now (``send()`` first, if given) until the end of the first refresh
+        of the screen in front after which ``done()`` holds; raises TimeoutError past
+        ``PRESS_TIMEOUT_S``."""
+        event = asyncio.Event()
+        self._waiting = (done, event)
+        started = time.perf_counter()
+        if send is not None:
+            send()
+        try:
+            await asyncio.wait_for(event.wait(), PRESS_TIMEOUT_S)
+        finally:
+            self._waiting = None
+        return (time.perf_counter() - started) * 1000
+
     async def press(self, key: str, done: Callable[[], bool]) -> float:
         """Send ``key`` as the terminal driver would; milliseconds until its frame."""
         from textual import events
 
-        event = asyncio.Event()
-        self._waiting = (done, event)
-        key_event = events.Key(key, key if len(key) == 1 else None)
-        key_event.set_sender(self.app)
-        started = time.perf_counter()
-        self.app._driver.send_message(key_event)
+        def send() -> None:
+            key_event = events.Key(key, key if len(key) == 1 else None)
+            key_event.set_sender(self.app)
+            self.app._driver.send_message(key_event)
+
         try:
-            await asyncio.wait_for(event.wait(), PRESS_TIMEOUT_S)
+            return await self.painted(done, send)
         except TimeoutError:
-            self._waiting = None
             print(
                 f"  press {key!r} showed no effect within {PRESS_TIMEOUT_S:g} s (effect "
                 f"{'there, never painted' if done() else 'absent'}; screen "
@@ -238,7 +253,6 @@ class Probe:
                 flush=True,
             )
             return PRESS_TIMEOUT_S * 1000
-        return (time.perf_counter() - started) * 1000
 
 
 def rate(
