@@ -183,8 +183,9 @@ def success_to_measure(runs: list[RunInfo], now: float) -> list[Path]:
 
 
 def measure_success(run_dir: Path) -> None:
-    """Passed / judged over the latest row per slot, read by the report's reader (a zero-copy
-    import's through its source); unknown when the rows cannot be read."""
+    """Measure a run's success for ``discover_runs``: passed / judged over the latest row per
+    slot, read by the report's reader (a zero-copy import's through its source); unknown when
+    the rows cannot be read."""
     from driftdesk.analysis.volatility import pooled_task_outcomes
 
     started = time.monotonic()
@@ -609,8 +610,8 @@ class VolatilityScreen(WorkbenchScreen):
         self._matching = len(tasks)
         self._show_table_state()
 
-    def _mark_cell(self, task_id: str) -> Text | str:
-        return Text("●", style="bold cyan") if task_id in self.marked else ""
+    def _mark_cell(self, task_id: str) -> Text:
+        return Text("●", style="bold cyan") if task_id in self.marked else Text()
 
     def _show_table_state(self) -> None:
         listed = self.query_one("#tasks", DataTable).row_count
