@@ -147,7 +147,7 @@ REMEASURE_AFTER_COSTS = 10
 
 
 def _known_success(run_dir: Path) -> float | None:
-    measured = _MEASURED.get(run_dir)
+    measured = _MEASURED.get(run_dir.resolve())
     return None if measured is None else measured.success
 
 
@@ -175,7 +175,7 @@ def success_to_measure(runs: list[RunInfo], now: float) -> list[Path]:
     whose measurement is due again (see ``REMEASURE_AFTER_COSTS``)."""
     due = []
     for run in runs:
-        last = _MEASURED.get(run.path)
+        last = _MEASURED.get(run.path.resolve())
         changed = last is None or last.rows_key != _rows_key(run.path)
         if changed and (last is None or now - last.at >= REMEASURE_AFTER_COSTS * last.cost):
             due.append(run.path)
@@ -198,8 +198,16 @@ def measure_success(run_dir: Path) -> None:
             counts = []
         judged = sum(passes + fails for passes, fails in counts)
         success = sum(passes for passes, _ in counts) / judged if judged else None
+    remember_success(run_dir, rows_key, success, started)
+
+
+def remember_success(
+    run_dir: Path, rows_key: tuple[int, int] | None, success: float | None, started: float
+) -> None:
+    """Keep ``success`` as ``run_dir``'s, read from its rows as they were at ``rows_key``
+    by a measurement that began at ``started`` (``time.monotonic()``)."""
     now = time.monotonic()
-    _MEASURED[run_dir] = _Measured(rows_key, success, now, now - started)
+    _MEASURED[run_dir.resolve()] = _Measured(rows_key, success, now, now - started)
 
 
 @dataclass
@@ -270,6 +278,7 @@ class VolatilityScreen(WorkbenchScreen):
         self._focus_tasks = False
         self._matching = 0  # tasks the filter matches (the table lists MAX_LISTED_ROWS at most)
         self._measuring: Worker[None] | None = None  # the worker measuring runs' success
+        self._loading: set[Path] = set()  # runs whose report a worker is building
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -334,6 +343,8 @@ class VolatilityScreen(WorkbenchScreen):
         """Each run's success, listed again as each is known; one of these at a time (a
         rescan every few seconds would otherwise read a big run several times at once)."""
         for run_dir in run_dirs:
+            if run_dir.resolve() in self._loading:
+                continue  # its report is being built, and says its success
             measure_success(run_dir)
             executing = frozenset(self.workbench.executing_dirs())
             self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs, executing)))
@@ -348,10 +359,16 @@ class VolatilityScreen(WorkbenchScreen):
     def load_report(self, run_dir: Path) -> None:
         from driftdesk.analysis.volatility import build_report
 
-        reports = build_report([run_dir], sort="spread")
-        if not reports:
-            raise ValueError(f"{run_dir} has no attempts yet")
-        report = reports[0]
+        try:
+            started, rows_key = time.monotonic(), _rows_key(run_dir)
+            reports = build_report([run_dir], sort="spread")
+            if not reports:
+                raise ValueError(f"{run_dir} has no attempts yet")
+            report = reports[0]
+            # passes / judged attempts, latest row per slot: what ``measure_success`` reads
+            remember_success(run_dir, rows_key, report.attempt_success_rate, started)
+        finally:
+            self._loading.discard(run_dir)
         self.post_message(ReportReady(run_dir, report, _plot(report), _histogram(report)))
 
     @work(
@@ -423,8 +440,6 @@ class VolatilityScreen(WorkbenchScreen):
     def _runs_found(self, message: RunsFound) -> None:
         if message.stale:
             return
-        if message.unmeasured and (self._measuring is None or self._measuring.is_finished):
-            self._measuring = self.measure_runs(message.unmeasured)
         shown = {r.path: (r.status, r.success) for r in self.runs}
         previous = {r.path: r.status for r in self.runs}
         self.runs = message.runs
@@ -465,6 +480,9 @@ class VolatilityScreen(WorkbenchScreen):
                 + ", ".join(str(d) for d in self.workbench.runs_dirs)
                 + ".\nLaunch one on the Run screen (2, then n) or try `driftdesk demo`."
             )
+        # after the run to open is opened: its report, being built, says its success
+        if message.unmeasured and (self._measuring is None or self._measuring.is_finished):
+            self._measuring = self.measure_runs(message.unmeasured)
 
     @on(OptionList.OptionSelected, "#runs")
     @on(OptionList.OptionHighlighted, "#runs")
@@ -480,6 +498,7 @@ class VolatilityScreen(WorkbenchScreen):
         if info is not None and info.status == "running":
             self.live_refresh(self.run_dir)
         else:
+            self._loading.add(self.run_dir)
             self.load_report(self.run_dir)
 
     @on(ReportReady)
