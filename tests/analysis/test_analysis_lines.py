@@ -398,3 +398,18 @@ def test_a_latency_too_large_to_sum_exactly_still_gives_a_mean(tmp_path: Path) -
             1.5e15 + 500.125
         )
     assert report.to_json(task_curves=True) == cold.to_json(task_curves=True)
+
+
+def test_the_drill_down_skips_a_line_over_the_row_limit(tmp_path: Path) -> None:
+    from driftdesk.analysis.sources import MAX_ROW_BYTES
+
+    run = write_run(
+        tmp_path,
+        "r",
+        [
+            attempt_row("r", "t", 0, "pass"),
+            json.dumps({**attempt_row("r", "t", 1, "fail"), "note": "x" * MAX_ROW_BYTES}),
+            attempt_row("r", "t", 2, "fail"),
+        ],
+    )
+    assert [(r["attempt"], r["line"]) for r in task_attempts(run, "t")] == [(0, 1), (2, 3)]
