@@ -195,6 +195,9 @@ def compare_runs(
     Success rate, gap and C_out are over the shared tasks unless ``all_tasks``; ``changed``
     lists every shared task whose class differs (every task with ``all_tasks``), by task id.
     """
+    for run in (a, b):  # both named runs checked before either is read (10M rows take a minute)
+        if not isinstance(run, RunReport):
+            _one_run(run)
     (report_a, tasks_a), (report_b, tasks_b) = (_side_of(run, report_options) for run in (a, b))
     swapped = False
     if (
@@ -273,11 +276,15 @@ def _side_of(
             t.task_id: TaskOutcome(t.n, t.passes, t.success_rate, t.spread, t.c_out)
             for t in run.tasks
         }
+    ((report, outcomes),) = build_reports_reading([run], _read_outcomes, **report_options)
+    return report, outcomes
+
+
+def _one_run(run: Path | str) -> None:
+    """Raise ``SourceError`` unless ``run`` names exactly one run."""
     runs = resolve_sources([run])
     if len(runs) != 1:
         raise SourceError(f"{run}: names {len(runs)} runs; compare takes one run a side")
-    ((report, outcomes),) = build_reports_reading([run], _read_outcomes, **report_options)
-    return report, outcomes
 
 
 def _read_outcomes(con: duckdb.DuckDBPyConnection) -> Outcomes:

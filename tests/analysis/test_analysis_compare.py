@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import random
 from pathlib import Path
 
@@ -218,3 +219,17 @@ def test_compare_of_a_run_with_itself_and_of_a_glob_of_runs(cli, home, tmp_path:
     both = cli("compare", str(tmp_path / "*"), str(a))
     assert both.returncode != 0
     assert "names 2 runs; compare takes one run a side" in both.stderr
+
+
+def test_a_run_that_is_not_there_is_refused_before_the_other_is_read(
+    cli, home, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Both runs are checked before either is read (reading one of 10M rows takes a minute).
+    Run A's attempts file here is a pipe nobody writes: reading it would never end."""
+    a = tmp_path / "a"
+    a.mkdir()
+    (a / "manifest.json").write_text(json.dumps({"run_id": "a", "tasks": ["t"], "repeat": 1}))
+    os.mkfifo(a / "attempts.jsonl")
+    done = cli("compare", str(a), str(tmp_path / "nope"), timeout=30)
+    assert done.returncode != 0
+    assert f"{tmp_path / 'nope'}: no such run dir or attempts file" in done.stderr
