@@ -334,9 +334,13 @@ class VolatilityScreen(WorkbenchScreen):
     # -- workers -------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False, name="listing runs")
     def rescan(self) -> None:
-        executing = frozenset(self.workbench.executing_dirs())
-        runs = discover_runs(self.workbench.runs_dirs, executing)
+        runs = self._list_runs()
         self.post_message(RunsFound(runs, success_to_measure(runs, time.monotonic())))
+
+    def _list_runs(self) -> list[RunInfo]:
+        """The runs, in a worker (it reads every manifest)."""
+        executing = frozenset(self.workbench.executing_dirs())
+        return discover_runs(self.workbench.runs_dirs, executing)
 
     @work(thread=True, group="vol-success", exit_on_error=False, name="measuring runs")
     def measure_runs(self, run_dirs: list[Path]) -> None:
@@ -346,8 +350,7 @@ class VolatilityScreen(WorkbenchScreen):
             if run_dir.resolve() in self._loading:
                 continue  # its report is being built, and says its success
             measure_success(run_dir)
-            executing = frozenset(self.workbench.executing_dirs())
-            self.post_message(RunsFound(discover_runs(self.workbench.runs_dirs, executing)))
+            self.post_message(RunsFound(self._list_runs()))
 
     @work(
         thread=True,
@@ -369,6 +372,7 @@ class VolatilityScreen(WorkbenchScreen):
             remember_success(run_dir, rows_key, report.attempt_success_rate, started)
         finally:
             self._loading.discard(run_dir)
+        self.post_message(RunsFound(self._list_runs()))  # with the success just read
         self.post_message(ReportReady(run_dir, report, _plot(report), _histogram(report)))
 
     @work(
