@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -151,16 +151,16 @@ def _known_success(run_dir: Path) -> float | None:
     return None if measured is None else measured.success
 
 
-def _rows_key(run_dir: Path) -> tuple[int, int] | None:
+def _rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> tuple[int, int] | None:
     """(size, mtime) of the file a run's rows are read from: its attempts file, or a zero-copy
-    import's source; None when there is none (moved, unreadable)."""
+    import's source (named by ``manifest``, read if not given); None when there is none."""
     from driftdesk.analysis.zero_copy import linked_source
     from driftdesk.reruns.rundir import read_manifest
 
     path = run_dir / ATTEMPTS_FILE
     try:
         if not path.exists():
-            linked = linked_source(read_manifest(run_dir))
+            linked = linked_source(manifest if manifest is not None else read_manifest(run_dir))
             if linked is None:
                 return None
             path = linked.path
@@ -176,7 +176,7 @@ def success_to_measure(runs: list[RunInfo], now: float) -> list[Path]:
     due = []
     for run in runs:
         last = _MEASURED.get(run.path.resolve())
-        changed = last is None or last.rows_key != _rows_key(run.path)
+        changed = last is None or last.rows_key != _rows_key(run.path, run.manifest)
         if changed and (last is None or now - last.at >= REMEASURE_AFTER_COSTS * last.cost):
             due.append(run.path)
     return due
@@ -214,6 +214,10 @@ def remember_success(
 class RunsFound(Loaded):
     runs: list[RunInfo]
     unmeasured: list[Path] = field(default_factory=list)  # whose success to measure now
+
+
+class SuccessKnown(Message):
+    """A run's success was measured (or read by its report): the runs list shows it."""
 
 
 @dataclass
@@ -334,13 +338,9 @@ class VolatilityScreen(WorkbenchScreen):
     # -- workers -------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False, name="listing runs")
     def rescan(self) -> None:
-        runs = self._list_runs()
-        self.post_message(RunsFound(runs, success_to_measure(runs, time.monotonic())))
-
-    def _list_runs(self) -> list[RunInfo]:
-        """The runs, in a worker (it reads every manifest)."""
         executing = frozenset(self.workbench.executing_dirs())
-        return discover_runs(self.workbench.runs_dirs, executing)
+        runs = discover_runs(self.workbench.runs_dirs, executing)
+        self.post_message(RunsFound(runs, success_to_measure(runs, time.monotonic())))
 
     @work(thread=True, group="vol-success", exit_on_error=False, name="measuring runs")
     def measure_runs(self, run_dirs: list[Path]) -> None:
@@ -350,7 +350,7 @@ class VolatilityScreen(WorkbenchScreen):
             if run_dir.resolve() in self._loading:
                 continue  # its report is being built, and says its success
             measure_success(run_dir)
-            self.post_message(RunsFound(self._list_runs()))
+            self.post_message(SuccessKnown())
 
     @work(
         thread=True,
@@ -372,7 +372,7 @@ class VolatilityScreen(WorkbenchScreen):
             remember_success(run_dir, rows_key, report.attempt_success_rate, started)
         finally:
             self._loading.discard(run_dir)
-        self.post_message(RunsFound(self._list_runs()))  # with the success just read
+        self.post_message(SuccessKnown())
         self.post_message(ReportReady(run_dir, report, _plot(report), _histogram(report)))
 
     @work(
@@ -444,22 +444,10 @@ class VolatilityScreen(WorkbenchScreen):
     def _runs_found(self, message: RunsFound) -> None:
         if message.stale:
             return
-        shown = {r.path: (r.status, r.success) for r in self.runs}
         previous = {r.path: r.status for r in self.runs}
-        self.runs = message.runs
+        self._show_runs(message.runs)
         options = self.query_one("#runs", OptionList)
-        highlighted = self.run_dir
-        if [r.path for r in message.runs] != list(shown) or any(
-            shown.get(r.path) != (r.status, r.success) for r in message.runs
-        ):
-            options.clear_options()
-            for run in message.runs:
-                label = Text()
-                label.append(run.run_id + "\n")
-                label.append(f"  {run.label}", style=_status_style(run.status))
-                label.append(f" · {run.details} · {run.started_at[:16]}", style="dim")
-                options.add_option(Option(label, id=str(run.path)))
-        target = self._wanted_run or highlighted
+        target = self._wanted_run or self.run_dir
         if target is None and message.runs:
             target = message.runs[0].path
         if target is not None:
@@ -487,6 +475,30 @@ class VolatilityScreen(WorkbenchScreen):
         # after the run to open is opened: its report, being built, says its success
         if message.unmeasured and (self._measuring is None or self._measuring.is_finished):
             self._measuring = self.measure_runs(message.unmeasured)
+
+    @on(SuccessKnown)
+    def _success_known(self) -> None:
+        self._show_runs([replace(r, success=_known_success(r.path)) for r in self.runs])
+
+    def _show_runs(self, runs: list[RunInfo]) -> None:
+        """``runs`` in the runs list; its options are made again only if what they say
+        changed, and the open run stays highlighted."""
+        shown = {r.path: (r.status, r.success) for r in self.runs}
+        self.runs = runs
+        if [r.path for r in runs] == list(shown) and all(
+            shown[r.path] == (r.status, r.success) for r in runs
+        ):
+            return
+        options = self.query_one("#runs", OptionList)
+        options.clear_options()
+        for index, run in enumerate(runs):
+            label = Text()
+            label.append(run.run_id + "\n")
+            label.append(f"  {run.label}", style=_status_style(run.status))
+            label.append(f" · {run.details} · {run.started_at[:16]}", style="dim")
+            options.add_option(Option(label, id=str(run.path)))
+            if self.run_dir is not None and run.path.resolve() == self.run_dir:
+                options.highlighted = index
 
     @on(OptionList.OptionSelected, "#runs")
     @on(OptionList.OptionHighlighted, "#runs")
