@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from driftdesk.analysis.metrics import bootstrap_ci95, mean_or_none
 from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
-from driftdesk.analysis.sources import SourceError, resolve_sources
+from driftdesk.analysis.sources import RunSource, SourceError, resolve_sources
 from driftdesk.analysis.volatility import RunReport, build_reports_reading
 
 if TYPE_CHECKING:
@@ -195,10 +195,9 @@ def compare_runs(
     Success rate, gap and C_out are over the shared tasks unless ``all_tasks``; ``changed``
     lists every shared task whose class differs (every task with ``all_tasks``), by task id.
     """
-    for run in (a, b):  # both named runs checked before either is read (10M rows take a minute)
-        if not isinstance(run, RunReport):
-            _one_run(run)
-    (report_a, tasks_a), (report_b, tasks_b) = (_side_of(run, report_options) for run in (a, b))
+    # both named runs found before either is read (10M rows take a minute)
+    runs = [run if isinstance(run, RunReport) else _one_run(run) for run in (a, b)]
+    (report_a, tasks_a), (report_b, tasks_b) = (_side_of(run, report_options) for run in runs)
     swapped = False
     if (
         not keep_order
@@ -267,7 +266,7 @@ def compare_runs(
 
 
 def _side_of(
-    run: RunReport | Path | str, report_options: dict[str, Any]
+    run: RunReport | RunSource, report_options: dict[str, Any]
 ) -> tuple[RunReport, Outcomes]:
     """A run's report and its judged tasks' outcomes; a run dir is read without making its
     tasks into ``TaskStats``."""
@@ -280,11 +279,12 @@ def _side_of(
     return report, outcomes
 
 
-def _one_run(run: Path | str) -> None:
-    """Raise ``SourceError`` unless ``run`` names exactly one run."""
+def _one_run(run: Path | str) -> RunSource:
+    """The one run ``run`` names (``SourceError`` if it names none or several)."""
     runs = resolve_sources([run])
     if len(runs) != 1:
         raise SourceError(f"{run}: names {len(runs)} runs; compare takes one run a side")
+    return runs[0]
 
 
 def _read_outcomes(con: duckdb.DuckDBPyConnection) -> Outcomes:

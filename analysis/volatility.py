@@ -331,18 +331,18 @@ def build_report(
 
 
 def build_reports_reading(
-    sources: Sequence[Source],
+    runs: list[RunSource],
     read_tasks: Callable[[duckdb.DuckDBPyConnection], T],
     **options: Any,
 ) -> list[tuple[RunReport, T]]:
-    """Each run's report without its task lists, with what ``read_tasks`` reads of its tasks
-    (``task_report.task_rows``) while the run's connection is open: for a caller that needs a
-    few facts of every task rather than every ``TaskStats`` (``compare`` of two 10M-row runs
-    would otherwise hold 400,000 of them). ``options`` are ``build_report``'s."""
+    """Each run's report without its task lists (``runs`` as ``resolve_sources`` finds them),
+    with what ``read_tasks`` reads of its tasks (``task_report.task_rows``) while the run's
+    connection is open: for a caller that needs a few facts of every task rather than every
+    ``TaskStats`` (``compare`` of two 10M-row runs would otherwise hold 400,000 of them).
+    ``options`` are ``build_report``'s."""
     settings = ReportOptions(**options)
     return [
-        (report, read_tasks(con))
-        for con, report in _assembled(resolve_sources(sources), settings, with_tasks=False)
+        (report, read_tasks(con)) for con, report in _assembled(runs, settings, with_tasks=False)
     ]
 
 
