@@ -22,6 +22,11 @@ def data_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_data_dir(APP))
 
 
+def cache_dir() -> Path:
+    """What is ours and can be rebuilt from what it copies (``~/.cache/driftdesk``)."""
+    return Path(platformdirs.user_cache_dir(APP))
+
+
 def config_file() -> Path:
     return config_dir() / "config.toml"
 

@@ -227,10 +227,11 @@ def test_bad_lines_are_named_across_skipped_blocks(tmp_path: Path, monkeypatch) 
     ]
 
 
-def test_the_run_list_shows_a_zero_copy_runs_success(tmp_path: Path) -> None:
+def test_the_run_list_shows_a_zero_copy_runs_success(home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The workbench's run list reads a run's success straight from its rows; for a zero-copy
     import those are the source's, and a missing source shows as unknown, not an error."""
-    from driftdesk.tui.screens.volatility import discover_runs, measure_success
+    from driftdesk.analysis.run_success import measure_success
+    from driftdesk.tui.screens.volatility import discover_runs
 
     source = tmp_path / "exported.jsonl"
     source.write_text(

@@ -41,11 +41,14 @@ SETTLE_S = 2.0
 async def one_round(runs: Path, run: Path) -> dict[str, Any]:
     from textual.widgets import DataTable, Input, OptionList
 
+    from driftdesk.analysis import run_success
     from driftdesk.analysis.volatility import build_report
     from driftdesk.tui.app import DriftdeskApp
     from driftdesk.tui.screens import volatility
 
-    volatility._MEASURED.clear()  # a cold start: no success measured in this process
+    # a cold start: no success measured, in this process or kept by an earlier one
+    run_success.store_path().unlink(missing_ok=True)
+    run_success.forget_measured()
     started = time.perf_counter()
     build_report([run])
     floor = time.perf_counter() - started
@@ -122,6 +125,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     os.environ["HOME"] = tempfile.mkdtemp(prefix="bench-tui-big-home-")  # no user state read
+    os.environ.pop("XDG_CACHE_HOME", None)
     with tempfile.TemporaryDirectory(prefix="bench-tui-big-") as tmp:
         runs = Path(tmp) / "runs"
         started = time.perf_counter()

@@ -347,31 +347,111 @@ def test_runs_are_listed_from_their_manifests_and_measured_once_until_their_rows
     its own, once, and again only when its rows changed and a measurement is due."""
     from tui_runs import RUN_B, write_run
 
-    from driftdesk.tui.screens.volatility import (
-        _MEASURED,
+    from driftdesk.analysis.run_success import (
         REMEASURE_AFTER_COSTS,
-        discover_runs,
+        last_measured,
         measure_success,
         success_to_measure,
     )
+    from driftdesk.tui.screens.volatility import discover_runs
 
     run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
     (info,) = discover_runs([runs_dir])
     assert info.success is None and "success -" in info.details  # not read yet
-    assert success_to_measure([info], 0.0) == [run]
+    assert success_to_measure([(run, info.manifest)], 0.0) == [run]
     measure_success(run)
     (info,) = discover_runs([runs_dir])
     assert info.success == 0.8  # 16 of 20 judged attempts passed
-    measured = _MEASURED[run]
-    assert success_to_measure([info], measured.at + 3600) == []  # rows unchanged: never again
+    measured = last_measured(run)
+    assert measured is not None
+    # rows unchanged: never again
+    assert success_to_measure([(run, info.manifest)], measured.at + 3600) == []
     with open(run / "attempts.jsonl", "a") as fh:  # a run being written: one more row
         fh.write(json.dumps({"task_id": "arith-01", "attempt": 4, "outcome": "fail"}) + "\n")
     soon = measured.at + REMEASURE_AFTER_COSTS * measured.cost
-    assert success_to_measure([info], soon - 1e-6) == []  # not due yet
-    assert success_to_measure([info], soon) == [run]
+    assert success_to_measure([(run, info.manifest)], soon - 1e-6) == []  # not due yet
+    assert success_to_measure([(run, info.manifest)], soon) == [run]
     measure_success(run)
     (info,) = discover_runs([runs_dir])
     assert info.success == 16 / 21
+
+
+# A second start of the workbench, in a process of its own: how it lists the runs.
+_LIST_RUNS = """
+import sys
+from pathlib import Path
+from driftdesk.tui.screens.volatility import discover_runs
+for info in discover_runs([Path(sys.argv[1])]):
+    print(info.run_id, info.success)
+"""
+
+
+async def test_a_measured_success_is_listed_at_the_next_start_until_the_rows_change(
+    home, runs_dir, make_app, settle
+) -> None:  # type: ignore[no-untyped-def]
+    """Seen: each start of the workbench read every run's rows again for its success (about
+    2 s a million rows) and listed "success -" until then; with months of runs in one folder
+    the list stayed blank for minutes at every start. What was measured is kept, keyed by the
+    size and mtime of the rows' file, and measured again only when they changed."""
+    import os
+    import subprocess
+    import sys
+
+    from tui_runs import RUN_B, write_run
+
+    run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
+
+    def next_start() -> str:
+        return subprocess.run(
+            [sys.executable, "-c", _LIST_RUNS, str(runs_dir)],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.strip()  # fmt: skip
+
+    assert next_start() == f"{run.name} None"  # never measured
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        runs = app.screen.query_one("#runs", OptionList)
+        assert "success 80%" in str(runs.get_option_at_index(0).prompt)  # 16 of 20 passed
+    # The rows rewritten with every pass a fail and every fail a pass, in the same size and
+    # mtime: a start that read them again would list 20 %.
+    rows = run / "attempts.jsonl"
+    before = rows.stat()
+    text = rows.read_text()
+    swapped = (
+        text.replace('"pass"', '"PASS"').replace('"fail"', '"pass"').replace('"PASS"', '"fail"')
+    )
+    assert swapped != text and len(swapped) == len(text)
+    rows.write_text(swapped)
+    os.utime(rows, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert next_start() == f"{run.name} 0.8"
+    # Changed rows (a newer mtime) are measured again, and that is what the next start lists.
+    os.utime(rows)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        runs = app.screen.query_one("#runs", OptionList)
+        assert "success 20%" in str(runs.get_option_at_index(0).prompt)
+    assert next_start() == f"{run.name} 0.2"
+
+
+def test_a_store_of_measured_successes_that_does_not_parse_is_read_as_empty(home, runs_dir) -> None:  # type: ignore[no-untyped-def]
+    from tui_runs import RUN_B, write_run
+
+    from driftdesk.analysis import run_success
+    from driftdesk.tui.screens.volatility import discover_runs
+
+    run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
+    store = run_success.store_path()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    for garbage in ("{not json", '{"version": 1, "runs": {"x": {"size": "big"}}}', "[]"):
+        store.write_text(garbage)
+        run_success.forget_measured()  # as a new start
+        (info,) = discover_runs([runs_dir])
+        assert info.success is None
+        assert run_success.success_to_measure([(run, info.manifest)], 0.0) == [run]
+    run_success.measure_success(run)
+    assert json.loads(store.read_text())["runs"][str(run.resolve())]["success"] == 0.8
 
 
 async def test_a_task_id_that_looks_like_markup_is_shown_as_it_is(

@@ -23,7 +23,14 @@ from textual.widgets import DataTable, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
-from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
+from driftdesk.analysis.run_success import (
+    known_success,
+    measure_success,
+    remember_success,
+    rows_key,
+    success_to_measure,
+)
+from driftdesk.layout import MANIFEST_FILE
 from driftdesk.terminal import printable
 from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
@@ -115,7 +122,7 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
                 model=str(manifest.get("model") or ""),
                 started_at=str(manifest.get("started_at") or ""),
                 manifest=manifest,
-                success=_known_success(child),
+                success=known_success(child),
             )
     return sorted(runs.values(), key=lambda r: (r.started_at, r.run_id), reverse=True)
 
@@ -127,87 +134,6 @@ def _suite_available(manifest: dict[str, Any]) -> bool:
     path = suite.get("path") if isinstance(suite, dict) else None
     name = suite.get("name") if isinstance(suite, dict) else None
     return bool(path and Path(str(path)).is_file()) or str(name) in builtin_suites()
-
-
-@dataclass(frozen=True)
-class _Measured:
-    rows_key: tuple[int, int] | None  # (size, mtime) of the file the rows were read from
-    success: float | None
-    at: float  # time.monotonic() when it was measured
-    cost: float  # seconds it took
-
-
-# Run dir -> its success as last measured. Reading a run's rows costs about 2 s a million rows,
-# so the runs are listed from their manifests alone and measured in a worker of their own
-# (``measure_success``), each once, then again only when its rows changed.
-_MEASURED: dict[Path, _Measured] = {}
-# A run being written is measured again no sooner than this many times its last measurement
-# took: the runs list's share of the CPU stays small however big the run.
-REMEASURE_AFTER_COSTS = 10
-
-
-def _known_success(run_dir: Path) -> float | None:
-    measured = _MEASURED.get(run_dir.resolve())
-    return None if measured is None else measured.success
-
-
-def _rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> tuple[int, int] | None:
-    """(size, mtime) of the file a run's rows are read from: its attempts file, or a zero-copy
-    import's source (named by ``manifest``, read if not given); None when there is none."""
-    from driftdesk.analysis.zero_copy import linked_source
-    from driftdesk.reruns.rundir import read_manifest
-
-    path = run_dir / ATTEMPTS_FILE
-    try:
-        if not path.exists():
-            linked = linked_source(manifest if manifest is not None else read_manifest(run_dir))
-            if linked is None:
-                return None
-            path = linked.path
-        stat = path.stat()
-    except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
-        return None
-    return stat.st_size, stat.st_mtime_ns
-
-
-def success_to_measure(runs: list[RunInfo], now: float) -> list[Path]:
-    """The runs whose success is not known, or whose rows changed since it was measured and
-    whose measurement is due again (see ``REMEASURE_AFTER_COSTS``)."""
-    due = []
-    for run in runs:
-        last = _MEASURED.get(run.path.resolve())
-        changed = last is None or last.rows_key != _rows_key(run.path, run.manifest)
-        if changed and (last is None or now - last.at >= REMEASURE_AFTER_COSTS * last.cost):
-            due.append(run.path)
-    return due
-
-
-def measure_success(run_dir: Path) -> None:
-    """Measure a run's success for ``discover_runs``: passed / judged over the latest row per
-    slot, read by the report's reader (a zero-copy import's through its source); unknown when
-    the rows cannot be read."""
-    from driftdesk.analysis.volatility import pooled_task_outcomes
-
-    started = time.monotonic()
-    rows_key = _rows_key(run_dir)
-    success = None
-    if rows_key is not None:
-        try:
-            counts = list(pooled_task_outcomes([run_dir]).values())
-        except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
-            counts = []
-        judged = sum(passes + fails for passes, fails in counts)
-        success = sum(passes for passes, _ in counts) / judged if judged else None
-    remember_success(run_dir, rows_key, success, started)
-
-
-def remember_success(
-    run_dir: Path, rows_key: tuple[int, int] | None, success: float | None, started: float
-) -> None:
-    """Keep ``success`` as ``run_dir``'s, read from its rows as they were at ``rows_key``
-    by a measurement that began at ``started`` (``time.monotonic()``)."""
-    now = time.monotonic()
-    _MEASURED[run_dir.resolve()] = _Measured(rows_key, success, now, now - started)
 
 
 @dataclass
@@ -340,7 +266,8 @@ class VolatilityScreen(WorkbenchScreen):
     def rescan(self) -> None:
         executing = frozenset(self.workbench.executing_dirs())
         runs = discover_runs(self.workbench.runs_dirs, executing)
-        self.post_message(RunsFound(runs, success_to_measure(runs, time.monotonic())))
+        due = success_to_measure(((r.path, r.manifest) for r in runs), time.monotonic())
+        self.post_message(RunsFound(runs, due))
 
     @work(thread=True, group="vol-success", exit_on_error=False, name="measuring runs")
     def measure_runs(self, run_dirs: list[Path]) -> None:
@@ -363,13 +290,13 @@ class VolatilityScreen(WorkbenchScreen):
         from driftdesk.analysis.volatility import build_report
 
         try:
-            started, rows_key = time.monotonic(), _rows_key(run_dir)
+            started, key = time.monotonic(), rows_key(run_dir)
             reports = build_report([run_dir], sort="spread")
             if not reports:
                 raise ValueError(f"{run_dir} has no attempts yet")
             report = reports[0]
             # passes / judged attempts, latest row per slot: what ``measure_success`` reads
-            remember_success(run_dir, rows_key, report.attempt_success_rate, started)
+            remember_success(run_dir, key, report.attempt_success_rate, started)
         finally:
             self._loading.discard(run_dir)
         self.post_message(SuccessKnown())
@@ -478,7 +405,7 @@ class VolatilityScreen(WorkbenchScreen):
 
     @on(SuccessKnown)
     def _success_known(self) -> None:
-        self._show_runs([replace(r, success=_known_success(r.path)) for r in self.runs])
+        self._show_runs([replace(r, success=known_success(r.path)) for r in self.runs])
 
     def _show_runs(self, runs: list[RunInfo]) -> None:
         """``runs`` in the runs list; its options are made again only if what they say

@@ -1,0 +1,176 @@
+"""A run's success (passed / judged attempts, the last row of each slot) as last measured.
+
+Listing runs must not read their rows: a run of a million rows takes about 2 s to read. A
+face lists runs from their manifests and measures each run's success in the background, once,
+and again only when its rows changed (``success_to_measure``). What was measured is kept on
+disk too (``store_path()``), keyed by the size and mtime of the file the rows were read from,
+so the next start lists every unchanged run's success at once instead of reading every run
+again.
+
+The store is a cache: one that does not parse is read as empty and replaced at the next
+measurement (nothing in it is anything but a copy of what the rows say).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from driftdesk.layout import ATTEMPTS_FILE
+
+STORE_FILE = "measured-success.json"
+STORE_VERSION = 1
+# A run being written is measured again no sooner than this many times its last measurement
+# took: a runs list's share of the CPU stays small however big the run.
+REMEASURE_AFTER_COSTS = 10
+
+RowsKey = tuple[int, int]  # (size, mtime_ns) of the file a run's rows are read from
+
+
+@dataclass(frozen=True)
+class Measured:
+    rows_key: RowsKey | None
+    success: float | None
+    at: float  # time.monotonic() when it was measured (0 for one read from the store)
+    cost: float  # seconds it took (0 for one read from the store: due as soon as rows change)
+
+
+_lock = threading.Lock()  # measurements land from worker threads
+_measured: dict[Path, Measured] = {}  # resolved run dir -> its last measurement
+_loaded_from: Path | None = None  # the store read into ``_measured``
+
+
+def store_path() -> Path:
+    from driftdesk.paths import cache_dir
+
+    return cache_dir() / STORE_FILE
+
+
+def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey | None:
+    """(size, mtime) of the file a run's rows are read from: its attempts file, or a zero-copy
+    import's source (named by ``manifest``, read if not given); None when there is none."""
+    from driftdesk.analysis.zero_copy import linked_source
+    from driftdesk.reruns.rundir import read_manifest
+
+    path = run_dir / ATTEMPTS_FILE
+    try:
+        if not path.exists():
+            linked = linked_source(manifest if manifest is not None else read_manifest(run_dir))
+            if linked is None:
+                return None
+            path = linked.path
+        stat = path.stat()
+    except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def known_success(run_dir: Path) -> float | None:
+    """The success last measured for ``run_dir`` (in this process or an earlier one)."""
+    with _lock:
+        _load_store()
+        measured = _measured.get(run_dir.resolve())
+    return None if measured is None else measured.success
+
+
+def last_measured(run_dir: Path) -> Measured | None:
+    with _lock:
+        _load_store()
+        return _measured.get(run_dir.resolve())
+
+
+def success_to_measure(
+    runs: Iterable[tuple[Path, dict[str, Any] | None]], now: float
+) -> list[Path]:
+    """Of ``runs`` ((run dir, its manifest)), those whose success is not known, or whose rows
+    changed since it was measured and whose measurement is due again (``now``:
+    ``time.monotonic()``; see ``REMEASURE_AFTER_COSTS``)."""
+    due = []
+    for run_dir, manifest in runs:
+        last = last_measured(run_dir)
+        changed = last is None or last.rows_key != rows_key(run_dir, manifest)
+        if changed and (last is None or now - last.at >= REMEASURE_AFTER_COSTS * last.cost):
+            due.append(run_dir)
+    return due
+
+
+def measure_success(run_dir: Path) -> None:
+    """Measure a run's success: passed / judged over the latest row per slot, read by the
+    report's reader (a zero-copy import's through its source); unknown when the rows cannot
+    be read."""
+    from driftdesk.analysis.volatility import pooled_task_outcomes
+
+    started = time.monotonic()
+    key = rows_key(run_dir)
+    success = None
+    if key is not None:
+        try:
+            counts = list(pooled_task_outcomes([run_dir]).values())
+        except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
+            counts = []
+        judged = sum(passes + fails for passes, fails in counts)
+        success = sum(passes for passes, _ in counts) / judged if judged else None
+    remember_success(run_dir, key, success, started)
+
+
+def remember_success(
+    run_dir: Path, key: RowsKey | None, success: float | None, started: float
+) -> None:
+    """Keep ``success`` as ``run_dir``'s, read from its rows as they were at ``key`` by a
+    measurement that began at ``started`` (``time.monotonic()``), here and in the store."""
+    now = time.monotonic()
+    with _lock:
+        _load_store()
+        _measured[run_dir.resolve()] = Measured(key, success, now, now - started)
+        _save_store()
+
+
+def forget_measured() -> None:
+    """Forget what this process measured or read from the store (the store stays): the
+    state of a process that has just started."""
+    global _loaded_from
+    with _lock:
+        _measured.clear()
+        _loaded_from = None
+
+
+def _load_store() -> None:
+    """Read the store into ``_measured`` once (again if the store's path changed), keeping
+    what this process measured over what the store says."""
+    global _loaded_from
+    path = store_path()
+    if _loaded_from == path:
+        return
+    _loaded_from = path
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries = data["runs"] if data.get("version") == STORE_VERSION else {}
+        for run_dir, entry in entries.items():
+            key = (int(entry["size"]), int(entry["mtime_ns"]))
+            success = entry["success"]
+            if success is not None:
+                success = float(success)
+            _measured.setdefault(Path(run_dir), Measured(key, success, 0.0, 0.0))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return  # none yet, or not ours to trust: measured again, replaced at the next save
+
+
+def _save_store() -> None:
+    """Write the measurements of the runs that still exist and have rows (a few hundred bytes
+    a run). Another process's save in between is overwritten: it costs a measurement."""
+    from driftdesk.fileio import atomic_write_json
+
+    runs = {
+        str(run_dir): {"size": m.rows_key[0], "mtime_ns": m.rows_key[1], "success": m.success}
+        for run_dir, m in _measured.items()
+        if m.rows_key is not None and run_dir.is_dir()
+    }
+    # a read-only home: successes are measured again at the next start
+    with contextlib.suppress(OSError):
+        atomic_write_json(store_path(), {"version": STORE_VERSION, "runs": runs})
