@@ -37,6 +37,7 @@ EXECUTOR_CHOICES = [
 class LaunchChoices(Message):
     profiles: list[tuple[str, str, bool]]  # (name, label, its endpoint answers)
     suites: list[str]
+    earlier_runs: list[tuple[str, Path]]  # (run id, run dir), newest first
 
 
 def endpoint_answers(base_url: str, timeout: float = 1.0) -> bool:
@@ -60,12 +61,10 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
         Binding("ctrl+s", "launch", "Launch", id="launch.go"),
     ]
 
-    def __init__(
-        self, out_dir: Path, earlier_runs: list[tuple[str, Path]], extra_profiles: Any = ()
-    ) -> None:
+    def __init__(self, out_dir: Path, runs_dirs: list[Path], extra_profiles: Any = ()) -> None:
         super().__init__()
         self._out_dir = out_dir
-        self._earlier_runs = earlier_runs
+        self._runs_dirs = list(runs_dirs)  # where the earlier runs are listed from
         self._extra_profiles = list(extra_profiles)  # the demo's in-memory profile
 
     def compose(self) -> ComposeResult:
@@ -112,11 +111,8 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                         allow_blank=False,
                         id="only",
                     )
-                    yield Select(
-                        [(run_id, str(path)) for run_id, path in self._earlier_runs],
-                        id="earlier",
-                        prompt="earlier run",
-                    )
+                    # Filled once the runs are listed (their manifests read off the UI thread).
+                    yield Select([], id="earlier", prompt="earlier run")
             yield Label(f"The run goes to {self._out_dir}", id="launch-where")
             yield Label("", id="form-error")
             with Horizontal(id="dialog-buttons"):
@@ -138,6 +134,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
 
         from driftdesk.providers.profiles import ProfileStore
         from driftdesk.reruns.suites import builtin_suites
+        from driftdesk.tui.screens.volatility import discover_runs
 
         profiles = [*self._extra_profiles, *ProfileStore().all()]
         with ThreadPoolExecutor(max_workers=8) as pool:
@@ -146,7 +143,8 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             (p.name, f"{p.name} · {p.model}" + ("" if alive else " · not answering"), alive)
             for p, alive in zip(profiles, answers, strict=True)
         ]
-        self.post_message(LaunchChoices(choices, list(builtin_suites())))
+        earlier = [(run.run_id, run.path) for run in discover_runs(self._runs_dirs)]
+        self.post_message(LaunchChoices(choices, list(builtin_suites()), earlier))
 
     @on(LaunchChoices)
     async def _choices(self, message: LaunchChoices) -> None:
@@ -158,6 +156,9 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             prompt = "choose a profile (none answers right now)"
         else:
             prompt = "choose a profile"
+        self.query_one("#earlier", Select).set_options(
+            [(run_id, str(path)) for run_id, path in message.earlier_runs]
+        )
         select: Select[str] = Select(
             [(label, name) for name, label, _ in message.profiles],
             prompt=prompt,

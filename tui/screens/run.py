@@ -254,17 +254,14 @@ class RunScreen(WorkbenchScreen):
         self.redraw()
 
     def action_launch(self) -> None:
-        from driftdesk.tui.screens.volatility import discover_runs
-
-        earlier = [(run.run_id, run.path) for run in discover_runs(self.workbench.runs_dirs)]
-
         def launched(spec: Any) -> None:
             if spec is not None:
                 self.show_run(self.workbench.start_run(spec))
 
         demo = self.workbench.demo_profile
         self.app.push_screen(
-            LaunchScreen(self.workbench.out_dir, earlier, [demo] if demo else []), launched
+            LaunchScreen(self.workbench.out_dir, self.workbench.runs_dirs, [demo] if demo else []),
+            launched,
         )
 
     def action_cancel_run(self) -> None:
