@@ -153,6 +153,24 @@ class ReportReady(Message):
     plot: str
     histogram: str
     live: bool = False
+    # sort key -> the report's tasks in that order: sorted by the worker, so a sort or filter
+    # key on a run of 20,000 tasks does not sort them on the UI thread
+    orders: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def _orders(report: Any) -> dict[str, list[Any]]:
+    """The report's tasks in each order of ``SORT_KEYS``: by spread (most volatile first, then
+    the lowest success), by success (lowest first), by task id; ties by task id."""
+
+    def success(t: Any) -> float:
+        return t.success_rate if t.success_rate is not None else 2.0
+
+    by_id = sorted(report.tasks, key=lambda t: t.task_id)
+    return {
+        "spread": sorted(by_id, key=lambda t: (-(t.spread or 0), success(t))),
+        "success": sorted(by_id, key=success),
+        "task": by_id,
+    }
 
 
 def _pct(value: float | None) -> str:
@@ -199,6 +217,7 @@ class VolatilityScreen(WorkbenchScreen):
         self.runs: list[RunInfo] = []
         self.run_dir: Path | None = None
         self.report: Any = None
+        self._orders: dict[str, list[Any]] = {}  # sort key -> the report's tasks in that order
         self.sort_key = "spread"
         self.filter_text = ""
         self.marked: set[str] = set()
@@ -300,7 +319,9 @@ class VolatilityScreen(WorkbenchScreen):
         finally:
             self._loading.discard(run_dir)
         self.post_message(SuccessKnown())
-        self.post_message(ReportReady(run_dir, report, _plot(report), _histogram(report)))
+        self.post_message(
+            ReportReady(run_dir, report, _plot(report), _histogram(report), orders=_orders(report))
+        )
 
     @work(
         thread=True, exclusive=True, group="vol-live", exit_on_error=False, name="the live report"
@@ -315,7 +336,7 @@ class VolatilityScreen(WorkbenchScreen):
                 live = self._live = LiveVolatility(run_dir)
             report = live.refresh()
         self.post_message(
-            ReportReady(run_dir, report, _plot(report), _histogram(report), live=True)
+            ReportReady(run_dir, report, _plot(report), _histogram(report), True, _orders(report))
         )
 
     @work(thread=True, group="vol-close", exit_on_error=False, name="closing the live report")
@@ -448,7 +469,7 @@ class VolatilityScreen(WorkbenchScreen):
     def _report_ready(self, message: ReportReady) -> None:
         if message.run_dir != self.run_dir:
             return  # an answer for a run the user already left
-        self.report = message.report
+        self.report, self._orders = message.report, message.orders
         self.query_one("#summary", Static).update(self._summary(message.report, message.live))
         self.query_one("#plot", Static).update(Text.from_ansi(message.plot))
         self.query_one("#histogram", Static).update(Text.from_ansi(message.histogram))
@@ -522,24 +543,12 @@ class VolatilityScreen(WorkbenchScreen):
         return text
 
     def _visible_tasks(self) -> list[Any]:
+        """The report's tasks in the chosen order (sorted by the report's worker), filtered."""
         if self.report is None:
             return []
-        tasks = [t for t in self.report.tasks if self.filter_text.lower() in t.task_id.lower()]
-        if self.sort_key == "spread":
-            tasks.sort(
-                key=lambda t: (
-                    -(t.spread or 0),
-                    t.success_rate if t.success_rate is not None else 2,
-                    t.task_id,
-                )
-            )
-        elif self.sort_key == "success":
-            tasks.sort(
-                key=lambda t: (t.success_rate if t.success_rate is not None else 2, t.task_id)
-            )
-        else:
-            tasks.sort(key=lambda t: t.task_id)
-        return tasks
+        tasks = self._orders.get(self.sort_key, [])
+        needle = self.filter_text.lower()
+        return [t for t in tasks if needle in t.task_id.lower()] if needle else list(tasks)
 
     def _fill_table(self) -> None:
         table = self.query_one("#tasks", DataTable)
