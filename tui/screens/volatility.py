@@ -92,10 +92,10 @@ TASK_COLUMNS = (
 def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) -> list[RunInfo]:
     """Run dirs (folders with a manifest) under ``dirs``, newest first, from their manifests
     (each parsed again only when its file changed; a success is the last measured one:
-    ``measure_success``). A "running" manifest whose
-    lock nobody holds is a killed run: status "interrupted", resumable. ``executing`` are the
-    dirs this process is running (known live: probing their lock could race a start)."""
-    from driftdesk.reruns.rundir import is_live, read_manifest
+    ``measure_success``). A "running" manifest whose lock nobody holds is a killed run:
+    status "interrupted", resumable. ``executing`` are the dirs this process is running
+    (known live: probing their lock could race a start)."""
+    from driftdesk.reruns.rundir import is_live
 
     runs: dict[Path, RunInfo] = {}
     for base in dirs:
@@ -104,7 +104,7 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
         for child in base.iterdir():
             if child in runs or not (child / MANIFEST_FILE).is_file():
                 continue
-            manifest = _manifest_of(child, read_manifest)
+            manifest = _manifest_of(child)
             if manifest is None:
                 continue
             status = str(manifest.get("status") or "?")
@@ -137,9 +137,11 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
 _MANIFESTS: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
 
-def _manifest_of(run_dir: Path, read_manifest: Any) -> dict[str, Any] | None:
+def _manifest_of(run_dir: Path) -> dict[str, Any] | None:
     """``run_dir``'s manifest, parsed again only if its file changed (inode, size, mtime: the
     engine replaces it by a rename); None if it cannot be read."""
+    from driftdesk.reruns.rundir import read_manifest
+
     try:
         stat = (run_dir / MANIFEST_FILE).stat()
         key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
