@@ -365,7 +365,14 @@ class VolatilityScreen(WorkbenchScreen):
                 live = self._live = LiveVolatility(run_dir)
             report = live.refresh()
         self.post_message(
-            ReportReady(run_dir, report, _plot(report), _histogram(report), True, _orders(report))
+            ReportReady(
+                run_dir,
+                report,
+                _plot(report),
+                _histogram(report),
+                live=True,
+                orders=_orders(report),
+            )
         )
 
     @work(thread=True, group="vol-close", exit_on_error=False, name="closing the live report")
