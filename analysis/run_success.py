@@ -55,8 +55,8 @@ def store_path() -> Path:
 def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey | None:
     """(size, mtime) of the file a run's rows are read from: its attempts file, or a zero-copy
     import's source (named by ``manifest``, read if not given); None when there is none."""
+    from driftdesk.analysis.sources import read_manifest
     from driftdesk.analysis.zero_copy import linked_source
-    from driftdesk.reruns.rundir import read_manifest
 
     path = run_dir / ATTEMPTS_FILE
     try:
