@@ -7,8 +7,8 @@ disk too (``store_path()``), keyed by the size and mtime of the file the rows we
 so the next start lists every unchanged run's success at once instead of reading every run
 again.
 
-The store is a cache: one that does not parse is read as empty and replaced at the next
-measurement (nothing in it is anything but a copy of what the rows say).
+The store is a cache (nothing in it is anything but a copy of what the rows say): a store, or
+an entry, that does not parse is left out, and the store is replaced at the next measurement.
 """
 
 from __future__ import annotations
@@ -151,14 +151,16 @@ def _load_store() -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         entries = data["runs"] if data.get("version") == STORE_VERSION else {}
-        for run_dir, entry in entries.items():
-            key = (int(entry["size"]), int(entry["mtime_ns"]))
-            success = entry["success"]
-            if success is not None:
-                success = float(success)
-            _measured.setdefault(Path(run_dir), Measured(key, success, 0.0, 0.0))
+        items = list(entries.items())
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return  # none yet, or not ours to trust: measured again, replaced at the next save
+    for run_dir, entry in items:
+        try:
+            key = (int(entry["size"]), int(entry["mtime_ns"]))
+            success = None if entry["success"] is None else float(entry["success"])
+        except (ValueError, TypeError, KeyError):
+            continue  # that run is measured again
+        _measured.setdefault(Path(run_dir), Measured(key, success, 0.0, 0.0))
 
 
 def _save_store() -> None:

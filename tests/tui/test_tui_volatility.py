@@ -461,6 +461,8 @@ def test_a_runs_manifest_is_read_again_only_when_it_changed(runs_dir) -> None:  
 
 
 def test_a_store_of_measured_successes_that_does_not_parse_is_read_as_empty(home, runs_dir) -> None:  # type: ignore[no-untyped-def]
+    """The store is a cache: one that does not parse never stops the runs list (its runs are
+    measured again), and the next measurement replaces it."""
     from tui_runs import RUN_B, write_run
 
     from driftdesk.analysis import run_success
@@ -469,7 +471,12 @@ def test_a_store_of_measured_successes_that_does_not_parse_is_read_as_empty(home
     run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
     store = run_success.store_path()
     store.parent.mkdir(parents=True, exist_ok=True)
-    for garbage in ("{not json", '{"version": 1, "runs": {"x": {"size": "big"}}}', "[]"):
+    entry = {"size": "big", "mtime_ns": 1, "success": 1.0}  # an entry that does not parse
+    for garbage in (
+        "{not json",
+        json.dumps({"version": 1, "runs": {str(run.resolve()): entry}}),
+        "[]",
+    ):
         store.write_text(garbage)
         run_success.forget_measured()  # as a new start
         (info,) = discover_runs([runs_dir])
