@@ -460,6 +460,35 @@ def test_a_runs_manifest_is_read_again_only_when_it_changed(runs_dir) -> None:  
     assert info.model == "sandbox-xyz"
 
 
+def test_the_runs_list_does_not_hold_the_runs_task_lists(runs_dir) -> None:  # type: ignore[no-untyped-def]
+    """Seen: the runs list kept every run's whole manifest, task list included: 200 runs of
+    20,000 tasks held 340 MB in the app. Listing a run needs its suite, repeat, model and
+    such, never its task list (the manifest file keeps it)."""
+    import gc
+    import tracemalloc
+
+    from tui_runs import RUN_B, write_run
+
+    from driftdesk.tui.screens.volatility import discover_runs
+
+    tasks = [f"suite/task-{i:06d}" for i in range(20_000)]
+    for day in range(1, 10):
+        run = write_run(runs_dir, f"sandbox-sandbox-sim-2026010{day}T100000Z", RUN_B, day=day)
+        manifest = json.loads((run / "manifest.json").read_text())
+        (run / "manifest.json").write_text(json.dumps({**manifest, "tasks": tasks}))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        runs = discover_runs([runs_dir])
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(runs) == 9 and all(r.details.startswith("basic ×") for r in runs)
+    # nine task lists of 20,000 ids are ~13 MB; the rest of nine listings, a few hundred KB
+    assert held < 2_000_000, held
+
+
 def test_a_store_of_measured_successes_that_does_not_parse_is_read_as_empty(home, runs_dir) -> None:  # type: ignore[no-untyped-def]
     """The store is a cache: one that does not parse never stops the runs list (its runs are
     measured again), and the next measurement replaces it."""

@@ -51,6 +51,7 @@ class RunInfo:
     profile: str
     model: str
     started_at: str
+    # without its task list (``_manifest_of``)
     manifest: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     # Interrupted (manifest "interrupted", or "running" with no process holding its lock: it
     # was killed): ``resume_run`` can run its missing slots.
@@ -130,16 +131,20 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
     return sorted(runs.values(), key=lambda r: (r.started_at, r.run_id), reverse=True)
 
 
-# Run dir -> (the stat key of its manifest file, the manifest as read then). The runs list is
-# made again every few seconds, and parsing every manifest each time cost 0.5–0.7 s for 200
-# runs of 20,000 tasks (420 KB of JSON each), holding the GIL the UI thread needs. A manifest
-# given out is shared by every listing until its file changes: never changed in place.
+# Run dir -> (the stat key of its manifest file, the manifest as read then, without its task
+# list). The runs list is made again every few seconds, and parsing every manifest each time
+# cost 0.5–0.7 s for 200 runs of 20,000 tasks (420 KB of JSON each), holding the GIL the UI
+# thread needs. A manifest given out is shared by every listing until its file changes: never
+# changed in place.
 _MANIFESTS: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
 
 def _manifest_of(run_dir: Path) -> dict[str, Any] | None:
-    """``run_dir``'s manifest, parsed again only if its file changed (inode, size, mtime: the
-    engine replaces it by a rename); None if it cannot be read."""
+    """``run_dir``'s manifest without its task list, parsed again only if its file changed
+    (inode, size, mtime: the engine replaces it by a rename); None if it cannot be read.
+
+    Listing, measuring or rerunning a run never needs the task list, and 200 runs of 20,000
+    tasks held 340 MB of them."""
     from driftdesk.reruns.rundir import read_manifest
 
     try:
@@ -148,7 +153,7 @@ def _manifest_of(run_dir: Path) -> dict[str, Any] | None:
         cached = _MANIFESTS.get(run_dir)
         if cached is not None and cached[0] == key:
             return cached[1]
-        manifest: dict[str, Any] = read_manifest(run_dir)
+        manifest = {k: v for k, v in read_manifest(run_dir).items() if k != "tasks"}
     except (OSError, ValueError):
         _MANIFESTS.pop(run_dir, None)
         return None
