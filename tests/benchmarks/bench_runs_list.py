@@ -9,7 +9,9 @@ Measured side by side in interleaved rounds, in this process:
   success read from its rows (``measure_success``: what every start did before successes were
   kept);
 - ``next start, successes kept``: a new process's view (nothing in memory) listing the runs,
-  every success from the store on disk.
+  every success from the store on disk;
+
+and the memory a listing holds (tracemalloc).
 
     .venv/bin/python tests/benchmarks/bench_runs_list.py [--runs 200] [--tasks 20000]
         [--measured 5] [--rows 200000] [--rounds 3]
@@ -21,12 +23,14 @@ hold ``--rows`` attempt rows. Not part of the test suite.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -118,6 +122,16 @@ def main() -> int:
             print(f"round {number}: " + ", ".join(
                 f"{name} {values[-1] * 1000:.0f} ms" for name, values in times.items()
             ) + f"  [{load()}]", flush=True)  # fmt: skip
+
+        # What a listing holds while it is shown (the manifests without their task lists).
+        volatility._MANIFESTS.clear()
+        gc.collect()
+        tracemalloc.start()
+        listing = volatility.discover_runs([root])
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        print(f"a listing of {len(listing)} runs holds {held / 1e6:.1f} MB (tracemalloc)")
 
         median = {name: statistics.median(values) for name, values in times.items()}
         print(f"\nmedians of {args.rounds} rounds [{load()}]:")
