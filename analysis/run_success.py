@@ -53,19 +53,16 @@ def store_path() -> Path:
 
 
 def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey | None:
-    """(size, mtime) of the file a run's rows are read from: its attempts file, or a zero-copy
-    import's source (named by ``manifest``, read if not given); None when there is none."""
-    from driftdesk.analysis.sources import read_manifest
-    from driftdesk.analysis.zero_copy import linked_source
+    """(size, mtime) of the file a run's rows are read from (``zero_copy.rows_path``: its
+    attempts file, or a zero-copy import's source), ``manifest`` read if not given; None when
+    there is none."""
+    from driftdesk.analysis.sources import RunSource, read_manifest
+    from driftdesk.analysis.zero_copy import rows_path
 
-    path = run_dir / ATTEMPTS_FILE
     try:
-        if not path.exists():
-            linked = linked_source(manifest if manifest is not None else read_manifest(run_dir))
-            if linked is None:
-                return None
-            path = linked.path
-        stat = path.stat()
+        if manifest is None:
+            manifest = read_manifest(run_dir)
+        stat = rows_path(RunSource(run_dir / ATTEMPTS_FILE, run_dir, manifest)).stat()
     except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
         return None
     return stat.st_size, stat.st_mtime_ns
@@ -73,9 +70,7 @@ def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey |
 
 def known_success(run_dir: Path) -> float | None:
     """The success last measured for ``run_dir`` (in this process or an earlier one)."""
-    with _lock:
-        _load_store()
-        measured = _measured.get(run_dir.resolve())
+    measured = last_measured(run_dir)
     return None if measured is None else measured.success
 
 
@@ -160,18 +155,20 @@ def _load_store() -> None:
             success = None if entry["success"] is None else float(entry["success"])
         except (ValueError, TypeError, KeyError):
             continue  # that run is measured again
-        _measured.setdefault(Path(run_dir), Measured(key, success, 0.0, 0.0))
+        if Path(run_dir).is_dir():  # a run deleted since is not kept
+            _measured.setdefault(Path(run_dir), Measured(key, success, 0.0, 0.0))
 
 
 def _save_store() -> None:
-    """Write the measurements of the runs that still exist and have rows (a few hundred bytes
-    a run). Another process's save in between is overwritten: it costs a measurement."""
+    """Write the measurements of runs with rows (under a hundred bytes a run; runs deleted
+    since are dropped when the store is read). Another process's save in between is
+    overwritten: it costs a measurement."""
     from driftdesk.fileio import atomic_write_json
 
     runs = {
         str(run_dir): {"size": m.rows_key[0], "mtime_ns": m.rows_key[1], "success": m.success}
         for run_dir, m in _measured.items()
-        if m.rows_key is not None and run_dir.is_dir()
+        if m.rows_key is not None
     }
     # a read-only home: successes are measured again at the next start
     with contextlib.suppress(OSError):
