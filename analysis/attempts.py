@@ -10,7 +10,7 @@ from typing import Any
 from driftdesk.analysis.sources import (
     ATTEMPTS_FILE,
     SourceError,
-    iter_bounded_lines,
+    lines_containing,
     read_manifest,
     row_problem,
 )
@@ -80,13 +80,11 @@ def _rows_of_task(path: Path, task_id: str) -> list[dict[str, Any]]:
 
 
 def _lines_mentioning(path: Path, task_id: str) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed line) of the lines of ``path`` that mention ``task_id``: a cheap
-    byte test first, so only those are parsed; a line that does not parse is skipped."""
+    """(line number, parsed line) of the lines of ``path`` that mention ``task_id``: found by
+    a byte search, so only those are parsed; a line that does not parse is skipped."""
     needle = json.dumps(task_id, ensure_ascii=False)[1:-1].encode("utf-8")
     with open(path, "rb") as fh:
-        for number, (raw, _, _) in enumerate(iter_bounded_lines(fh), start=1):
-            if needle not in raw:
-                continue
+        for number, raw in lines_containing(fh, needle):
             try:
                 yield number, json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError):

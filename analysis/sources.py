@@ -226,6 +226,53 @@ def iter_bounded_lines(fh: BinaryIO) -> Iterator[tuple[bytes, int, bool]]:
         yield b"", length, newline
 
 
+SEARCH_BLOCK = 1 << 24
+
+
+def lines_containing(
+    fh: BinaryIO, needle: bytes, *, block: int = SEARCH_BLOCK
+) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of each line of ``fh`` that contains ``needle``, in order; lines
+    ``iter_bounded_lines`` would give as ``b""`` (over ``MAX_ROW_BYTES``) are left out, as they
+    would never match there. The same lines as a loop over ``iter_bounded_lines``, found by
+    searching blocks of the file at C speed: a drill-down into a task of a 1M-row run reads
+    50 lines of a million, and looking at every line in Python took about a second."""
+    number = 1  # the line number of the first line in ``data``
+    data = b""
+    skipping = False  # in a line over the limit: drop bytes up to its newline
+    while True:
+        chunk = fh.read(block)
+        if skipping:
+            newline = chunk.find(b"\n")
+            if newline == -1:
+                if not chunk:
+                    return
+                continue
+            chunk, number, skipping = chunk[newline + 1 :], number + 1, False
+            if not chunk:
+                continue
+        data = data + chunk if data else chunk
+        complete = data.rfind(b"\n") + 1 if chunk else len(data)  # at the end: the last line
+        counted = 0
+        found = data.find(needle, 0, complete)
+        while found != -1:
+            start = data.rfind(b"\n", 0, found) + 1
+            end = data.find(b"\n", found, complete)
+            end = complete if end == -1 else end + 1
+            number += data.count(b"\n", counted, start)
+            counted = start
+            length = end - start - (data[end - 1 : end] == b"\n")
+            if length <= MAX_ROW_BYTES:
+                yield number, data[start:end]
+            found = data.find(needle, end, complete)
+        number += data.count(b"\n", counted, complete)
+        data = data[complete:]
+        if not chunk:
+            return
+        if len(data) > MAX_ROW_BYTES:  # an unfinished line already over the limit
+            data, skipping = b"", True
+
+
 def long_line_problem(length: int) -> str:
     return f"the line is {length:,} bytes; a row may be at most {MAX_ROW_BYTES:,} bytes"
 

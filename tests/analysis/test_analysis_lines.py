@@ -413,3 +413,35 @@ def test_the_drill_down_skips_a_line_over_the_row_limit(tmp_path: Path) -> None:
         ],
     )
     assert [(r["attempt"], r["line"]) for r in task_attempts(run, "t")] == [(0, 1), (2, 3)]
+
+
+def test_the_lines_containing_a_needle_are_the_ones_a_line_by_line_read_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drill-down's block search against the line-by-line read it replaced: same line
+    numbers, same lines, over blank lines, lines over the row limit (which hold the needle
+    too), a needle twice in a line, lines and needles that straddle the blocks, and a last
+    line without a newline."""
+    import io
+
+    from driftdesk.analysis import sources
+
+    monkeypatch.setattr(sources, "MAX_ROW_BYTES", 24)  # both readers look it up when called
+    rng = random.Random(5)
+    needle = b"t/9"
+    pieces = [b"", b"\n", b"  \n", b"t/9", b"t/9 t/9", b"t/", b"9", b"x" * 30, b"y" * 21, b"z"]
+    for case in range(300):
+        lines = [
+            b"".join(rng.choices(pieces, k=rng.randint(0, 4))) for _ in range(rng.randint(0, 12))
+        ]
+        content = b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
+        expected = [
+            (number, raw)
+            for number, (raw, _, _) in enumerate(
+                sources.iter_bounded_lines(io.BytesIO(content)), start=1
+            )
+            if needle in raw
+        ]
+        for block in (1, 2, 5, 16, 1 << 10):
+            found = list(sources.lines_containing(io.BytesIO(content), needle, block=block))
+            assert found == expected, (case, block, content)
