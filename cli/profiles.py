@@ -584,8 +584,8 @@ def cmd_switch(args: argparse.Namespace) -> int:
                 f"--env-file {args.env_file}: the folder {folder} does not exist (a switch "
                 "creates no folders); create it first or pick another file"
             )
+    from driftdesk.filelock import locked
     from driftdesk.providers import state
-    from driftdesk.providers.filelock import locked
     from driftdesk.providers.targets import target_path
 
     profile = ProfileStore().get(args.name)
@@ -656,8 +656,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    from driftdesk.filelock import locked
     from driftdesk.providers import state
-    from driftdesk.providers.filelock import locked
     from driftdesk.providers.restore import apply_restore, plan_restore
     from driftdesk.providers.targets import target_path
 

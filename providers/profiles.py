@@ -17,8 +17,8 @@ import tomlkit.exceptions
 
 from driftdesk import paths
 from driftdesk.fileio import atomic_write_text
+from driftdesk.filelock import locked
 from driftdesk.providers.errors import ConfigFileError, ProfileError, ProfileNotFound
-from driftdesk.providers.filelock import locked
 
 Protocol = Literal["openai", "anthropic"]
 PROTOCOLS: tuple[str, ...] = ("openai", "anthropic")

@@ -96,7 +96,7 @@ def record_write(
 ) -> WriteRecord:
     """Record that driftdesk wrote ``data`` to ``path`` (None: removed it), in ``state.json`` and
     in the file's write history (``before``: the copy holding what it replaced)."""
-    from driftdesk.providers.filelock import locked
+    from driftdesk.filelock import locked
 
     key = str(path.resolve())
     record = WriteRecord(
@@ -171,7 +171,7 @@ def writes(path: Path) -> list[dict[str, Any]]:
 
 
 def append_write(path: Path, entry: dict[str, Any]) -> None:
-    from driftdesk.providers.filelock import locked
+    from driftdesk.filelock import locked
 
     folder = backup_folder(path)
     with locked(folder.name):

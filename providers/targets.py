@@ -348,8 +348,8 @@ def apply_edit(
     """Replace ``path``'s ``old_text`` with ``new_text`` (None: remove the file), backed up first
     and recorded; ``TargetChanged`` if the file no longer holds ``old_text``. A read-only file
     is refused unless ``force`` (someone made it so on purpose)."""
+    from driftdesk.filelock import locked
     from driftdesk.providers import changes, userfile
-    from driftdesk.providers.filelock import locked
 
     old = None if old_text is None else old_text.encode("utf-8", "surrogateescape")
     data = None if new_text is None else new_text.encode("utf-8", "surrogateescape")

@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Any
 
-from driftdesk.providers.filelock import locked
+from driftdesk.filelock import locked
 from driftdesk.providers.profiles import Profile, ProfileStore
 
 ADD = (sys.executable, "-m", "driftdesk", "profile", "add")
