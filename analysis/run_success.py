@@ -9,6 +9,8 @@ again.
 
 The store is a cache (nothing in it is anything but a copy of what the rows say): a store, or
 an entry, that does not parse is left out, and the store is replaced at the next measurement.
+Several processes share it (two workbenches open at once): a save merges with the store on
+disk under a lock, the newer measurement of a run winning.
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ class Measured:
     success: float | None
     at: float  # time.monotonic() when it was measured (0 for one read from the store)
     cost: float  # seconds it took (0 for one read from the store: due as soon as rows change)
+    when: float = 0.0  # time.time() when it was measured: of two processes', the newer is kept
 
 
 _lock = threading.Lock()  # measurements land from worker threads
 _measured: dict[Path, Measured] = {}  # resolved run dir -> its last measurement
 _loaded_from: Path | None = None  # the store read into ``_measured``
+_gone: set[str] = set()  # runs in the store that were deleted (left out of every save)
 
 
 def store_path() -> Path:
@@ -122,7 +126,7 @@ def remember_success(
     now = time.monotonic()
     with _lock:
         _load_store()
-        _measured[run_dir.resolve()] = Measured(key, success, now, now - started)
+        _measured[run_dir.resolve()] = Measured(key, success, now, now - started, time.time())
         _save_store()
 
 
@@ -132,6 +136,7 @@ def forget_measured() -> None:
     global _loaded_from
     with _lock:
         _measured.clear()
+        _gone.clear()
         _loaded_from = None
 
 
@@ -143,33 +148,62 @@ def _load_store() -> None:
     if _loaded_from == path:
         return
     _loaded_from = path
+    for run_dir, measured in _read_store(path).items():
+        if Path(run_dir).is_dir():
+            _measured.setdefault(Path(run_dir), measured)
+        else:  # a run deleted since is not kept
+            _gone.add(run_dir)
+
+
+def _read_store(path: Path) -> dict[str, Measured]:
+    """The store's entries that parse, by run dir (none when the store does not parse)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         entries = data["runs"] if data.get("version") == STORE_VERSION else {}
         items = list(entries.items())
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return  # none yet, or not ours to trust: measured again, replaced at the next save
+        return {}  # none yet, or not ours to trust: measured again, replaced at the next save
+    measured = {}
     for run_dir, entry in items:
         try:
             key = (int(entry["size"]), int(entry["mtime_ns"]))
             success = None if entry["success"] is None else float(entry["success"])
-        except (ValueError, TypeError, KeyError):
+            when = float(entry.get("measured_at", 0.0))
+        except (ValueError, TypeError, KeyError, AttributeError):
             continue  # that run is measured again
-        if Path(run_dir).is_dir():  # a run deleted since is not kept
-            _measured.setdefault(Path(run_dir), Measured(key, success, 0.0, 0.0))
+        measured[str(run_dir)] = Measured(key, success, 0.0, 0.0, when)
+    return measured
 
 
 def _save_store() -> None:
-    """Write the measurements of runs with rows (under a hundred bytes a run; runs deleted
-    since are dropped when the store is read). Another process's save in between is
-    overwritten: it costs a measurement."""
+    """Merge the measurements of runs with rows into the store (under a hundred bytes a run):
+    under a lock, what another process saved since this one read the store is kept, and of
+    two measurements of one run the newer. Runs deleted since are dropped when the store is
+    read."""
     from driftdesk.fileio import atomic_write_json
+    from driftdesk.filelock import locked
 
-    runs = {
-        str(run_dir): {"size": m.rows_key[0], "mtime_ns": m.rows_key[1], "success": m.success}
-        for run_dir, m in _measured.items()
-        if m.rows_key is not None
-    }
+    path = store_path()
     # a read-only home: successes are measured again at the next start
-    with contextlib.suppress(OSError):
-        atomic_write_json(store_path(), {"version": STORE_VERSION, "runs": runs})
+    with contextlib.suppress(OSError), locked(STORE_FILE):
+        runs = {run: m for run, m in _read_store(path).items() if run not in _gone}
+        for run_dir, measured in _measured.items():
+            theirs = runs.get(str(run_dir))
+            if measured.rows_key is not None and (theirs is None or measured.when >= theirs.when):
+                runs[str(run_dir)] = measured
+        atomic_write_json(
+            path,
+            {
+                "version": STORE_VERSION,
+                "runs": {
+                    run: {
+                        "size": m.rows_key[0],
+                        "mtime_ns": m.rows_key[1],
+                        "success": m.success,
+                        "measured_at": m.when,
+                    }
+                    for run, m in runs.items()
+                    if m.rows_key is not None
+                },
+            },
+        )

@@ -515,6 +515,59 @@ def test_a_store_of_measured_successes_that_does_not_parse_is_read_as_empty(home
     assert json.loads(store.read_text())["runs"][str(run.resolve())]["success"] == 0.8
 
 
+def test_two_workbenches_measuring_at_once_keep_each_others_successes(home, runs_dir) -> None:  # type: ignore[no-untyped-def]
+    """Seen: with two workbenches open, each saved the store from what it held, so one's
+    measurements overwrote the other's (each run measured again at the next start). A save
+    now merges with the store on disk, the newer measurement of a run winning."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tui_runs import RUN_A, RUN_B, write_run
+
+    from driftdesk.analysis import run_success
+
+    x, y, z = (
+        write_run(runs_dir, f"sandbox-sandbox-sim-2026010{day}T100000Z", outcomes, day=day)
+        for day, outcomes in ((1, RUN_A), (2, RUN_B), (3, RUN_A))
+    )
+    other_workbench = (
+        "import sys; from pathlib import Path; from driftdesk.analysis.run_success import "
+        "measure_success; [measure_success(Path(run)) for run in sys.argv[1:]]"
+    )
+
+    def measured_elsewhere(*runs: Path) -> None:  # a process of its own, the same home
+        subprocess.run([sys.executable, "-c", other_workbench, *map(str, runs)], check=True)
+
+    assert os.environ["XDG_CACHE_HOME"].startswith(str(home.root))
+    run_success.forget_measured()  # this workbench starts with no store
+    run_success.measure_success(x)
+    measured_elsewhere(y)
+    # x's rows change and the other workbench measures it again (this one still holds the old)
+    with open(x / "attempts.jsonl") as fh:
+        rows = [json.loads(line) for line in fh]
+    with open(x / "attempts.jsonl", "w") as fh:
+        fh.writelines(json.dumps({**row, "outcome": "pass"}) + "\n" for row in rows)
+    measured_elsewhere(x)
+    run_success.measure_success(z)
+
+    stored = json.loads(run_success.store_path().read_text())["runs"]
+    assert sorted(stored) == sorted(str(run.resolve()) for run in (x, y, z))
+    assert stored[str(x.resolve())]["success"] == 1.0  # the newer measurement of x
+    assert stored[str(y.resolve())]["success"] == 0.8
+    run_success.forget_measured()  # the next start lists all three as measured
+    assert run_success.known_success(x) == 1.0
+    assert run_success.success_to_measure([(run, None) for run in (x, y, z)], 0.0) == []
+    # a deleted run leaves the store at the next save (the merge does not bring it back)
+    shutil.rmtree(y)
+    run_success.forget_measured()
+    run_success.measure_success(z)
+    stored = json.loads(run_success.store_path().read_text())["runs"]
+    assert sorted(stored) == sorted(str(run.resolve()) for run in (x, z))
+
+
 async def test_a_task_id_that_looks_like_markup_is_shown_as_it_is(
     home, runs_dir, make_app, settle
 ) -> None:  # type: ignore[no-untyped-def]
