@@ -6,6 +6,8 @@ Measured side by side in interleaved rounds, each a fresh process (start-up incl
   averaged) over the same attempts file;
 - ``report``: ``python -m driftdesk report RUN --format json``, the whole report (stdout to
   /dev/null);
+- ``typed load only``: the report's first step alone (the rows read and typed by the row rules
+  into its table, nothing computed): what that step leaves of the target;
 - ``python loop``: the seed-style pure-Python report (``json.loads`` every line, group by task,
   max − min) for scale;
 
@@ -60,6 +62,16 @@ print(duckdb.sql(
     "- min(CASE WHEN outcome = 'pass' THEN 1 ELSE 0 END) AS s "
     f"FROM read_json('{sys.argv[1]}') WHERE outcome IN ('pass', 'fail') GROUP BY task_id)"
 ).fetchall())
+"""
+
+# The first step of any report that keeps the row rules: the rows read and typed into the
+# report's table (``attempt_table.load_file``), nothing computed. Its ratio to the floor is
+# what that step alone leaves of the cold report's target.
+TYPED_LOAD = r"""
+import sys
+from driftdesk.analysis import attempt_table
+with attempt_table.connection() as con:
+    print(attempt_table.load_file(con, sys.argv[1], 0))
 """
 
 
@@ -256,6 +268,7 @@ def main() -> None:
                 "--format",
                 "json",
             ],
+            "typed load only": [python, "-c", TYPED_LOAD, str(attempts)],
             "python loop": [python, "-c", PYTHON_LOOP, str(attempts)],
         }
         runners = {name: (lambda a=a: timed_child(a)) for name, a in argv.items()}
@@ -265,6 +278,12 @@ def main() -> None:
         report = results["report --format json"]
         print(f"CPU time ratio report / floor: {report.cpu / floor.cpu:.2f}×")
         print(f"report vs python loop: {results['python loop'].wall / report.wall:.1f}× faster")
+        typed_load = results["typed load only"]
+        print(
+            f"the rows read and typed alone (no report): {typed_load.wall / floor.wall:.2f}× the "
+            f"floor (CPU {typed_load.cpu / floor.cpu:.2f}×); the report's steps after it: "
+            f"{(report.wall - typed_load.wall) / floor.wall:.2f}× the floor"
+        )
         verdict("cold report vs floor (median wall)", report.wall / floor.wall, 1.5)
         verdict("cold report peak RSS", report.peak_rss / 2**20, 512, " MiB")
 
