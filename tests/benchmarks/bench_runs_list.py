@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import write_synthetic_run
-from benchlib import load
+from benchlib import load, private_home
 
 
 def make_runs(root: Path, runs: int, tasks: int, measured: int, rows: int) -> list[Path]:
@@ -70,8 +69,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    os.environ["HOME"] = tempfile.mkdtemp(prefix="bench-runs-list-home-")  # no user state
-    os.environ.pop("XDG_CACHE_HOME", None)
+    private_home("bench-runs-list-home-")
 
     from driftdesk.analysis import run_success
     from driftdesk.tui.screens import volatility

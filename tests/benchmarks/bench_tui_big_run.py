@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import write_synthetic_run
 from bench_tui_live import Probe
-from benchlib import load
+from benchlib import load, private_home
 
 FILTER = "task-0001"
 SETTLE_S = 2.0
@@ -124,8 +123,7 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    os.environ["HOME"] = tempfile.mkdtemp(prefix="bench-tui-big-home-")  # no user state read
-    os.environ.pop("XDG_CACHE_HOME", None)
+    private_home("bench-tui-big-home-")
     with tempfile.TemporaryDirectory(prefix="bench-tui-big-") as tmp:
         runs = Path(tmp) / "runs"
         started = time.perf_counter()

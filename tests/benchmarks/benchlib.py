@@ -44,6 +44,25 @@ class Contender:
         return max(s.peak_rss for s in self.samples)
 
 
+# Where driftdesk finds the user's files besides HOME (``driftdesk.paths``).
+USER_PLACES = (
+    "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+    "DRIFTDESK_CONFIG_DIR", "DRIFTDESK_DATA_DIR",
+)  # fmt: skip
+
+
+def private_home(prefix: str) -> Path:
+    """Point this process (and its children) at a new, empty home, so driftdesk reads and
+    writes nothing of the user's (profiles, the store of measured successes, locks)."""
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["HOME"] = str(home)
+    for name in USER_PLACES:
+        os.environ.pop(name, None)
+    return home
+
+
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"load {one:.2f}/{five:.2f} on {os.cpu_count()} cores"
