@@ -416,7 +416,7 @@ def test_the_drill_down_skips_a_line_over_the_row_limit(tmp_path: Path) -> None:
 
 
 def test_the_lines_containing_a_needle_are_the_ones_a_line_by_line_read_finds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The drill-down's block search against the line-by-line read it replaced: same line
     numbers, same lines, over blank lines, lines over the row limit (which hold the needle
