@@ -85,19 +85,22 @@ CREATE TEMP TABLE model_prices (model VARCHAR, input_per_mtok DOUBLE, output_per
 
 
 def _typed(name: str) -> str:
-    """SQL typing one text column by the row rules; NULL when absent or not valid."""
+    """SQL typing one text column by the row rules; NULL when absent or not valid.
+
+    The casts behind a guard are TRY_CASTs: DuckDB 1.1 (the floor of our range) may evaluate
+    both sides of an AND, so a plain CAST of a value the guard refused fails the query."""
     if name == "attempt":
         digits = len(str(MAX_ATTEMPT))
         return (
             f"CASE WHEN regexp_full_match(trim(attempt), '[0-9]{{1,{digits}}}') "
-            f"AND CAST(trim(attempt) AS BIGINT) <= {MAX_ATTEMPT} "
-            "THEN CAST(trim(attempt) AS BIGINT) END"
+            f"AND TRY_CAST(trim(attempt) AS BIGINT) <= {MAX_ATTEMPT} "
+            "THEN TRY_CAST(trim(attempt) AS BIGINT) END"
         )
     if name in INT_FIELDS:
         digits = len(str(MAX_TOKENS))
         return (
             f"CASE WHEN regexp_full_match({name}, '[0-9]{{1,{digits}}}') "
-            f"AND CAST({name} AS BIGINT) <= {MAX_TOKENS} THEN CAST({name} AS BIGINT) END"
+            f"AND TRY_CAST({name} AS BIGINT) <= {MAX_TOKENS} THEN TRY_CAST({name} AS BIGINT) END"
         )
     if name in FLOAT_FIELDS:
         return (

@@ -237,7 +237,6 @@ def _import_jsonl(
             task_field=task_field,
             success_field=success_field,
             threshold=threshold,
-            redact=redact,
             line_problem=line_problem,
             number_attempts=number_rows,
             scan=scan,

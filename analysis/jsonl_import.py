@@ -31,6 +31,7 @@ from driftdesk.analysis.sources import (
     name_bad_records,
     without_long_lines,
 )
+from driftdesk.secrets import KEY_PATTERN_SOURCES, REDACTED
 
 if TYPE_CHECKING:
     import duckdb
@@ -94,12 +95,13 @@ def _mapping_sql(
     count_digits = len(str(MAX_TOKENS))
     typed_counts = ",\n".join(
         f"CASE WHEN regexp_full_match(raw_{n}, '[0-9]{{1,{count_digits}}}') "
-        f"THEN CAST(raw_{n} AS BIGINT) END AS {n}"
+        f"THEN TRY_CAST(raw_{n} AS BIGINT) END AS {n}"
         for n in COUNT_FIELDS
     )
     counts_ok = " AND ".join(f"(raw_{n} IS NULL OR {n} IS NOT NULL)" for n in COUNT_FIELDS)
     attempt_digits = len(str(MAX_ATTEMPT))
     # One row per non-blank line, in file order (``rowid`` of the table it is inserted into).
+    # Casts behind a guard are TRY_CASTs: DuckDB 1.1 may evaluate both sides of an AND.
     return f"""
     SELECT task, outcome, score, attempt, error_code, error_message, scenario_id, model,
            started_at, ended_at, {", ".join(COUNT_FIELDS)}, latency_ms,
@@ -111,10 +113,10 @@ def _mapping_sql(
                CASE WHEN outcome_field IN ({outcomes}) THEN outcome_field
                     WHEN verdict IS NOT NULL THEN
                         CASE WHEN json_type(verdict) = 'BOOLEAN'
-                                  THEN CASE WHEN CAST(verdict AS BOOLEAN) THEN 'pass' ELSE 'fail' END
+                                  THEN CASE WHEN TRY_CAST(verdict AS BOOLEAN) THEN 'pass' ELSE 'fail' END
                              WHEN json_type(verdict) IN {NUMERIC_JSON}
-                                  AND CAST(verdict AS DOUBLE) IN (0, 1)
-                                  THEN CASE WHEN CAST(verdict AS DOUBLE) = 1 THEN 'pass'
+                                  AND TRY_CAST(verdict AS DOUBLE) IN (0, 1)
+                                  THEN CASE WHEN TRY_CAST(verdict AS DOUBLE) = 1 THEN 'pass'
                                             ELSE 'fail' END
                         END
                     WHEN score IS NOT NULL
@@ -123,8 +125,8 @@ def _mapping_sql(
                END AS outcome,
                raw_attempt,
                CASE WHEN regexp_full_match(trim(raw_attempt), '[0-9]{{1,{attempt_digits}}}')
-                    AND CAST(trim(raw_attempt) AS BIGINT) <= {MAX_ATTEMPT}
-                    THEN CAST(trim(raw_attempt) AS BIGINT) END AS attempt,
+                    AND TRY_CAST(trim(raw_attempt) AS BIGINT) <= {MAX_ATTEMPT}
+                    THEN TRY_CAST(trim(raw_attempt) AS BIGINT) END AS attempt,
                error_code, error_message, scenario_id, model, started_at, ended_at,
                {typed_counts},
                raw_{", raw_".join(COUNT_FIELDS)},
@@ -137,7 +139,7 @@ def _mapping_sql(
                    outcome AS outcome_field,
                    coalesce({", ".join(verdicts)}) AS verdict,
                    CASE WHEN json_type(coalesce(score, reward)) IN {NUMERIC_JSON}
-                        THEN CAST(coalesce(score, reward) AS DOUBLE) END AS score,
+                        THEN TRY_CAST(coalesce(score, reward) AS DOUBLE) END AS score,
                    coalesce(attempt, trial) AS raw_attempt,
                    error_code, error_message, scenario_id, model, started_at, ended_at,
                    {counts},
@@ -182,7 +184,6 @@ def write_attempts(
     task_field: str | None,
     success_field: str | None,
     threshold: float,
-    redact: Callable[[str], str],
     line_problem: Callable[[Any], str | None],
     number_attempts: Callable[[list[tuple[str, int | None]]], list[int]],
     scan: Future[SourceScan],
@@ -200,14 +201,6 @@ def write_attempts(
     con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
     try:
         con.execute("SET enable_progress_bar = false")
-        if target is not None:  # only the copy writes error messages (and a Python UDF
-            # costs DuckDB's import of numpy)
-            con.create_function(
-                "redact_text",
-                lambda text: redact(text),
-                [duckdb.sqltype("VARCHAR")],
-                duckdb.sqltype("VARCHAR"),
-            )
         # Without a copy only what the import itself reports is kept.
         kept = "*" if target is not None else "task, attempt, model, ok"
         _load(con, source, task_field, success_field, threshold, scan, kept)
@@ -324,7 +317,7 @@ def _copy_out(con: duckdb.DuckDBPyConnection, target: Path, run_id: str) -> int:
                    CASE WHEN s.outcome IN ('pass', 'fail') THEN s.outcome = 'pass' END
                        AS success,
                    s.score, s.error_code,
-                   CASE WHEN s.error_message IS NOT NULL THEN redact_text(s.error_message) END
+                   {_redacted_sql("s.error_message")}
                        AS error_message,
                    0 AS retries, NULL AS calls, s.prompt_tokens, s.completion_tokens,
                    s.total_tokens, s.latency_ms, s.started_at, s.ended_at, s.model,
@@ -339,6 +332,15 @@ def _copy_out(con: duckdb.DuckDBPyConnection, target: Path, run_id: str) -> int:
     finally:
         os.close(fd)
     return _count_good(con)
+
+
+def _redacted_sql(expr: str) -> str:
+    """``expr`` scrubbed of key-like values in SQL: ``driftdesk.secrets.redact`` without
+    named secrets, by the same patterns."""
+    for source in KEY_PATTERN_SOURCES:
+        replacement = _sql_string("\\1" + REDACTED)
+        expr = f"regexp_replace({expr}, {_sql_string(source)}, {replacement}, 'g')"
+    return expr
 
 
 def _count_good(con: duckdb.DuckDBPyConnection) -> int:

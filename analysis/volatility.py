@@ -189,6 +189,7 @@ class RunReport:
     link_errors: int = 0  # winning rows with outcome link_error, all tasks
     harness_errors: int = 0
     link_errors_by_kind: dict[str, int] = field(default_factory=dict)
+    harness_errors_by_kind: dict[str, int] = field(default_factory=dict)
     link_error_rate: float | None = None  # link errors / attempt slots present
     success_rate: float | None = None
     consistency_gap_pp: float | None = None
@@ -244,6 +245,7 @@ class RunReport:
             "link_errors": self.link_errors,
             "harness_errors": self.harness_errors,
             "link_errors_by_kind": self.link_errors_by_kind,
+            "harness_errors_by_kind": self.harness_errors_by_kind,
             "link_error_rate": _round(self.link_error_rate),
             "success_rate": _round(self.success_rate),
             "consistency_gap_pp": _round(self.consistency_gap_pp, 4),
@@ -589,6 +591,7 @@ def assemble_report(
     report.link_errors = totals["link_errors"]
     report.harness_errors = totals["harness_errors"]
     report.link_errors_by_kind = dict(extras.link_errors_by_kind)
+    report.harness_errors_by_kind = _merge_counts(extras.harness_errors_by_kind)  # most first
     slots = totals["slots"]
     report.link_error_rate = report.link_errors / slots if slots else None
     report.retries = totals["retries"]
@@ -669,6 +672,12 @@ def _empty_reason(totals: dict[str, int], report: RunReport, include_link_errors
         return "no attempt has been recorded yet"
     if totals["judged"] == 0 and not include_link_errors:
         kinds = ", ".join(f"{k}: {v}" for k, v in report.removed_from_denominator.items())
+        if report.harness_errors == slots:
+            return (
+                f"every attempt ({slots}) was a harness error ({kinds}): the harness broke "
+                "before anything was judged (not the model, not the link); its message is in "
+                "each attempt's row and log"
+            )
         return (
             f"every attempt ({slots}) was a link or harness error ({kinds}), so none was "
             "judged; check the provider with `driftdesk doctor`, or pass "

@@ -330,7 +330,13 @@ def render_report_table(report: RunReport) -> str:
             if report.link_errors_by_kind
             else ""
         )
-        + (f"  harness errors {report.harness_errors}" if report.harness_errors else "")
+        + (
+            f"  harness errors {report.harness_errors} ("
+            + ", ".join(f"{k}: {v}" for k, v in report.harness_errors_by_kind.items())
+            + ")"
+            if report.harness_errors
+            else ""
+        )
         + ("  [link errors counted as failures]" if report.include_link_errors else "")
         + f"  retries {report.retries}  model mismatches {report.model_mismatches}",
         f"  success {_pct(report.success_rate)}{_ci(report.ci95.get('success_rate'), 100)}"

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 EXIT_SETUP_ERROR = 2
 EXIT_ALL_LINK_ERRORS = 3  # the run ended, but no attempt reached the model
+EXIT_ALL_HARNESS_ERRORS = 4  # the run ended, but the harness broke every attempt (none judged)
 EXIT_INTERRUPTED = 130
 
 
@@ -252,8 +253,29 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
             file=sys.stderr,
         )
         return EXIT_ALL_LINK_ERRORS
+    harness_errors = stats.by_outcome.get("harness_error", 0)
+    if harness_errors and link_errors + harness_errors == stats.done:
+        print(_all_harness_errors(outcome.run_dir, stats.done), file=sys.stderr)
+        return EXIT_ALL_HARNESS_ERRORS
     print(next_commands(outcome.run_dir))
     return 0
+
+
+def _all_harness_errors(run_dir: Path, done: int) -> str:
+    """Why nothing was judged: the harness broke; its most common message and one log."""
+    from driftdesk.reruns.rundir import most_common_error
+
+    common = most_common_error(run_dir, "harness_error")
+    lines = [
+        f"driftdesk: no attempt of {done} was judged: the harness broke "
+        f"{common.of if common else 'every'} of them (harness_error), so this run measures "
+        "nothing about the model."
+    ]
+    if common is not None:
+        lines.append(f"  most common ({common.count} of {common.of}): {common.message}")
+        lines.append(f"  its log: {_shown(common.log)}")
+    lines.append(f"  every error: driftdesk report {_shown(run_dir)}")
+    return "\n".join(lines)
 
 
 def _plural(count: int, noun: str) -> str:

@@ -5,12 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# Bearer tokens and provider-style keys that may appear in error bodies or logs.
-_KEY_PATTERNS = [
-    re.compile(r"\b(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.=]{8,}"),
-    re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}"),
-]
+# Bearer tokens and provider-style keys that may appear in error bodies or logs. Each pattern
+# keeps its group 1 (the prefix) and loses the rest. Written in the syntax Python's ``re``
+# (ASCII mode) and RE2 share: the JSONL import applies the same patterns in DuckDB's
+# ``regexp_replace`` (a Python function in SQL would need numpy).
+KEY_PATTERN_SOURCES = (
+    r"\b(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-]{8,}",
+    r"(?i)(bearer\s+)[A-Za-z0-9_\-\.=]{8,}",
+    r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9_\-\.]{8,}",
+)
+REDACTED = "…redacted"  # what stands after a kept prefix
+_KEY_PATTERNS = [re.compile(source, re.ASCII) for source in KEY_PATTERN_SOURCES]
 
 
 def mask_key(key: str | None) -> str:
@@ -29,7 +34,7 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         if secret and len(secret) >= 4:
             text = text.replace(secret, mask_key(secret))
     for pattern in _KEY_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + "…redacted", text)
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 

@@ -120,6 +120,16 @@ def link_error_from_openai(exc: Exception) -> LinkError:
     return LinkError("connection", f"{type(exc).__name__}: {exc}")
 
 
+def _is_transport_error(exc: BaseException) -> bool:
+    """An error of the SDK's HTTP transport, raised as is while a stream is read. The SDK
+    changed transports (openai 1.x: httpx, 3.x: httpx2), neither of them ours to declare, so the
+    error is known by the package that defines it, not by importing it."""
+    return any(cls.__module__.split(".")[0] in _TRANSPORT_PACKAGES for cls in type(exc).__mro__)
+
+
+_TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2"})
+
+
 # --- builtin agent ------------------------------------------------------------------------
 
 
@@ -175,7 +185,6 @@ async def _openai_turn(
     client: openai.AsyncOpenAI, ctx: AttemptContext, messages: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """One streamed chat completion; returns the assistant message. Raises ``LinkError``."""
-    import httpx
     import openai
 
     tools = _openai_tools(ctx.task)
@@ -215,14 +224,17 @@ async def _openai_turn(
         raise LinkError("timeout", f"no complete answer within {ctx.timeout_s:g}s") from None
     except openai.OpenAIError as exc:
         raise link_error_from_openai(exc) from None
-    except httpx.HTTPError as exc:  # the stream broke after the response began
-        raise LinkError("truncated", f"the response stream broke: {exc}") from None
-    except (ValueError, TypeError, AttributeError) as exc:
-        # Not a stream the API speaks (an event that is not JSON, or not a chunk): the
-        # provider's answer is broken, whatever the model said. JSONDecodeError is a ValueError.
-        raise LinkError(
-            INVALID_RESPONSE, f"the response stream is not valid: {type(exc).__name__}: {exc}"
-        ) from None
+    except Exception as exc:
+        if _is_transport_error(exc):  # the stream broke after the response began
+            raise LinkError("truncated", f"the response stream broke: {exc}") from None
+        if isinstance(exc, ValueError | TypeError | AttributeError):
+            # Not a stream the API speaks (an event that is not JSON, or not a chunk): the
+            # provider's answer is broken, whatever the model said. JSONDecodeError is a
+            # ValueError.
+            raise LinkError(
+                INVALID_RESPONSE, f"the response stream is not valid: {type(exc).__name__}: {exc}"
+            ) from None
+        raise
     if finish is None:
         raise LinkError("truncated", "the response stream ended without a finish_reason")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}

@@ -13,6 +13,8 @@ import fcntl
 import json
 import os
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -107,6 +109,35 @@ def latest_rows(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, A
             continue
         latest[slot] = row
     return latest
+
+
+@dataclass(frozen=True)
+class CommonError:
+    """The most common error message among the latest rows of one outcome."""
+
+    message: str
+    count: int  # rows carrying it
+    of: int  # rows of that outcome
+    log: Path  # the log of the first attempt that carries it
+
+
+def most_common_error(run_dir: Path, outcome: str) -> CommonError | None:
+    rows = [
+        row
+        for row in latest_rows(read_attempt_rows(run_dir, [])).values()
+        if row.get("outcome") == outcome
+    ]
+    messages = Counter(_error_text(r) for r in rows)
+    if not messages:
+        return None
+    message, count = messages.most_common(1)[0]
+    first = next(r for r in rows if _error_text(r) == message)
+    log, _ = attempt_paths(run_dir, str(first["task_id"]), int(first["attempt"]))
+    return CommonError(message, count, len(rows), log)
+
+
+def _error_text(row: dict[str, Any]) -> str:
+    return str(row.get("error_message") or row.get("error_code") or "no message")
 
 
 def pending_slots(

@@ -58,3 +58,42 @@ def test_generic_jsonl_error_messages_are_masked(tmp_path: Path) -> None:
     assert [r["outcome"] for r in rows] == ["pass", "link_error"]
     assert rows[1]["error_message"].startswith("request had Authorization: Bearer ")
     assert BEARER_TOKEN not in _run_text(result.run_dir)
+
+
+def test_the_sql_redaction_of_a_jsonl_copy_is_the_python_one() -> None:
+    # The JSONL import redacts in DuckDB (no Python function in SQL: that needs numpy); it must
+    # scrub exactly what ``redact`` scrubs, and keep what it keeps.
+    import duckdb
+
+    from driftdesk.analysis.jsonl_import import _redacted_sql
+    from driftdesk.secrets import redact
+
+    texts = [
+        f"401: Incorrect API key provided: {OPENAI_KEY}.",
+        f"Authorization: Bearer {BEARER_TOKEN} rejected",
+        f"AUTHORIZATION: bearer\t{BEARER_TOKEN}",
+        'headers {"x-api-key": "abcdefgh12345678"} and X-API-KEY=zzzzzzzz99',
+        "sk-short and sk-abcd1234 and ask-abcdefghijklmnop",  # too short / not at a boundary
+        "ésk-abcdefghijklmnopq and _sk-abcdefghijklmnopq",  # ASCII word boundaries, both sides
+        "two keys sk-aaaabbbbccccdddd sk-eeeeffffgggghhhh, a quote ' and a backslash \\1",
+        "nothing secret here",
+        "",
+    ]
+    con = duckdb.connect()
+    for text in texts:
+        (sql,) = con.execute(f"SELECT {_redacted_sql('$1')}", [text]).fetchone()  # type: ignore[misc]
+        assert sql == redact(text), text
+    assert redact(texts[0]) != texts[0]  # the patterns do scrub something
+
+
+def test_a_jsonl_copy_masks_keys_in_error_messages(tmp_path: Path) -> None:
+    rows = [
+        {"task_id": "t1", "success": True},
+        {"task_id": "t2", "error_code": "401", "error_message": f"bad key: {OPENAI_KEY}"},
+    ]
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_results(source, fmt="jsonl", out=tmp_path / "runs", copy=True)
+    assert OPENAI_KEY not in _run_text(result.run_dir)
+    messages = [r["error_message"] for r in _rows(result.run_dir) if r["error_message"]]
+    assert messages and "sk-proj…redacted" in messages[0]

@@ -1,6 +1,6 @@
 """Benchmark: redrawing the live task × attempt grid, line-API AttemptGrid vs a DataTable.
 
-    .venv/bin/python tests/benchmarks/bench_attempt_grid.py [rounds]
+    .venv-test/bin/python tests/benchmarks/bench_attempt_grid.py [rounds]
 
 Both widgets get the same updates (64 cells change per round, like 64 concurrent attempts
 moving on), each round followed by a real render of the headless app; the script prints the

@@ -10,7 +10,7 @@ in the middle and at the end of the file:
 
 Both give the same rows (asserted). Not part of the test suite.
 
-    .venv/bin/python tests/benchmarks/bench_drill_down.py [--rows 1000000] [--rounds 3]
+    .venv-test/bin/python tests/benchmarks/bench_drill_down.py [--rows 1000000] [--rounds 3]
         [--run DIR]
 
 ``--run`` reuses a run dir written earlier (``bench_report``'s synthetic run).

@@ -5,7 +5,7 @@ at concurrency 32 to the sandbox endpoint (a separate process, no added latency)
 side is the whole engine: metering proxy hop, calls.jsonl + attempts.jsonl rows fsynced,
 per-attempt logs and transcripts, judging. Target: executor / bare >= 0.5.
 
-    .venv/bin/python tests/benchmarks/bench_executor.py [--attempts 960] [--concurrency 32]
+    .venv-test/bin/python tests/benchmarks/bench_executor.py [--attempts 960] [--concurrency 32]
 """
 
 from __future__ import annotations

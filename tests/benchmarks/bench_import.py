@@ -14,7 +14,7 @@ Side by side, interleaved rounds, each a fresh process:
 Targets: import ≤ 4× the floor, peak RSS ≤ 512 MiB; the bad lines (a few are planted) named by
 number, in both modes. Data lives in a temporary folder, deleted at the end.
 
-    .venv/bin/python tests/benchmarks/bench_import.py [--rows 1000000] [--rounds 3]
+    .venv-test/bin/python tests/benchmarks/bench_import.py [--rows 1000000] [--rounds 3]
 """
 
 from __future__ import annotations

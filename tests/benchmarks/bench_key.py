@@ -11,7 +11,7 @@ Side by side, in interleaved rounds (each a fresh process):
 Target: ``driftdesk key`` median ≤ 100 ms. Runs in a private, throwaway keyring (it re-runs
 itself under ``dbus-run-session`` and ``tests/with-keyring.sh``), never the user's.
 
-    .venv/bin/python tests/benchmarks/bench_key.py [--rounds 15]
+    .venv-test/bin/python tests/benchmarks/bench_key.py [--rounds 15]
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ as driftdesk measured it, and the overhead = attempt wall − client's own durat
 attempt wall − client process wall: what driftdesk itself spends around the process), with
 the bare run's wall time for comparison and the load average (the machine is shared).
 
-    PATH=.tools/npm/node_modules/.bin:$PATH .venv/bin/python tests/benchmarks/bench_preset_overhead.py [--attempts 5]
+    PATH=.tools/npm/node_modules/.bin:$PATH .venv-test/bin/python tests/benchmarks/bench_preset_overhead.py [--attempts 5]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the same chat completion directly and through the proxy, alternating, one at a t
 proxy runs on the client's event loop, as in a run). Streamed and non-streamed requests are
 measured separately. Targets: added p50 <= 2 ms, added p99 <= 10 ms.
 
-    .venv/bin/python tests/benchmarks/bench_proxy.py [--requests 1000]
+    .venv-test/bin/python tests/benchmarks/bench_proxy.py [--requests 1000]
 """
 
 from __future__ import annotations

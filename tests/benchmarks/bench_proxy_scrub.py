@@ -4,7 +4,7 @@ Feeds a typical streamed chat answer (200 SSE chunks) and a 64 KiB JSON body thr
 proxy's per-chunk path in-process, side by side, and prints the time per chunk and the ratio
 (plus the load average: on a busy machine, compare ratios, not absolute times).
 
-    .venv/bin/python tests/benchmarks/bench_proxy_scrub.py [--rounds 300]
+    .venv-test/bin/python tests/benchmarks/bench_proxy_scrub.py [--rounds 300]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ measured: rows/s the run's single writer sustains (append + fsync per row, as at
 On a 2-core machine the nodes share the driver's cores: the figures say what the driver costs
 per attempt and where the proxy saturates, not how a real cluster scales.
 
-    .venv/bin/python tests/benchmarks/bench_ray.py [--attempts 120] [--nodes 1,2,4]
+    .venv-test/bin/python tests/benchmarks/bench_ray.py [--attempts 120] [--nodes 1,2,4]
 """
 
 from __future__ import annotations

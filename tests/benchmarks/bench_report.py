@@ -21,7 +21,7 @@ interleaved.
 Targets (issue 13): report ≤ 1.5× the floor with peak ≤ 512 MiB; live refresh after 1k lines
 ≤ 0.1× the cold report. Every ratio is printed with the load average beside it.
 
-    .venv/bin/python tests/benchmarks/bench_report.py [--rows 1000000] [--attempts 50] [--rounds 3]
+    .venv-test/bin/python tests/benchmarks/bench_report.py [--rows 1000000] [--attempts 50] [--rounds 3]
 
 ``--rows 10000000``: the scale benchmark (``scale``): reports of 1M and 10M rows and compare of
 two 10M runs, with the 10M/1M ratio (target ≤ 12×) and peak RSS (target ≤ 1 GiB).

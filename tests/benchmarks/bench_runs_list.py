@@ -13,7 +13,7 @@ Measured side by side in interleaved rounds, in this process:
 
 and the memory a listing holds (tracemalloc).
 
-    .venv/bin/python tests/benchmarks/bench_runs_list.py [--runs 200] [--tasks 20000]
+    .venv-test/bin/python tests/benchmarks/bench_runs_list.py [--runs 200] [--tasks 20000]
         [--measured 5] [--rows 200000] [--rounds 3]
 
 ``--runs`` run dirs hold a manifest of ``--tasks`` tasks each; ``--measured`` of them also

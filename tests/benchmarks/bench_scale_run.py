@@ -6,7 +6,7 @@ per attempt (``run`` + ``resume`` processes, from ``wait4``; the sandbox runs in
 and is not counted) and their peak RSS, with the load average. The TUI key-press latency part
 of issue 13 is not measured here.
 
-    .venv/bin/python tests/benchmarks/bench_scale_run.py [--repeat 295] [--concurrency 256]
+    .venv-test/bin/python tests/benchmarks/bench_scale_run.py [--repeat 295] [--concurrency 256]
 """
 
 from __future__ import annotations

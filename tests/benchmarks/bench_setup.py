@@ -5,7 +5,7 @@ the suite, pick the tasks, check the agent, create the run dir and manifest, lis
 Sizes double (10k, 20k, 40k tasks by default), so the ratio of one size's time to the previous
 one's is ~2 for linear set-up and ~4 for quadratic. Measured side by side in one process.
 
-    .venv/bin/python tests/benchmarks/bench_setup.py [--sizes 10000,20000,40000,100000]
+    .venv-test/bin/python tests/benchmarks/bench_setup.py [--sizes 10000,20000,40000,100000]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ a cold start (no success measured yet in this process):
 Seen before the change this measures (one run in the folder): 110–124 s to open, 5–9 s a sort,
 mark or filter key. Not part of the test suite.
 
-    .venv/bin/python tests/benchmarks/bench_tui_big_run.py [--rows 1000000] [--rounds 3]
+    .venv-test/bin/python tests/benchmarks/bench_tui_big_run.py [--rows 1000000] [--rounds 3]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ screen is in front (a repaint of the counters with a new attempt count, of the g
 cells), and prints p50/p99 latency, the repaint rate, the load average and the CPU of the app
 process and of the run's child, round by round and as medians per mode.
 
-    .venv/bin/python tests/benchmarks/bench_tui_live.py [--repeat 295] [--concurrency 256]
+    .venv-test/bin/python tests/benchmarks/bench_tui_live.py [--repeat 295] [--concurrency 256]
         [--rounds 3] [--gap 0.5] [--switch-interval S] [--profile FILE] [--cpython-collector]
         [--in-thread | --child-only] [--census]
         (FILE: a cProfile of the app's main thread in the first child-process round;

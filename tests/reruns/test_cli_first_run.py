@@ -121,6 +121,40 @@ def test_a_run_whose_every_attempt_is_a_link_error_exits_non_zero_and_says_so(
     assert "next:" not in result.stdout
 
 
+def test_a_run_whose_harness_breaks_every_attempt_exits_non_zero_and_says_why(
+    home: object, tmp_path: Path, cli: object, sandbox: SandboxServer
+) -> None:
+    # Seen with a plain install: every attempt crashed on a missing module, yet the run printed
+    # "completed" and exited 0. The harness here crashes the same way, in its own process.
+    ProfileStore().save(
+        Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL, no_key=True)
+    )
+    crash = "python3 -c 'import not_installed_anywhere' || exit 7"  # 0/1 would be pass/fail
+    result = cli(  # type: ignore[operator]
+        "run", "--profile", "sim", "--suite", "basic", "--repeat", "1", "--no-probe",
+        "--tasks", "arith-01,arith-02,arith-03", "--agent", "command", "--command", crash,
+        "--out", str(tmp_path / "runs"),
+    )  # fmt: skip
+    assert result.returncode == 4, result.stdout + result.stderr
+    err = result.stderr
+    assert "no attempt of 3 was judged: the harness broke 3 of them" in err
+    assert "most common (3 of 3): " in err
+    (log_line,) = [line for line in err.splitlines() if line.startswith("  its log: ")]
+    log = Path(log_line.removeprefix("  its log: "))
+    assert log.is_file() and "not_installed_anywhere" in log.read_text()
+    assert "next:" not in result.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    report = cli("report", str(run_dir))  # type: ignore[operator]
+    assert "harness errors 3 (harness_crash: 3)" in report.stdout
+    assert "every attempt (3) was a harness error" in report.stdout
+    data = json.loads(cli("report", str(run_dir), "--format", "json").stdout)  # type: ignore[operator]
+    assert data["harness_errors_by_kind"] == {"harness_crash": 3}
+    # Each task with only harness errors is listed, not dropped.
+    assert sorted(t["task_id"] for t in data["tasks_below_min_runs"]) == [
+        "arith-01", "arith-02", "arith-03",
+    ]  # fmt: skip
+
+
 @pytest.mark.keyring
 def test_the_end_of_a_run_prints_the_next_commands_and_resume_of_a_done_run_says_so(
     home: object, tmp_path: Path, cli: object, sandbox: SandboxServer

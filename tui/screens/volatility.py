@@ -557,6 +557,14 @@ class VolatilityScreen(WorkbenchScreen):
             f"{report.link_errors}" + (f" ({kinds})" if kinds else "") + "\n",
             style="magenta" if report.link_errors else "",
         )
+        if report.harness_errors:
+            # Attempts the harness itself broke (a crash, no result): not the model, not the
+            # link; when every attempt is one, nothing was measured and the reason says why.
+            kinds = ", ".join(f"{k} {v}" for k, v in report.harness_errors_by_kind.items())
+            text.append(f"{'harness errors':<18}", style="bold")
+            text.append(f"{report.harness_errors} ({kinds})\n", style="bold red")
+        if report.empty_reason and (report.harness_errors or report.link_errors):
+            text.append(f"{report.empty_reason}\n", style="red")
         floor = getattr(report, "noise_floor", None)
         if floor is not None and floor.mde_pp is not None:
             # The smallest success change a same-size rerun detects (80 % power), and the
