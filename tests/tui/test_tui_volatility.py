@@ -210,6 +210,25 @@ async def test_volatility_is_live_while_a_run_is_going(
         server.stop()
 
 
+async def test_a_run_the_harness_broke_says_so_in_the_headline(
+    home, runs_dir, make_app, settle
+) -> None:
+    # Seen with a plain install: the demo landed on "success -", "0 · 0 judged", "link errors 0"
+    # and nothing said that every attempt had crashed.
+    from tui_runs import write_run
+
+    broken = {"t1": ["harness_error:harness_crash"] * 2, "t2": ["harness_error:no_result"]}
+    write_run(runs_dir, "sandbox-sandbox-sim-20260101T100000Z", broken)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, VolatilityScreen) and screen.report is not None
+        summary = str(screen.query_one("#summary").render())
+        assert "harness errors    3 (harness_crash 2, no_result 1)" in summary
+        assert "every attempt (3) was a harness error" in summary
+
+
 async def test_plot_in_colour_and_histogram_only_when_wide(
     home, fixture_runs, make_app, settle
 ) -> None:
