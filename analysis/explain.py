@@ -31,6 +31,7 @@ from driftdesk.analysis.trajectory import (
     Divergence,
     Trajectory,
     action_sequence,
+    described_pair,
     first_divergence,
     load_trajectory,
     task_calls,
@@ -100,14 +101,30 @@ class AttemptView:
 @dataclass
 class StepDifference:
     step: int  # 0-based
-    top: dict[str, tuple[str, int, int]]  # group -> (label, count, group size)
+    top: dict[str, tuple[Action | str, int, int]]  # group -> (action or label, count, size)
     score: float
 
     @property
+    def phrases(self) -> dict[str, str]:
+        """Each group's most common action in words; two calls of the same tool by the
+        arguments they differ in."""
+        (a, _, _), (b, _, _) = self.top["pass"], self.top["fail"]
+        if isinstance(a, Action) or isinstance(b, Action):
+            left = a if isinstance(a, Action) else None
+            right = b if isinstance(b, Action) else None
+            shown = described_pair(left, right)
+            return {
+                "pass": shown[0] if left else _label_phrase(str(a)),
+                "fail": shown[1] if right else _label_phrase(str(b)),
+            }
+        return {"pass": _label_phrase(a), "fail": _label_phrase(b)}
+
+    @property
     def sentence(self) -> str:
+        phrases = self.phrases
         parts = [
-            f"{GROUP_NAMES[g]} {_label_phrase(label)} {count}/{size}"
-            for g, (label, count, size) in self.top.items()
+            f"{GROUP_NAMES[g]} {phrases[g]} {count}/{size}"
+            for g, (_, count, size) in self.top.items()
         ]
         return f"step {self.step + 1}: " + "; ".join(parts)
 
@@ -164,8 +181,13 @@ class TaskExplanation:
                 {
                     "step": d.step,
                     **{
-                        g: {"action": label, "count": count, "of": size}
-                        for g, (label, count, size) in d.top.items()
+                        g: {
+                            "action": top.to_json() if isinstance(top, Action) else top,
+                            "shown": d.phrases[g],
+                            "count": count,
+                            "of": size,
+                        }
+                        for g, (top, count, size) in d.top.items()
                     },
                     "sentence": d.sentence,
                 }
@@ -229,18 +251,15 @@ class TaskExplanation:
         d = self.two_divergence
         if d is None:
             return f"attempts {a.attempt} and {b.attempt} took the same actions"
+        left, right = described_pair(d.a, d.b)
         return (
             f"attempts {a.attempt} and {b.attempt} first diverge at step {d.step + 1}: "
-            f"{a.attempt} {_shown(d.a)}; {b.attempt} {_shown(d.b)}"
+            f"{a.attempt} {left}; {b.attempt} {right}"
         )
 
 
 def _action_json(action: Action | None) -> dict[str, Any] | None:
     return None if action is None else action.to_json()
-
-
-def _shown(action: Action | None) -> str:
-    return "had ended" if action is None else action.shown()
 
 
 def _label_phrase(label: str) -> str:
@@ -375,36 +394,46 @@ def _explain(
 
 
 def _differences(groups: dict[str, list[AttemptView]]) -> list[StepDifference]:
-    """The steps where the most common action of one group is rarest in the other."""
+    """The steps where the most common action of one group is rarest in the other: compared
+    by kind and tool name first ("call get_user_details", "answer"), and where those agree,
+    by the whole action (the arguments or the text)."""
     if not all(groups[g] for g in GROUPS):
         return []
     longest = max(len(v.actions) for g in GROUPS for v in groups[g])
+    sizes = {g: len(groups[g]) for g in GROUPS}
     found = []
     for step in range(longest):
-        counts = {
-            g: Counter(v.actions[step].label if step < len(v.actions) else ENDED for v in groups[g])
-            for g in GROUPS
-        }
-        top = {g: _most_common(counts[g]) for g in GROUPS}
-        if top["pass"][0] == top["fail"][0]:
-            continue
-        sizes = {g: len(groups[g]) for g in GROUPS}
-        # How much more of each group's own top action it took than the other group did.
-        score = max(
-            counts[g][top[g][0]] / sizes[g] - counts[o][top[g][0]] / sizes[o]
-            for g, o in (("pass", "fail"), ("fail", "pass"))
-        )
-        found.append(
-            StepDifference(step, {g: (top[g][0], top[g][1], sizes[g]) for g in GROUPS}, score)
-        )
+        for key in (_label_at, _whole_at):
+            counts: dict[str, Counter[Any]] = {
+                g: Counter(key(v, step) for v in groups[g]) for g in GROUPS
+            }
+            top = {g: _most_common(counts[g]) for g in GROUPS}
+            if top["pass"][0] == top["fail"][0]:
+                continue
+            # How much more of each group's own top action it took than the other group did.
+            score = max(
+                counts[g][top[g][0]] / sizes[g] - counts[o][top[g][0]] / sizes[o]
+                for g, o in (("pass", "fail"), ("fail", "pass"))
+            )
+            top_of = {g: (top[g][0], top[g][1], sizes[g]) for g in GROUPS}
+            found.append(StepDifference(step, top_of, score))
+            break
     chosen = sorted(found, key=lambda d: (-d.score, d.step))[:MAX_DIFFERENCES]
     return sorted(chosen, key=lambda d: d.step)
 
 
-def _most_common(counter: Counter[str]) -> tuple[str, int]:
-    # Ties go to the label seen first in sorted order: the same answer on every run.
-    label = min(counter, key=lambda k: (-counter[k], k))
-    return label, counter[label]
+def _label_at(view: AttemptView, step: int) -> str:
+    return view.actions[step].label if step < len(view.actions) else ENDED
+
+
+def _whole_at(view: AttemptView, step: int) -> Action | str:
+    return view.actions[step] if step < len(view.actions) else ENDED
+
+
+def _most_common(counter: Counter[Any]) -> tuple[Any, int]:
+    # Ties go to the first in sorted order: the same answer on every run.
+    top = min(counter, key=lambda k: (-counter[k], k.shown() if isinstance(k, Action) else k))
+    return top, counter[top]
 
 
 def _event_summaries(

@@ -55,6 +55,7 @@ __all__ = [
     "Step",
     "Trajectory",
     "action_sequence",
+    "described_pair",
     "first_divergence",
     "load_trajectory",
     "read_recording",
@@ -114,6 +115,46 @@ def action_sequence(traj: Trajectory, text: bool = False) -> list[Action]:
     if last is not None and answer:
         actions.append(Action("answer", "", answer, last.index))
     return actions
+
+
+def described_pair(a: Action | None, b: Action | None) -> tuple[str, str]:
+    """Two differing actions as words that show their difference: calls of the same tool
+    name the arguments that differ ("call f with id 2"), as their start may be the same
+    beyond any width; an ended sequence "had ended"."""
+    if a is not None and b is not None and a.kind == b.kind == "call" and a.name == b.name:
+        changes = _changed_arguments(a.value, b.value)
+        if changes is not None:
+            return tuple(  # type: ignore[return-value]
+                f"call {a.name} with " + ", ".join(f"{k} {v}" for k, v in side) for side in changes
+            )
+    return (
+        "had ended" if a is None else a.shown(),
+        "had ended" if b is None else b.shown(),
+    )
+
+
+def _changed_arguments(
+    a: str, b: str, limit: int = 3, width: int = 40
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
+    try:
+        left, right = json.loads(a), json.loads(b)
+    except ValueError:
+        return None
+    if not isinstance(left, dict) or not isinstance(right, dict):
+        return None
+    keys = [k for k in sorted(set(left) | set(right)) if left.get(k, ...) != right.get(k, ...)]
+
+    def value(side: dict[str, Any], key: str) -> str:
+        if key not in side:
+            return "(none)"
+        text = json.dumps(side[key], ensure_ascii=False, separators=(",", ":"))
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    more = [("…", f"{len(keys) - limit} more")] if len(keys) > limit else []
+    return (
+        [(k, value(left, k)) for k in keys[:limit]] + more,
+        [(k, value(right, k)) for k in keys[:limit]] + more,
+    )
 
 
 @dataclass

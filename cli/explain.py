@@ -61,13 +61,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(printable(f"driftdesk: {exc}", keep_newlines=False), file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(explanation.to_json(), indent=2, ensure_ascii=False))
+        sys.stdout.write(json.dumps(explanation.to_json(), ensure_ascii=False) + "\n")
     else:
         sys.stdout.write(printable(render_explanation(explanation)))
     return 0
 
 
 def render_explanation(e: TaskExplanation) -> str:
+    from driftdesk.analysis.trajectory import described_pair
+
     lines = [f"task {e.task_id} in {e.run_dir}", "  " + _groups_line(e)]
     if e.text:
         lines.append("  actions: tool calls and every model turn's text")
@@ -84,9 +86,8 @@ def render_explanation(e: TaskExplanation) -> str:
         if example is not None:
             p, f, d = example
             assert d is not None
-            lines.append(
-                f"  e.g. at step {d.step + 1}: pass {p} {_shown(d.a)}; fail {f} {_shown(d.b)}"
-            )
+            left, right = described_pair(d.a, d.b)
+            lines.append(f"  e.g. at step {d.step + 1}: pass {p} {left}; fail {f} {right}")
     if e.events:
         lines += ["", "link events:"] + [f"  {ev.sentence}" for ev in e.events]
     figures = [g for g in ("pass", "fail") if e.groups[g]]
@@ -125,12 +126,6 @@ def _two_lines(e: TaskExplanation) -> list[str]:
         shared = a.actions[: d.step]
         lines.append(f"  both before it: {' → '.join(x.shown(40) for x in shared[-3:])}")
     return lines
-
-
-def _shown(action: object) -> str:
-    from driftdesk.analysis.trajectory import Action
-
-    return action.shown() if isinstance(action, Action) else "had ended"
 
 
 def _pair(stats: dict[str, float | None], fmt: str) -> str:

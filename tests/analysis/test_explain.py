@@ -280,6 +280,11 @@ def test_an_imported_tau_bench_file_diverges_where_a_person_would_say(tmp_path: 
     assert whole.returncode == 0, whole.stderr
     assert "1 pass (0); 1 fail (1); apart: 2 link_error" in whole.stdout
     assert "pass/fail pairs first diverge at step 4 in 1/1 pairs" in whole.stdout
+    # the same tool on both sides: the sentence names the argument that differs
+    assert (
+        '  step 4: passes call exchange_delivered_order_items with new_item_ids ["7706410293"] '
+        '1/1; fails call exchange_delivered_order_items with new_item_ids ["4843487907"] 1/1\n'
+    ) in whole.stdout
     assert "0 pass          tau-bench  call find_user_id_by_name_zip(" in whole.stdout
 
 
