@@ -124,9 +124,8 @@ def described_pair(a: Action | None, b: Action | None) -> tuple[str, str]:
     if a is not None and b is not None and a.kind == b.kind == "call" and a.name == b.name:
         changes = _changed_arguments(a.value, b.value)
         if changes is not None:
-            return tuple(  # type: ignore[return-value]
-                f"call {a.name} with " + ", ".join(f"{k} {v}" for k, v in side) for side in changes
-            )
+            left, right = (", ".join(f"{k} {v}" for k, v in side) for side in changes)
+            return f"call {a.name} with {left}", f"call {b.name} with {right}"
     return (
         "had ended" if a is None else a.shown(),
         "had ended" if b is None else b.shown(),

@@ -94,11 +94,12 @@ def render_explanation(e: TaskExplanation) -> str:
     if figures:
         lines += ["", "per group (mean / median):"]
         for group in figures:
-            f = e.figures[group]
+            figure = e.figures[group]
             lines.append(
                 f"  {'passes' if group == 'pass' else 'fails':<7} "
-                f"turns {_pair(f['turns'], '.1f')}  tokens {_pair(f['tokens'], ',.0f')}  "
-                f"latency {_pair(f['latency_ms'], ',.0f')} ms"
+                f"turns {_pair(figure['turns'], '.1f')}  "
+                f"tokens {_pair(figure['tokens'], ',.0f')}  "
+                f"latency {_pair(figure['latency_ms'], ',.0f')} ms"
             )
     lines += ["", "attempts:"] + [f"  {_attempt_line(v)}" for v in e.views]
     return "\n".join(lines) + "\n"
