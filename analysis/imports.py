@@ -303,17 +303,19 @@ def _keep_jsonl_trajectories(
     """A copied JSON-lines import keeps the conversations its rows carry (``messages``,
     ``traj`` or ``trajectory``) as trajectory files. Only a file that mentions one of those
     fields is read again, line by line, and numbered as the rows were."""
-    from driftdesk.analysis.sources import iter_bounded_lines
+    from driftdesk.analysis.sources import iter_bounded_lines, lines_containing
     from driftdesk.analysis.steps import (
         MESSAGE_FIELDS,
         trajectory_from_messages,
         write_trajectory,
     )
 
-    needles = [json.dumps(f).encode() for f in MESSAGE_FIELDS]
-    with open(path, "rb") as fh:
-        if not any(any(n in raw for n in needles) for raw, _, _ in iter_bounded_lines(fh)):
-            return
+    mentioned = False
+    for needle in (json.dumps(f).encode() for f in MESSAGE_FIELDS):
+        with open(path, "rb") as fh:  # a block search, at C speed
+            mentioned = mentioned or next(lines_containing(fh, needle), None) is not None
+    if not mentioned:
+        return
     attempts: list[_Attempt] = []
     with open(path, "rb") as fh:
         for raw, _, _ in iter_bounded_lines(fh):

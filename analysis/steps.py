@@ -198,7 +198,8 @@ def tool_call_of(call: Any) -> tuple[str, str] | None:
         arguments = call.get("arguments", call.get("input"))
     if not isinstance(name, str):
         return None
-    return name, canonical_arguments({} if arguments is None else arguments)
+    # No arguments at all: not recorded (a record cut by the recording's cap), not "{}".
+    return name, "" if arguments is None else canonical_arguments(arguments)
 
 
 def model_step(message: dict[str, Any], **figures: Any) -> Step:

@@ -119,6 +119,29 @@ def test_a_malformed_record_is_named_and_skipped(tmp_path: Path) -> None:
     assert records[1].items_known is False
 
 
+def test_a_record_cut_by_the_cap_keeps_its_tool_names(tmp_path: Path) -> None:
+    write_manifest(tmp_path)
+    append_jsonl(tmp_path / "attempts.jsonl", attempt_row("t", 0, "fail"))
+    path = attempt_file(tmp_path, "t", 0, RECORDING_SUFFIX)
+    append_record(
+        path,
+        {
+            "v": 1,
+            "call_index": 0,
+            "protocol": "chat",
+            "request": {"base": 0, "params": {"model": "m"}},  # items, tools, system dropped
+            "response": {"tool_calls": [{"id": "c", "name": "get_user_details"}]},
+            "truncated": True,
+        },
+    )
+    traj = trajectory_from_run(tmp_path, "t", 0)
+    assert traj is not None and kinds(traj) == ["model"]
+    (turn,) = traj.steps
+    assert turn.tool_calls == [("get_user_details", "")]  # its arguments were not recorded
+    assert turn.detail["truncated"] is True
+    assert action_sequence(traj) == [Action("call", "get_user_details", "")]
+
+
 # --- the three protocols ----------------------------------------------------------------------
 
 
