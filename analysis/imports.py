@@ -87,6 +87,7 @@ class _Attempt:
     started_at: str | None = None
     ended_at: str | None = None
     retries: int = 0
+    messages: Any = None  # the attempt's conversation, kept as its trajectory (analysis.trajectory)
 
 
 def _refuse_a_second_import(
@@ -186,7 +187,7 @@ def import_results(
         path,
         lambda: content_sha,
         fmt_found,
-        _attempts_writer(attempts),
+        _attempts_writer(attempts, fmt_found),
         out,
         run_id,
         model,
@@ -247,6 +248,8 @@ def _import_jsonl(
                 f"{path}: no usable records"
                 + (f" ({len(written.problems)} bad records)" if written.problems else "")
             )
+        if target is not None:
+            _keep_jsonl_trajectories(path, target.parent, task_field, success_field, threshold)
         return _Written(written.records, written.tasks, written.repeat)
 
     def link() -> dict[str, Any]:
@@ -293,6 +296,44 @@ def _import_jsonl(
     )
 
 
+def _keep_jsonl_trajectories(
+    path: Path, run_dir: Path, task_field: str | None, success_field: str | None, threshold: float
+) -> None:
+    """A copied JSON-lines import keeps the conversations its rows carry (``messages``,
+    ``traj`` or ``trajectory``) as trajectory files. Only a file that mentions one of those
+    fields is read again, line by line, and numbered as the rows were."""
+    from driftdesk.analysis.sources import iter_bounded_lines, lines_containing
+    from driftdesk.analysis.steps import (
+        MESSAGE_FIELDS,
+        trajectory_from_messages,
+        write_trajectory,
+    )
+
+    mentioned = False
+    for needle in (json.dumps(f).encode() for f in MESSAGE_FIELDS):
+        with open(path, "rb") as fh:  # a block search, at C speed
+            mentioned = mentioned or next(lines_containing(fh, needle), None) is not None
+    if not mentioned:
+        return
+    attempts: list[_Attempt] = []
+    with open(path, "rb") as fh:
+        for raw, _, _ in iter_bounded_lines(fh):
+            try:
+                obj = json.loads(raw)
+                attempt = _generic_attempt(obj, task_field, success_field, threshold)
+            except (ValueError, TypeError, AttributeError):
+                continue  # named by the import already
+            attempt.messages = next(
+                (obj[f] for f in MESSAGE_FIELDS if isinstance(obj.get(f), list)), None
+            )
+            attempts.append(attempt)
+    _number_attempts(attempts)
+    for a in attempts:
+        traj = trajectory_from_messages(a.task_id, a.attempt or 0, a.outcome, a.messages, "jsonl")
+        if traj is not None:
+            write_trajectory(run_dir, traj)
+
+
 def number_rows(rows: list[tuple[str, int | None]]) -> list[int]:
     """The attempt numbers of (task, attempt or None) rows in file order, by the importer's
     rule (``_number_attempts``)."""
@@ -327,16 +368,22 @@ def generic_task_rows(
         yield number, _row(run_id, attempt)
 
 
-def _attempts_writer(attempts: list[_Attempt]) -> Callable[[Path, str], _Written]:
-    """Writes ``attempts`` as the run's rows (one fsync for the file, not one per row)."""
+def _attempts_writer(attempts: list[_Attempt], fmt: str) -> Callable[[Path, str], _Written]:
+    """Writes ``attempts`` as the run's rows (one fsync for the file, not one per row), and
+    each attempt's conversation as its trajectory file beside them."""
 
     def write_rows(target: Path, final_id: str) -> _Written:
+        from driftdesk.analysis.steps import trajectory_from_messages, write_trajectory
         from driftdesk.fileio import JsonlAppender
 
         with JsonlAppender(target, fsync=False) as appender:
             for a in attempts:
                 appender.append(_row(final_id, a))
             appender.sync()
+        for a in attempts:
+            traj = trajectory_from_messages(a.task_id, a.attempt or 0, a.outcome, a.messages, fmt)
+            if traj is not None:
+                write_trajectory(target.parent, traj)
         tasks = list(dict.fromkeys(a.task_id for a in attempts))
         return _Written(len(attempts), tasks, max((a.attempt or 0) for a in attempts) + 1)
 
@@ -491,6 +538,7 @@ def _from_tau_bench(document: list[Any], problems: list[str]) -> Iterator[_Attem
             outcome="pass" if abs(reward - 1.0) <= REWARD_TOLERANCE else "fail",
             attempt=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
             score=reward,
+            messages=record.get("traj"),
         )
         error = info.get("error")
         if error:
@@ -534,6 +582,7 @@ def _from_tau2(
             model=model,
             started_at=_str_or_none(record.get("start_time")),
             ended_at=_str_or_none(record.get("end_time")),
+            messages=record.get("messages"),
         )
         if reason in TAU2_LINK_ERRORS or reason in TAU2_HARNESS_ERRORS:
             attempt.outcome = "link_error" if reason in TAU2_LINK_ERRORS else "harness_error"
@@ -801,7 +850,7 @@ def _import_inspect(path: Path, out: Path, run_id: str | None) -> ImportResult:
         path,
         lambda: content_sha,
         "inspect",
-        _attempts_writer(attempts),
+        _attempts_writer(attempts, "inspect"),
         out,
         run_id,
         logs.model,

@@ -147,6 +147,7 @@ class SampleAttempt:
     ended_at: str | None = None
     model: str | None = None
     request_ids: set[str] = field(default_factory=set)  # provider ids of its model calls
+    messages: list[dict[str, Any]] | None = None  # the sample's conversation, as plain dicts
 
 
 def sample_task_id(sample_id: int | str, task: str | None, several_tasks: bool) -> str:
@@ -167,6 +168,7 @@ def sample_attempt(
         ended_at=sample.completed_at,
         latency_ms=round(sample.total_time * 1000, 3) if sample.total_time is not None else None,
         limit=str(sample.limit.type) if sample.limit is not None else None,
+        messages=[m.model_dump(mode="json", exclude_none=True) for m in sample.messages],
     )
     usage = list(sample.model_usage.values())
     if usage:

@@ -15,6 +15,9 @@ INSPECT_LOG_DIR = "inspect"  # run --agent inspect: inspect_ai's own logs and ou
 # attempts/<task folder>/<attempt>.log|.transcript.json, and one
 # <attempt>.<try id>.result.json per try of the command agent (the row's ``result_path``)
 ATTEMPTS_DIR = "attempts"
+TRANSCRIPT_SUFFIX = ".transcript.json"  # the builtin agent's conversation (redacted)
+# an imported attempt's steps, kept from the foreign file (analysis.trajectory)
+TRAJECTORY_SUFFIX = ".trajectory.json"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Room for the hash suffix and a file name inside a 255-byte name limit, and short paths.
@@ -65,6 +68,9 @@ CHECK_OUTPUT_SUFFIX = ".check.txt"  # the check's stdout/stderr and exit status
 WORKSPACE_DIFF_SUFFIX = ".diff"  # the final workspace against its start, git diff style, capped
 CLIENT_HOME_SUFFIX = ".client-home"  # the fresh config dir a preset client runs with
 CLIENT_OUTPUT_SUFFIX = ".client.out"  # the client's own native result (JSON / JSON lines)
+RECORDING_SUFFIX = (
+    ".calls.jsonl.gz"  # the proxy's recording of the slot's calls (content, redacted)
+)
 
 
 def attempt_file(run_dir: Path, task_id: str, attempt: int, suffix: str) -> Path:

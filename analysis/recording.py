@@ -1,0 +1,196 @@
+"""Reading the metering proxy's per-attempt recording of provider calls (``<attempt>.calls.jsonl.gz``).
+
+The file is a sequence of gzip members, one JSON record (and its newline) per member,
+appended as calls finish. Each record holds only the conversation items after the ``base``
+leading ones it shares with the previous call's full list, so the full item list of call n is
+``full(n-1)[:base] + items``. A run killed mid-write leaves a torn last member: it is
+reported, never raised, and every whole record before it is read. A line that is not a
+record is named by its record number and skipped.
+
+``recorded_steps`` turns the records into steps: the model turn of each call's response, and
+before it the tool results and user turns that were new in that call's request.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from driftdesk.analysis.steps import Step, content_text, model_step, user_steps
+
+GZIP_WBITS = 31  # zlib's gzip framing
+_CHUNK = 1 << 16  # fed to the decompressor at a time: keeps each member's leftover small
+
+
+@dataclass
+class RecordedCall:
+    number: int  # the record's place in the file, 1-based (how problems name it)
+    record: dict[str, Any]
+    items: list[Any]  # the call's full conversation items, as reconstructed
+    new_items: list[Any]  # the items this call added to the previous call's list
+    items_known: bool = True  # False once a truncated record (or a gap) hides some items
+
+    @property
+    def call_index(self) -> int | None:
+        value = self.record.get("call_index")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def protocol(self) -> str | None:
+        protocol = self.record.get("protocol")
+        return protocol if isinstance(protocol, str) else None
+
+    @property
+    def response(self) -> dict[str, Any] | None:
+        response = self.record.get("response")
+        return response if isinstance(response, dict) else None
+
+
+@dataclass
+class _Chain:
+    """The previous call's full items, carried from record to record."""
+
+    items: list[Any] = field(default_factory=list)
+    known: bool = True
+
+
+def read_recording(path: Path | str) -> tuple[list[RecordedCall], list[str]]:
+    """Every whole record of a recording, with its reconstructed items, and the problems
+    (one line each: a torn last member, a malformed record, a broken ``base`` chain)."""
+    problems: list[str] = []
+    calls: list[RecordedCall] = []
+    chain = _Chain()
+    for number, line in _record_lines(Path(path), problems):
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            problems.append(f"record {number}: not JSON ({exc}); skipped")
+            chain.known = False  # the next record's base counts items this one held
+            continue
+        if not isinstance(record, dict):
+            problems.append(f"record {number}: expected an object, got {type(record).__name__}")
+            chain.known = False
+            continue
+        calls.append(_reconstruct(number, record, chain, problems))
+    return calls, problems
+
+
+def _record_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, bytes]]:
+    """(record number, line) of each non-blank line of each whole gzip member."""
+    data = path.read_bytes()
+    view = memoryview(data)
+    position, number = 0, 0
+    while position < len(data):
+        start = position
+        member = zlib.decompressobj(wbits=GZIP_WBITS)
+        parts = []
+        try:
+            while not member.eof and position < len(data):
+                chunk = view[position : position + _CHUNK]
+                parts.append(member.decompress(chunk))
+                position += len(chunk)
+        except zlib.error as exc:
+            problems.append(
+                f"bytes {start:,}-{len(data):,}: not a gzip member ({exc}); "
+                f"the {len(data) - start:,} bytes from there are skipped"
+            )
+            return
+        if not member.eof:
+            problems.append(
+                f"record {number + 1}: torn last gzip member ({len(data) - start:,} bytes from "
+                f"byte {start:,}, cut short: the writer was stopped mid-record); skipped"
+            )
+            return
+        position -= len(member.unused_data)
+        for line in b"".join(parts).split(b"\n"):
+            if line.strip():
+                number += 1
+                yield number, line
+
+
+def _reconstruct(
+    number: int, record: dict[str, Any], chain: _Chain, problems: list[str]
+) -> RecordedCall:
+    request = record.get("request") if isinstance(record.get("request"), dict) else {}
+    assert isinstance(request, dict)
+    items = request.get("items")
+    base = request.get("base")
+    previous = chain.items
+    known = chain.known
+    if not isinstance(base, int) or isinstance(base, bool) or base < 0:
+        base = 0
+    if base > len(previous):
+        problems.append(
+            f"record {number}: base {base} is past the previous call's "
+            f"{len(previous)} items; the items before it are unknown"
+        )
+        known = False
+    if not isinstance(items, list):  # cut by the cap, or an unknown protocol's body
+        items, known = [], False
+    full = previous[:base] + items
+    if base >= len(previous):
+        new = full[len(previous) :]
+    else:  # the conversation was rewritten from ``base`` on: only what it did not hold
+        earlier = previous[base:]
+        new = [item for item in items if item not in earlier]
+    chain.items, chain.known = full, known
+    return RecordedCall(number, record, full, new, known)
+
+
+def recorded_steps(call: RecordedCall, *, first: bool) -> list[Step]:
+    """The steps one recorded call stands for: the tool results and user turns new in its
+    request (all of the first call's), then the model turn of its response, if it had one."""
+    steps = list(request_steps(call.protocol, call.items if first else call.new_items))
+    response = call.response
+    if response is not None:
+        detail: dict[str, Any] = {}
+        for key in ("stop_reason",):
+            if response.get(key) is not None:
+                detail[key] = response[key]
+        if call.record.get("request_id"):
+            detail["request_id"] = call.record["request_id"]
+        if call.record.get("truncated"):
+            detail["truncated"] = True
+        turn = model_step(
+            {
+                "content": response.get("text") or "",
+                "tool_calls": response.get("tool_calls") or [],
+                "reasoning": response.get("reasoning"),
+            },
+            call_index=call.call_index,
+        )
+        turn.detail.update(detail)
+        steps.append(turn)
+    return steps
+
+
+def request_steps(protocol: str | None, items: list[Any]) -> Iterator[Step]:
+    """Tool results and user turns among a request's conversation items (assistant items
+    repeat earlier model turns; system and developer items are context)."""
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if protocol == "responses":
+            yield from _responses_item_steps(item)
+            continue
+        role = item.get("role")
+        if role in ("tool", "function"):  # chat: a tool's answer (``function``: the old name)
+            detail = {k: item[k] for k in ("tool_call_id", "name") if item.get(k) is not None}
+            yield Step("tool_result", 0, content_text(item.get("content")), detail=detail)
+        elif role == "user":  # messages: tool_result blocks ride in user turns
+            yield from user_steps(item.get("content"))
+
+
+def _responses_item_steps(item: dict[str, Any]) -> Iterator[Step]:
+    kind = item.get("type")
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = item.get("output")
+        text = output if isinstance(output, str) else content_text(output)
+        detail = {"tool_call_id": item["call_id"]} if item.get("call_id") else {}
+        yield Step("tool_result", 0, text, detail=detail)
+    elif kind in (None, "message") and item.get("role") == "user":
+        yield Step("user", 0, content_text(item.get("content")))
