@@ -1,5 +1,6 @@
-"""Drill-down into one task of a run: every attempt (outcome, error, tokens, latency) and the
-selected attempt's transcript or log, check output, workspace diff and proxied calls."""
+"""Drill-down into one task of a run: why it wobbles (the explanation of its pass and fail
+attempts), every attempt (outcome, error, tokens, latency) and the selected attempt's
+trajectory, or its transcript or log, check output, workspace diff and proxied calls."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import DataTable, Header, Label, RichLog
+from textual.widgets import DataTable, Header, Label, RichLog, Static
 
 from driftdesk.analysis.attempt_detail import AttemptDetail, attempt_detail, call_line
 from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
+from driftdesk.tui.widgets.trajectory import TrajectoryView
 
 ATTEMPT_COLUMNS = [
     (label, label)
@@ -53,20 +55,34 @@ class AttemptsLoaded(Loaded):
 class AttemptTextLoaded(Loaded):
     title: str
     lines: list[str | Text]
+    trajectory: Any = None  # analysis.steps.Trajectory, or None when none was kept
+    attempt: int | None = None
+
+
+@dataclass
+class ExplanationLoaded(Loaded):
+    sentences: list[str]
+    groups: dict[str, list[int]]  # pass / fail -> attempts with a trajectory
+    problem: str | None = None  # why there is no explanation
 
 
 class TaskScreen(WorkbenchScreen):
     SCREEN_NAME = "Task"
     HELP_INTRO = (
-        "Every attempt of one task. Move to an attempt to read its transcript (built-in agent) or "
-        "log (command agent, Claude Code, Codex), then its check output, workspace diff and the "
-        "provider calls the metering proxy saw (with the model that answered, when recorded). "
-        "Superseded rows (an attempt redone by a resume) are dimmed."
+        "Every attempt of one task, under why it wobbles: where its passing and failing attempts "
+        "first part and what link events each group met. Move to an attempt to read its "
+        "transcript (built-in agent) or log (command agent, Claude Code, Codex), then its check "
+        "output, workspace diff and the provider calls the metering proxy saw (with the model "
+        "that answered, when recorded). t shows its trajectory instead (a step a line, Enter "
+        "unfolds one, / searches); v puts it beside an attempt of the other outcome, step by "
+        "step. Superseded rows (an attempt redone by a resume) are dimmed."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="task.back"),
         Binding("c", "copy_task", "Copy id", id="task.copy_task"),
         Binding("y", "copy_error", "Copy error", id="task.copy_error"),
+        Binding("t", "toggle_trajectory", "Trajectory/log", id="task.trajectory"),
+        Binding("v", "side_by_side", "Side by side", id="task.side_by_side"),
     ]
 
     def __init__(self, run_dir: Path, task_id: str) -> None:
@@ -74,6 +90,7 @@ class TaskScreen(WorkbenchScreen):
         self.run_dir = run_dir
         self.task_id = task_id
         self.rows: list[dict[str, Any]] = []
+        self.groups: dict[str, list[int]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -87,15 +104,52 @@ class TaskScreen(WorkbenchScreen):
                 ),
                 id="task-title",
             )
+            yield Static(Text("explaining…", style="dim"), id="task-explain")
             table: DataTable[Any] = DataTable(id="attempts", cursor_type="row")
             fill_table(table, ATTEMPT_COLUMNS, [])
             yield table
             yield Label("transcript / log / check / diff / calls", id="attempt-log-title")
             yield RichLog(id="attempt-log", wrap=True, markup=False, max_lines=5000)
+            trajectory = TrajectoryView(id="trajectory")
+            trajectory.display = False
+            yield trajectory
         yield BindingsFooter()
 
     def on_mount(self) -> None:
         self.load_attempts()
+        self.load_explanation()
+
+    @work(thread=True, exclusive=True, group="task-explain", exit_on_error=False, name="explaining")
+    def load_explanation(self) -> None:
+        from driftdesk.analysis.explain import explain_task
+
+        try:
+            explanation = explain_task(self.run_dir, self.task_id)
+        except (LookupError, OSError, ValueError) as exc:
+            self.post_message(ExplanationLoaded([], {}, str(exc)))
+            return
+        self.post_message(ExplanationLoaded(explanation.sentences(), explanation.groups))
+
+    @on(ExplanationLoaded)
+    def _explained(self, message: ExplanationLoaded) -> None:
+        if message.stale:
+            return
+        self.groups = message.groups
+        passes, fails = len(message.groups.get("pass", [])), len(message.groups.get("fail", []))
+        text = Text()
+        if message.problem is not None:
+            text.append(printable(message.problem, keep_newlines=False), style="dim")
+        else:
+            text.append(f"why it wobbles ({passes} pass, {fails} fail", style="bold")
+            text.append("; v: side by side)" if passes and fails else ")", style="bold")
+            if not passes or not fails:
+                steady = "passed" if passes else "failed"
+                fallback = f"every attempt with a trajectory {steady}: nothing to tell apart"
+            else:
+                fallback = "the passing and failing attempts took the same actions"
+            for sentence in message.sentences[:EXPLANATION_LINES] or [fallback]:
+                text.append("\n  " + printable(sentence, keep_newlines=False))
+        self.query_one("#task-explain", Static).update(text)
 
     @work(
         thread=True,
@@ -133,7 +187,8 @@ class TaskScreen(WorkbenchScreen):
         lines.extend(_detail_lines(detail))
         if row.get("error_message"):
             lines = [f"error {row.get('error_code')}: {row.get('error_message')}", "", *lines]
-        self.post_message(AttemptTextLoaded(title, lines))
+        attempt = int(row.get("attempt") or 0)
+        self.post_message(AttemptTextLoaded(title, lines, _trajectory(self.run_dir, row), attempt))
 
     @on(AttemptsLoaded)
     def _attempts(self, message: AttemptsLoaded) -> None:
@@ -180,6 +235,39 @@ class TaskScreen(WorkbenchScreen):
         if message.stale:  # the cursor moved on: a newer attempt's text is coming
             return
         self._show_text(message.title, message.lines)
+        self.query_one("#trajectory", TrajectoryView).show(
+            message.trajectory,
+            f"attempt {message.attempt}: no trajectory was kept (no recording, transcript or "
+            "imported conversation)",
+        )
+
+    def action_toggle_trajectory(self) -> None:
+        log = self.query_one("#attempt-log", RichLog)
+        trajectory = self.query_one("#trajectory", TrajectoryView)
+        showing = not trajectory.display
+        trajectory.display, log.display = showing, not showing
+        if showing:
+            trajectory.options.focus()
+
+    def action_side_by_side(self) -> None:
+        """The selected attempt beside one of the other outcome (a pass and a fail)."""
+        from driftdesk.tui.screens.attempt_pair import AttemptPairScreen
+
+        passes, fails = self.groups.get("pass", []), self.groups.get("fail", [])
+        if not passes or not fails:
+            self.notify(
+                "side by side needs a pass and a fail with trajectories", severity="warning"
+            )
+            return
+        row = self._selected_row()
+        chosen = int(row.get("attempt") or 0) if row else None
+        if chosen in passes:
+            pair = (chosen, fails[0])
+        elif chosen in fails:
+            pair = (passes[0], chosen)
+        else:
+            pair = (passes[0], fails[0])
+        self.app.push_screen(AttemptPairScreen(self.run_dir, self.task_id, *pair))
 
     def _show_text(self, title: str, lines: list[str | Text]) -> None:
         self.query_one("#attempt-log-title", Label).update(title)
@@ -213,7 +301,38 @@ class TaskScreen(WorkbenchScreen):
             PaletteCommand(
                 "task: copy error", "Copy the attempt's error message", self.action_copy_error
             ),
+            PaletteCommand(
+                "task: trajectory or log",
+                "Show the attempt's steps, or its log",
+                self.action_toggle_trajectory,
+            ),
+            PaletteCommand(
+                "task: side by side",
+                "A pass and a fail attempt, step by step",
+                self.action_side_by_side,
+            ),
         ]
+
+
+EXPLANATION_LINES = 4  # sentences shown above the attempts (the CLI's explain has them all)
+
+
+def _trajectory(run_dir: Path, row: dict[str, Any]) -> Any:
+    from driftdesk.analysis.trajectory import load_trajectory
+
+    try:
+        return load_trajectory(run_dir, str(row.get("task_id")), int(row.get("attempt") or 0))
+    except (OSError, ValueError) as exc:
+        return _unreadable(row, exc)
+
+
+def _unreadable(row: dict[str, Any], exc: Exception) -> Any:
+    from driftdesk.analysis.steps import Trajectory
+
+    return Trajectory(
+        str(row.get("task_id")), int(row.get("attempt") or 0), row.get("outcome"), [], "?",
+        problems=[f"unreadable: {exc}"],
+    )  # fmt: skip
 
 
 def _transcript_lines(path: Path) -> list[str]:
