@@ -269,7 +269,7 @@ def test_keyring_unavailable_is_refused_without_plaintext_fallback(
     assert not ProfileStore().exists("k"), "nothing is saved when the key cannot be"
     got = cli("key", "k", env=env)
     assert got.returncode != 0 and got.stdout == ""
-    assert "keyring" in got.stderr
+    assert "no profile named 'k'" in got.stderr  # it was not saved
     doctor = cli("doctor", "--no-probe", env=env)
     assert doctor.returncode == 1 and "FAIL] keyring" in doctor.stdout
     for path in home.root.rglob("*"):
@@ -758,9 +758,12 @@ def test_diff_masks_secrets_shown_as_context(
 
 def test_key_command_loads_only_the_keyring(home: Any) -> None:
     # Claude Code / Codex run `driftdesk key` on every refresh: it must not load the heavy cores.
+    from driftdesk.providers.keys import set_key
+
+    set_key("work", fresh_key())
     probe = (
         "import sys, driftdesk.cli.main as cli\n"
-        "cli.main(['key', 'nobody'])\n"
+        "assert cli.main(['key', 'work']) == 0\n"
         "heavy = ('tomlkit', 'aiohttp', 'openai', 'duckdb', 'textual', 'driftdesk.reruns',\n"
         "         'driftdesk.analysis', 'driftdesk.tui', 'driftdesk.providers.profiles',\n"
         "         'driftdesk.providers.targets', 'driftdesk.providers.doctor')\n"
