@@ -59,6 +59,29 @@ class ResultsImportError(ValueError):
     """The file cannot be imported at all (unreadable, unknown format, no usable record)."""
 
 
+# What a generic JSON-lines record is read by, and how to name other fields.
+FIELDS_HINT = (
+    "name the fields with --task-field NAME and --success-field NAME (read by default: the task "
+    f"from {' or '.join(TASK_FIELDS)}; the verdict from outcome, {', '.join(SUCCESS_FIELDS)}, "
+    f"else {' or '.join(SCORE_FIELDS)} ≥ --score-threshold, 1.0 by default)"
+)
+SHOWN_PROBLEMS = 3
+
+
+def no_usable_records(path: Path, problems: list[str], fields: bool = False) -> ResultsImportError:
+    """Nothing to import: how many records were bad, why (the first few), and, for generic
+    records, which fields were looked for and how to name others."""
+    if problems:
+        shown = "; ".join(problems[:SHOWN_PROBLEMS])
+        more = len(problems) - SHOWN_PROBLEMS
+        detail = f" ({len(problems)} bad records: {shown}" + (f"; {more} more" if more > 0 else "")
+        detail += ")"
+    else:
+        detail = " (the file holds none)"
+    hint = f"; {FIELDS_HINT}" if fields else ""
+    return ResultsImportError(f"{path}: no usable records{detail}{hint}")
+
+
 @dataclass
 class ImportResult:
     run_dir: Path
@@ -165,8 +188,7 @@ def import_results(
         if isinstance(aggregate, dict):
             published = {k: v for k, v in aggregate.items() if isinstance(v, int | float)}
     if not attempts:
-        detail = f" ({len(problems)} bad records)" if problems else ""
-        raise ResultsImportError(f"{path}: no usable records{detail}")
+        raise no_usable_records(path, problems)
     _number_attempts(attempts)
     # The last guard: whatever the format, no row a report would refuse is written.
     kept = []
@@ -178,7 +200,7 @@ def import_results(
             kept.append(a)
     attempts = kept
     if not attempts:
-        raise ResultsImportError(f"{path}: no usable records ({len(problems)} bad records)")
+        raise no_usable_records(path, problems)
     models = {a.model for a in attempts if a.model}
     if model is None and len(models) == 1:
         model = models.pop()
@@ -244,9 +266,8 @@ def _import_jsonl(
         )
         result.append(written)
         if not written.records:
-            raise ResultsImportError(
-                f"{path}: no usable records"
-                + (f" ({len(written.problems)} bad records)" if written.problems else "")
+            raise no_usable_records(
+                path, [f"line {p.line}: {p.reason}" for p in written.problems], fields=True
             )
         if target is not None:
             _keep_jsonl_trajectories(path, target.parent, task_field, success_field, threshold)
@@ -464,7 +485,7 @@ def _generic_attempt(
 ) -> _Attempt:
     task_id = _first(row, (task_field,) if task_field else TASK_FIELDS)
     if task_id is None or task_id == "":
-        wanted = task_field or " or ".join(TASK_FIELDS)
+        wanted = repr(task_field) if task_field else " or ".join(TASK_FIELDS)
         raise ValueError(f"no task id ({wanted})")
     error_code = row.get("error_code")
     outcome = row.get("outcome") if row.get("outcome") in OUTCOMES else None
@@ -477,12 +498,18 @@ def _generic_attempt(
             outcome = "pass" if verdict == 1 else "fail"
         elif verdict is not None:
             raise ValueError(f"success field is not a boolean: {verdict!r}")
-        elif score is not None:
+        elif score is not None and not success_field:
             outcome = "pass" if score >= threshold else "fail"
         elif error_code is not None:
             outcome = "link_error"
+        elif success_field:
+            # Named by the user: a record without it is not judged by its score instead.
+            raise ValueError(f"no {success_field!r} (the --success-field)")
         else:
-            raise ValueError("no verdict (outcome, success/pass, score/reward or error_code)")
+            raise ValueError(
+                f"no verdict ({' or '.join(('outcome', *SUCCESS_FIELDS, *SCORE_FIELDS))} "
+                "or error_code)"
+            )
     usage: dict[str, Any] = row["usage"] if isinstance(row.get("usage"), dict) else {}
     attempt = _first(row, ATTEMPT_FIELDS)
     counts = {

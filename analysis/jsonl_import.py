@@ -100,6 +100,14 @@ def _mapping_sql(
     )
     counts_ok = " AND ".join(f"(raw_{n} IS NULL OR {n} IS NOT NULL)" for n in COUNT_FIELDS)
     attempt_digits = len(str(MAX_ATTEMPT))
+    # A --success-field names where the verdict is: a record without it is not judged by its
+    # score instead (it is a bad record, named by line).
+    score_rule = (
+        ""
+        if success_field
+        else f"WHEN score IS NOT NULL THEN CASE WHEN score >= {float(threshold)!r} "
+        "THEN 'pass' ELSE 'fail' END"
+    )
     # One row per non-blank line, in file order (``rowid`` of the table it is inserted into).
     # Casts behind a guard are TRY_CASTs: DuckDB 1.1 may evaluate both sides of an AND.
     return f"""
@@ -119,8 +127,7 @@ def _mapping_sql(
                                   THEN CASE WHEN TRY_CAST(verdict AS DOUBLE) = 1 THEN 'pass'
                                             ELSE 'fail' END
                         END
-                    WHEN score IS NOT NULL
-                        THEN CASE WHEN score >= {float(threshold)!r} THEN 'pass' ELSE 'fail' END
+                    {score_rule}
                     WHEN error_code IS NOT NULL THEN 'link_error'
                END AS outcome,
                raw_attempt,

@@ -73,9 +73,25 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
         choices=["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect"],
         help="inspect: inspect_ai .eval/.json logs, a file or a folder (auto-detected)",
     )
-    r.add_argument("--task-field")
-    r.add_argument("--success-field")
-    r.add_argument("--score-threshold", type=float, default=1.0)
+    r.add_argument(
+        "--task-field",
+        metavar="NAME",
+        help="JSONL: the field holding the task id (default: task_id, else task)",
+    )
+    r.add_argument(
+        "--success-field",
+        metavar="NAME",
+        help="JSONL: the field holding the verdict, true/false or 1/0 (default: success, pass "
+        "or passed, else score or reward against --score-threshold); named, a record without "
+        "it is a bad record",
+    )
+    r.add_argument(
+        "--score-threshold",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="JSONL: a record judged by its score or reward passes at >= X (default 1.0)",
+    )
     r.add_argument("--out", default="runs", help="folder for the new run dir (default ./runs)")
     r.add_argument("--run-id", help="run id to give the imported results")
     r.add_argument(

@@ -229,13 +229,30 @@ def _err(message: str) -> None:
 
 def cmd_key(args: argparse.Namespace) -> int:
     # Kept minimal on purpose: Claude Code / Codex run this on every key refresh.
-    from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, get_key
+    from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, KeyWithheld, get_key
 
     try:
         key = get_key(args.name)
-    except (KeyMissing, KeyringUnavailable) as exc:
+    except KeyWithheld as exc:
         _err(f"driftdesk: error: {exc}")
         return 1
+    except (KeyMissing, KeyringUnavailable) as exc:
+        # Only now read the profile (the hot path never parses the config file): a keyless
+        # profile answers with the placeholder its clients insist on (`exec` gives the same),
+        # an unknown name is named as such rather than as a keyring problem.
+        from driftdesk.providers.errors import ProfileNotFound
+        from driftdesk.providers.execenv import NO_KEY_PLACEHOLDER
+        from driftdesk.providers.profiles import ProfileStore
+
+        try:
+            keyless = ProfileStore().get(args.name).no_key
+        except ProfileNotFound as missing:
+            _err(f"driftdesk: error: {missing}")
+            return 1
+        if not keyless:
+            _err(f"driftdesk: error: {exc}")
+            return 1
+        key = NO_KEY_PLACEHOLDER
     sys.stdout.write(key + "\n")
     return 0
 
@@ -483,6 +500,7 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
     if args.no_key and not profile.no_key:
         profile.no_key = True
         changed.append("no_key")
+        _drop_stale_key(profile.name)
     key = _read_key(args, args.name, prompt=args.prompt_key)
     if key is not None and profile.no_key:
         profile.no_key = False  # a key given: the profile is no longer keyless
@@ -498,6 +516,17 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
     print(f"updated {profile.name}: {', '.join(changed)}")
     _offer_reapply(profile, args.reapply)
     return 0
+
+
+def _drop_stale_key(name: str) -> None:
+    """A profile made keyless keeps no key: `driftdesk key` would otherwise still hand it out."""
+    from driftdesk.providers.keys import KeyringUnavailable, delete_key
+
+    try:
+        if delete_key(name):
+            print(f"removed the stored key of {name} from the OS keyring")
+    except KeyringUnavailable:
+        pass  # no keyring: nothing can be stored there either
 
 
 def _offer_reapply(profile: Profile, reapply: bool) -> None:

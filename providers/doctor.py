@@ -51,15 +51,18 @@ def run_doctor(
 ) -> list[Check]:
     """All checks for one profile (or every profile when ``profile_name`` is None)."""
     checks: list[Check] = []
-    keyring_ok = _check_keyring(checks)
     store = ProfileStore()
+    problem: Check | None = None
     try:
         profiles = [store.get(profile_name)] if profile_name else store.all()
     except ProfileError as exc:
-        checks.append(
-            Check("profile", "error", str(exc), "driftdesk profile list; driftdesk profile add ...")
+        problem = Check(
+            "profile", "error", str(exc), "driftdesk profile list; driftdesk profile add ..."
         )
         profiles = []
+    keyring_ok = _check_keyring(checks, needed=not profiles or not all(p.no_key for p in profiles))
+    if problem is not None:
+        checks.append(problem)
     if not profiles and not profile_name:
         checks.append(
             Check(
@@ -94,15 +97,17 @@ def run_doctor(
     return checks
 
 
-def _check_keyring(checks: list[Check]) -> bool:
+def _check_keyring(checks: list[Check], needed: bool = True) -> bool:
+    """``needed``: False when every profile checked is keyless, so a missing keyring only
+    matters for keyed profiles to come (a warning, not a failure)."""
     try:
         kr = backend()
     except KeyringUnavailable as exc:
         checks.append(
             Check(
                 "keyring",
-                "error",
-                str(exc),
+                "error" if needed else "warn",
+                str(exc) if needed else f"{exc} (not needed yet: every profile here is keyless)",
                 "start a Secret Service (gnome-keyring-daemon or KeePassXC) in your D-Bus "
                 "session, or unlock it; driftdesk never stores keys in a file",
             )

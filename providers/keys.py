@@ -36,9 +36,15 @@ def backend() -> KeyringBackend:
     name = f"{type(kr).__module__}.{type(kr).__name__}"
     if "fail" in name.lower() or "null" in name.lower():
         raise KeyringUnavailable(
-            f"no OS keyring backend is available ({name}). On Linux start a Secret Service "
-            "(gnome-keyring-daemon or KeePassXC) in your D-Bus session; driftdesk never falls "
-            "back to storing keys in a file."
+            f"no OS keyring backend is available ({name}): driftdesk keeps keys only in one "
+            "and never falls back to a plain file. macOS: the login Keychain works as it is. "
+            "Linux desktop: run GNOME Keyring or KeePassXC (a Secret Service). Headless server: "
+            "start one in a D-Bus session (apt install gnome-keyring dbus; dbus-run-session -- "
+            'bash; then eval "$(printf %s PASSWORD | gnome-keyring-daemon --unlock '
+            '--components=secrets)"), or choose an encrypted file knowingly (pip install '
+            "keyrings.cryptfile; PYTHON_KEYRING_BACKEND=keyrings.cryptfile.cryptfile."
+            "CryptFileKeyring). A keyless endpoint needs none: profile add ... --no-key. "
+            "See the README, 'Where keys are kept'"
         )
     if "plaintext" in name.lower() or "keyrings.alt" in name.lower():
         raise KeyringUnavailable(

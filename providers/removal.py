@@ -18,14 +18,16 @@ class Removed:
 
 
 def remove_profile(name: str) -> Removed:
-    """Raises ``ProfileNotFound``, or ``KeyringUnavailable`` (the profile is then kept)."""
+    """Raises ``ProfileNotFound``, or ``KeyringUnavailable`` (a keyed profile is then kept)."""
     store = ProfileStore()
-    store.get(name)  # a clear "no profile named" before touching the keyring
+    profile = store.get(name)  # a clear "no profile named" before touching the keyring
     try:
         had_key = delete_key(name)
     except KeyringUnavailable as exc:
-        raise KeyringUnavailable(
-            f"{exc}; profile {name!r} was kept so its key is not orphaned"
-        ) from exc
+        if not profile.no_key:
+            raise KeyringUnavailable(
+                f"{exc}; profile {name!r} was kept so its key is not orphaned"
+            ) from exc
+        had_key = False  # a keyless profile has no key to orphan
     store.remove(name)
     return Removed(name, had_key, [row for row in collect_status() if row.profile == name])

@@ -54,6 +54,7 @@ from driftdesk.reruns.agents import (
     run_command_once,
     template_fields,
 )
+from driftdesk.reruns.demo import demo_profile, is_demo_run, start_demo_sandbox
 from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
@@ -104,6 +105,7 @@ from driftdesk.reruns.ray_executor import (
     unpack_folder,
 )
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.sandbox import SandboxServer
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
 from driftdesk.reruns.tries import link_failure_overrides, retry_the_try
 from driftdesk.secrets import redact
@@ -1207,6 +1209,8 @@ async def resume_run(
             "an inspect run is not resumed by driftdesk: run `inspect eval-retry` on its log "
             f"({run_dir / INSPECT_LOG_DIR}), then `driftdesk import` that folder"
         )
+    demo_sandbox: SandboxServer | None = None
+    demo_note = ""
     if profile is None:
         try:
             stored: Profile | None = ProfileStore().get(str(manifest["profile"]))
@@ -1216,6 +1220,16 @@ async def resume_run(
         # (runs from before the manifest said how the key travelled: the profile's way).
         auth_header = manifest.get("auth_header") or (stored.auth_header if stored else None)
         no_key = manifest.get("no_key")
+        if stored is None and is_demo_run(manifest):
+            # The demo's profile and sandbox lived only while the demo ran: a new sandbox
+            # like it serves the resume.
+            demo_sandbox = await asyncio.to_thread(start_demo_sandbox)
+            profile = demo_profile(demo_sandbox)
+            demo_note = (
+                f"a demo run: resumed against a new simulated sandbox at {profile.base_url} "
+                "(no network, no key)"
+            )
+    if profile is None:
         profile = Profile(
             name=str(manifest["profile"]),
             protocol=str(manifest["protocol"]),
@@ -1225,71 +1239,77 @@ async def resume_run(
             auth_header=str(auth_header) if auth_header else None,
             no_key=bool(stored.no_key if no_key is None and stored else no_key),
         )
-    lock = rundir.lock_run_dir(run_dir)  # before touching files: never under a live run
     try:
-        suite = _load_suite_for(manifest)
-        await _checkpoint()
-        notices: list[str] = []
-        leftovers = kill_leftover_harnesses(str(manifest["run_id"]), run_dir)
-        if leftovers:
-            notices.append(f"killed {leftovers} harness processes left by the run's last process")
-        for name in (rundir.ATTEMPTS, rundir.CALLS):
-            try:
-                dropped = rundir.drop_torn_tail(run_dir / name)
-            except OSError as exc:
-                raise RunSetupError(_cannot_write(run_dir, exc)) from None
-            if dropped:
-                notices.append(
-                    f"{name}: dropped a torn last line ({dropped} bytes) left by an interrupted writer"
-                )
-        problems: list[JsonlProblem] = []
-        rows = rundir.read_attempt_rows(run_dir, problems)
-        await _checkpoint()
-        notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
-        task_ids = [str(t) for t in manifest.get("tasks") or []]
-        slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
-        agent, command, isolate = _harness_of(manifest)
-        _check_agent(agent, command, suite, task_ids, isolate)
-        ran_on = manifest.get("executor") or {"kind": "local"}
-        executor = executor or str(ran_on.get("kind", "local"))
-        _check_preset(agent, profile, executor)
-        real_key = _resolve_key(profile, api_key)
-        if probe and slots:
-            timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
-            probe_key = None if profile.no_key else real_key
-            notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
-        if ray is None and ran_on.get("kind") == "ray":
-            ray = RaySettings.from_manifest(ran_on)
-        cluster = _connect_executor(executor, ray or RaySettings(), agent)
-        manifest["status"] = "running"
-        manifest.setdefault("resumes", []).append(
-            {
-                "started_at": rundir.iso(rundir.utc_now()),
-                "retry_link_errors": retry_link_errors,
-                "slots": len(slots),
-                "pid": os.getpid(),
-                "executor": cluster.settings.manifest() if cluster else {"kind": "local"},
-            }
-        )
+        lock = rundir.lock_run_dir(run_dir)  # before touching files: never under a live run
         try:
-            rundir.write_manifest(run_dir, manifest)
-        except OSError as exc:
-            if cluster is not None:
-                cluster.close()
-            raise RunSetupError(_cannot_write(run_dir, exc)) from None
-        return await _Execution(
-            run_dir=run_dir,
-            manifest=manifest,
-            suite=suite,
-            profile=profile,
-            real_key=real_key,
-            listener=listener,
-            notices=notices,
-            cluster=cluster,
-            concurrency=concurrency,
-        ).run(slots)
+            suite = _load_suite_for(manifest)
+            await _checkpoint()
+            notices: list[str] = [demo_note] if demo_note else []
+            leftovers = kill_leftover_harnesses(str(manifest["run_id"]), run_dir)
+            if leftovers:
+                notices.append(
+                    f"killed {leftovers} harness processes left by the run's last process"
+                )
+            for name in (rundir.ATTEMPTS, rundir.CALLS):
+                try:
+                    dropped = rundir.drop_torn_tail(run_dir / name)
+                except OSError as exc:
+                    raise RunSetupError(_cannot_write(run_dir, exc)) from None
+                if dropped:
+                    notices.append(
+                        f"{name}: dropped a torn last line ({dropped} bytes) left by an interrupted writer"
+                    )
+            problems: list[JsonlProblem] = []
+            rows = rundir.read_attempt_rows(run_dir, problems)
+            await _checkpoint()
+            notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
+            task_ids = [str(t) for t in manifest.get("tasks") or []]
+            slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
+            agent, command, isolate = _harness_of(manifest)
+            _check_agent(agent, command, suite, task_ids, isolate)
+            ran_on = manifest.get("executor") or {"kind": "local"}
+            executor = executor or str(ran_on.get("kind", "local"))
+            _check_preset(agent, profile, executor)
+            real_key = _resolve_key(profile, api_key)
+            if probe and slots:
+                timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
+                probe_key = None if profile.no_key else real_key
+                notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
+            if ray is None and ran_on.get("kind") == "ray":
+                ray = RaySettings.from_manifest(ran_on)
+            cluster = _connect_executor(executor, ray or RaySettings(), agent)
+            manifest["status"] = "running"
+            manifest.setdefault("resumes", []).append(
+                {
+                    "started_at": rundir.iso(rundir.utc_now()),
+                    "retry_link_errors": retry_link_errors,
+                    "slots": len(slots),
+                    "pid": os.getpid(),
+                    "executor": cluster.settings.manifest() if cluster else {"kind": "local"},
+                }
+            )
+            try:
+                rundir.write_manifest(run_dir, manifest)
+            except OSError as exc:
+                if cluster is not None:
+                    cluster.close()
+                raise RunSetupError(_cannot_write(run_dir, exc)) from None
+            return await _Execution(
+                run_dir=run_dir,
+                manifest=manifest,
+                suite=suite,
+                profile=profile,
+                real_key=real_key,
+                listener=listener,
+                notices=notices,
+                cluster=cluster,
+                concurrency=concurrency,
+            ).run(slots)
+        finally:
+            rundir.unlock_run_dir(lock)
     finally:
-        rundir.unlock_run_dir(lock)
+        if demo_sandbox is not None:
+            await asyncio.to_thread(demo_sandbox.stop)
 
 
 __all__ = [

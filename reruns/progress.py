@@ -104,14 +104,15 @@ class TextProgress:
             return
         if isinstance(event, RunFinished):
             self.status = event.status
-            self._draw(event.stats, force=True)
+            self.draw(event.stats, force=True)
             if self.is_tty:
                 self._write("\n")
             return
         stats.record_event(event)
-        self._draw(stats)
+        self.draw(stats)
 
-    def _draw(self, stats: RunStats, force: bool = False) -> None:
+    def draw(self, stats: RunStats, force: bool = False) -> None:
+        """The status line for ``stats`` (at most every interval unless ``force``)."""
         now = time.monotonic()
         interval = 0.1 if self.is_tty else self.plain_interval_s
         if not force and now - self._last_draw < interval:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import gc
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -455,8 +455,22 @@ def run_workbench(runs_dirs: list[Path] | None = None) -> int:
 
     extra = [paths.data_dir() / "runs", *(runs_dirs or [])]
     app = DriftdeskApp(runs_dirs=extra)
-    app.run()
-    return after_exit(app)
+    with _own_loop() as loop:
+        app.run(loop=loop)
+        return after_exit(app)
+
+
+@contextlib.contextmanager
+def _own_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """A loop for ``App.run`` that is shut down only after ``after_exit``: ``asyncio.run``
+    would, on its way out, wait for every thread the app's workers ran on, so a run the user
+    chose to keep running held the terminal blank until it ended, its progress unseen."""
+    loop = asyncio.new_event_loop()
+    try:
+        yield loop
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
 
 
 def after_exit(app: DriftdeskApp, stream: Any = None) -> int:
@@ -465,20 +479,25 @@ def after_exit(app: DriftdeskApp, stream: Any = None) -> int:
     import sys
     import time
 
-    from driftdesk.reruns.progress import status_line
+    from driftdesk.reruns.progress import TextProgress, status_line
 
     out = stream or sys.stderr
     for message in app.exit_messages:
         print(message, file=out)
     for live in app.kept_runs:
         print(f"{live.run_id}: still running in {live.run_dir} (Ctrl-C interrupts it)", file=out)
+        progress = TextProgress(out)  # the line `driftdesk run` draws, as the run goes on
         try:
             while not live.finished:
+                progress.draw(live.stats)
                 time.sleep(0.2)
         except KeyboardInterrupt:
             live.request_cancel()
             while not live.finished:
                 time.sleep(0.1)
+        progress.draw(live.stats, force=True)
+        if progress.is_tty:
+            print(file=out)
         print(f"{live.status}: {live.run_dir}\n{status_line(live.stats, bar=False)}", file=out)
         if live.status == "interrupted":
             print(f"finish it with:\n  driftdesk resume {live.run_dir}", file=out)
@@ -497,10 +516,11 @@ def run_demo(out_dir: Path | None = None, repeat: int = 5, concurrency: int = 8)
         demo_repeat=repeat,
         demo_concurrency=concurrency,
     )
-    app.run()
-    if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
-        print(f"demo run ({app.demo_run.status}) saved in {app.demo_run.run_dir}")
-    return after_exit(app)
+    with _own_loop() as loop:
+        app.run(loop=loop)
+        if os.environ.get("DRIFTDESK_DEMO_QUIET") != "1" and app.demo_run and app.demo_run.run_dir:
+            print(f"demo run ({app.demo_run.status}) saved in {app.demo_run.run_dir}")
+        return after_exit(app)
 
 
 def tune_collector() -> tuple[int, int, int]:

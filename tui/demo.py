@@ -13,35 +13,24 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-DEMO_PROFILE = "demo-sandbox"
-DEMO_SUITE = "basic"
-# Slow enough to watch attempts fill in, with a few injected 429s and 500s so the retry and
-# link-error counters have something honest to show.
-DEMO_LATENCY_MS = 350.0
-DEMO_FAULTS = {"rate_limit": 0.04, "server_error": 0.02}
+from driftdesk.reruns.demo import (
+    DEMO_LATENCY_MS,
+    DEMO_PROFILE,
+    DEMO_SUITE,
+    demo_profile,
+    start_demo_sandbox,
+)
 
 
 def prepare_demo(
     out_dir: Path, repeat: int, concurrency: int, latency_ms: float = DEMO_LATENCY_MS
 ) -> tuple[Any, Any, str]:
     """Start the sandbox and an in-memory profile pointing at it; returns (server, spec, note)."""
-    from driftdesk.providers.profiles import Profile
     from driftdesk.reruns.engine import RunSpec
-    from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
 
-    server = SandboxServer(
-        latency_ms=latency_ms, faults=FaultRates(**DEMO_FAULTS), retry_after_s=0.5
-    )
-    server.start()
-    profile = Profile(
-        name=DEMO_PROFILE,
-        protocol="openai",
-        base_url=server.base_url,
-        model=SIM_MODEL,
-        notes="driftdesk demo: a local SIMULATED model (no network); exists while the demo runs",
-    )
+    server = start_demo_sandbox(latency_ms)
     spec = RunSpec(
-        profile=profile,
+        profile=demo_profile(server),
         suite=DEMO_SUITE,
         repeat=repeat,
         concurrency=concurrency,

@@ -182,3 +182,71 @@ def test_unusable_files_are_refused_and_write_nothing(
     with pytest.raises(ResultsImportError, match=message):
         import_results(source, fmt=fmt, out=out)  # type: ignore[arg-type]
     assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["zero-copy", "copy"])
+def test_no_usable_records_says_why_per_record_and_how_to_name_the_fields(
+    tmp_path: Path, copy: bool
+) -> None:
+    """Seen: a file with fields id/passed gave only 'no usable records (3 bad records)'."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "results.jsonl"
+    source.write_text(
+        '{"id": "a", "passed": true}\n{"id": "a", "passed": false}\n{"id": "b", "passed": true}\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "import", str(source), "--out", str(tmp_path / "o"),
+         *(["--copy"] if copy else [])],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    message = done.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert "3 bad records: line 1: no task id (task_id or task); line 2: " in message
+    assert "--task-field NAME" in message and "--success-field NAME" in message
+    assert "--score-threshold, 1.0 by default" in message
+    fixed = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "import", str(source), "--out", str(tmp_path / "o"),
+         "--task-field", "id", *(["--copy"] if copy else [])],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_import_help_gives_the_default_fields_and_threshold() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "import", "--help"],
+        capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": ""},
+    )  # fmt: skip
+    text = " ".join(done.stdout.split())
+    assert "default: task_id, else task" in text
+    assert "default: success, pass or passed, else score or reward" in text
+    assert "(default 1.0)" in text
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["zero-copy", "copy"])
+def test_a_named_success_field_missing_is_a_bad_record_not_a_silent_fail(
+    tmp_path: Path, copy: bool
+) -> None:
+    """Seen: under --success-field passed, a record with reward 0.9 and no passed counted as
+    a fail without a word."""
+    source = tmp_path / "results.jsonl"
+    source.write_text(
+        '{"task_id": "a", "passed": true}\n{"task_id": "a", "reward": 0.9}\n'
+        '{"task_id": "b", "passed": false}\n'
+    )
+    result = import_results(
+        source, fmt="jsonl", success_field="passed", out=tmp_path / "o", copy=copy
+    )
+    assert result.attempts == 2
+    assert result.problems == ["line 2: no 'passed' (the --success-field)"]
+    report = report_of(result.run_dir)
+    assert [(t.task_id, t.n) for t in sorted(report.tasks, key=lambda t: t.task_id)] == [
+        ("a", 1),
+        ("b", 1),
+    ]

@@ -246,3 +246,48 @@ def test_resume_sends_the_key_as_the_run_did(
             assert all("x-api-key" not in h for h in upstream)
         rows = (run_dir / "attempts.jsonl").read_text().splitlines()
         assert len(rows) == 2
+
+
+def test_keyless_profiles_need_no_keyring_to_be_listed_checked_or_removed(
+    home: Any, cli: Callable[..., Any], provider_server: Any
+) -> None:
+    """Without a keyring: `doctor` failed on `[FAIL] keyring` though no profile has a key, and
+    `profile rm` kept a keyless profile "so its key is not orphaned"."""
+    from providers_testkit import FAIL_BACKEND, env_with
+
+    no_keyring = env_with(**FAIL_BACKEND)
+    for name in ("sim", "sim2"):
+        added = cli(
+            "profile", "add", name, "--protocol", "openai", "--base-url",
+            provider_server.base_url + "/v1", "--model", "model-a", "--no-key", env=no_keyring,
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+    doctor = cli("doctor", "sim", "--no-probe", env=no_keyring)
+    assert doctor.returncode == 0, doctor.stdout
+    assert "[WARN] keyring" in doctor.stdout and "every profile here is keyless" in doctor.stdout
+    assert cli("doctor", "--no-probe", env=no_keyring).returncode == 0
+    removed = cli("profile", "rm", "sim", "--yes", env=no_keyring)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.strip() == "removed profile sim"
+    assert ProfileStore().names() == ["sim2"]
+    # A keyed profile still needs the keyring, and says so.
+    keyed = cli(
+        "profile", "add", "keyed", "--protocol", "openai", "--base-url",
+        provider_server.base_url + "/v1", "--model", "model-a",
+    )  # fmt: skip
+    assert keyed.returncode == 0, keyed.stderr
+    assert cli("doctor", "--no-probe", env=no_keyring).returncode == 1
+    kept = cli("profile", "rm", "keyed", "--yes", env=no_keyring)
+    assert kept.returncode == 1 and "not orphaned" in kept.stderr
+
+
+def test_a_profile_made_keyless_drops_its_stored_key(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    key = add_profile("was-keyed")
+    assert cli("key", "was-keyed").stdout.strip() == key
+    edited = cli("profile", "edit", "was-keyed", "--no-key")
+    assert edited.returncode == 0, edited.stderr
+    assert "removed the stored key" in edited.stdout
+    handed = cli("key", "was-keyed")
+    assert (handed.returncode, handed.stdout) == (0, "no-key\n")

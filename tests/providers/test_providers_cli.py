@@ -14,6 +14,7 @@ import termios
 import time
 import tomllib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -269,7 +270,7 @@ def test_keyring_unavailable_is_refused_without_plaintext_fallback(
     assert not ProfileStore().exists("k"), "nothing is saved when the key cannot be"
     got = cli("key", "k", env=env)
     assert got.returncode != 0 and got.stdout == ""
-    assert "keyring" in got.stderr
+    assert "no profile named 'k'" in got.stderr  # it was not saved
     doctor = cli("doctor", "--no-probe", env=env)
     assert doctor.returncode == 1 and "FAIL] keyring" in doctor.stdout
     for path in home.root.rglob("*"):
@@ -758,9 +759,12 @@ def test_diff_masks_secrets_shown_as_context(
 
 def test_key_command_loads_only_the_keyring(home: Any) -> None:
     # Claude Code / Codex run `driftdesk key` on every refresh: it must not load the heavy cores.
+    from driftdesk.providers.keys import set_key
+
+    set_key("work", fresh_key())
     probe = (
         "import sys, driftdesk.cli.main as cli\n"
-        "cli.main(['key', 'nobody'])\n"
+        "assert cli.main(['key', 'work']) == 0\n"
         "heavy = ('tomlkit', 'aiohttp', 'openai', 'duckdb', 'textual', 'driftdesk.reruns',\n"
         "         'driftdesk.analysis', 'driftdesk.tui', 'driftdesk.providers.profiles',\n"
         "         'driftdesk.providers.targets', 'driftdesk.providers.doctor')\n"
@@ -799,3 +803,26 @@ def test_symlinked_settings_stay_a_symlink(
     assert home.claude_settings.is_symlink()
     assert json.loads(real.read_text())["theme"] == "dark"
     assert "apiKeyHelper" in json.loads(real.read_text())
+
+
+def test_no_keyring_says_what_is_needed_and_how_to_get_it(
+    home: Any, cli: Callable[..., Any]
+) -> None:
+    """Seen on a headless box: the first everyday command failed with 'no OS keyring backend
+    is available' and the README never said a keyring is needed."""
+    added = cli(
+        "profile", "add", "k", "--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1",
+        "--model", "m", "--key-stdin", input=fresh_key(), env=_env(**FAIL_BACKEND),
+    )  # fmt: skip
+    assert added.returncode == 1
+    message = added.stderr.strip()
+    assert len(message.splitlines()) == 1
+    for needed in ("macOS", "Keychain", "dbus-run-session", "gnome-keyring-daemon --unlock",
+                   "keyrings.cryptfile", "--no-key", "Where keys are kept"):  # fmt: skip
+        assert needed in message, needed
+    assert not message.endswith(".") and ".;" not in message
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "### Where keys are kept" in readme
+    section = readme.split("### Where keys are kept", 1)[1].split("\n## ", 1)[0]
+    for needed in ("macOS", "dbus-run-session", "gnome-keyring-daemon", "keyrings.cryptfile"):
+        assert needed in section, needed

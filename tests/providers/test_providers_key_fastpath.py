@@ -39,6 +39,13 @@ def _key_command(name: str, env: dict[str, str] | None = None) -> subprocess.Com
     )
 
 
+def _profile(name: str = "work") -> None:
+    """The profile a key belongs to (`driftdesk key` names an unknown profile as such)."""
+    from driftdesk.providers.profiles import Profile, ProfileStore
+
+    ProfileStore().save(Profile(name, "openai", "http://127.0.0.1:9/v1", "m"))
+
+
 def test_key_stored_by_the_keyring_library_is_read_without_loading_it(home: Any) -> None:
     import keyring
 
@@ -66,6 +73,7 @@ def test_key_stored_by_driftdesk_is_found_by_keyrings_own_probe(home: Any) -> No
 
 
 def test_missing_key_gives_keyrings_answer(home: Any, cli: Callable[..., Any]) -> None:
+    _profile("nobody")
     result = cli("key", "nobody")
     assert result.returncode == 1 and result.stdout == ""
     assert "no key for profile 'nobody'" in result.stderr
@@ -74,6 +82,7 @@ def test_missing_key_gives_keyrings_answer(home: Any, cli: Callable[..., Any]) -
 def test_a_configured_backend_is_honoured(home: Any) -> None:
     from driftdesk.providers import keys
 
+    _profile()
     keys.set_key("work", "sk-configured-" + os.urandom(8).hex())
     config = home.root / ".config" / "python_keyring" / "keyringrc.cfg"
     config.parent.mkdir(parents=True)
@@ -87,6 +96,7 @@ def test_a_configured_backend_is_honoured(home: Any) -> None:
 def test_python_keyring_backend_is_honoured(home: Any) -> None:
     from driftdesk.providers import keys
 
+    _profile()
     keys.set_key("work", "sk-env-" + os.urandom(8).hex())
     env = dict(os.environ, PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
     result = _key_command("work", env)
@@ -97,6 +107,7 @@ def test_python_keyring_backend_is_honoured(home: Any) -> None:
 def test_no_secret_service_on_the_bus_is_left_to_keyring(home: Any) -> None:
     from driftdesk.providers import keys
 
+    _profile()
     keys.set_key("work", "sk-nobus-" + os.urandom(8).hex())
     env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=f"unix:path={home.root}/no-bus")
     result = _key_command("work", env)

@@ -244,3 +244,45 @@ def test_codex_switched_at_user_scope_sends_the_profile_key(
     assert all(header(c, "authorization") == f"Bearer {key}" for c in calls)
     assert "[mcp_servers.docs]" in home.codex_config.read_text()
     assert_no_key_in_files(key, home.root, home.project)
+
+
+# --- keyless profiles -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keyring", ["keyring", "no keyring"])
+def test_codex_switched_to_a_keyless_profile_reaches_it_without_an_auth_error(
+    home: Any, cli: Callable[..., Any], add_profile: Any, endpoint: Endpoint, keyring: str
+) -> None:
+    """A keyless profile switched into Codex: Codex runs `driftdesk key NAME` for its token.
+    That used to exit 1 ("no key for profile"), and Codex 0.171 logged `ERROR ... Failed to
+    resolve external auth` on every request. It now hands out the placeholder, with or without
+    a keyring."""
+    add_profile("sim", base_url=endpoint.base_url + "/v1", model="model-a", key="",
+                extra=("--no-key",))  # fmt: skip
+    prepare_codex_home(home)
+    no_keyring = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    extra = no_keyring if keyring == "no keyring" else {}
+    switched = cli("switch", "sim", "--target", "codex", env=client_env(home, **extra))
+    assert switched.returncode == 0, switched.stderr
+    key = cli("key", "sim", env=client_env(home, **extra))
+    assert (key.returncode, key.stdout, key.stderr) == (0, "no-key\n", "")
+    ran = run_client("codex", home, *CODEX_EXEC, **extra)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert REPLY in ran.stdout
+    # (The test endpoint's /models answer is not Codex's format: Codex logs an ERROR about that.)
+    auth_errors = [line for line in ran.stderr.splitlines() if "ERROR" in line and "auth" in line]
+    assert auth_errors == []
+    calls = endpoint.calls("/v1/responses")
+    assert calls and all(header(c, "authorization") == "Bearer no-key" for c in calls)
+
+
+def test_key_names_a_missing_profile_and_keeps_a_keyed_one_s_error(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    add_profile("keyed", key="")  # a keyed profile with no key stored yet
+    missing = cli("key", "nope")
+    assert missing.returncode == 1
+    assert "no profile named 'nope'" in missing.stderr and "keyring" not in missing.stderr
+    keyed = cli("key", "keyed")
+    assert keyed.returncode == 1 and keyed.stdout == ""
+    assert "driftdesk profile edit keyed --key-stdin" in keyed.stderr

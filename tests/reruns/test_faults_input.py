@@ -66,6 +66,18 @@ def hung_secret_service(tmp_path: Path) -> Iterator[str]:
         daemon.wait()
 
 
+def _with_profile(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
+    """A config home holding a keyed profile ``anything`` (for an unknown name `driftdesk key`
+    says "no profile named", before any keyring problem)."""
+    config = tmp_path / "config" / "driftdesk" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        '[profiles.anything]\nprotocol = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'model = "m"\n'
+    )
+    return dict(env, XDG_CONFIG_HOME=str(tmp_path / "config"))
+
+
 def _env(**changes: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHON_KEYRING_BACKEND"}
     env.update(changes)
@@ -83,7 +95,7 @@ def test_a_secret_service_that_never_starts_gives_the_keyring_message_fast(
         [sys.executable, "-m", "driftdesk", "key", "anything"],
         capture_output=True,
         text=True,
-        env=env,
+        env=_with_profile(tmp_path, env),
         timeout=100,  # the bus would make it wait 300 s
     )
     waited = time.monotonic() - started
@@ -99,7 +111,7 @@ def test_a_bad_python_keyring_backend_is_one_clear_line(tmp_path: Path) -> None:
         [sys.executable, "-m", "driftdesk", "key", "anything"],
         capture_output=True,
         text=True,
-        env=_env(PYTHON_KEYRING_BACKEND="no.such.Backend"),
+        env=_with_profile(tmp_path, _env(PYTHON_KEYRING_BACKEND="no.such.Backend")),
         timeout=60,
     )
     assert done.returncode != 0

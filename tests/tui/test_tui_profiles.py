@@ -594,3 +594,26 @@ async def test_the_form_refuses_a_bearer_less_openai_profile(home, make_app, set
         assert isinstance(app.screen, ProfileFormScreen)  # refused, with the profile's reason
         assert "bearer" in str(form.query_one("#form-error").render())
     assert not ProfileStore().exists("oa")
+
+
+async def test_a_keyless_profile_shows_as_keyless_without_a_keyring(home, make_app, settle) -> None:
+    """Seen: the table said 'keyring unavailable' for a keyless profile (`profile list` says
+    '(keyless)'), though such a profile never asks the keyring anything."""
+    import keyring
+    from keyring.backends import fail
+
+    ProfileStore().save(
+        Profile(name="sim", protocol="openai", base_url="http://127.0.0.1:9/v1", model="m",
+                no_key=True)
+    )  # fmt: skip
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        app = make_app(start_mode="profiles")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            cells = [str(cell) for cell in app.screen.query_one(DataTable).get_row("sim")]
+            assert "(keyless)" in cells
+            assert not any("keyring" in cell for cell in cells)
+    finally:
+        keyring.set_keyring(previous)

@@ -171,3 +171,91 @@ async def test_a_still_cursor_holds_in_every_focused_field(home, make_app, settl
             await pilot.press("tab")
             await settle(app, pilot)
         assert checked >= 3
+
+
+# -- everything reachable at 80×24, the size the README promises --------------------------------
+
+
+async def test_every_launch_field_and_button_is_reachable_at_80x24(
+    home, make_app, settle, open_launch_form
+) -> None:
+    """Seen: the form was cut after Repeat/Concurrency; 'Where attempts run', 'Only tasks from
+    an earlier run' and Launch/Cancel were off screen, and Tab did not scroll to them."""
+    from textual.widgets import Select
+
+    app = make_app(start_mode="run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        form = await open_launch_form(app, pilot)
+        await settle(app, pilot)
+        for button in form.query(Button):
+            assert _inside(app, button), button.id
+        assert _inside(app, form.query_one("#launch-where"))
+        reached = set()
+        for _ in range(12):  # Tab through every field: each is scrolled into view in turn
+            await pilot.press("tab")
+            await settle(app, pilot)
+            field = app.focused
+            if field is not None and field.id in ("executor", "only", "earlier", "ray-address"):
+                assert _inside(app, field), field.id
+                assert field.region.y > 0
+                reached.add(field.id)
+        assert reached == {"executor", "only", "earlier", "ray-address"}
+        assert isinstance(form.query_one("#earlier"), Select)
+
+
+async def test_help_scrolls_to_its_last_key_at_80x24(fixture_runs, make_app, settle) -> None:
+    """Seen: 6 of the Volatility screen's 18 keys showed; Down/PageDown/End did nothing."""
+    from textual.containers import VerticalScroll
+
+    from driftdesk.tui.screens.modals import HelpScreen
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settled(app, pilot, settle)
+        await pilot.press("f1")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)
+        body = app.screen.query_one("#help-body", VerticalScroll)
+        assert _inside(app, body) and body.max_scroll_y > 0 and body.scroll_y == 0
+        await pilot.press("pagedown")
+        await settle(app, pilot)
+        assert body.scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause(0.3)
+        assert body.scroll_y == body.max_scroll_y
+        table = app.screen.query_one("#help-table", DataTable)
+        last_row_y = table.region.y + table.row_count  # its header, then one line a key
+        assert last_row_y < body.region.bottom  # the last key (ctrl+q) is on screen
+
+
+async def test_footer_keeps_help_and_quit_at_80x24(fixture_runs, make_app, settle) -> None:
+    """Seen: the footer was cut to `m Com▏^p palette`, hiding Quit and Help."""
+    from textual.widgets._footer import FooterKey
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settled(app, pilot, settle)
+        for mode in ("volatility", "run", "profiles"):
+            await app.switch_mode(mode)
+            await _settled(app, pilot, settle)
+            keys = {key.action: key for key in app.screen.query(FooterKey)}
+            for action in ("help", "ask_quit"):
+                assert action in keys and _inside(app, keys[action]), (mode, action)
+                assert keys[action].region.right < 60, (mode, action)
+
+
+async def test_the_task_table_shows_more_than_a_few_rows_at_80x24(
+    fixture_runs, make_app, settle
+) -> None:
+    """Seen: 3 task rows under a ten-line headline; on a short screen the headline's facts go
+    side by side."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settled(app, pilot, settle)
+        screen = app.screen
+        table = screen.query_one("#tasks", DataTable)
+        assert table.row_count >= 5 and _inside(app, table)
+        assert table.size.height - 1 >= 6  # room for a header, then at least six task rows
+        text = str(screen.query_one("#summary", Static).render())
+        for headline in ("success", "consistency gap", "CI95", "link errors", "noise floor"):
+            assert headline in text

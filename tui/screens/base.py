@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from textual import events
+from textual.binding import ActiveBinding
 from textual.message import Message
 from textual.reactive import Reactive
 from textual.screen import Screen
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 # Textual's default "⭘" is missing from common monospace fonts (a tofu box in screenshots and
 # many terminals); "≡" is in all of them and reads as "menu" (a click opens the palette).
 HEADER_ICON = "≡"
+FOOTER_FIRST = ("app.help", "app.quit")
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,15 @@ class WorkbenchScreen(ForwardsWorkerFailures, Screen[None]):
         the app's classes and pseudo-classes (focus, dark, ansi…)."""
         app = self.app
         return (app._css_update_count, app.theme, app.classes, app.pseudo_classes)
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """Textual's, with Help and Quit first: the footer cuts what does not fit at the
+        right, and at 80 columns a screen's own keys left no room for the two a newcomer
+        needs (Help lists every key)."""
+        bindings = super().active_bindings
+        first = {k: v for k, v in bindings.items() if v.binding.id in FOOTER_FIRST}
+        return {**first, **{k: v for k, v in bindings.items() if k not in first}}
 
     def came_to_front(self) -> None:
         """Read what the screen shows; called each time it comes to the front."""

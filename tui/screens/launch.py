@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Input, Label, Select, Static
 
 from driftdesk.tui.screens.base import ForwardsWorkerFailures
 
@@ -26,6 +26,10 @@ AGENT_CHOICES = [
     ("Claude Code (claude -p, headless, fresh workspace)", "claude-code"),
     ("Codex CLI (codex exec, headless, fresh workspace)", "codex"),
 ]
+
+# Lines of the dialog around its fields: border, title and its margin, the output folder (one
+# line; more when it wraps), the error line, the buttons and their margin.
+LAUNCH_CHROME_LINES = 11
 
 EXECUTOR_CHOICES = [
     ("here (this machine)", "local"),
@@ -70,7 +74,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="form"):
             yield Label("Launch a run", id="dialog-title")
-            with VerticalScroll():
+            with VerticalScroll(id="launch-fields"):
                 yield Label("Profile")
                 # The Select replaces this once the profiles (and which answer) are known.
                 yield Label("(loading profiles…)", id="profile-loading")
@@ -113,7 +117,8 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                     )
                     # Filled once the runs are listed (their manifests read off the UI thread).
                     yield Select([], id="earlier", prompt="earlier run")
-            yield Label(f"The run goes to {self._out_dir}", id="launch-where")
+            # Static, not Label: a long folder wraps inside the dialog instead of running off it.
+            yield Static(f"The run goes to {self._out_dir}", id="launch-where", markup=False)
             yield Label("", id="form-error")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Launch (ctrl+s)", variant="primary", id="launch")
@@ -121,6 +126,19 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
 
     def on_mount(self) -> None:
         self.load_choices()
+        self.on_resize()
+
+    def on_resize(self) -> None:
+        # The fields get what the screen has left after the title, the output folder, the
+        # error line and the buttons, and scroll (Tab scrolls to the focused one); grown to
+        # their own height they pushed the buttons and the last fields off an 80×24 screen.
+        self.call_after_refresh(self._fit_fields)
+
+    def _fit_fields(self) -> None:
+        fields = self.query_one("#launch-fields", VerticalScroll)
+        where = self.query_one("#launch-where", Static).outer_size.height  # a long folder wraps
+        chrome = LAUNCH_CHROME_LINES + max(where - 1, 0)
+        fields.styles.max_height = max(self.app.size.height - chrome, 4)
 
     @work(
         thread=True,

@@ -81,6 +81,9 @@ class PickScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+HELP_CHROME_LINES = 6  # the dialog's border and padding (4), its title and the title's margin
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key of the current screen and of the app, with its id and what it does."""
 
@@ -96,14 +99,30 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="wide"):
             yield Label("Help — keys (ctrl+p opens the command palette)", id="dialog-title")
-            yield Static(self._intro, id="help-intro", markup=False)  # intros quote keys like [
-            table: DataTable[str] = DataTable(id="help-table", cursor_type="row")
-            fill_table(
-                table,
-                [("key", "key"), ("does", "does"), ("binding id", "id")],
-                [(str(i), row) for i, row in enumerate(self._key_rows)],
-            )
-            yield table
+            # Intro and keys scroll together (Down, PageDown, End): on a short screen most of
+            # the keys were below the dialog's edge, out of reach.
+            with VerticalScroll(id="help-body"):
+                yield Static(self._intro, id="help-intro", markup=False)  # intros quote keys
+                table: DataTable[str] = DataTable(id="help-table", cursor_type="none")
+                table.can_focus = False
+                fill_table(
+                    table,
+                    [("key", "key"), ("does", "does"), ("binding id", "id")],
+                    [(str(i), row) for i, row in enumerate(self._key_rows)],
+                )
+                # Every row (the stylesheet caps the table; the body scrolls instead).
+                table.styles.max_height = len(self._key_rows) + 1
+                yield table
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body", VerticalScroll).focus()
+        self.on_resize()
+
+    def on_resize(self) -> None:
+        body = self.query_one("#help-body", VerticalScroll)
+        body.styles.height = "auto"  # as tall as intro and keys, up to what the screen has
+        # The dialog may take 90 % of the screen; its border, padding and title take the rest.
+        body.styles.max_height = max(int(self.app.size.height * 0.9) - HELP_CHROME_LINES, 3)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

@@ -155,13 +155,16 @@ class ProfilesScreen(WorkbenchScreen):
         rows: list[ProfileRow] = []
         keyring_note = ""
         for p in profiles:
-            try:
-                masked = mask_key(get_key(p.name))
-            except KeyMissing:
-                masked = "(none)"
-            except KeyringUnavailable as exc:
-                masked = "keyring unavailable"
-                keyring_note = str(exc)
+            if p.no_key:
+                masked = "(keyless)"  # as `profile list` says; the keyring is not asked
+            else:
+                try:
+                    masked = mask_key(get_key(p.name))
+                except KeyMissing:
+                    masked = "(none)"
+                except KeyringUnavailable as exc:
+                    masked = "keyring unavailable"
+                    keyring_note = str(exc)
             rows.append(
                 ProfileRow(
                     name=p.name,

@@ -262,6 +262,7 @@ class VolatilityScreen(WorkbenchScreen):
         self._matching = 0  # tasks the filter matches (the table lists MAX_LISTED_ROWS at most)
         self._measuring: Worker[None] | None = None  # the worker measuring runs' success
         self._loading: set[Path] = set()  # runs whose report a worker is building
+        self._shown_live = False  # the summary shown is of a live run
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -296,7 +297,10 @@ class VolatilityScreen(WorkbenchScreen):
         # instead of beside it: the summary keeps the whole width, so the headline never
         # shrinks to a column of letters. The plot shows only where it fits beside it.
         self.set_class(width < STACK_BELOW_WIDTH, "stacked")
+        was_short = self.has_class("short")
         self.set_class(height < SHORT_BELOW_HEIGHT, "short")
+        if self.report is not None and (was_short != self.has_class("short") or was_short):
+            self.query_one("#summary", Static).update(self._summary(self.report, self._shown_live))
         self.query_one("#plot", Static).display = width >= PLOT_MIN_WIDTH and (
             height >= SHORT_BELOW_HEIGHT
         )
@@ -511,6 +515,7 @@ class VolatilityScreen(WorkbenchScreen):
         if message.run_dir != self.run_dir:
             return  # an answer for a run the user already left
         self.report, self._orders = message.report, message.orders
+        self._shown_live = message.live
         self.query_one("#summary", Static).update(self._summary(message.report, message.live))
         self.query_one("#plot", Static).update(Text.from_ansi(message.plot))
         self.query_one("#histogram", Static).update(Text.from_ansi(message.histogram))
@@ -520,20 +525,26 @@ class VolatilityScreen(WorkbenchScreen):
             self.query_one("#tasks", DataTable).focus()
 
     def _summary(self, report: Any, live: bool) -> Text:
+        """The run's headline: one fact a line, or, on a short screen, the facts packed
+        side by side (the task table keeps room for more than a few rows at 80×24)."""
         ci = report.ci95 or {}
         text = Text()
         text.append(f"{report.run_id}", style="bold")
         if live:
             text.append("  LIVE", style="bold cyan")
         text.append(f"\n{report.model or ''}  status {report.status or '?'}\n", style="dim")
+        facts: list[tuple[str, Text]] = []
+
+        def fact(label: str, value: str, style: str = "") -> Text:
+            shown = Text(value, style=style)
+            facts.append((label, shown))
+            return shown
 
         def with_ci(label: str, value: str, key: str, scale: float = 100.0) -> None:
-            text.append(f"{label:<18}", style="bold")
-            text.append(value)
+            shown = fact(label, value)
             bounds = ci.get(key)
             if bounds:
-                text.append(f"  CI95 {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f}", style="dim")
-            text.append("\n")
+                shown.append(f"  CI95 {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f}", "dim")
 
         with_ci(
             "success",
@@ -546,49 +557,54 @@ class VolatilityScreen(WorkbenchScreen):
             "consistency_gap_pp",
             scale=1.0,
         )
-        text.append(f"{'tasks · attempts':<18}", style="bold")
-        text.append(f"{report.tasks_judged} · {report.attempts_judged} judged\n")
+        fact("tasks · attempts", f"{report.tasks_judged} · {report.attempts_judged} judged")
         volatile = sum(1 for t in report.tasks if t.volatile)
-        text.append(f"{'volatile tasks':<18}", style="bold")
-        text.append(f"{volatile}\n", style="yellow" if volatile else "")
+        fact("volatile tasks", f"{volatile}", "yellow" if volatile else "")
         kinds = ", ".join(f"{k} {v}" for k, v in sorted((report.link_errors_by_kind or {}).items()))
-        text.append(f"{'link errors':<18}", style="bold")
-        text.append(
-            f"{report.link_errors}" + (f" ({kinds})" if kinds else "") + "\n",
-            style="magenta" if report.link_errors else "",
+        fact(
+            "link errors",
+            f"{report.link_errors}" + (f" ({kinds})" if kinds else ""),
+            "magenta" if report.link_errors else "",
         )
         if report.harness_errors:
             # Attempts the harness itself broke (a crash, no result): not the model, not the
             # link; when every attempt is one, nothing was measured and the reason says why.
             kinds = ", ".join(f"{k} {v}" for k, v in report.harness_errors_by_kind.items())
-            text.append(f"{'harness errors':<18}", style="bold")
-            text.append(f"{report.harness_errors} ({kinds})\n", style="bold red")
-        if report.empty_reason and (report.harness_errors or report.link_errors):
-            text.append(f"{report.empty_reason}\n", style="red")
+            fact("harness errors", f"{report.harness_errors} ({kinds})", "bold red")
         floor = getattr(report, "noise_floor", None)
         if floor is not None and floor.mde_pp is not None:
             # The smallest success change a same-size rerun detects (80 % power), and the
             # repeats per task needed to see 5 and 10 pp.
-            text.append(f"{'noise floor':<18}", style="bold")
-            text.append(f"{floor.mde_pp:.1f} pp")
-            text.append(f"  {floor.power:.0%} power\n", style="dim")
-            text.append(f"{'repeats for Δ':<18}", style="bold")
+            fact("noise floor", f"{floor.mde_pp:.1f} pp").append(
+                f"  {floor.power:.0%} power", "dim"
+            )
             wanted = {k: v for k, v in floor.repeats_for_pp.items() if k in (5.0, 10.0)}
-            text.append(
-                "  ".join(f"{k:g} pp: {v if v is not None else '—'}" for k, v in wanted.items())
-                + "\n"
+            fact(
+                "repeats for Δ",
+                "  ".join(f"{k:g} pp: {v if v is not None else '—'}" for k, v in wanted.items()),
             )
         # No attempt reported any usage (e.g. imported results): unknown, not free.
         counted = any(t.tokens_mean is not None for t in report.tasks)
         total = (report.tokens or {}).get("total") if counted else None
-        text.append(f"{'tokens · cost':<18}", style="bold")
         known = total is not None and report.cost_usd is not None
         cost = f"${report.cost_usd:.4f}" if known else "unknown"
-        text.append(f"{format_tokens(total)} · {cost}\n")
+        fact("tokens · cost", f"{format_tokens(total)} · {cost}")
+        short = self.has_class("short")
+        if short:
+            _pack_facts(text, facts, max(self.app.size.width - 4, 40))
+        else:
+            for label, value in facts:
+                text.append(f"{label:<18}", style="bold")
+                text.append_text(value)
+                text.append("\n")
+        if report.empty_reason and (report.harness_errors or report.link_errors):
+            text.append(f"{report.empty_reason}\n", style="red")
         if report.skipped_lines:
             text.append(
                 f"{len(report.skipped_lines)} malformed line(s) skipped\n", style="bold red"
             )
+        if short:
+            text.rstrip()  # no blank line under it: one more task row
         return text
 
     def _visible_tasks(self) -> list[Any]:
@@ -857,6 +873,26 @@ HISTOGRAM_SIZE = (40, 12)
 # The histogram sits beside the pass^k plot only when the screen is this wide (app.tcss
 # hides it below: the summary needs its ~44 columns first).
 HISTOGRAM_MIN_WIDTH = 180
+
+
+def _pack_facts(text: Text, facts: list[tuple[str, Text]], width: int) -> None:
+    """``label value`` facts side by side, three spaces apart, a new line where the next one
+    would pass ``width``."""
+    used = 0
+    for label, value in facts:
+        size = len(label) + 1 + value.cell_len
+        if used and used + 3 + size > width:
+            text.append("\n")
+            used = 0
+        elif used:
+            text.append("   ")
+            used += 3
+        text.append(f"{label} ", style="bold")
+        text.append_text(value)
+        used += size
+    text.append("\n")
+
+
 STACK_BELOW_WIDTH = 130  # runs list above the report, not beside it
 PLOT_MIN_WIDTH = 96  # summary (44) + plot (50)
 SHORT_BELOW_HEIGHT = 30  # one-line filter box, no plot

@@ -1,0 +1,55 @@
+"""The demo's simulated endpoint, for `driftdesk demo` and for resuming a demo run later.
+
+A demo run's profile (``demo-sandbox``) lives only while the demo runs and its sandbox dies
+with it, so the printed `driftdesk resume RUN` would find neither. ``resume_run`` recognises
+such a run (``is_demo_run``) and starts a sandbox like the demo's for the resume
+(``start_demo_sandbox``): the same suite, simulated model and injected faults, a new port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
+
+DEMO_PROFILE = "demo-sandbox"
+DEMO_SUITE = "basic"
+# Slow enough to watch attempts fill in, with a few injected 429s and 500s so the retry and
+# link-error counters have something honest to show.
+DEMO_LATENCY_MS = 350.0
+DEMO_FAULTS = {"rate_limit": 0.04, "server_error": 0.02}
+DEMO_NOTES = "driftdesk demo: a local SIMULATED model (no network); exists while the demo runs"
+
+
+def start_demo_sandbox(latency_ms: float = DEMO_LATENCY_MS) -> SandboxServer:
+    server = SandboxServer(
+        latency_ms=latency_ms, faults=FaultRates(**DEMO_FAULTS), retry_after_s=0.5
+    )
+    server.start()
+    return server
+
+
+def demo_profile(server: SandboxServer) -> Profile:
+    """The demo's profile for ``server``: never saved; keyless (the sandbox takes any key)."""
+    return Profile(
+        name=DEMO_PROFILE,
+        protocol="openai",
+        base_url=server.base_url,
+        model=SIM_MODEL,
+        notes=DEMO_NOTES,
+        no_key=True,
+    )
+
+
+def is_demo_run(manifest: dict[str, Any]) -> bool:
+    """A run `driftdesk demo` made: its profile, model and a loopback endpoint (a user's own
+    saved profile of that name is not the demo's: the caller checks that first)."""
+    host = urlsplit(str(manifest.get("base_url") or "")).hostname
+    return (
+        manifest.get("profile") == DEMO_PROFILE
+        and manifest.get("model") == SIM_MODEL
+        and manifest.get("protocol") == "openai"
+        and host == "127.0.0.1"
+    )
