@@ -34,13 +34,9 @@ class RequestContent:
     params: dict[str, Any]  # every other top-level key, as sent
 
 
-def request_content(protocol: str, body: bytes) -> RequestContent | None:
-    """The request of a ``chat`` / ``responses`` / ``messages`` call; None when the body is
-    not a JSON object."""
-    try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
+def request_content(protocol: str, obj: dict[str, Any] | None) -> RequestContent | None:
+    """The request of a ``chat`` / ``responses`` / ``messages`` call, from its body parsed
+    (None: the body is not a JSON object). ``obj`` is left as it is."""
     if not isinstance(obj, dict) or protocol not in _ITEMS_KEY:
         return None
     params = dict(obj)
@@ -62,7 +58,7 @@ def answer_content(protocol: str, data: bytes, streamed: bool) -> dict[str, Any]
     if protocol not in RECORDED_PROTOCOLS:
         return None
     if streamed:
-        return _STREAMED[protocol](list(sse_events(data)))
+        return _STREAMED[protocol](sse_events(data))
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError):
@@ -70,20 +66,23 @@ def answer_content(protocol: str, data: bytes, streamed: bool) -> dict[str, Any]
     return _WHOLE[protocol](obj) if isinstance(obj, dict) else None
 
 
-def sse_events(data: bytes) -> Iterator[dict[str, Any]]:
+def sse_events(data: bytes) -> list[dict[str, Any]]:
     """The JSON objects of an SSE stream's ``data:`` lines (``[DONE]`` and junk skipped)."""
-    for line in data.split(b"\n"):
-        if not line.startswith(b"data:"):
-            continue
-        payload = line[5:].strip()
-        if not payload.startswith(b"{"):
-            continue
+    payloads = [line[5:].strip() for line in data.split(b"\n") if line.startswith(b"data:")]
+    payloads = [p for p in payloads if p.startswith(b"{")]
+    try:  # one parse for the whole stream: a stream has many small events
+        events = json.loads(b"[" + b",".join(payloads) + b"]")
+    except (ValueError, UnicodeDecodeError):  # a line cut short: each on its own
+        events = list(_each_parsed(payloads))
+    return [e for e in events if isinstance(e, dict)]
+
+
+def _each_parsed(payloads: list[bytes]) -> Iterator[Any]:
+    for payload in payloads:
         try:
-            event = json.loads(payload)
+            yield json.loads(payload)
         except (ValueError, UnicodeDecodeError):
             continue
-        if isinstance(event, dict):
-            yield event
 
 
 def _answer(
@@ -148,37 +147,54 @@ def _chat_whole(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _chat_streamed(events: list[dict[str, Any]]) -> dict[str, Any]:
+    # The one loop that runs per streamed event: kept plain.
     texts: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     stop: Any = None
     usage: Any = None
     for event in events:
-        if isinstance(event.get("usage"), dict):
-            usage = event["usage"]
-        for choice in _dicts(event.get("choices")):
-            if choice.get("index", 0) != 0:
+        found = event.get("usage")
+        if isinstance(found, dict):
+            usage = found
+        choices = event.get("choices")
+        if not isinstance(choices, list):
+            continue
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # n > 1: the first choice is the answer recorded
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-            texts += _strings(delta.get("content"))
-            reasoning += _strings(delta.get("reasoning_content"), delta.get("reasoning"))[:1]
-            for piece in _dicts(delta.get("tool_calls")):
-                index = piece.get("index")
-                call = calls.setdefault(
-                    index if isinstance(index, int) else len(calls),
-                    {"id": None, "name": "", "arguments": ""},
-                )
-                if isinstance(piece.get("id"), str) and piece["id"]:
-                    call["id"] = piece["id"]
-                function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
-                name = function.get("name")
-                if isinstance(name, str) and name != call["name"]:
-                    call["name"] += name  # sent once, or in pieces; never twice the same
-                if isinstance(function.get("arguments"), str):
-                    call["arguments"] += function["arguments"]
-            if choice.get("finish_reason"):
-                stop = choice["finish_reason"]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    texts.append(content)
+                thought = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(thought, str):
+                    reasoning.append(thought)
+                pieces = delta.get("tool_calls")
+                if pieces:
+                    _chat_tool_pieces(calls, _dicts(pieces))
+            reason = choice.get("finish_reason")
+            if reason:
+                stop = reason
     return _answer(texts, [calls[i] for i in sorted(calls)], reasoning, stop, usage)
+
+
+def _chat_tool_pieces(calls: dict[int, dict[str, Any]], pieces: list[dict[str, Any]]) -> None:
+    for piece in pieces:
+        index = piece.get("index")
+        call = calls.setdefault(
+            index if isinstance(index, int) else len(calls),
+            {"id": None, "name": "", "arguments": ""},
+        )
+        if isinstance(piece.get("id"), str) and piece["id"]:
+            call["id"] = piece["id"]
+        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        name = function.get("name")
+        if isinstance(name, str) and name != call["name"]:
+            call["name"] += name  # sent once, or in pieces; never twice the same
+        if isinstance(function.get("arguments"), str):
+            call["arguments"] += function["arguments"]
 
 
 # --- OpenAI Responses -------------------------------------------------------------------------

@@ -239,14 +239,20 @@ async def _read_bounded(content: aiohttp.StreamReader, limit: int) -> tuple[byte
         return bytes(body), True
 
 
-def _requested_model(body: bytes) -> str | None:
-    """The ``model`` a request asked for (JSON bodies only)."""
-    if not body.lstrip().startswith(b"{") or b'"model"' not in body:
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """A request body that is a JSON object, parsed once (for its model, and its recording)."""
+    if not body.lstrip().startswith(b"{"):
         return None
     try:
-        model = json.loads(body).get("model")
-    except (ValueError, AttributeError):
+        parsed = json.loads(body)
+    except ValueError:
         return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _requested_model(request: dict[str, Any] | None) -> str | None:
+    """The ``model`` a request asked for (JSON bodies only)."""
+    model = request.get("model") if request is not None else None
     return model if isinstance(model, str) and model else None
 
 
@@ -289,6 +295,7 @@ class KeyScrubber:
             urllib.parse.quote(key, safe=""),
             urllib.parse.quote_plus(key),
         }
+        self.shapes = tuple(sorted(shapes))  # the recorder looks for them in decoded values
         ordered = sorted((v.encode() for v in shapes), key=len, reverse=True)
         self._pattern = re.compile(b"|".join(re.escape(v) for v in ordered), re.IGNORECASE)
         self._mask = mask_key(key).encode()
@@ -509,6 +516,8 @@ class MeteringProxy:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._recorder is not None:
+            self._recorder.close_files()  # every call is recorded by now
 
     # --- attempts -------------------------------------------------------------------------
 
@@ -641,8 +650,11 @@ class MeteringProxy:
         t0 = time.perf_counter()
         body = await request.read()
         protocol = wire_protocol(tail)
-        capture = self._recorder.capture(protocol, body) if self._recorder is not None else None
-        requested_model = _requested_model(body)
+        request_json = _json_object(body)
+        requested_model = _requested_model(request_json)
+        capture = None
+        if self._recorder is not None:
+            capture = self._recorder.capture(protocol, body, request_json)
         request_id = f"dd-{self._token_prefix}{next(self._request_numbers):x}"
         status: int | None = None
         ttfb_ms: float | None = None

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gzip
-import hashlib
 import json
 import logging
+import marshal
 import math
 import os
+import threading
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,9 @@ _HELD_UNCAPPED = 256 * MIB
 # No string shorter than this can hold anything redact() masks (its shortest pattern match),
 # unless the key itself is shorter.
 _SHORTEST_SECRET_MATCH = 15
+# What each of redact()'s key-like patterns starts with (any case): a string with none of
+# them and no shape of the key is left alone.
+_KEY_LIKE_STARTS = ("sk-", "bearer", "x-api-key")
 
 
 @dataclass
@@ -94,14 +98,18 @@ def max_recorded_mb_problem(value: float) -> str | None:
 
 
 class CallCapture:
-    """One call's bytes as the proxy saw them: the request body, the answer as sent to the
-    agent (scrubbed, bounded) and, for a status >= 400, the scrubbed error body."""
+    """One call's bytes as the proxy saw them: the request body (and the JSON object it
+    parsed it into, which nobody changes), the answer as sent to the agent (scrubbed,
+    bounded) and, for a status >= 400, the scrubbed error body."""
 
-    __slots__ = ("answer", "error", "protocol", "request")
+    __slots__ = ("answer", "error", "protocol", "request", "request_json")
 
-    def __init__(self, protocol: str | None, request: bytes) -> None:
+    def __init__(
+        self, protocol: str | None, request: bytes, request_json: dict[str, Any] | None
+    ) -> None:
         self.protocol = protocol
         self.request = request
+        self.request_json = request_json
         self.answer = bytearray()
         self.error = b""
 
@@ -113,22 +121,44 @@ class CallCapture:
 
 class ValueRedactor:
     """Redacts decoded JSON values: every string (object keys too) through ``redact`` with
-    the secrets, and every shape of a secret ``KeyScrubber`` knows (URL-encoded, any case)."""
+    the secrets, and every shape of a secret ``KeyScrubber`` knows (URL-encoded, any case);
+    a string that holds JSON whose own escapes spell a secret is decoded to be redacted.
+
+    ``suspect`` says from a value's JSON text whether the walk can change anything: most
+    records hold nothing to mask, and one scan of their text costs far less than a walk."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self.secrets = [s for s in secrets if s and len(s) >= 4]
         self._scrubbers = [KeyScrubber(s) for s in self.secrets]
         self._shortest = min([_SHORTEST_SECRET_MATCH, *(len(s) for s in self.secrets)])
+        # Lowercased, what a string must contain for anything in it to be masked.
+        shapes = (shape.lower() for scrubber in self._scrubbers for shape in scrubber.shapes)
+        self._telltales = (*_KEY_LIKE_STARTS, *shapes)
+        # The same in JSON text, where a backslash is written twice; and the escapes that make
+        # a string's own JSON worth decoding.
+        self._telltales_in_json = (
+            *{t.replace("\\", "\\\\") for t in self._telltales},
+            "\\\\u",
+            "\\\\/",
+        )
+
+    def suspect(self, json_text: str) -> bool:
+        """Whether redacting the value ``json_text`` was dumped from (``ensure_ascii=False``)
+        may change it; False means it certainly does not."""
+        lowered = json_text.lower()
+        return any(telltale in lowered for telltale in self._telltales_in_json)
 
     def text(self, text: str) -> str:
         if len(text) < self._shortest:
             return text
-        for scrubber in self._scrubbers:
-            if scrubber.found(text):
+        # Most strings hold nothing to mask: substring tests say so, before regexes would.
+        lowered = text.lower()
+        if any(telltale in lowered for telltale in self._telltales):
+            for scrubber in self._scrubbers:
                 text = scrubber.scrub(text.encode("utf-8", "surrogatepass")).decode(
                     "utf-8", "surrogatepass"
                 )
-        text = redact(text, self.secrets)
+            text = redact(text, self.secrets)
         if ("\\u" in text or "\\/" in text) and text.lstrip()[:1] in ("{", "["):
             text = self._nested_json(text)
         return text
@@ -164,21 +194,28 @@ class _Call:
     slim: bool = False  # held past the memory bound: only its figures were kept
 
 
+ValueHash = tuple[int, int]
+
+
 @dataclass
 class _SlotState:
     """What the slot's previous record sent, as hashes: enough to say what this one shares."""
 
-    item_hashes: list[bytes] = field(default_factory=list)
-    system_hash: bytes | None = None
-    tools_hash: bytes | None = None
+    item_hashes: list[ValueHash] = field(default_factory=list)
+    system_hash: ValueHash | None = None
+    tools_hash: ValueHash | None = None
 
 
-def _canonical_hash(value: Any) -> bytes:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def _value_hash(value: Any) -> ValueHash:
+    """Equal for equal decoded JSON values (key order included), different otherwise but by a
+    chance of 2**-64. Every item of every call is hashed: marshal (version 2: no
+    back-references, so its bytes depend on the value alone) is ten times cheaper than a
+    canonical JSON dump, and Python's own (keyed) hash far cheaper than a digest."""
+    data = marshal.dumps(value, 2)
+    return len(data), hash(data)
 
 
-def _shared_prefix(previous: list[bytes], current: list[bytes]) -> int:
+def _shared_prefix(previous: list[ValueHash], current: list[ValueHash]) -> int:
     shared = 0
     for before, now in zip(previous, current, strict=False):
         if before != now:
@@ -244,17 +281,17 @@ class _RecordingWriter:
         self._deferred_slots: set[tuple[str, int]] = set()
         self._slots: dict[tuple[str, int], _SlotState] = {}
         self._touched: set[Path] = set()  # files this process has checked (and appended to)
+        # The open recording of each slot whose attempt is open: (fd, size).
+        self._files: dict[tuple[str, int], tuple[int, int]] = {}
 
     # --- reading a capture -------------------------------------------------------------------
 
     def read(self, capture: CallCapture, status: int | None, streamed: bool) -> _Call:
         protocol = capture.protocol if capture.protocol in RECORDED_PROTOCOLS else None
-        request = request_content(protocol, capture.request) if protocol else None
+        request = request_content(protocol, capture.request_json) if protocol else None
         response = None
         if protocol and status is not None and 200 <= status < 300:
             response = answer_content(protocol, bytes(capture.answer), streamed)
-            if response is not None:
-                response = self._redactor.value(response)
         error = self._error_text(capture.error) if status is not None and status >= 400 else None
         return _Call(protocol, request, len(capture.request), response, error)
 
@@ -302,11 +339,21 @@ class _RecordingWriter:
         self._held.clear()
         self._held_bytes = 0
         for slot in self._deferred_slots:
-            self._slots.pop(slot, None)
+            self.drop_slot(slot)
         self._deferred_slots.clear()
 
     def drop_slot(self, slot: tuple[str, int]) -> None:
         self._slots.pop(slot, None)
+        self._close(slot)
+
+    def _close(self, slot: tuple[str, int]) -> None:
+        opened = self._files.pop(slot, None)
+        if opened is not None:
+            os.close(opened[0])
+
+    def close_files(self) -> None:
+        for slot in list(self._files):
+            self._close(slot)
 
     # --- one record --------------------------------------------------------------------------
 
@@ -332,34 +379,52 @@ class _RecordingWriter:
             if call.protocol is not None:  # a body that is not JSON: no items to read
                 record["request"].update(base=0, items=[], system=None, tools=None, params={})
         else:
-            record["request"] = self._shared(slot, call.request, slim)
+            record["request"] = self._shared(slot, call.request)
         return _slim(record) if slim else record
 
-    def _shared(self, slot: tuple[str, int], request: RequestContent, slim: bool) -> dict[str, Any]:
+    def _shared(self, slot: tuple[str, int], request: RequestContent) -> dict[str, Any]:
         previous = self._slots.get(slot)
-        hashes = [_canonical_hash(item) for item in request.items]
-        system_hash = _canonical_hash(request.system)
-        tools_hash = _canonical_hash(request.tools)
+        hashes = [_value_hash(item) for item in request.items]
+        system_hash = _value_hash(request.system)
+        tools_hash = _value_hash(request.tools)
         base = _shared_prefix(previous.item_hashes, hashes) if previous else 0
-        # Past the cap the content is not stored: no need to redact it.
-        value = (lambda v: None) if slim else self._redactor.value
-        shared: dict[str, Any] = {"base": base, "items": value(request.items[base:])}
+        shared: dict[str, Any] = {"base": base, "items": request.items[base:]}
         if previous is not None and previous.system_hash == system_hash:
             shared["system_same"] = True
         else:
-            shared["system"] = value(request.system)
+            shared["system"] = request.system
         if previous is not None and previous.tools_hash == tools_hash:
             shared["tools_same"] = True
         else:
-            shared["tools"] = value(request.tools)
-        shared["params"] = self._redactor.value(request.params)
+            shared["tools"] = request.tools
+        shared["params"] = request.params
         self._slots[slot] = _SlotState(hashes, system_hash, tools_hash)
         return shared
 
     def write(self, slot: tuple[str, int], call_index: int, rid: Any, call: _Call) -> None:
-        path = attempt_file(self.run_dir, slot[0], slot[1], RECORDING_SUFFIX)
-        if path not in self._touched:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        fd, size = self._files.get(slot) or self._open(slot)
+        capped = self._max_bytes > 0
+        record = self.record(slot, call, call_index, rid, slim=capped and size >= self._max_bytes)
+        line = _json_line(record)
+        if self._redactor.suspect(line):  # rarely: only then is every string walked
+            record = self._redactor.value(record)
+            line = _json_line(record)
+        member = _gzip_member(line)
+        if capped and not record["truncated"] and size + len(member) > self._max_bytes:
+            member = _gzip_member(_json_line(_slim(record)))
+        try:
+            _append(fd, member, size)
+        except OSError:
+            self._files[slot] = (fd, size)
+            self._close(slot)  # reopened (its size read again) by the next record
+            raise
+        self._files[slot] = (fd, size + len(member))
+        if slot in self._deferred_slots:
+            self._close(slot)  # attributed one by one, over many slots: not kept open
+
+    def _open(self, slot: tuple[str, int]) -> tuple[int, int]:
+        path = attempt_file(self.run_dir, *slot, RECORDING_SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(path, flags, 0o600)
         try:
@@ -367,16 +432,10 @@ class _RecordingWriter:
             if path not in self._touched:
                 size = self._cut_torn_tail(fd, path, size)
                 self._touched.add(path)
-            capped = self._max_bytes > 0
-            record = self.record(
-                slot, call, call_index, rid, slim=capped and size >= self._max_bytes
-            )
-            member = _member(record)
-            if capped and not record["truncated"] and size + len(member) > self._max_bytes:
-                member = _member(_slim(record))
-            _append(fd, member, size, path)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        return fd, size
 
     @staticmethod
     def _cut_torn_tail(fd: int, path: Path, size: int) -> int:
@@ -391,19 +450,28 @@ class _RecordingWriter:
         return end
 
 
-def _member(record: dict[str, Any]) -> bytes:
-    """One record as one gzip member: a JSON line."""
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-    return gzip.compress(line.encode("utf-8", "surrogatepass"), compresslevel=6, mtime=0)
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def _append(fd: int, member: bytes, start: int, path: Path) -> None:
+def _gzip_member(line: str) -> bytes:
+    """One record's line as one gzip member. This runs for every call: level 1 (text
+    compresses nearly as well as at the default), and a window and hash table no larger
+    than the record needs (setting up zlib's full-size ones costs more than compressing a
+    small record)."""
+    data = line.encode("utf-8", "surrogatepass")
+    window_bits = min(15, max(9, len(data).bit_length()))
+    deflate = zlib.compressobj(1, zlib.DEFLATED, 16 + window_bits, max(2, window_bits - 6))
+    return deflate.compress(data) + deflate.flush()
+
+
+def _append(fd: int, member: bytes, start: int) -> None:
     """One write per record on an O_APPEND fd; a write that fails or lands only in part is cut
     off again (the file never ends in a member this process tore)."""
     try:
         written = os.write(fd, member)
         if written != len(member):
-            raise OSError(errno.ENOSPC, f"short write: {written} of {len(member)} bytes", str(path))
+            raise OSError(errno.ENOSPC, f"short write: {written} of {len(member)} bytes")
     except OSError:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, start)
@@ -414,11 +482,13 @@ Job = Callable[[], None]
 
 
 class CallRecorder:
-    """The proxy's side (on the event loop): every method only hands a job to ``submit`` (the
-    run's I/O thread; by default the job runs at once, as tests and benchmarks may want).
+    """The proxy's side, on the event loop: each method queues a job and has ``submit`` (the
+    run's I/O thread) run the queue; by default the jobs run at once, as tests may want.
 
-    A job that fails to write raises ``OSError`` to ``submit``'s owner (the engine stops the
-    run, as for any row it cannot write); any other failure loses that one record, logged."""
+    Jobs run in the order they were queued, in batches: one hand-over to the I/O thread
+    serves every call that ended meanwhile. A job that cannot write raises ``OSError`` to
+    ``submit``'s owner once its batch is done (the engine stops the run, as for any row it
+    cannot write); any other failure loses that one record, logged."""
 
     def __init__(
         self,
@@ -430,10 +500,15 @@ class CallRecorder:
     ) -> None:
         self._writer = _RecordingWriter(run_dir, ValueRedactor([real_key]), max_bytes)
         self._submit = submit or (lambda job: job())
+        self._queue: deque[Job] = deque()
+        self._lock = threading.Lock()  # the queue and ``_handed_over``, between the threads
+        self._handed_over = False  # a batch is waiting for, or running on, the I/O thread
         self._failed = False
 
-    def capture(self, protocol: str | None, body: bytes) -> CallCapture:
-        return CallCapture(protocol, body)
+    def capture(
+        self, protocol: str | None, body: bytes, body_json: dict[str, Any] | None
+    ) -> CallCapture:
+        return CallCapture(protocol, body, body_json)
 
     def record(self, row: dict[str, Any], capture: CallCapture, *, held: bool = False) -> None:
         """The call of ``row`` (a calls.jsonl row); ``held``: its slot is not known yet."""
@@ -441,14 +516,12 @@ class CallRecorder:
         writer = self._writer
         if held:
             key = id(row)  # the row lives in its attempt's list until ``attribute`` names it
-            self._submit(self._guarded(lambda: writer.hold(key, capture, status, streamed)))
+            self._queue_job(lambda: writer.hold(key, capture, status, streamed))
             return
         slot, index = (row["task_id"], row["attempt"]), row["call_index"]
-
-        def job() -> None:
-            writer.write(slot, index, rid, writer.read(capture, status, streamed))
-
-        self._submit(self._guarded(job))
+        self._queue_job(
+            lambda: writer.write(slot, index, rid, writer.read(capture, status, streamed))
+        )
 
     def attribute(self, row: dict[str, Any]) -> None:
         """A held call's row now names its slot and call_index (or no slot: dropped)."""
@@ -456,29 +529,47 @@ class CallRecorder:
         task_id, attempt = row.get("task_id"), row.get("attempt")
         slot = (task_id, attempt) if task_id is not None and attempt is not None else None
         writer = self._writer
-        self._submit(self._guarded(lambda: writer.release(key, slot, index, rid)))
+        self._queue_job(lambda: writer.release(key, slot, index, rid))
 
     def close(self, task_id: str, attempt: int, *, deferred: bool = False) -> None:
-        """The attempt's token is closed: its slot's state goes (a deferred token's: every
-        call still held, and the state of every slot it was attributed to)."""
+        """The attempt's token is closed: its slot's state and open file go (a deferred
+        token's: every call still held, and the state of every slot it was attributed to)."""
         writer = self._writer
         if deferred:
-            self._submit(writer.drop_deferred)
+            self._queue_job(writer.drop_deferred)
         else:
-            self._submit(lambda: writer.drop_slot((task_id, attempt)))
+            self._queue_job(lambda: writer.drop_slot((task_id, attempt)))
 
-    def _guarded(self, job: Job) -> Job:
-        def run() -> None:
+    def close_files(self) -> None:
+        """The proxy stopped: no more calls, every file closed."""
+        self._queue_job(self._writer.close_files)
+
+    def _queue_job(self, job: Job) -> None:
+        with self._lock:
+            self._queue.append(job)
+            if self._handed_over:
+                return
+            self._handed_over = True
+        self._submit(self._run_queue)
+
+    def _run_queue(self) -> None:
+        write_error: OSError | None = None
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._handed_over = False
+                    break
+                job = self._queue.popleft()
             try:
                 job()
-            except OSError:
-                raise
+            except OSError as exc:  # the next jobs still run: a full disk may free up
+                write_error = write_error or exc
             except Exception as exc:  # a bug must not stop the run; its message may quote content
                 if not self._failed:
                     log.error("a call recording was not written (%s)", type(exc).__name__)
                 self._failed = True
-
-        return run
+        if write_error is not None:
+            raise write_error
 
 
 __all__ = [
