@@ -101,6 +101,10 @@ def _answer(
     }
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
@@ -125,10 +129,10 @@ def _chat_text(content: Any) -> list[str]:
 
 def _chat_whole(obj: dict[str, Any]) -> dict[str, Any]:
     choice = _first_choice(obj)
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = _object(choice.get("message"))
     calls = []
     for call in _dicts(message.get("tool_calls")):
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = _object(call.get("function"))
         calls.append(
             {
                 "id": call.get("id"),
@@ -189,7 +193,7 @@ def _chat_tool_pieces(calls: dict[int, dict[str, Any]], pieces: list[dict[str, A
         )
         if isinstance(piece.get("id"), str) and piece["id"]:
             call["id"] = piece["id"]
-        function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        function = _object(piece.get("function"))
         name = function.get("name")
         if isinstance(name, str) and name != call["name"]:
             call["name"] += name  # sent once, or in pieces; never twice the same
@@ -315,7 +319,7 @@ def _messages_streamed(events: list[dict[str, Any]]) -> dict[str, Any]:
                 if block is not None:
                     block["pieces"] += _strings(delta.get("partial_json"))
         elif kind == "message_delta":
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = _object(event.get("delta"))
             stop = delta.get("stop_reason", stop)
             if isinstance(event.get("usage"), dict):
                 usage = {**(usage or {}), **event["usage"]}  # output tokens arrive last
