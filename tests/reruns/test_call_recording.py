@@ -442,40 +442,65 @@ async def test_the_key_never_reaches_a_recording_in_any_escaping(
 class FailingUpstream(LoopbackServer):
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self.messages)
+        app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
+
+    async def count_tokens(self, request: web.Request) -> web.Response:
+        return web.json_response({"input_tokens": 3})
 
     async def messages(self, request: web.Request) -> web.Response:
+        model = (await request.json()).get("model")
+        if model == "m":
+            content = [{"type": "text", "text": "ok"}]
+            answer = {
+                "type": "message",
+                "model": "m",
+                "content": content,
+                "stop_reason": "end_turn",
+            }
+            return web.json_response(answer)
         body = {"type": "error", "error": {"type": "overloaded_error", "message": "x" * 5000}}
-        if (await request.json()).get("model") == "busy":
+        if model == "busy":
             body["error"]["message"] = "Overloaded"
             return web.json_response(body, status=529)
         return web.json_response(body, status=500)
 
 
-async def test_error_bodies_are_recorded_without_an_answer(tmp_path: Path) -> None:
+async def test_error_bodies_are_recorded_without_an_answer_and_unread_paths_by_size(
+    tmp_path: Path,
+) -> None:
     upstream = FailingUpstream()
     await upstream.start()
     proxy = await _proxy(upstream.url, "anthropic", tmp_path)
     token = proxy.open_attempt("failing", 1)
-    url = proxy.base_url_for(token) + "/v1/messages"
+    base = proxy.base_url_for(token) + "/v1/messages"
+    sent = []
     try:
         async with aiohttp.ClientSession(headers={"x-api-key": proxy.run_key}) as session:
-            for model in ("busy", "long"):
+            for model, path in (("busy", ""), ("long", ""), ("m", "/count_tokens"), ("m", "")):
                 body = {
                     "model": model,
                     "max_tokens": 5,
                     "messages": [{"role": "user", "content": "hi"}],
                 }
-                async with session.post(url, json=body) as response:
-                    assert response.status in (529, 500)
+                sent.append(len(json.dumps(body)))
+                async with session.post(base + path, json=body) as response:
+                    assert response.status == {"busy": 529, "long": 500}.get(model, 200)
     finally:
         proxy.close_attempt(token)
         await proxy.stop()
         await upstream.stop()
     records, torn = read_records(recording_of(tmp_path, "failing", 1))
-    assert not torn and [r["response"] for r in records] == [None, None]
+    assert not torn and [r["response"] for r in records[:3]] == [None, None, None]
     assert json.loads(records[0]["error"])["error"]["message"] == "Overloaded"
     assert records[1]["error"].startswith('{"type": "error"') and len(records[1]["error"]) == 2048
-    assert full_item_lists(records) == [[{"role": "user", "content": "hi"}]] * 2
+    assert [r["request"]["base"] for r in records[:2]] == [0, 1]
+    # count_tokens is a path no conversation is read from: only its size is kept, and the
+    # next call shares nothing with what came before it.
+    assert records[2]["protocol"] is None and records[2]["request"] == {
+        "raw_request_bytes": sent[2]
+    }
+    assert records[3]["request"]["base"] == 0 and records[3]["request"]["system"] is None
+    assert records[3]["response"]["text"] == "ok" and records[3]["error"] is None
     _joined(tmp_path, records, "failing", 1)
 
 
@@ -582,8 +607,38 @@ async def test_deferred_calls_are_recorded_in_the_slot_they_are_attributed_to(
     assert not torn
     assert [r["request"]["items"][0]["content"] for r in records] == ["second", "first"]
     assert [r["request"]["base"] for r in records] == [0, 0]
+    assert not any(r["truncated"] for r in records)
     _joined(tmp_path, records, "t", 1)
     assert len(list(tmp_path.glob("attempts/*/*" + RECORDING_SUFFIX))) == 1
+
+
+async def test_deferred_calls_wait_in_bounded_memory(
+    sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    # A 4 KiB cap lets 16 KiB of held calls wait with their content: a 30 KB request waits
+    # without it (and is recorded truncated), though it would compress to far less than 4 KiB.
+    proxy = await _proxy(sandbox.base_url, "openai", tmp_path, max_bytes=4096)
+    token = proxy.open_attempt("", -1, deferred=True)
+    url = proxy.base_url_for(token) + "/chat/completions"
+    async with aiohttp.ClientSession() as session:
+        for text in ("small", "large " * 5000):
+            body = {"model": SIM_MODEL, "messages": [{"role": "user", "content": text}]}
+            async with session.post(
+                url, json=body, headers={"Authorization": f"Bearer {proxy.run_key}"}
+            ) as response:
+                assert response.status == 200
+    await proxy.settle(token)
+    for call in list(proxy.attempt_calls(token).calls):
+        proxy.attribute(call, "t", 0)
+    proxy.close_attempt(token)
+    await proxy.stop()
+    path = recording_of(tmp_path, "t", 0)
+    records, torn = read_records(path)
+    assert not torn and [r["truncated"] for r in records] == [False, True]
+    assert records[0]["request"]["items"] == [{"role": "user", "content": "small"}]
+    assert "items" not in records[1]["request"]
+    assert records[1]["request"]["params"] == {"model": SIM_MODEL}
+    assert path.stat().st_size < 4096
 
 
 # --- runs: the switches, and the CLI end to end -------------------------------------------------
