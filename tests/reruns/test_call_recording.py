@@ -3,8 +3,8 @@ metering proxy's recorder.
 
 Real HTTP over loopback throughout: the real ``MeteringProxy`` in front of the real sandbox
 endpoint (all three protocols, streamed and not, with tool calls) driven by the real openai and
-anthropic SDKs, or in front of a small aiohttp upstream written here when exact bytes matter;
-and the real ``driftdesk run`` CLI end to end.
+anthropic SDKs, or in front of a small aiohttp upstream written here when exact bytes matter.
+Whole runs and the CLI: test_call_recording_runs.py.
 """
 
 from __future__ import annotations
@@ -25,13 +25,12 @@ import anthropic
 import openai
 import pytest
 from aiohttp import web
-from reruns_helpers import LoopbackServer, read_rows
+from recording_helpers import full_item_lists, joined_to_calls, read_records, recording_of
+from reruns_helpers import LoopbackServer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.layout import RECORDING_SUFFIX, attempt_file
-from driftdesk.providers.profiles import Profile, ProfileStore
+from driftdesk.layout import RECORDING_SUFFIX
 from driftdesk.reruns import rundir
-from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.recording import CallRecorder
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
@@ -43,36 +42,6 @@ KEY = "sk-live/REAL-rec-0123456789abcdefXYZ"
 TASK = "invoice-7_2"  # the sandbox answers it with two get_price tool calls, then a number
 PROMPT = load_suite("basic").task(TASK).prompt_text
 PRICE_SCHEMA = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}
-
-
-def read_records(path: Path) -> tuple[list[dict[str, Any]], bool]:
-    """Every whole record of a recording, read line by line through gzip, and whether its
-    tail is torn (a writer killed mid-record)."""
-    records: list[dict[str, Any]] = []
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                if not line.endswith("\n"):
-                    return records, True
-                records.append(json.loads(line))
-    except (EOFError, gzip.BadGzipFile):
-        return records, True
-    return records, False
-
-
-def full_item_lists(records: list[dict[str, Any]]) -> list[list[Any]]:
-    """Each record's whole conversation: full(n) = full(n-1)[:base] + items."""
-    lists: list[list[Any]] = []
-    previous: list[Any] = []
-    for record in records:
-        request = record["request"]
-        previous = previous[: request["base"]] + request["items"]
-        lists.append(previous)
-    return lists
-
-
-def recording_of(run_dir: Path, task_id: str, attempt: int) -> Path:
-    return attempt_file(run_dir, task_id, attempt, RECORDING_SUFFIX)
 
 
 @pytest.fixture
@@ -105,19 +74,6 @@ async def _proxy(upstream: str, protocol: str, run_dir: Path, **recorder: Any) -
     )
     await proxy.start()
     return proxy
-
-
-def _joined(run_dir: Path, records: list[dict[str, Any]], task_id: str, attempt: int) -> None:
-    """The records are the slot's calls.jsonl rows, one for one, by call_index and request_id."""
-    rows = [
-        r
-        for r in read_rows(run_dir / rundir.CALLS)
-        if (r["task_id"], r["attempt"]) == (task_id, attempt)
-    ]
-    assert rows and len(rows) == len(records)
-    assert [(r["call_index"], r["request_id"]) for r in rows] == [
-        (r["call_index"], r["request_id"]) for r in records
-    ]
 
 
 # --- the three protocols through the sandbox ------------------------------------------------
@@ -276,7 +232,7 @@ async def test_each_protocol_is_recorded_with_its_tool_calls_and_text(
         await proxy.stop()
     records, torn = read_records(recording_of(tmp_path, TASK, 0))
     assert not torn and len(records) == 2
-    _joined(tmp_path, records, TASK, 0)
+    joined_to_calls(tmp_path, records, TASK, 0)
     assert {r["protocol"] for r in records} == {protocol}
     # What the SDKs made of the answers is what was recorded: two tool calls, then a text.
     assert [_recorded(r) for r in records] == seen
@@ -501,7 +457,7 @@ async def test_error_bodies_are_recorded_without_an_answer_and_unread_paths_by_s
     }
     assert records[3]["request"]["base"] == 0 and records[3]["request"]["system"] is None
     assert records[3]["response"]["text"] == "ok" and records[3]["error"] is None
-    _joined(tmp_path, records, "failing", 1)
+    joined_to_calls(tmp_path, records, "failing", 1)
 
 
 # --- the cap ----------------------------------------------------------------------------------
@@ -544,7 +500,7 @@ async def test_past_the_cap_records_keep_their_figures_without_the_text(
             assert record["response"]["usage"]["total_tokens"] > 0
             assert record["response"]["stop_reason"] == "stop"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    _joined(tmp_path, records, "big", 0)
+    joined_to_calls(tmp_path, records, "big", 0)
 
 
 # --- a torn tail ------------------------------------------------------------------------------
@@ -608,7 +564,7 @@ async def test_deferred_calls_are_recorded_in_the_slot_they_are_attributed_to(
     assert [r["request"]["items"][0]["content"] for r in records] == ["second", "first"]
     assert [r["request"]["base"] for r in records] == [0, 0]
     assert not any(r["truncated"] for r in records)
-    _joined(tmp_path, records, "t", 1)
+    joined_to_calls(tmp_path, records, "t", 1)
     assert len(list(tmp_path.glob("attempts/*/*" + RECORDING_SUFFIX))) == 1
 
 
@@ -639,82 +595,3 @@ async def test_deferred_calls_wait_in_bounded_memory(
     assert "items" not in records[1]["request"]
     assert records[1]["request"]["params"] == {"model": SIM_MODEL}
     assert path.stat().st_size < 4096
-
-
-# --- runs: the switches, and the CLI end to end -------------------------------------------------
-
-
-def _sim(sandbox: SandboxServer, **fields: Any) -> Profile:
-    url = sandbox.base_url
-    return Profile(
-        name="sim", protocol="openai", base_url=url, model=SIM_MODEL, no_key=True, **fields
-    )
-
-
-async def test_no_bodies_and_a_profile_that_says_so_write_no_recording_and_resume_follows(
-    sandbox: SandboxServer, tmp_path: Path
-) -> None:
-    spec = {"suite": "basic", "repeat": 1, "tasks": [TASK, "arith-01"], "timeout_s": 10}
-    off = await execute_run(
-        RunSpec(profile=_sim(sandbox), record_bodies=False, out_dir=tmp_path / "a", **spec)
-    )
-    quiet = await execute_run(
-        RunSpec(profile=_sim(sandbox, record_bodies=False), out_dir=tmp_path / "b", **spec)
-    )
-    on = await execute_run(
-        RunSpec(profile=_sim(sandbox), max_recorded_mb=0.5, out_dir=tmp_path / "c", **spec)
-    )
-    for outcome, expected in ((off, False), (quiet, False), (on, True)):
-        assert outcome.status == "completed"
-        manifest = rundir.read_manifest(outcome.run_dir)
-        assert manifest["recording"]["bodies"] is expected
-        found = list(outcome.run_dir.glob("attempts/*/*" + RECORDING_SUFFIX))
-        assert len(found) == (2 if expected else 0)
-    assert rundir.read_manifest(on.run_dir)["recording"]["max_recorded_mb"] == 0.5
-    # A resume records as its run said: the --no-bodies run's redone slots get no recording.
-    for outcome in (off, on):
-        (outcome.run_dir / rundir.ATTEMPTS).write_text("")
-        for found in outcome.run_dir.glob("attempts/*/*" + RECORDING_SUFFIX):
-            found.unlink()
-        resumed = await resume_run(outcome.run_dir, profile=_sim(sandbox))
-        assert resumed.status == "completed"
-        found = list(outcome.run_dir.glob("attempts/*/*" + RECORDING_SUFFIX))
-        assert len(found) == (0 if outcome is off else 2)
-
-
-def test_a_profile_keeps_record_bodies_false_through_edits(home: object) -> None:
-    store = ProfileStore()
-    store.save(Profile(name="p", protocol="openai", base_url="http://h/v1", model="m"))
-    assert store.get("p").record_bodies is None and store.get("p").records_bodies
-    store.path.write_text(store.path.read_text() + "record_bodies = false\n")
-    assert store.get("p").records_bodies is False
-    # A writer that does not know the setting (the TUI's form) leaves it as it is.
-    store.save(Profile(name="p", protocol="openai", base_url="http://h/v1", model="m2"))
-    assert store.get("p").records_bodies is False and store.get("p").model == "m2"
-
-
-def test_driftdesk_run_leaves_one_recording_per_slot_joining_calls_jsonl(
-    home: object, sandbox: SandboxServer, tmp_path: Path, cli: Any
-) -> None:
-    ProfileStore().save(_sim(sandbox))
-    out = tmp_path / "runs"
-    args = ["run", "--profile", "sim", "--suite", "basic", "--repeat", "2", "--concurrency", "8"]
-    result = cli(*args, "--out", str(out), timeout=240)
-    assert result.returncode == 0, result.stderr
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    manifest = rundir.read_manifest(run_dir)
-    assert manifest["recording"] == {"bodies": True, "max_recorded_mb": 8.0}
-    calls = read_rows(run_dir / rundir.CALLS)
-    slots = {(t, a) for t in manifest["tasks"] for a in range(2)}
-    assert len(slots) >= 60 and {(c["task_id"], c["attempt"]) for c in calls} == slots
-    recordings = list(run_dir.glob("attempts/*/*" + RECORDING_SUFFIX))
-    assert len(recordings) == len(slots)
-    joined = 0
-    for task_id, attempt in sorted(slots):
-        path = recording_of(run_dir, task_id, attempt)
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        records, torn = read_records(path)
-        assert not torn and all(r["response"] for r in records)
-        _joined(run_dir, records, task_id, attempt)
-        joined += len(records)
-    assert joined == len(calls)
