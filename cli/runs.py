@@ -87,6 +87,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do not check the endpoint (as driftdesk doctor does) before the first attempt",
     )
+    p.add_argument(
+        "--no-bodies",
+        action="store_true",
+        help="keep no call recordings (what each provider call said, redacted, in "
+        "attempts/<task>/<attempt>.calls.jsonl.gz); calls.jsonl is kept either way",
+    )
+    p.add_argument(
+        "--max-recorded-mb",
+        type=float,
+        default=8.0,
+        metavar="MB",
+        help="cap on one attempt's call recording (MiB, compressed; default 8, 0: no cap); "
+        "past it, records keep their figures without the text",
+    )
     _executor_arguments(p, default="local")
     p.set_defaults(func=cmd_run)
 
@@ -95,7 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="complete a run's missing attempts (after a crash, kill or Ctrl-C)",
         description="Run exactly the (task, attempt) slots that have no row yet. With "
         "--retry-link-errors also rerun the slots whose latest row is a link_error "
-        "(the new row is appended and supersedes the old one: the last row per slot wins).",
+        "(the new row is appended and supersedes the old one: the last row per slot wins). "
+        "Call recordings follow the run's own --no-bodies / --max-recorded-mb.",
     )
     r.add_argument("run_dir", type=Path)
     r.add_argument("--retry-link-errors", action="store_true")
@@ -379,6 +394,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         probe=not args.no_probe,
         executor=args.executor,
         ray=ray,
+        record_bodies=not args.no_bodies,
+        max_recorded_mb=args.max_recorded_mb,
     )
     return _drive(lambda progress: execute_run(spec, progress))
 

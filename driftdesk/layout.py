@@ -68,9 +68,7 @@ CHECK_OUTPUT_SUFFIX = ".check.txt"  # the check's stdout/stderr and exit status
 WORKSPACE_DIFF_SUFFIX = ".diff"  # the final workspace against its start, git diff style, capped
 CLIENT_HOME_SUFFIX = ".client-home"  # the fresh config dir a preset client runs with
 CLIENT_OUTPUT_SUFFIX = ".client.out"  # the client's own native result (JSON / JSON lines)
-RECORDING_SUFFIX = (
-    ".calls.jsonl.gz"  # the proxy's recording of the slot's calls (content, redacted)
-)
+RECORDING_SUFFIX = ".calls.jsonl.gz"  # what each provider call said: one gzip member per call
 
 
 def attempt_file(run_dir: Path, task_id: str, attempt: int, suffix: str) -> Path:

@@ -74,6 +74,14 @@ class Profile:
     # default, see ``auth``.
     auth_header: str | None = None
     no_key: bool = False  # a keyless endpoint (local vLLM / Ollama): no key is sent or asked for
+    # ``record_bodies = false``: runs keep no call recordings (what each call said). None: not
+    # set (recordings on); a save leaves the stored setting as it is, so a form that does not
+    # know the field never drops it.
+    record_bodies: bool | None = None
+
+    @property
+    def records_bodies(self) -> bool:
+        return self.record_bodies is not False
 
     @property
     def auth(self) -> str:
@@ -130,7 +138,15 @@ def _from_table(name: str, table: dict[str, Any]) -> Profile:
         notes=str(table.get("notes", "")),
         auth_header=str(table["auth_header"]) if table.get("auth_header") else None,
         no_key=bool(table.get("no_key", False)),
+        record_bodies=_flag(table["record_bodies"]) if "record_bodies" in table else None,
     )
+
+
+def _flag(value: Any) -> bool:
+    """A hand-written TOML setting: a boolean, or words such as "false" / "no"."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "no", "off", "0", "")
+    return bool(value)
 
 
 class ProfileStore:
@@ -203,6 +219,8 @@ class ProfileStore:
         values["notes"] = profile.notes or None
         values["auth_header"] = profile.auth_header
         values["no_key"] = True if profile.no_key else None
+        if profile.record_bodies is not None:
+            table["record_bodies"] = profile.record_bodies
         for key, value in values.items():
             if value is None:
                 table.pop(key, None)

@@ -36,6 +36,7 @@ from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
 from driftdesk.layout import (
     INSPECT_LOG_DIR,
+    RECORDING_SUFFIX,
     attempt_file,
 )
 from driftdesk.paths import rerun_dir, runs_dir
@@ -104,6 +105,12 @@ from driftdesk.reruns.ray_executor import (
     command_try_of,
     unpack_folder,
 )
+from driftdesk.reruns.recording import (
+    DEFAULT_MAX_RECORDED_MB,
+    CallRecorder,
+    RecordingSettings,
+    max_recorded_mb_problem,
+)
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.sandbox import SandboxServer
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
@@ -147,6 +154,10 @@ class RunSpec:
     # Where attempts run: here, or as Ray tasks on a cluster (reruns/ray_executor.py).
     executor: Literal["local", "ray"] = "local"
     ray: RaySettings = field(default_factory=RaySettings)
+    # Call recordings (reruns/recording.py): off with --no-bodies (or the profile's
+    # record_bodies = false); the per-slot cap in MiB of compressed bytes, 0: none.
+    record_bodies: bool = True
+    max_recorded_mb: float = DEFAULT_MAX_RECORDED_MB
 
     @classmethod
     def rerun_of(
@@ -171,6 +182,7 @@ class RunSpec:
             out_dir = rerun_dir(source) if source is not None else runs_dir()
         ran_on = manifest.get("executor") or {"kind": "local"}
         on_ray = ran_on.get("kind") == "ray"
+        recording = RecordingSettings.from_manifest(manifest)
         return cls(
             profile=profile or str(manifest.get("profile")),
             suite=str(suite.get("path") or suite.get("name") or "basic"),
@@ -188,6 +200,8 @@ class RunSpec:
             probe=True,
             executor="ray" if on_ray else "local",
             ray=RaySettings.from_manifest(ran_on) if on_ray else RaySettings(),
+            record_bodies=recording.bodies,
+            max_recorded_mb=recording.max_recorded_mb,
         )
 
 
@@ -440,6 +454,15 @@ class _Execution:
         # stall the event loop (and the proxy's streams with it). One thread: on a small
         # machine more threads only compete with the loop for the cores.
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftdesk-run-io")
+        recording = RecordingSettings.from_manifest(self.manifest)
+        recorder = None
+        if recording.bodies:
+            recorder = CallRecorder(
+                self.run_dir,
+                self._real_key,
+                max_bytes=recording.max_bytes,
+                submit=self._submit_recording,
+            )
         self.proxy = MeteringProxy(
             run_id=self.run_id,
             upstream_base_url=self.profile.base_url,
@@ -451,6 +474,7 @@ class _Execution:
             on_call=self._on_call,
             call_counts=rundir.count_calls(self.run_dir),
             host=self.cluster.node_ip if self.cluster is not None else "127.0.0.1",
+            recorder=recorder,
         )
         await self.proxy.start()
         if self.agent == "builtin":
@@ -651,6 +675,11 @@ class _Execution:
 
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(written, f))
         return durable
+
+    def _submit_recording(self, job: Callable[[], None]) -> None:
+        """A call recording's work (read, redact, compress, append) on the I/O thread."""
+        assert self._io is not None
+        self._watch_write(self._io.submit(job), f"a call recording (*{RECORDING_SUFFIX})")
 
     def _watch_write(self, future: Future[Any], what: str) -> None:
         """Stop the run if a write done on the I/O thread fails."""
@@ -1067,6 +1096,9 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         raise RunSetupError("--concurrency must be at least 1")
     if spec.timeout_s <= 0:
         raise RunSetupError("--timeout must be positive")
+    problem = max_recorded_mb_problem(spec.max_recorded_mb)
+    if problem is not None:
+        raise RunSetupError(problem)
     profile = _resolve_profile(spec.profile)
     notices: list[str] = []
     if spec.agent == "inspect":
@@ -1140,6 +1172,10 @@ async def _execute_new_run(
         ),
         "tasks": task_ids,
         "retry_policy": spec.retry_policy.to_manifest(),
+        "recording": RecordingSettings(
+            bodies=spec.record_bodies and profile.records_bodies,
+            max_recorded_mb=spec.max_recorded_mb,
+        ).to_manifest(),
         "driftdesk_version": __version__,
         "started_at": rundir.iso(now),
         "ended_at": None,
@@ -1238,6 +1274,7 @@ async def resume_run(
             headers=stored.headers if stored else {},
             auth_header=str(auth_header) if auth_header else None,
             no_key=bool(stored.no_key if no_key is None and stored else no_key),
+            record_bodies=stored.record_bodies if stored else None,
         )
     try:
         lock = rundir.lock_run_dir(run_dir)  # before touching files: never under a live run
@@ -1278,6 +1315,10 @@ async def resume_run(
             if ray is None and ran_on.get("kind") == "ray":
                 ray = RaySettings.from_manifest(ran_on)
             cluster = _connect_executor(executor, ray or RaySettings(), agent)
+            # The run's own recording settings; a profile set to record no bodies since wins.
+            recording = RecordingSettings.from_manifest(manifest)
+            recording.bodies = recording.bodies and profile.records_bodies
+            manifest["recording"] = recording.to_manifest()
             manifest["status"] = "running"
             manifest.setdefault("resumes", []).append(
                 {

@@ -34,7 +34,7 @@ import urllib.parse
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -42,6 +42,9 @@ from aiohttp import web
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
 from driftdesk.secrets import mask_key, redact
+
+if TYPE_CHECKING:
+    from driftdesk.reruns.recording import CallCapture, CallRecorder
 
 PROXY_ERROR_HEADER = "x-driftdesk-error"  # set on responses the proxy itself produced
 # Every response carries a request id (the upstream's, or one we make up): harnesses that log
@@ -236,14 +239,20 @@ async def _read_bounded(content: aiohttp.StreamReader, limit: int) -> tuple[byte
         return bytes(body), True
 
 
-def _requested_model(body: bytes) -> str | None:
-    """The ``model`` a request asked for (JSON bodies only)."""
-    if not body.lstrip().startswith(b"{") or b'"model"' not in body:
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """A request body that is a JSON object, parsed once (for its model, and its recording)."""
+    if not body.lstrip().startswith(b"{"):
         return None
     try:
-        model = json.loads(body).get("model")
-    except (ValueError, AttributeError):
+        parsed = json.loads(body)
+    except ValueError:
         return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _requested_model(request: dict[str, Any] | None) -> str | None:
+    """The ``model`` a request asked for (JSON bodies only)."""
+    model = request.get("model") if request is not None else None
     return model if isinstance(model, str) and model else None
 
 
@@ -286,6 +295,7 @@ class KeyScrubber:
             urllib.parse.quote(key, safe=""),
             urllib.parse.quote_plus(key),
         }
+        self.shapes = tuple(sorted(shapes))  # the recorder looks for them in decoded values
         ordered = sorted((v.encode() for v in shapes), key=len, reverse=True)
         self._pattern = re.compile(b"|".join(re.escape(v) for v in ordered), re.IGNORECASE)
         self._mask = mask_key(key).encode()
@@ -452,6 +462,7 @@ class MeteringProxy:
         max_body_bytes: int = MAX_BODY_BYTES,
         auth_header: str | None = None,
         host: str = "127.0.0.1",
+        recorder: CallRecorder | None = None,
     ) -> None:
         self.run_id = run_id
         # Where agents reach it: loopback, or the driver's cluster-facing address when attempts
@@ -469,6 +480,7 @@ class MeteringProxy:
         self._calls_file = calls_file
         self._on_call = on_call
         self._call_counts = dict(call_counts or {})
+        self._recorder = recorder  # what each call said (reruns/recording.py); None: not kept
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
         self._token_prefix = secrets.token_hex(6) + "-"
         self._attempt_counter = 0
@@ -504,6 +516,8 @@ class MeteringProxy:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._recorder is not None:
+            self._recorder.close_files()  # every call is recorded by now
 
     # --- attempts -------------------------------------------------------------------------
 
@@ -521,6 +535,8 @@ class MeteringProxy:
         if task_id is not None and attempt is not None:
             row["call_index"] = self._next_call_index(task_id, attempt)
         self._write(row)
+        if self._recorder is not None:
+            self._recorder.attribute(row)
 
     def base_url_for(self, token: str) -> str:
         return f"{self.url}/a/{token}"
@@ -537,7 +553,10 @@ class MeteringProxy:
         return calls
 
     def close_attempt(self, token: str) -> AttemptCalls | None:
-        return self._attempts.pop(token, None)
+        calls = self._attempts.pop(token, None)
+        if calls is not None and self._recorder is not None:
+            self._recorder.close(calls.task_id, calls.attempt, deferred=calls.deferred)
+        return calls
 
     # --- handlers -------------------------------------------------------------------------
 
@@ -631,7 +650,11 @@ class MeteringProxy:
         t0 = time.perf_counter()
         body = await request.read()
         protocol = wire_protocol(tail)
-        requested_model = _requested_model(body)
+        request_json = _json_object(body)
+        requested_model = _requested_model(request_json)
+        capture = None
+        if self._recorder is not None:
+            capture = self._recorder.capture(protocol, body, request_json)
         request_id = f"dd-{self._token_prefix}{next(self._request_numbers):x}"
         status: int | None = None
         ttfb_ms: float | None = None
@@ -666,11 +689,14 @@ class MeteringProxy:
                     raw, truncated = await _read_bounded(upstream.content, _MAX_ERROR_BODY)
                     error_kind = error_kind_for(status, raw)
                     calls.last_retry_after_s = parse_retry_after(upstream.headers)
+                    scrubbed = self._scrub_error_body(raw, truncated, headers)
+                    if capture is not None:
+                        capture.error = scrubbed
                     return web.Response(
                         status=status,
                         reason=redact(upstream.reason or "", [self._real_key]) or None,
                         headers=_scrubbed_error_headers(headers),
-                        body=self._scrub_error_body(raw, truncated, headers),
+                        body=scrubbed,
                     )
                 if 300 <= status < 400:
                     # Forwarded, the agent would follow it past the proxy (and its meter).
@@ -704,12 +730,16 @@ class MeteringProxy:
                         meter.feed(out)
                         if passthrough.too_large or meter.invalid:
                             break
+                        if capture is not None:
+                            capture.feed(out)
                         await _to_agent(response.write(out))
                         answered = meter.finished
                     else:
                         out = passthrough.flush()
                         meter.feed(out)
                         if not meter.invalid:
+                            if capture is not None:
+                                capture.feed(out)
                             await _to_agent(response.write(out))
                 except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, zlib.error):
                     error_kind = "truncated"
@@ -759,6 +789,7 @@ class MeteringProxy:
                 started_at,
                 requested_model,
                 request_id,
+                capture,
             )
 
     def _record(
@@ -773,6 +804,7 @@ class MeteringProxy:
         started_at: str,
         requested_model: str | None = None,
         request_id: str | None = None,
+        capture: CallCapture | None = None,
     ) -> None:
         prompt, completion, total = meter.tokens()
         slot = (calls.task_id, calls.attempt)
@@ -803,6 +835,9 @@ class MeteringProxy:
         calls.calls.append(row)
         if not calls.deferred:
             self._write(row)
+        if capture is not None and self._recorder is not None:
+            # The same call_index and request_id as the row; a deferred row's once attributed.
+            self._recorder.record(row, capture, held=calls.deferred)
 
     def _next_call_index(self, task_id: str, attempt: int) -> int:
         index = self._call_counts.get((task_id, attempt), 0)

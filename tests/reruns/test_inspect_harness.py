@@ -9,6 +9,7 @@ its behaviour (``behave:NAME``).
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from aiohttp import web
 from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.analysis.imports import ResultsImportError, import_results
+from driftdesk.layout import RECORDING_SUFFIX, attempt_file
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import AttemptFinished, RunEvent
@@ -204,11 +206,21 @@ async def test_inspect_runs_once_with_epochs_and_its_samples_become_attempt_rows
     assert all(c["served_model"] == "other-model" and c["model_mismatch"] for c in swapped)
     assert all(c["served_model"] == MODEL for c in calls if c["task_id"] == "answer-42")
     assert outcome.stats.model_mismatches == 2
+    # Once attributed, each call is recorded in its sample × epoch's recording.
+    for task_id, attempt in by_slot:
+        with gzip.open(attempt_file(run_dir, task_id, attempt, RECORDING_SUFFIX), "rt") as fh:
+            recorded = [json.loads(line) for line in fh]
+        mine = [c for c in calls if (c["task_id"], c["attempt"]) == (task_id, attempt)]
+        assert [(r["call_index"], r["request_id"]) for r in recorded] == [
+            (c["call_index"], c["request_id"]) for c in mine
+        ]
     # The real key reached the provider, and nowhere else (inspect's env, logs, output).
     assert set(endpoint.authorizations) == {f"Bearer {REAL_KEY}"}
     for path in run_dir.rglob("*"):
         if path.is_file():
-            assert REAL_KEY.encode() not in path.read_bytes(), path
+            data = path.read_bytes()
+            data = gzip.decompress(data) if path.suffix == ".gz" else data
+            assert REAL_KEY.encode() not in data, path
     env = json.loads((tmp_path / "env-seen.json").read_text())
     assert all(REAL_KEY not in value for value in env.values())
     assert env["DRIFTDESK_API_KEY"].startswith("dd-run-")  # the run's throwaway key
