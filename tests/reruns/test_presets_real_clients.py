@@ -5,13 +5,14 @@ clients isolated from the user's own configuration and free of the real key; fau
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from coding_helpers import PROBE_TASK, TrapEndpoint, write_coding_suite
+from coding_helpers import CODING_TASKS, PROBE_TASK, TrapEndpoint, write_coding_suite
 from reruns_helpers import read_rows
 
 from driftdesk.analysis.sources import read_manifest
@@ -276,3 +277,68 @@ async def test_isolate_runs_the_real_client_under_bubblewrap(
     assert (ws / "user-settings.txt").read_text().strip() == "hidden"
     assert "DBUS_SESSION_BUS_ADDRESS" not in (ws / "client-env.txt").read_text()
     assert trap.requests == 0
+
+
+@pytest.mark.keyring
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+async def test_real_client_trajectories_are_recorded_and_explained(
+    agent: str, home, clients_on_path: None, tmp_path: Path, cli
+) -> None:
+    """The sandbox passes ``rename`` half the time: its right script moves the file, its wrong
+    one copies it. The real client's attempts are recorded at the proxy (no client flag, no
+    wrapper) and ``explain`` finds them parting at that first command."""
+    from driftdesk.analysis.explain import explain_task
+    from driftdesk.analysis.trajectory import load_trajectory
+    from driftdesk.layout import RECORDING_SUFFIX
+
+    rename = next(t for t in CODING_TASKS if t["task_id"] == "rename")
+    suite = write_coding_suite(tmp_path / "suite", [rename])
+    # One attempt at a time: the sandbox's seeded coin then falls the same way every run
+    # (seed 3: pass, fail and both again within six attempts, for either client).
+    with SandboxServer(seed=3, suites=[suite], linger_s=0.3) as server:
+        ProfileStore().save(
+            Profile(name="sim", protocol=PROTOCOL[agent], base_url=_profile_url(agent, server),
+                    model=SIM_MODEL)
+        )  # fmt: skip
+        set_key("sim", REAL_KEY)
+        done = cli(
+            "run", "--profile", "sim", "--suite", str(suite), "--agent", agent, "--repeat", "6",
+            "--concurrency", "1", "--timeout", "180",
+            timeout=900,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [run_dir] = list((home.project / "runs").iterdir())
+    outcomes = [
+        r["outcome"]
+        for r in sorted(read_rows(run_dir / "attempts.jsonl"), key=lambda r: r["attempt"])
+    ]
+    assert "pass" in outcomes and "fail" in outcomes, outcomes
+    for attempt in range(6):
+        recording = attempt_file(run_dir, "rename", attempt, RECORDING_SUFFIX)
+        assert recording.is_file()
+        assert REAL_KEY.encode() not in gzip.decompress(recording.read_bytes())
+        traj = load_trajectory(run_dir, "rename", attempt)
+        assert traj is not None and traj.source == "recording" and not traj.problems
+        shell = [c for s in traj.model_turns for c in s.tool_calls]
+        first = shell[0][1]
+        if outcomes[attempt] == "pass":
+            assert "mv old.txt new.txt" in first and len(shell) == 2
+        else:
+            assert "cp old.txt copy.txt" in first and len(shell) == 1
+
+    explanation = explain_task(run_dir, "rename")
+    passes, fails = explanation.groups["pass"], explanation.groups["fail"]
+    assert sorted(passes + fails) == list(range(6))
+    assert explanation.pairs and len(explanation.pairs) == len(passes) * len(fails)
+    for _, _, divergence in explanation.pairs:
+        assert divergence is not None and divergence.step == 0
+        assert divergence.a is not None and "mv old.txt new.txt" in divergence.a.value
+        assert divergence.b is not None and "cp old.txt copy.txt" in divergence.b.value
+    assert any("first diverge at step 1" in s for s in explanation.sentences())
+    shown = cli(
+        "explain", str(run_dir), "rename", "--attempts", str(passes[0]), str(fails[0]), "--json"
+    )
+    assert shown.returncode == 0, shown.stderr
+    first_divergence = json.loads(shown.stdout)["first_divergence"]
+    assert first_divergence["step"] == 0
+    assert "mv old.txt new.txt" in first_divergence["a"]["action"]["arguments"]
