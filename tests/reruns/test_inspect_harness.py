@@ -214,6 +214,13 @@ async def test_inspect_runs_once_with_epochs_and_its_samples_become_attempt_rows
         assert [(r["call_index"], r["request_id"]) for r in recorded] == [
             (c["call_index"], c["request_id"]) for c in mine
         ]
+    # ... and read back as the sample's trajectory: inspect's own question, the model's answer.
+    from driftdesk.analysis.trajectory import load_trajectory
+
+    traj = load_trajectory(run_dir, "answer-42", 0)
+    assert traj is not None and traj.source == "recording" and not traj.problems
+    assert [s.kind for s in traj.steps][-1] == "model" and traj.model_turns[-1].text.strip()
+    assert traj.model_turns[-1].tokens == 14
     # The real key reached the provider, and nowhere else (inspect's env, logs, output).
     assert set(endpoint.authorizations) == {f"Bearer {REAL_KEY}"}
     for path in run_dir.rglob("*"):
