@@ -1,7 +1,7 @@
 """Regenerate the README's screenshots: drive the workbench headless at a fixed size and save
 an SVG (and a PNG) of each main screen.
 
-    dbus-run-session -- bash tests/with-keyring.sh .venv/bin/python screenshots/make_screenshots.py
+    dbus-run-session -- bash tests/with-keyring.sh .venv-test/bin/python screenshots/make_screenshots.py
 
 Everything happens in a throwaway home (temp HOME/XDG dirs) and a keyring service of its own in
 the private, temporary keyring that tests/with-keyring.sh unlocks, against the real sandbox
@@ -65,7 +65,7 @@ def _seed_profiles() -> None:
     except KeyringUnavailable as exc:
         raise SystemExit(
             f"no usable keyring ({exc}).\nRun: dbus-run-session -- bash tests/with-keyring.sh "
-            ".venv/bin/python screenshots/make_screenshots.py"
+            ".venv-test/bin/python screenshots/make_screenshots.py"
         ) from exc
     apply_switch(plan_switch(work, "claude"))
 
@@ -132,6 +132,7 @@ async def _shoot() -> list[Path]:
     from textual.widgets import Log
 
     from driftdesk.tui.app import DriftdeskApp
+    from driftdesk.tui.screens.attempt_pair import AttemptPairScreen
     from driftdesk.tui.screens.compare import CompareScreen
     from driftdesk.tui.screens.task import TaskScreen
     from driftdesk.tui.screens.volatility import VolatilityScreen
@@ -174,8 +175,12 @@ async def _shoot() -> list[Path]:
         while not app.demo_run.finished:
             await pilot.pause(0.2)
         await idle(pilot)
+        for _ in range(50):  # the demo moves to the Volatility screen once its run is read
+            if isinstance(app.screen, VolatilityScreen):
+                break
+            await pilot.pause(0.1)
         volatility = app.screen
-        assert isinstance(volatility, VolatilityScreen)
+        assert isinstance(volatility, VolatilityScreen), app.screen_stack
         await idle(pilot)
         app.clear_notifications()
         await pilot.pause(0.2)
@@ -186,6 +191,17 @@ async def _shoot() -> list[Path]:
         await idle(pilot)
         assert isinstance(app.screen, TaskScreen)
         shot("task-drilldown")
+        # The attempt's trajectory, then a pass beside a fail at their first divergence.
+        await pilot.press("t")
+        await idle(pilot)
+        shot("trajectory")
+        await pilot.press("t")
+        app.screen.query_one("#attempts").focus()
+        await pilot.press("v")
+        await idle(pilot)
+        assert isinstance(app.screen, AttemptPairScreen)
+        shot("side-by-side")
+        await pilot.press("escape")
         await pilot.press("escape")
 
         # A second run of the same suite: the sandbox's model drifts like a real one.
