@@ -3,9 +3,10 @@
 By default the comparison is over the tasks both runs judged (``shared``): two different task
 sets are never compared as if they were one, and how many tasks each side left out is said.
 Over the shared tasks it is **paired**: per task, the difference in success rate (B − A) and
-in spread; a seeded bootstrap over tasks gives the 95 % CI of the mean differences, and the
-p-value comes from McNemar's exact test when each run has one attempt per task, from a
-sign-flip permutation test on the per-task rates otherwise (``analysis.paired``). The newer
+in spread. Each mean difference gets its p-value and its 95 % CI from one permutation null
+(``analysis.paired``), so they never disagree: success permutes each task's attempts between
+the runs (a stratified permutation test, which weighs every repeat), the gap flips each task's
+sign. The newer
 run (manifest ``started_at``) is B, "after".
 """
 
@@ -15,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from driftdesk.analysis.metrics import bootstrap_ci95, mean_or_none
-from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
+from driftdesk.analysis.metrics import mean_or_none
+from driftdesk.analysis.paired import sign_flip, stratified_permutation
 from driftdesk.analysis.sources import RunSource, SourceError, resolve_sources
 from driftdesk.analysis.volatility import RunReport, build_reports_reading
 
@@ -92,13 +93,13 @@ class TaskChange:
 
 @dataclass
 class PairedDelta:
-    """B − A over the shared tasks, with its bootstrap CI, p-value and a plain sentence."""
+    """B − A over the shared tasks, with its CI and p-value (one method) and a plain sentence."""
 
     name: str
     value: float | None
     ci95: list[float] | None
     p_value: float | None
-    test: str  # "mcnemar-exact", "sign-flip-permutation" or "none"
+    test: str  # ``analysis.paired``'s method names, or "none"
     sentence: str
 
     def cells(self) -> tuple[str, str, str]:
@@ -325,42 +326,20 @@ def _warnings(comparison: Comparison, swapped: bool) -> list[str]:
 
 
 def paired_deltas(pairs: list[tuple[TaskOutcome, TaskOutcome]]) -> dict[str, PairedDelta]:
-    """B − A in success rate and gap over the shared tasks: mean per-task difference, seeded
-    paired bootstrap CI (tasks resampled), and the exact or permutation p-value."""
+    """B − A in success rate and gap over the shared tasks: the mean per-task difference, and
+    its p-value and 95 % CI from one permutation null (``analysis.paired``): success permutes
+    each task's attempts between the runs, the gap flips each task's sign."""
     if not pairs:
         empty = "no task was judged by both runs, so there is nothing to compare"
         return {
             name: PairedDelta(name, None, None, None, "none", empty)
             for name in ("success_rate", "consistency_gap_pp")
         }
-    success = [(y.success_rate or 0.0) - (x.success_rate or 0.0) for x, y in pairs]
-    gap = [((y.spread or 0.0) - (x.spread or 0.0)) * 100 for x, y in pairs]
-    cis = bootstrap_ci95({"success_rate": success, "consistency_gap_pp": gap})
-    if all(x.n == 1 and y.n == 1 for x, y in pairs):
-        test = "mcnemar-exact"
-        a_only = sum(1 for x, y in pairs if x.passes and not y.passes)
-        b_only = sum(1 for x, y in pairs if y.passes and not x.passes)
-        p_success = mcnemar_exact(a_only, b_only)
-    else:
-        test = "sign-flip-permutation"
-        p_success = sign_flip_p_value(success)
+    success = stratified_permutation([(x.n, x.passes, y.n, y.passes) for x, y in pairs])
+    gap = sign_flip([((y.spread or 0.0) - (x.spread or 0.0)) * 100 for x, y in pairs])
     deltas = {
-        "success_rate": PairedDelta(
-            "success_rate",
-            sum(success) / len(success),
-            cis["success_rate"],
-            p_success,
-            test,
-            "",
-        ),
-        "consistency_gap_pp": PairedDelta(
-            "consistency_gap_pp",
-            sum(gap) / len(gap),
-            cis["consistency_gap_pp"],
-            sign_flip_p_value(gap),
-            "sign-flip-permutation",
-            "",
-        ),
+        name: PairedDelta(name, test.value, test.ci95, test.p_value, test.method, "")
+        for name, test in (("success_rate", success), ("consistency_gap_pp", gap))
     }
     for delta in deltas.values():
         delta.sentence = _sentence(delta, len(pairs))
@@ -381,7 +360,7 @@ def _sentence(delta: PairedDelta, tasks: int) -> str:
         head = f"B is {'better' if better else 'worse'} by {abs(value):.1f} pp ({what})"
     ci = ""
     if delta.ci95 is not None:
-        ci = f", 95 % CI {delta.ci95[0] * scale:.1f}–{delta.ci95[1] * scale:.1f} pp"
+        ci = f", 95 % CI {delta.ci95[0] * scale:.1f} to {delta.ci95[1] * scale:.1f} pp"
     p = delta.p_value if delta.p_value is not None else 1.0
     verdict = "unlikely to be noise" if p < SIGNIFICANCE else "could be noise"
     return f"{head}{ci}; {verdict} (p = {p:.3g}, {delta.test}, {tasks} tasks)"

@@ -2,7 +2,9 @@
 
 A regression against a baseline is judged on the paired comparison over the shared tasks
 (``analysis.compare``): it fails only when the drop in success rate is larger than the allowed
-points AND unlikely to be noise (p < 0.05), so a noisy rerun does not break the build.
+points AND unlikely to be noise (p < 0.05 in the stratified permutation test over attempts of
+``analysis.paired``, whose CI, from the same null, is the one shown), so a noisy rerun does not
+break the build while a drop that every repeat of a few tasks confirms does.
 """
 
 from __future__ import annotations

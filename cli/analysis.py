@@ -94,7 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="CI gate: exit 0 when every threshold holds, 1 otherwise",
         description="Check a run against thresholds (each printed with its value); exit 0 when "
         "all hold, 1 when one fails, 2 on bad input. A regression against --baseline fails "
-        "only when the paired drop is larger than --max-regression and significant.",
+        "only when the paired drop is larger than --max-regression and significant (p < 0.05 "
+        "in a stratified permutation test over attempts: each task's attempts permuted between "
+        "the runs, so every repeat counts; its 95 % CI comes from the same null).",
     )
     p.add_argument("run", metavar="RUN_DIR")
     p.add_argument("--min-success", type=float, metavar="RATE", help="run success rate (0..1)")

@@ -13,7 +13,7 @@ import pytest
 from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import compare_runs
-from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
+from driftdesk.analysis.paired import sign_flip, stratified_permutation
 from driftdesk.analysis.volatility import build_report
 
 approx = pytest.approx
@@ -86,8 +86,74 @@ def brute_mcnemar(a_only: int, b_only: int) -> float:
 
 
 @pytest.mark.parametrize(("a_only", "b_only"), [(0, 0), (1, 6), (3, 3), (2, 9), (10, 1)])
-def test_mcnemar_is_the_exact_binomial_test(a_only: int, b_only: int) -> None:
-    assert mcnemar_exact(a_only, b_only) == approx(brute_mcnemar(a_only, b_only))
+def test_one_attempt_per_task_the_permutation_test_is_mcnemars(a_only: int, b_only: int) -> None:
+    tables = [(1, 1, 1, 0)] * a_only + [(1, 0, 1, 1)] * b_only + [(1, 1, 1, 1), (1, 0, 1, 0)]
+    assert stratified_permutation(tables).p_value == approx(brute_mcnemar(a_only, b_only))
+
+
+def brute_stratified(tables: list[tuple[int, int, int, int]]) -> tuple[float, float]:
+    """Every way of dealing each task's passes between its A and B attempts, enumerated: the
+    observed mean difference and its two-sided (twice the smaller tail) p-value."""
+    outcomes = []  # (mean difference, probability) of each joint deal
+    per_task = []
+    for na, pa, nb, pb in tables:
+        attempts = [1] * (pa + pb) + [0] * (na + nb - pa - pb)
+        deals = list(itertools.combinations(range(na + nb), nb))
+        per_task.append([(sum(attempts[i] for i in deal), 1 / len(deals)) for deal in deals])
+    for joint in itertools.product(*per_task):
+        diff = sum(
+            b / nb - (pa + pb - b) / na
+            for (b, _), (na, pa, nb, pb) in zip(joint, tables, strict=True)
+        )
+        outcomes.append((diff / len(tables), math.prod(w for _, w in joint)))
+    observed = sum(pb / nb - pa / na for na, pa, nb, pb in tables) / len(tables)
+    low = sum(w for d, w in outcomes if d <= observed + 1e-12)
+    high = sum(w for d, w in outcomes if d >= observed - 1e-12)
+    return observed, min(1.0, 2 * min(low, high))
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [
+        [(3, 3, 3, 0), (3, 1, 3, 1), (2, 2, 2, 2)],
+        [(4, 2, 3, 0), (2, 1, 3, 3), (3, 0, 3, 1)],  # repeats differ per task and per run
+        [(2, 2, 2, 0), (2, 2, 2, 0), (2, 0, 2, 1), (1, 1, 1, 0)],
+    ],
+)
+def test_stratified_permutation_is_exact(tables: list[tuple[int, int, int, int]]) -> None:
+    value, p_value = brute_stratified(tables)
+    test = stratified_permutation(tables)
+    assert (test.value, test.p_value) == (approx(value), approx(p_value))
+    assert test.method == "stratified-permutation"
+
+
+def test_ci_and_p_value_never_disagree() -> None:
+    """Seen: 'CI -45.0–-5.0 pp; could be noise (p = 0.0625)': a bootstrap CI and a sign-flip
+    p-value. Now both come from one null: p < 0.05 exactly when the CI excludes 0, on exact
+    and on normal-approximation nulls (big runs), for success and for the gap."""
+    rng = random.Random(3)
+    methods = set()
+    for case in range(300):
+        tasks = rng.choice([1, 2, 5, 20, 60]) if case % 30 else 3000
+        tables = []
+        for _ in range(tasks):
+            na, nb = rng.choice([1, 3, 5]), rng.choice([1, 3, 5])
+            p, q = rng.random(), rng.random() if rng.random() < 0.3 else None
+            pa = sum(rng.random() < p for _ in range(na))
+            pb = sum(rng.random() < (p if q is None else q) for _ in range(nb))
+            tables.append((na, pa, nb, pb))
+        gap = [100.0 * rng.choice([-1, 0, 0, 1]) for _ in range(tasks)]
+        for test in (stratified_permutation(tables), sign_flip(gap)):
+            methods.add(test.method)
+            low, high = test.ci95
+            assert low <= test.value <= high
+            assert (test.p_value < 0.05) == (not low <= 0 <= high), (test, tables)
+    assert methods == {
+        "stratified-permutation",
+        "stratified-permutation-normal",
+        "sign-flip-permutation",
+        "sign-flip-normal",
+    }
 
 
 def test_sign_flip_is_exact_for_few_tasks() -> None:
@@ -99,13 +165,12 @@ def test_sign_flip_is_exact_for_few_tasks() -> None:
         for signs in itertools.product((1, -1), repeat=len(nonzero))
     ]
     expected = sum(1 for s in sums if s >= observed - 1e-12) / len(sums)
-    assert sign_flip_p_value(diffs) == approx(expected)
-    # many tasks: a seeded estimate, reproducible and close to a clear effect's tiny p
+    assert sign_flip(diffs).p_value == approx(expected)
     many = [0.5] * 30 + [-0.25] * 5
-    assert sign_flip_p_value(many) == sign_flip_p_value(many) < 0.001
+    assert sign_flip(many).p_value < 0.001
 
 
-def test_one_attempt_per_task_uses_mcnemar(tmp_path: Path) -> None:
+def test_one_attempt_per_task_gives_mcnemars_p_value(tmp_path: Path) -> None:
     # 20 tasks; A passes t0..t9; B passes t3..t17: A only 3 (t0..t2), B only 8 (t10..t17)
     a_rows = [attempt_row("a", f"t{i:02d}", 0, "pass" if i < 10 else "fail") for i in range(20)]
     b_rows = [
@@ -115,7 +180,7 @@ def test_one_attempt_per_task_uses_mcnemar(tmp_path: Path) -> None:
     b = write_run(tmp_path, "b", list(b_rows))
     comparison = compare_runs(a, b, keep_order=True)
     delta = comparison.delta["success_rate"]
-    assert delta.test == "mcnemar-exact"
+    assert delta.test == "stratified-permutation"
     assert delta.value == approx((15 - 10) / 20)
     assert delta.p_value == approx(brute_mcnemar(3, 8))
     low, high = delta.ci95 or [None, None]
@@ -125,7 +190,7 @@ def test_one_attempt_per_task_uses_mcnemar(tmp_path: Path) -> None:
     assert "could be noise" in delta.sentence  # p = 0.23
 
 
-def test_several_attempts_use_the_permutation_test_and_say_when_it_is_not_noise(
+def test_several_attempts_are_permuted_within_tasks_and_it_says_when_it_is_not_noise(
     tmp_path: Path,
 ) -> None:
     before = {f"t{i:02d}": 0.3 for i in range(40)}
@@ -134,7 +199,7 @@ def test_several_attempts_use_the_permutation_test_and_say_when_it_is_not_noise(
     b = run_with(tmp_path, "b", after, 4, started="2026-11-02T00:00:00Z", seed=3)
     comparison = compare_runs(a, b)
     delta = comparison.delta["success_rate"]
-    assert delta.test == "sign-flip-permutation"
+    assert delta.test == "stratified-permutation"
     diffs = [
         (tb.success_rate or 0) - (ta.success_rate or 0)
         for ta, tb in zip(

@@ -30,7 +30,7 @@ async def test_compare_screen_is_paired_and_puts_the_newer_run_as_b(
         rows = {str(paired.get_row(k)[0]): paired.get_row(k) for k in paired.rows}
         assert set(rows) == {"success_rate", "consistency_gap_pp"}
         cells = [str(c) for c in rows["success_rate"]]
-        assert cells[1].endswith("pp") and "–" in cells[2] and cells[4] == "sign-flip-permutation"
+        assert cells[1].endswith("pp") and "–" in cells[2] and cells[4] == "stratified-permutation"
 
 
 async def test_volatility_screen_shows_the_noise_floor(
