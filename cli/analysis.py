@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.cli.thresholds import at_least_one, k_rate, points, rate
 from driftdesk.terminal import printable
 
 if TYPE_CHECKING:
@@ -99,29 +100,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the runs, so every repeat counts; its 95 % CI comes from the same null).",
     )
     p.add_argument("run", metavar="RUN_DIR")
-    p.add_argument("--min-success", type=float, metavar="RATE", help="run success rate (0..1)")
-    p.add_argument("--max-gap", type=float, metavar="PP", help="consistency gap, in pp")
+    p.add_argument(
+        "--min-success", type=rate, metavar="RATE", help="run success rate (0..1, or 80%%)"
+    )
+    p.add_argument("--max-gap", type=points, metavar="PP", help="consistency gap, in pp (0..100)")
     p.add_argument(
         "--min-pass-hat-k",
         action="append",
-        type=_k_threshold,
+        type=k_rate,
         metavar="K=RATE",
         help="pass^K at least RATE (repeatable)",
     )
     p.add_argument(
         "--task-min-success",
-        type=float,
+        type=rate,
         metavar="RATE",
         help="every task's success rate across its repeats at least RATE",
     )
-    p.add_argument("--max-link-error-rate", type=float, metavar="RATE")
+    p.add_argument(
+        "--max-link-error-rate", type=rate, metavar="RATE", help="0..1, or a percentage: 5%%"
+    )
     p.add_argument("--baseline", metavar="RUN_DIR", help="compare with this run (paired)")
     p.add_argument(
         "--max-regression",
-        type=float,
+        type=points,
         default=0.0,
         metavar="PP",
-        help="with --baseline: allowed drop in success, pp (default 0)",
+        help="with --baseline: allowed drop in success, pp (0..100, default 0)",
     )
     p.add_argument("--format", default="table", choices=["table", "json"])
     _add_metric_options(p)
@@ -146,7 +151,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _add_metric_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-runs",
-        type=int,
+        type=at_least_one,
         default=1,
         help="tasks with fewer counted attempts are listed apart, not averaged",
     )
@@ -162,16 +167,6 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
         help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
         "(k capped at the smallest per-task trial count, every task averaged)",
     )
-
-
-def _k_threshold(text: str) -> tuple[int, float]:
-    k, sep, rate = text.partition("=")
-    try:
-        if not sep or int(k) < 1:
-            raise ValueError
-        return int(k), float(rate)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected K=RATE such as 3=0.5, got {text!r}") from None
 
 
 def _guarded(handler: Handler) -> Handler:

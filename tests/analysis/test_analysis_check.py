@@ -160,3 +160,38 @@ def test_no_change_reruns_pass_the_gate_at_the_stated_false_alarm_rate() -> None
     assert rejected / pairs <= 0.05 + noise, rejected
     assert gate_failed / pairs <= 0.025 + noise, gate_failed
     assert gate_failed > 0  # the gate can fire on noise at all: the test is not vacuous
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "reason"),
+    [
+        ("--max-link-error-rate", "5", "a rate is a fraction"),  # meant as 5 %: was accepted
+        ("--max-link-error-rate", "inf", "a rate is a fraction"),
+        ("--min-success", "-0.1", "a rate is a fraction"),
+        ("--min-success", "1.5", "a rate is a fraction"),  # was exit 1 (a failed gate)
+        ("--min-success", "nan", "a rate is a fraction"),
+        ("--task-min-success", "150%", "a rate is a fraction"),
+        ("--min-pass-hat-k", "3=1.5", "K=RATE"),
+        ("--max-gap", "-1", "percentage points"),
+        ("--max-gap", "nan", "percentage points"),
+        ("--max-regression", "-5", "percentage points"),  # was a gate that always held
+        ("--max-regression", "inf", "percentage points"),
+        ("--min-runs", "0", "a whole number ≥ 1"),
+    ],
+)
+def test_a_threshold_out_of_range_is_bad_input(  # type: ignore[no-untyped-def]
+    cli, handmade: Path, option: str, value: str, reason: str
+) -> None:
+    done = cli("check", str(handmade), "--baseline", str(handmade), f"{option}={value}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    (error,) = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert option in error and reason in error and value in error
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_rate_may_be_given_as_a_percentage(cli, handmade: Path) -> None:  # type: ignore[no-untyped-def]
+    # handmade: link error rate 1/17 = 5.9 %
+    assert cli("check", str(handmade), "--max-link-error-rate", "6%").returncode == 0
+    done = cli("check", str(handmade), "--max-link-error-rate", "5%")
+    assert done.returncode == 1 and "FAIL  link_error_rate <= 0.05" in done.stdout
+    assert cli("check", str(handmade), "--min-success", "60%").returncode == 0
