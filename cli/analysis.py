@@ -290,6 +290,12 @@ def _csv_text(reports: Sequence[RunReport]) -> str:
     return buffer.getvalue()
 
 
+def _cell(text: str) -> str:
+    """Text from a file (a task id, a run id, an error kind) as one inert line: its control
+    characters escaped, a newline in it never a new row."""
+    return printable(text, keep_newlines=False)
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
 
@@ -317,8 +323,8 @@ def render_report_table(report: RunReport) -> str:
     from driftdesk.text import tokens
 
     lines = [
-        f"run {report.run_id}"
-        + (f"  model {report.model}" if report.model else "")
+        f"run {_cell(report.run_id)}"
+        + (f"  model {_cell(report.model)}" if report.model else "")
         + (f"  status {report.status}" if report.status else ""),
         f"  tasks judged {report.tasks_judged}  attempts judged {report.attempts_judged}"
         f"  link errors {report.link_errors}"
@@ -377,14 +383,16 @@ def render_report_table(report: RunReport) -> str:
             f"  ({len(report.scenarios)} scenarios)"
         )
     if report.missing_slots:
-        shown = ", ".join(f"{m['task_id']}#{m['attempt']}" for m in report.missing_slots[:10])
+        shown = ", ".join(
+            f"{_cell(m['task_id'])}#{m['attempt']}" for m in report.missing_slots[:10]
+        )
         more = len(report.missing_slots) - 10
         lines.append(
             f"  missing slots {len(report.missing_slots)}: {shown}"
             + (f" … (+{more})" if more > 0 else "")
         )
     if report.tasks_below_min_runs:
-        names = ", ".join(f"{t.task_id} (n={t.n})" for t in report.tasks_below_min_runs[:10])
+        names = ", ".join(f"{_cell(t.task_id)} (n={t.n})" for t in report.tasks_below_min_runs[:10])
         lines.append(
             f"  below --min-runs {report.min_runs}, not averaged: "
             f"{len(report.tasks_below_min_runs)} tasks: {names}"
@@ -396,15 +404,15 @@ def render_report_table(report: RunReport) -> str:
         lines.append(f"  no task table: {report.empty_reason}")
         return "\n".join(lines) + "\n"
     if report.group_by == "scenario" and report.scenarios:
-        swidth = max([len("SCENARIO"), *(len(s.scenario_id) for s in report.scenarios)])
+        swidth = max([len("SCENARIO"), *(len(_cell(s.scenario_id)) for s in report.scenarios)])
         lines.append(f"  {'SCENARIO':<{swidth}}  {'TASKS':>5}  {'MIN':>7}  {'MEAN':>7}")
         for sc in report.scenarios:
             lines.append(
-                f"  {sc.scenario_id:<{swidth}}  {sc.tasks:>5}  {_pct(sc.min_success_rate):>7}  "
+                f"  {_cell(sc.scenario_id):<{swidth}}  {sc.tasks:>5}  {_pct(sc.min_success_rate):>7}  "
                 f"{_pct(sc.mean_success_rate):>7}"
             )
         lines.append("")
-    width = max([len("TASK"), *(len(t.task_id) for t in report.tasks)])
+    width = max([len("TASK"), *(len(_cell(t.task_id)) for t in report.tasks)])
     lines.append(
         f"  {'TASK':<{width}}  {'N':>4}  {'PASS':>4}  {'FAIL':>4}  {'LINK':>4}  "
         f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'MODEL_MS':>9}  {'LAT_CV':>6}  "
@@ -412,11 +420,11 @@ def render_report_table(report: RunReport) -> str:
     )
     for t in report.tasks:
         lines.append(
-            f"  {t.task_id:<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
+            f"  {_cell(t.task_id):<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
             f"{t.link_errors:>4}  {_pct(t.success_rate):>7}  {_num(t.spread, '.0f'):>6}  "
             f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.model_latency_mean_ms, '.0f'):>9}  "
             f"{_num(t.latency_cv, '.2f'):>6}  {t.retries:>5}  {t.model_mismatches:>8}  "
-            f"{' '.join(t.last_error_kinds)}"
+            f"{_cell(' '.join(t.last_error_kinds))}"
         )
     if report.tasks_total > len(report.tasks):
         lines.append(f"  … {report.tasks_total - len(report.tasks)} more tasks (--top)")
@@ -463,12 +471,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def render_comparison(comparison: Comparison) -> str:
     a, b = comparison.a, comparison.b
-    lines = [f"A (before) {a.run_id}", f"B (after)  {b.run_id}"]
+    lines = [f"A (before) {_cell(a.run_id)}", f"B (after)  {_cell(b.run_id)}"]
     lines.append(
         f"  shared tasks {comparison.shared_tasks}  left out: {comparison.only_in_a} only in A, "
         f"{comparison.only_in_b} only in B"
     )
-    lines.extend(f"  warning: {w}" for w in comparison.warnings)
+    lines.extend(f"  warning: {_cell(w)}" for w in comparison.warnings)
     lines.append("")
     lines.append(f"  {'PAIRED (B − A)':<22}  {'DELTA':>10}  {'95% CI':>17}  {'P':>8}  TEST")
     for name, d in comparison.delta.items():
@@ -489,10 +497,10 @@ def render_comparison(comparison: Comparison) -> str:
     lines.append("")
     if comparison.changed:
         lines.append(f"  tasks that changed ({len(comparison.changed)}):")
-        width = max(len(c.task_id) for c in comparison.changed)
+        width = max(len(_cell(c.task_id)) for c in comparison.changed)
         for c in comparison.changed:
             lines.append(
-                f"  {c.task_id:<{width}}  {c.before:>8} → {c.after:<8}  "
+                f"  {_cell(c.task_id):<{width}}  {c.before:>8} → {c.after:<8}  "
                 f"{_pct(c.success_a):>6} → {_pct(c.success_b)}"
             )
     else:
@@ -535,10 +543,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
     else:
-        lines = [f"check {result.run_id}"]
-        width = max(len(c.name) for c in result.conditions)
-        for c in result.conditions:
-            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+        lines = [f"check {_cell(result.run_id)}"]
+        names = [_cell(c.name) for c in result.conditions]
+        width = max(len(name) for name in names)
+        for c, name in zip(result.conditions, names, strict=True):
+            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {name:<{width}}  {_cell(c.detail)}")
         failed = sum(1 for c in result.conditions if not c.passed)
         lines.append(
             "result: PASS"
@@ -551,12 +560,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     from driftdesk.analysis.selection import select_task_ids
+    from driftdesk.taskids import quote
 
     runs = [Path(r) for r in args.runs]
-    # Raw into a pipe (ids are data for --tasks); escaped on a terminal.
-    shown = printable if sys.stdout.isatty() else str
+    # One id a line, quoted so that a newline, a comma or a control character in an id can
+    # neither split it nor act on a terminal, and ``run --tasks`` reads it back.
     for task_id in select_task_ids(runs, "volatile" if args.volatile else "failed"):
-        sys.stdout.write(shown(task_id) + "\n")
+        sys.stdout.write(quote(task_id) + "\n")
     return 0
 
 

@@ -37,7 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per attempt try (default 120)"
     )
-    p.add_argument("--tasks", help="comma-separated task ids to run (default: all)")
+    p.add_argument(
+        "--tasks",
+        help="comma-separated task ids to run (default: all); escapes as `driftdesk tasks` "
+        "prints them: \\\\, \\n, \\t, \\xNN (\\x2c a comma), \\uNNNN",
+    )
     p.add_argument("--sample", type=int, help="run a seeded sample of N tasks")
     p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     only = p.add_mutually_exclusive_group()
@@ -353,6 +357,7 @@ def _earlier_run(run_dir: Path) -> Path | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from driftdesk.reruns.engine import RunSpec, execute_run
     from driftdesk.reruns.retry import RetryPolicy
+    from driftdesk.taskids import parse_list
 
     try:
         ray = _ray_settings(args, base=True)
@@ -365,7 +370,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         concurrency=args.concurrency,
         timeout_s=args.timeout,
-        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        tasks=parse_list(args.tasks) if args.tasks else None,
         sample=args.sample,
         seed=args.seed,
         only_failed=args.only_failed,

@@ -4,6 +4,7 @@ what a file says never changes the shape of what we print."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,83 @@ def test_an_attempts_file_that_is_a_dangling_symlink_is_named(cli, home, tmp_pat
         f"driftdesk: {run / 'attempts.jsonl'}: a symlink to {tmp_path / 'moved-away.jsonl'}, "
         "which is not there\n"
     )
+
+
+HOSTILE_IDS = ["evil\nphantom", "esc\x1b]0;PWNED\x07", "comma,id", " spaced ", "back\\slash"]
+
+
+@pytest.mark.keyring
+def test_a_task_id_with_a_newline_is_one_row_and_tasks_round_trips_into_run_tasks(  # type: ignore[no-untyped-def]
+    cli, home, tmp_path: Path
+) -> None:
+    """Seen: a task id with a newline split its row of the report table and printed a phantom
+    task in ``tasks --failed``; the README's ``tasks … | paste -sd,`` into ``run --tasks`` then
+    asked for tasks that do not exist. Every id here fails on every attempt; "ok" may pass."""
+    from driftdesk.analysis.selection import select_task_ids
+    from driftdesk.providers.keys import set_key
+    from driftdesk.providers.profiles import Profile, ProfileStore
+    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+
+    suite = tmp_path / "suite.jsonl"
+    lines = [
+        {
+            "task_id": t,
+            "prompt": "Reply 1.",
+            "expected": {"equals": "nothing"},
+            "reference_answer": "1",
+        }
+        for t in HOSTILE_IDS
+    ]
+    lines.append({"task_id": "ok", "prompt": "Reply 7.", "expected": {"equals": "7"}})
+    suite.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with SandboxServer(seed=4) as sandbox:
+        ProfileStore().save(
+            Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL)
+        )
+        set_key("sim", "sk-test-hostile-ids-0123456789")
+        first = cli("run", "--profile", "sim", "--suite", str(suite), "--repeat", "2",
+                    "--out", str(tmp_path / "first"), timeout=120)  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        (run,) = (tmp_path / "first").iterdir()
+
+        table = cli("report", str(run)).stdout
+        rows = table.split("  TASK ")[1].splitlines()[1:]
+        assert len(rows) == len(lines), table  # one row a task, no phantom
+        assert not any(row.lstrip().startswith("phantom") for row in rows)
+        assert "\x1b" not in table and "evil\\nphantom" in table
+
+        failed = select_task_ids([run], "failed")
+        assert set(HOSTILE_IDS) <= set(failed)
+        listed = cli("tasks", str(run), "--failed")
+        assert listed.returncode == 0, listed.stderr
+        assert len(listed.stdout.splitlines()) == len(failed) and "\x1b" not in listed.stdout
+        joined = subprocess.run(
+            ["paste", "-sd,"], input=listed.stdout, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        second = cli("run", "--profile", "sim", "--suite", str(suite), "--repeat", "1",
+                     "--tasks", joined, "--out", str(tmp_path / "second"), timeout=120)  # fmt: skip
+        assert second.returncode == 0, second.stderr
+    (rerun,) = (tmp_path / "second").iterdir()
+    assert json.loads((rerun / "manifest.json").read_text())["tasks"] == failed
+
+    # check names the tasks below a threshold on one line
+    gate = cli("check", str(run), "--task-min-success", "0.5")
+    assert gate.returncode == 1
+    (below,) = [line for line in gate.stdout.splitlines() if "every task success" in line]
+    assert "evil\\nphantom 0.00" in below and "\x1b" not in gate.stdout
+
+
+def test_quoted_task_ids_read_back_whatever_they_hold() -> None:
+    import random
+
+    from driftdesk.taskids import parse_list, quote
+
+    rng = random.Random(12)
+    alphabet = "ab,\\ \t\n\r\x00\x1b\x7f\x85\u202e\u2028é-_.:/nxu0"
+    ids = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(2000)]
+    ids += ["plain-id", "\\x41", "a\\nb", " "]
+    for task_id in ids:
+        quoted = quote(task_id)
+        assert "\n" not in quoted and "," not in quoted and quoted == quoted.strip()
+    assert parse_list(",".join(quote(i) for i in ids)) == ids
+    assert quote("plain-id") == "plain-id"
