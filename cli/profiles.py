@@ -102,6 +102,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", default="last", help="last (default), original, or a write number")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     p.add_argument("--yes", action="store_true", help="restore without asking")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write the file even if it is read-only (its mode is kept), e.g. to undo a "
+        "switch --force",
+    )
     p.set_defaults(func=_guarded(cmd_restore))
 
     p = sub.add_parser("status", help="which profile each target points at, and drift")
@@ -683,7 +689,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 print("not restored")
                 return 1
-        apply_restore(plan)
+        apply_restore(plan, force=args.force)
     print(
         f"restored {plan.path} to {plan.label} (undo: driftdesk restore {args.target}"
         f"{_file_flags(args)})"

@@ -200,8 +200,10 @@ def _copy_bytes(folder: Path, before: str | None, entry: dict[str, Any] | None) 
     return data
 
 
-def apply_restore(plan: RestorePlan) -> None:
-    """Write ``plan`` like a switch: lock, no-clobber check, backup, atomic write, recorded."""
+def apply_restore(plan: RestorePlan, force: bool = False) -> None:
+    """Write ``plan`` like a switch: lock, no-clobber check, backup, atomic write, recorded.
+    A read-only file is refused unless ``force`` (mode kept), as a switch refuses it: so a
+    forced switch of one can be undone by a forced restore."""
     targets.apply_edit(
         plan.path,
         plan.target,
@@ -210,4 +212,5 @@ def apply_restore(plan: RestorePlan) -> None:
         plan.profile,
         "restore",
         summary_prefix=f"restored {plan.label}: ",
+        force=force,
     )
