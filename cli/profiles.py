@@ -616,7 +616,12 @@ def cmd_switch(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"dry run: {plan.path} not written")
             return 0
+        damaged_before = state.damaged_indexes(plan.path)
         apply_switch(plan, force=args.force)
+        if state.damaged_indexes(plan.path) != damaged_before:
+            from driftdesk.providers.restore import file_history
+
+            _err(f"driftdesk: warning: {file_history(plan.path).damage_warning()}")
     if plan.changed:
         print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
     else:
@@ -642,6 +647,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         histories = [file_history(target_path(args.target, args.scope, args.env_file), args.target)]
     else:
         histories = all_histories()
+    for history in histories:
+        warning = history.damage_warning()
+        if warning:
+            _err(f"driftdesk: warning: {warning}")
     if args.json:
         print(json.dumps([h.to_dict() for h in histories], indent=2, ensure_ascii=False))
         return 0
