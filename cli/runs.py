@@ -19,6 +19,7 @@ EXIT_SETUP_ERROR = 2
 EXIT_ALL_LINK_ERRORS = 3  # the run ended, but no attempt reached the model
 EXIT_ALL_HARNESS_ERRORS = 4  # the run ended, but the harness broke every attempt (none judged)
 EXIT_INTERRUPTED = 130
+DEFAULT_RETRY_DELAY_CAP_S = 30.0  # never more than the attempt timeout (min taken at use)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-retries", type=int, default=4, help="link-error retries per attempt")
     p.add_argument(
-        "--max-retry-delay", type=float, default=30.0, help="cap on one retry's wait (seconds)"
+        "--max-retry-delay",
+        type=float,
+        metavar="SECONDS",
+        help="cap on one retry's wait, the server's Retry-After included; a server asking for "
+        f"more is not retried (default: {DEFAULT_RETRY_DELAY_CAP_S:g} or the --timeout, "
+        "whichever is less)",
     )
     p.add_argument(
         "--skip-bad-lines",
@@ -379,7 +385,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         agent=args.agent,
         command=args.command_template,
         isolate=args.isolate,
-        retry_policy=RetryPolicy(max_retries=args.max_retries, max_delay_s=args.max_retry_delay),
+        retry_policy=RetryPolicy(
+            max_retries=args.max_retries,
+            max_delay_s=(
+                min(DEFAULT_RETRY_DELAY_CAP_S, args.timeout)
+                if args.max_retry_delay is None
+                else args.max_retry_delay
+            ),
+        ),
         skip_bad_lines=args.skip_bad_lines,
         probe=not args.no_probe,
         executor=args.executor,
