@@ -266,7 +266,11 @@ def _emit(text: str, out: str | None) -> None:
 
 
 def _csv_text(reports: Sequence[RunReport]) -> str:
+    """The task (or scenario) rows as CSV. Text from files (ids, error kinds) that a
+    spreadsheet would run as a formula (=, +, -, @…) is written escaped (``csvcells``)."""
     import io
+
+    from driftdesk.csvcells import spreadsheet_safe as safe
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -276,16 +280,19 @@ def _csv_text(reports: Sequence[RunReport]) -> str:
         for report in reports:
             for scenario in report.scenarios:
                 row = scenario.to_json()
-                writer.writerow([report.run_id] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
+                row["scenario_id"] = safe(row["scenario_id"])
+                writer.writerow([safe(report.run_id)] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
         return buffer.getvalue()
     writer.writerow(CSV_COLUMNS)
     for report in reports:
+        run_id = safe(report.run_id)
         for task in [*report.tasks, *report.tasks_below_min_runs]:
             row = task.to_json()
+            row["task_id"], row["scenario_id"] = safe(row["task_id"]), safe(row["scenario_id"])
             writer.writerow(
-                [report.run_id]
+                [run_id]
                 + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[1:-1]]
-                + [" ".join(task.last_error_kinds)]
+                + [safe(" ".join(task.last_error_kinds))]
             )
     return buffer.getvalue()
 

@@ -132,3 +132,24 @@ def test_quoted_task_ids_read_back_whatever_they_hold() -> None:
         assert "\n" not in quoted and "," not in quoted and quoted == quoted.strip()
     assert parse_list(",".join(quote(i) for i in ids)) == ids
     assert quote("plain-id") == "plain-id"
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_escaped(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Seen: ids starting with =, +, -, @ were written as they are: a spreadsheet opening the
+    export runs them as formulas (CSV injection). Such text cells get a leading ' (OWASP's
+    advice); numbers and other text are untouched."""
+    import csv
+    import io
+
+    ids = ['=HYPERLINK("http://x.test","y")', "+1+2", "-2+3", "@SUM(A1)", "\tx", "ok"]
+    rows = [attempt_row("r", t, 0, "fail") for t in ids]
+    rows += [attempt_row("r", "ok", 1, "link_error", error_code="=cmd")]
+    run = write_run(tmp_path, "r", list(rows), tasks=ids)
+    done = cli("report", str(run), "--format", "csv", "--sort", "task")
+    assert done.returncode == 0, done.stderr
+    table = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert sorted(r["task_id"] for r in table) == sorted(["'" + i if i != "ok" else i for i in ids])
+    assert all(r["task_id"][0] not in "=+-@\t\r" for r in table)
+    assert {r["n"] for r in table} == {"1"}  # numbers stay numbers
+    (ok,) = [r for r in table if r["task_id"] == "ok"]
+    assert ok["last_error_kinds"].startswith("'=cmd")  # error kinds come from files too
