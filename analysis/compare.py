@@ -6,8 +6,9 @@ Over the shared tasks it is **paired**: per task, the difference in success rate
 in spread. Each mean difference gets its p-value and its 95 % CI from one permutation null
 (``analysis.paired``), so they never disagree: success permutes each task's attempts between
 the runs (a stratified permutation test, which weighs every repeat), the gap flips each task's
-sign. The newer
-run (manifest ``started_at``) is B, "after".
+sign. A and B are the runs in the order given, B "after": the deltas are B − A. When A
+started later than B (a manifest's ``started_at``; for an imported run, the time of the
+import) a warning says so, and ``newer`` names the later one; the runs are never swapped.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ class Comparison:
     only_in_a: int = 0
     only_in_b: int = 0
     all_tasks: bool = False  # metrics over each whole run instead of the shared tasks
-    swapped: bool = False  # the runs were given newer first; B is the newer
+    swapped: bool = False  # B and A exchanged to put the newer run as B (``newer_as_b`` only)
+    newer: str | None = None  # "a" or "b": the run that started later, when both say
     warnings: list[str] = field(default_factory=list)
     delta: dict[str, PairedDelta] = field(default_factory=dict)
     repeats: tuple[int | None, int | None] = (None, None)  # attempts per task, A and B
@@ -146,6 +148,7 @@ class Comparison:
             "only_in_b": self.only_in_b,
             "all_tasks": self.all_tasks,
             "swapped": self.swapped,
+            "newer": self.newer,
             "warnings": self.warnings,
             "delta": {name: d.to_json() for name, d in self.delta.items()},
             "metrics": [m.to_json() for m in self.metrics],
@@ -186,12 +189,13 @@ def compare_runs(
     b: RunReport | Path | str,
     *,
     all_tasks: bool = False,
-    keep_order: bool = False,
+    newer_as_b: bool = False,
     **report_options: Any,
 ) -> Comparison:
     """Compare run ``a`` (before) with run ``b`` (after); paths are read with ``build_report``.
 
-    The newer run (manifest ``started_at``) becomes B unless ``keep_order``. Reports passed in
+    A and B stay as given (``newer_as_b``: the run that started later becomes B, and
+    ``swapped`` says whether they were exchanged). Reports passed in
     should list all their tasks (no ``top``); tasks below ``min_runs`` count as not judged.
     Success rate, gap and C_out are over the shared tasks unless ``all_tasks``; ``changed``
     lists every shared task whose class differs (every task with ``all_tasks``), by task id.
@@ -200,22 +204,20 @@ def compare_runs(
     runs = [run if isinstance(run, RunReport) else _one_run(run) for run in (a, b)]
     (report_a, tasks_a), (report_b, tasks_b) = (_side_of(run, report_options) for run in runs)
     swapped = False
-    if (
-        not keep_order
-        and report_a.started_at
-        and report_b.started_at
-        and report_a.started_at > report_b.started_at
-    ):
-        report_a, report_b, swapped = report_b, report_a, True
+    newer = _newer(report_a, report_b)
+    if newer_as_b and newer == "a":
+        report_a, report_b, swapped, newer = report_b, report_a, True, "b"
         tasks_a, tasks_b = tasks_b, tasks_a
-    comparison = Comparison(report_a, report_b, all_tasks=all_tasks, swapped=swapped)
+    comparison = Comparison(
+        report_a, report_b, all_tasks=all_tasks, swapped=swapped, newer=newer
+    )
     comparison.repeats = (repeats_of(report_a, tasks_a), repeats_of(report_b, tasks_b))
     shared = sorted(tasks_a.keys() & tasks_b.keys())
     comparison.shared_tasks = len(shared)
     comparison.only_in_a = len(tasks_a.keys() - tasks_b.keys())
     comparison.only_in_b = len(tasks_b.keys() - tasks_a.keys())
     pairs = [(tasks_a[t], tasks_b[t]) for t in shared]
-    comparison.warnings = _warnings(comparison, swapped)
+    comparison.warnings = _warnings(comparison)
     comparison.delta = paired_deltas(pairs)
     shared_values = {
         "success_rate": (
@@ -299,11 +301,24 @@ def _pp(value: float | None) -> float | None:
     return None if value is None else value * 100
 
 
-def _warnings(comparison: Comparison, swapped: bool) -> list[str]:
+def _newer(a: RunReport, b: RunReport) -> str | None:
+    """ "a" or "b": the run whose manifest says it started later (None when either is silent
+    or they started together)."""
+    if not a.started_at or not b.started_at or a.started_at == b.started_at:
+        return None
+    return "a" if a.started_at > b.started_at else "b"
+
+
+def _warnings(comparison: Comparison) -> list[str]:
     a, b = comparison.a, comparison.b
     warnings: list[str] = []
-    if swapped:
+    if comparison.swapped:
         warnings.append(f"{b.run_id} is the newer run, so it is B (after)")
+    elif comparison.newer == "a":
+        warnings.append(
+            f"A ({a.run_id}) started after B ({b.run_id}) (an imported run starts when it was "
+            "imported): the deltas are B − A in the order given, older minus newer"
+        )
     if comparison.only_in_a or comparison.only_in_b:
         warnings.append(
             f"compared over the {comparison.shared_tasks} tasks both runs judged; left out: "

@@ -127,7 +127,7 @@ def check_run(
 
 def _regression(baseline: RunReport, report: RunReport, allowed_pp: float) -> Condition:
     name = f"no significant success drop > {allowed_pp:g} pp vs {baseline.run_id}"
-    comparison = compare_runs(baseline, report, keep_order=True)
+    comparison = compare_runs(baseline, report)
     delta = comparison.delta["success_rate"]
     if delta.value is None:
         return Condition(name, False, None, "no task judged by both runs: nothing to compare")

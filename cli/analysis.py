@@ -71,7 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
         help="two runs, paired over the tasks both judged: deltas with CIs and p-values",
-        description="Compare two runs over the tasks both judged. The newer run is B (after).",
+        description="Compare two runs over the tasks both judged: B − A, in the order given "
+        "(B is 'after'). A warning says when A started later than B (an imported run starts "
+        "when it was imported); --newer-as-b puts the later one as B.",
     )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
@@ -85,7 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--keep-order",
         action="store_true",
-        help="keep RUN_A as A even when it is the newer run",
+        help="keep RUN_A as A (the default; kept for older scripts)",
+    )
+    p.add_argument(
+        "--newer-as-b",
+        action="store_true",
+        help="put the run that started later as B (by manifest started_at)",
     )
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_compare))
@@ -460,7 +467,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.run_a,
         args.run_b,
         all_tasks=args.all_tasks,
-        keep_order=args.keep_order,
+        newer_as_b=args.newer_as_b and not args.keep_order,
         min_runs=args.min_runs,
         include_link_errors=args.include_link_errors,
         pass_k_convention=args.pass_k_convention,
