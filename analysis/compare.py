@@ -208,9 +208,7 @@ def compare_runs(
     if newer_as_b and newer == "a":
         report_a, report_b, swapped, newer = report_b, report_a, True, "b"
         tasks_a, tasks_b = tasks_b, tasks_a
-    comparison = Comparison(
-        report_a, report_b, all_tasks=all_tasks, swapped=swapped, newer=newer
-    )
+    comparison = Comparison(report_a, report_b, all_tasks=all_tasks, swapped=swapped, newer=newer)
     comparison.repeats = (repeats_of(report_a, tasks_a), repeats_of(report_b, tasks_b))
     shared = sorted(tasks_a.keys() & tasks_b.keys())
     comparison.shared_tasks = len(shared)
