@@ -104,3 +104,34 @@ def test_two_records_of_one_tau_bench_trial_are_named_and_the_last_kept(tmp_path
     assert [(r["attempt"], r["outcome"]) for r in rows] == [(1, "pass"), (0, "fail")]
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["imported_from"]["skipped"] == 1
+
+
+def test_a_big_zero_copy_source_changed_mid_file_with_its_size_and_mtime_kept_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Seen: a source over 2 MiB (its first and last MiB fingerprinted) had 2,000 rows flipped
+    in the middle, same size, mtime put back with `touch -r`: the report read the new rows
+    as the imported ones. The full content hash recorded at import is now checked each time."""
+    import os
+
+    from driftdesk.analysis.zero_copy import SourceChangedError
+
+    source = tmp_path / "big.jsonl"
+    lines = [
+        json.dumps({"task_id": f"t{i % 500:03d}", "trial": i // 500, "success": True})
+        for i in range(60_000)
+    ]
+    source.write_text("\n".join(lines) + "\n")
+    assert source.stat().st_size > 2 * 2**20 + 500_000  # the middle is fingerprinted by no MiB
+    result = import_results(source, out=tmp_path / "runs")
+    (before,) = build_report([result.run_dir])
+    assert before.success_rate == 1.0
+    stat = source.stat()
+    middle = len(lines) // 2
+    for i in range(middle, middle + 2000):
+        lines[i] = lines[i].replace('"success": true', '"success": fals')
+    source.write_text("\n".join(lines) + "\n")
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # touch -r
+    assert (source.stat().st_size, source.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    with pytest.raises(SourceChangedError, match="has changed since it was imported"):
+        build_report([result.run_dir])
