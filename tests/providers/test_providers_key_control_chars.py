@@ -71,19 +71,9 @@ def test_a_stored_key_with_a_newline_is_one_clear_line_at_use(
         "doctor": cli("doctor", "old"),
         "exec": cli("exec", "old", "--", "true"),
         "key": cli("key", "old"),
-        "run": cli(
-            "run",
-            "--profile",
-            "old",
-            "--suite",
-            str(suite),
-            "--repeat",
-            "1",
-            "--out",
-            str(tmp_path / "runs"),
-            timeout=120,
-        ),  # fmt: skip
     }
+    run_argv = ["run", "--profile", "old", "--suite", str(suite), "--repeat", "1"]
+    uses["run"] = cli(*run_argv, "--out", str(tmp_path / "runs"), timeout=120)
     for name, done in uses.items():
         text = done.stdout + done.stderr
         assert done.returncode != 0, name
