@@ -3,10 +3,12 @@
 By default the comparison is over the tasks both runs judged (``shared``): two different task
 sets are never compared as if they were one, and how many tasks each side left out is said.
 Over the shared tasks it is **paired**: per task, the difference in success rate (B − A) and
-in spread; a seeded bootstrap over tasks gives the 95 % CI of the mean differences, and the
-p-value comes from McNemar's exact test when each run has one attempt per task, from a
-sign-flip permutation test on the per-task rates otherwise (``analysis.paired``). The newer
-run (manifest ``started_at``) is B, "after".
+in spread. Each mean difference gets its p-value and its 95 % CI from one permutation null
+(``analysis.paired``), so they never disagree: success permutes each task's attempts between
+the runs (a stratified permutation test, which weighs every repeat), the gap flips each task's
+sign. A and B are the runs in the order given, B "after": the deltas are B − A. When A
+started later than B (a manifest's ``started_at``; for an imported run, the time of the
+import) a warning says so, and ``newer`` names the later one; the runs are never swapped.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from driftdesk.analysis.metrics import bootstrap_ci95, mean_or_none
-from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
+from driftdesk.analysis.metrics import mean_or_none
+from driftdesk.analysis.paired import sign_flip, stratified_permutation
 from driftdesk.analysis.sources import RunSource, SourceError, resolve_sources
 from driftdesk.analysis.volatility import RunReport, build_reports_reading
 
@@ -92,13 +94,13 @@ class TaskChange:
 
 @dataclass
 class PairedDelta:
-    """B − A over the shared tasks, with its bootstrap CI, p-value and a plain sentence."""
+    """B − A over the shared tasks, with its CI and p-value (one method) and a plain sentence."""
 
     name: str
     value: float | None
     ci95: list[float] | None
     p_value: float | None
-    test: str  # "mcnemar-exact", "sign-flip-permutation" or "none"
+    test: str  # ``analysis.paired``'s method names, or "none"
     sentence: str
 
     def cells(self) -> tuple[str, str, str]:
@@ -131,7 +133,8 @@ class Comparison:
     only_in_a: int = 0
     only_in_b: int = 0
     all_tasks: bool = False  # metrics over each whole run instead of the shared tasks
-    swapped: bool = False  # the runs were given newer first; B is the newer
+    swapped: bool = False  # B and A exchanged to put the newer run as B (``newer_as_b`` only)
+    newer: str | None = None  # "a" or "b": the run that started later, when both say
     warnings: list[str] = field(default_factory=list)
     delta: dict[str, PairedDelta] = field(default_factory=dict)
     repeats: tuple[int | None, int | None] = (None, None)  # attempts per task, A and B
@@ -145,6 +148,7 @@ class Comparison:
             "only_in_b": self.only_in_b,
             "all_tasks": self.all_tasks,
             "swapped": self.swapped,
+            "newer": self.newer,
             "warnings": self.warnings,
             "delta": {name: d.to_json() for name, d in self.delta.items()},
             "metrics": [m.to_json() for m in self.metrics],
@@ -185,12 +189,13 @@ def compare_runs(
     b: RunReport | Path | str,
     *,
     all_tasks: bool = False,
-    keep_order: bool = False,
+    newer_as_b: bool = False,
     **report_options: Any,
 ) -> Comparison:
     """Compare run ``a`` (before) with run ``b`` (after); paths are read with ``build_report``.
 
-    The newer run (manifest ``started_at``) becomes B unless ``keep_order``. Reports passed in
+    A and B stay as given (``newer_as_b``: the run that started later becomes B, and
+    ``swapped`` says whether they were exchanged). Reports passed in
     should list all their tasks (no ``top``); tasks below ``min_runs`` count as not judged.
     Success rate, gap and C_out are over the shared tasks unless ``all_tasks``; ``changed``
     lists every shared task whose class differs (every task with ``all_tasks``), by task id.
@@ -199,22 +204,18 @@ def compare_runs(
     runs = [run if isinstance(run, RunReport) else _one_run(run) for run in (a, b)]
     (report_a, tasks_a), (report_b, tasks_b) = (_side_of(run, report_options) for run in runs)
     swapped = False
-    if (
-        not keep_order
-        and report_a.started_at
-        and report_b.started_at
-        and report_a.started_at > report_b.started_at
-    ):
-        report_a, report_b, swapped = report_b, report_a, True
+    newer = _newer(report_a, report_b)
+    if newer_as_b and newer == "a":
+        report_a, report_b, swapped, newer = report_b, report_a, True, "b"
         tasks_a, tasks_b = tasks_b, tasks_a
-    comparison = Comparison(report_a, report_b, all_tasks=all_tasks, swapped=swapped)
+    comparison = Comparison(report_a, report_b, all_tasks=all_tasks, swapped=swapped, newer=newer)
     comparison.repeats = (repeats_of(report_a, tasks_a), repeats_of(report_b, tasks_b))
     shared = sorted(tasks_a.keys() & tasks_b.keys())
     comparison.shared_tasks = len(shared)
     comparison.only_in_a = len(tasks_a.keys() - tasks_b.keys())
     comparison.only_in_b = len(tasks_b.keys() - tasks_a.keys())
     pairs = [(tasks_a[t], tasks_b[t]) for t in shared]
-    comparison.warnings = _warnings(comparison, swapped)
+    comparison.warnings = _warnings(comparison)
     comparison.delta = paired_deltas(pairs)
     shared_values = {
         "success_rate": (
@@ -298,11 +299,24 @@ def _pp(value: float | None) -> float | None:
     return None if value is None else value * 100
 
 
-def _warnings(comparison: Comparison, swapped: bool) -> list[str]:
+def _newer(a: RunReport, b: RunReport) -> str | None:
+    """ "a" or "b": the run whose manifest says it started later (None when either is silent
+    or they started together)."""
+    if not a.started_at or not b.started_at or a.started_at == b.started_at:
+        return None
+    return "a" if a.started_at > b.started_at else "b"
+
+
+def _warnings(comparison: Comparison) -> list[str]:
     a, b = comparison.a, comparison.b
     warnings: list[str] = []
-    if swapped:
+    if comparison.swapped:
         warnings.append(f"{b.run_id} is the newer run, so it is B (after)")
+    elif comparison.newer == "a":
+        warnings.append(
+            f"A ({a.run_id}) started after B ({b.run_id}) (an imported run starts when it was "
+            "imported): the deltas are B − A in the order given, older minus newer"
+        )
     if comparison.only_in_a or comparison.only_in_b:
         warnings.append(
             f"compared over the {comparison.shared_tasks} tasks both runs judged; left out: "
@@ -325,42 +339,20 @@ def _warnings(comparison: Comparison, swapped: bool) -> list[str]:
 
 
 def paired_deltas(pairs: list[tuple[TaskOutcome, TaskOutcome]]) -> dict[str, PairedDelta]:
-    """B − A in success rate and gap over the shared tasks: mean per-task difference, seeded
-    paired bootstrap CI (tasks resampled), and the exact or permutation p-value."""
+    """B − A in success rate and gap over the shared tasks: the mean per-task difference, and
+    its p-value and 95 % CI from one permutation null (``analysis.paired``): success permutes
+    each task's attempts between the runs, the gap flips each task's sign."""
     if not pairs:
         empty = "no task was judged by both runs, so there is nothing to compare"
         return {
             name: PairedDelta(name, None, None, None, "none", empty)
             for name in ("success_rate", "consistency_gap_pp")
         }
-    success = [(y.success_rate or 0.0) - (x.success_rate or 0.0) for x, y in pairs]
-    gap = [((y.spread or 0.0) - (x.spread or 0.0)) * 100 for x, y in pairs]
-    cis = bootstrap_ci95({"success_rate": success, "consistency_gap_pp": gap})
-    if all(x.n == 1 and y.n == 1 for x, y in pairs):
-        test = "mcnemar-exact"
-        a_only = sum(1 for x, y in pairs if x.passes and not y.passes)
-        b_only = sum(1 for x, y in pairs if y.passes and not x.passes)
-        p_success = mcnemar_exact(a_only, b_only)
-    else:
-        test = "sign-flip-permutation"
-        p_success = sign_flip_p_value(success)
+    success = stratified_permutation([(x.n, x.passes, y.n, y.passes) for x, y in pairs])
+    gap = sign_flip([((y.spread or 0.0) - (x.spread or 0.0)) * 100 for x, y in pairs])
     deltas = {
-        "success_rate": PairedDelta(
-            "success_rate",
-            sum(success) / len(success),
-            cis["success_rate"],
-            p_success,
-            test,
-            "",
-        ),
-        "consistency_gap_pp": PairedDelta(
-            "consistency_gap_pp",
-            sum(gap) / len(gap),
-            cis["consistency_gap_pp"],
-            sign_flip_p_value(gap),
-            "sign-flip-permutation",
-            "",
-        ),
+        name: PairedDelta(name, test.value, test.ci95, test.p_value, test.method, "")
+        for name, test in (("success_rate", success), ("consistency_gap_pp", gap))
     }
     for delta in deltas.values():
         delta.sentence = _sentence(delta, len(pairs))
@@ -381,7 +373,7 @@ def _sentence(delta: PairedDelta, tasks: int) -> str:
         head = f"B is {'better' if better else 'worse'} by {abs(value):.1f} pp ({what})"
     ci = ""
     if delta.ci95 is not None:
-        ci = f", 95 % CI {delta.ci95[0] * scale:.1f}–{delta.ci95[1] * scale:.1f} pp"
+        ci = f", 95 % CI {delta.ci95[0] * scale:.1f} to {delta.ci95[1] * scale:.1f} pp"
     p = delta.p_value if delta.p_value is not None else 1.0
     verdict = "unlikely to be noise" if p < SIGNIFICANCE else "could be noise"
     return f"{head}{ci}; {verdict} (p = {p:.3g}, {delta.test}, {tasks} tasks)"

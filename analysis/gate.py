@@ -2,7 +2,9 @@
 
 A regression against a baseline is judged on the paired comparison over the shared tasks
 (``analysis.compare``): it fails only when the drop in success rate is larger than the allowed
-points AND unlikely to be noise (p < 0.05), so a noisy rerun does not break the build.
+points AND unlikely to be noise (p < 0.05 in the stratified permutation test over attempts of
+``analysis.paired``, whose CI, from the same null, is the one shown), so a noisy rerun does not
+break the build while a drop that every repeat of a few tasks confirms does.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ def check_run(
 
 def _regression(baseline: RunReport, report: RunReport, allowed_pp: float) -> Condition:
     name = f"no significant success drop > {allowed_pp:g} pp vs {baseline.run_id}"
-    comparison = compare_runs(baseline, report, keep_order=True)
+    comparison = compare_runs(baseline, report)
     delta = comparison.delta["success_rate"]
     if delta.value is None:
         return Condition(name, False, None, "no task judged by both runs: nothing to compare")

@@ -20,7 +20,10 @@ Formats (``fmt``):
   attempt per task; scenario id = the task id before its last ``_``.
 
 Bad records are reported (line number for JSONL, 1-based record number for JSON lists) and
-skipped; good ones are never dropped. The run dir is built in a hidden temp folder and renamed
+skipped; good ones are never dropped. A reward or score of NaN or ±Infinity (Python's json
+reads them) makes a record bad: it is named, never judged nor written. Two records of one
+(task, trial) in a tau-bench or tau2 document: the last is kept, as a report keeps the last row
+of a slot, and the other is named with it. The run dir is built in a hidden temp folder and renamed
 into place, so an interrupted import leaves nothing half-written.
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -111,6 +115,7 @@ class _Attempt:
     ended_at: str | None = None
     retries: int = 0
     messages: Any = None  # the attempt's conversation, kept as its trajectory (analysis.trajectory)
+    record: int | None = None  # its number in the source document, to name it
 
 
 def _refuse_a_second_import(
@@ -190,6 +195,7 @@ def import_results(
     if not attempts:
         raise no_usable_records(path, problems)
     _number_attempts(attempts)
+    attempts = _last_of_each_slot(attempts, problems)
     # The last guard: whatever the format, no row a report would refuse is written.
     kept = []
     for a in attempts:
@@ -490,6 +496,8 @@ def _generic_attempt(
     error_code = row.get("error_code")
     outcome = row.get("outcome") if row.get("outcome") in OUTCOMES else None
     score = _number(_first(row, SCORE_FIELDS))
+    if score is not None and not math.isfinite(score):
+        raise ValueError(f"score is {score}, not finite")
     if outcome is None:
         verdict = _first(row, (success_field,) if success_field else SUCCESS_FIELDS)
         if isinstance(verdict, bool):
@@ -558,6 +566,9 @@ def _from_tau_bench(document: list[Any], problems: list[str]) -> Iterator[_Attem
         if reward is None:
             problems.append(f"record {number} (task {task_id}): reward is not a number")
             continue
+        if not math.isfinite(reward):  # NaN / Infinity, which Python's json reads
+            problems.append(f"record {number} (task {task_id}): reward is {reward}, not finite")
+            continue
         info: dict[str, Any] = record["info"] if isinstance(record.get("info"), dict) else {}
         trial = record.get("trial")
         attempt = _Attempt(
@@ -566,6 +577,7 @@ def _from_tau_bench(document: list[Any], problems: list[str]) -> Iterator[_Attem
             attempt=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
             score=reward,
             messages=record.get("traj"),
+            record=number,
         )
         error = info.get("error")
         if error:
@@ -599,12 +611,16 @@ def _from_tau2(
         reward = _number(
             record.get("reward") if index_only else _dig(record, "reward_info", "reward")
         )
+        if reward is not None and not math.isfinite(reward):
+            problems.append(f"record {number} (task {task_id}): reward is {reward}, not finite")
+            continue
         trial = record.get("trial")
         attempt = _Attempt(
             task_id=str(task_id),
             outcome="fail",
             attempt=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
             score=reward,
+            record=number,
             latency_ms=_seconds_to_ms(record.get("duration")),
             model=model,
             started_at=_str_or_none(record.get("start_time")),
@@ -692,6 +708,29 @@ def _number_attempts(attempts: list[_Attempt]) -> None:
             a.attempt = candidate
             taken.add(candidate)
             next_free[a.task_id] = candidate + 1
+
+
+def _last_of_each_slot(attempts: list[_Attempt], problems: list[str]) -> list[_Attempt]:
+    """One record per (task, trial): the last in file order, as a report keeps the last row of
+    a slot; each dropped record is named with the one kept (a rerun's results concatenated
+    onto the first's give two rewards for one trial, and silently one of them was lost)."""
+    slots: dict[tuple[str, int | None], list[_Attempt]] = {}
+    for a in attempts:
+        slots.setdefault((a.task_id, a.attempt), []).append(a)
+    for (task_id, trial), records in slots.items():
+        if len(records) > 1:
+            kept = records[-1]
+            for dropped in records[:-1]:
+                problems.append(
+                    f"record {dropped.record} (task {task_id}, trial {trial}, {_verdict(dropped)})"
+                    f": same task and trial as record {kept.record} ({_verdict(kept)}), "
+                    "which is kept (the last one, as a report keeps the last row of a slot)"
+                )
+    return [a for a in attempts if slots[(a.task_id, a.attempt)][-1] is a]
+
+
+def _verdict(a: _Attempt) -> str:
+    return a.outcome + (f", reward {a.score:g}" if a.score is not None else "")
 
 
 def _first(row: dict[str, Any], names: Iterable[str | None]) -> Any:

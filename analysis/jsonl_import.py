@@ -115,7 +115,8 @@ def _mapping_sql(
            started_at, ended_at, {", ".join(COUNT_FIELDS)}, latency_ms,
            coalesce(task IS NOT NULL AND task <> '' AND outcome IS NOT NULL
                     AND (raw_attempt IS NULL OR attempt IS NOT NULL) AND {counts_ok}
-                    AND (raw_latency IS NULL OR latency_ms IS NOT NULL), FALSE) AS ok
+                    AND (raw_latency IS NULL OR latency_ms IS NOT NULL)
+                    AND (score IS NULL OR isfinite(score)), FALSE) AS ok
     FROM (
         SELECT task, outcome_field, score,
                CASE WHEN outcome_field IN ({outcomes}) THEN outcome_field

@@ -1,57 +1,156 @@
-"""Paired significance tests for two runs over the same tasks (exact, dependency-free).
+"""Paired tests for two runs over the same tasks, each giving its p-value AND its 95 % CI from
+one null distribution, so the two can never disagree (p < 0.05 exactly when the CI excludes 0).
 
-- McNemar's exact test: one attempt per task in each run, so each task is a pass/fail pair;
-  only the discordant pairs carry information, and under "no difference" each discordant pair
-  goes either way with probability ½ (a two-sided binomial test on them).
-- Sign-flip permutation test on per-task differences (several attempts per task): under "no
-  difference" each task's difference is as likely to have either sign. Exact when the tasks
-  with a non-zero difference are few, else a seeded Monte Carlo estimate.
+- Success: a **stratified permutation test over attempts** (exact conditional test). Under "no
+  change", a task's attempts in the two runs are exchangeable: given how many of its
+  n_A + n_B attempts passed, which run got the passes is a hypergeometric draw, independently
+  per task (strata = tasks). The statistic is the mean per-task difference of success rates,
+  B − A, so a task run 25 times weighs its 25 attempts, and one that went from 5/5 to 0/5 is
+  strong evidence on its own (the permutation probability of that split is 1/252). Its null
+  distribution is the exact convolution of the tasks' hypergeometrics while that is cheap,
+  else its normal approximation (same mean 0 and variance; the sum of many independent bounded
+  terms). With one attempt per task in each run it is McNemar's exact test.
+- Gap: a **sign-flip permutation test** on per-task differences (each task's difference is as
+  likely to have either sign), exact by the same convolution, else normal.
+
+The p-value is two-sided, twice the smaller tail: P(D ≤ d) and P(D ≥ d) for the observed d.
+The CI is d minus the null's 97.5th and 2.5th percentiles (the null distribution shifted to
+the observed difference), with percentiles defined on the same tails, hence the agreement.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-import random
+from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
 
-EXACT_PERMUTATION_MAX_TASKS = 16  # 2^16 sign patterns, enumerated
-PERMUTATION_RESAMPLES = 20_000
-PERMUTATION_MAX_DRAWS = 5_000_000  # resamples × tasks, as the bootstrap bounds its cost
-PERMUTATION_MIN_RESAMPLES = 2_000
-PERMUTATION_SEED = 20240611
+ALPHA = 0.05
+EXACT_BUDGET = 1_000_000  # additions of the exact convolution (~0.3 s); past it: normal
+KEY_RESOLUTION = 10**6  # sign-flip differences are summed exactly on a grid of 1e-6
 
-
-def mcnemar_exact(a_only: int, b_only: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant pairs (pass in A only, in B only)."""
-    n = a_only + b_only
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(a_only, b_only) + 1)) / 2**n
-    return min(1.0, 2 * tail)
+STRATIFIED = "stratified-permutation"
+STRATIFIED_NORMAL = "stratified-permutation-normal"
+SIGN_FLIP = "sign-flip-permutation"
+SIGN_FLIP_NORMAL = "sign-flip-normal"
 
 
-def sign_flip_p_value(
-    differences: Sequence[float],
-    *,
-    seed: int = PERMUTATION_SEED,
-    resamples: int = PERMUTATION_RESAMPLES,
-) -> float:
-    """Two-sided p-value of the mean per-task difference under random sign flips."""
-    nonzero = [d for d in differences if d != 0]
-    if not nonzero:
-        return 1.0
-    observed = abs(sum(nonzero)) - 1e-12  # tolerance: equal sums must count as "as extreme"
-    if len(nonzero) <= EXACT_PERMUTATION_MAX_TASKS:
-        sums = [0.0]
-        for d in nonzero:
-            sums = [s + d for s in sums] + [s - d for s in sums]
-        return sum(1 for s in sums if abs(s) >= observed) / len(sums)
-    rng = random.Random(seed)
-    resamples = max(
-        PERMUTATION_MIN_RESAMPLES, min(resamples, PERMUTATION_MAX_DRAWS // len(nonzero))
+@dataclass(frozen=True)
+class PairedTest:
+    value: float  # the observed mean per-task difference, B − A
+    ci95: list[float]  # [low, high]
+    p_value: float
+    method: str
+
+
+def stratified_permutation(
+    tables: Sequence[tuple[int, int, int, int]], *, alpha: float = ALPHA
+) -> PairedTest:
+    """``tables``: per task (n_A, passes_A, n_B, passes_B), every n ≥ 1; at least one task."""
+    tasks = len(tables)
+    value = math.fsum(pb / nb - pa / na for na, pa, nb, pb in tables) / tasks
+    informative = [(na, nb, pa, pb) for na, pa, nb, pb in tables if 0 < pa + pb < na + nb]
+    # Var of a task's difference given its passes m out of N (hypergeometric): m(N−m) /
+    # (n_A n_B (N − 1)); a task that all passed or all failed adds nothing.
+    variance = math.fsum(
+        (pa + pb) * (na + nb - pa - pb) / (na * nb * (na + nb - 1))
+        for na, nb, pa, pb in informative
     )
-    hits = 0
-    for _ in range(resamples):
-        total = sum(d if rng.random() < 0.5 else -d for d in nonzero)
-        hits += abs(total) >= observed
-    return (hits + 1) / (resamples + 1)  # never 0 from a finite sample
+    # Exact on an integer grid: a task's difference × lcm(n_A n_B) is an integer.
+    grid = math.lcm(*(na * nb for na, nb, _, _ in informative)) if informative else 1
+    steps = [(na + nb) * (grid // (na * nb)) for na, nb, _, _ in informative]
+    widths = [min(nb, pa + pb) - max(0, pa + pb - na) + 1 for na, nb, pa, pb in informative]
+    if not _affordable(steps, widths):
+        return _normal(value, variance / tasks**2, alpha, STRATIFIED_NORMAL)
+    parts: list[dict[int, float]] = []
+    observed = 0
+    for na, nb, pa, pb in informative:
+        total, m, unit = na + nb, pa + pb, grid // (na * nb)
+        ways = math.comb(total, nb)
+        parts.append(
+            {
+                (a * total - m * nb) * unit: math.comb(m, a) * math.comb(total - m, nb - a) / ways
+                for a in range(max(0, m - na), min(nb, m) + 1)
+            }
+        )
+        observed += (pb * total - m * nb) * unit
+    return _exact(value, observed, _convolve(parts), tasks * grid, alpha, STRATIFIED)
+
+
+def sign_flip(differences: Sequence[float], *, alpha: float = ALPHA) -> PairedTest:
+    """The mean of ``differences`` (at least one) against random signs per task."""
+    tasks = len(differences)
+    value = math.fsum(differences) / tasks
+    keys = [round(d * KEY_RESOLUTION) for d in differences if d]
+    steps = [2 * abs(k) for k in keys]
+    if not _affordable(steps, [2] * len(keys)):
+        variance = math.fsum(d * d for d in differences)
+        return _normal(value, variance / tasks**2, alpha, SIGN_FLIP_NORMAL)
+    null = _convolve([{k: 0.5, -k: 0.5} for k in keys])
+    return _exact(value, sum(keys), null, tasks * KEY_RESOLUTION, alpha, SIGN_FLIP)
+
+
+def _affordable(steps: list[int], widths: list[int]) -> bool:
+    """Whether the exact convolution of parts (``widths`` values ``steps`` apart) stays within
+    ``EXACT_BUDGET`` additions: the support after each part is at most its span / the common
+    step + 1 (known before anything is built, so a huge run goes straight to normal)."""
+    if not steps:
+        return True
+    common = math.gcd(*steps)
+    support, cost = 1, 0
+    for step, width in zip(steps, widths, strict=True):
+        cost += support * width
+        if cost > EXACT_BUDGET:
+            return False
+        support += (width - 1) * step // common
+    return True
+
+
+def _convolve(parts: list[dict[int, float]]) -> dict[int, float]:
+    """The distribution of the sum of independent integer-valued parts."""
+    dist = {0: 1.0}
+    for part in parts:
+        summed: dict[int, float] = {}
+        for key, prob in dist.items():
+            for shift, weight in part.items():
+                summed[key + shift] = summed.get(key + shift, 0.0) + prob * weight
+        dist = summed
+    return dist
+
+
+def _exact(
+    value: float, observed: int, null: dict[int, float], scale: int, alpha: float, method: str
+) -> PairedTest:
+    """p and CI from one discrete null (keys = statistic × ``scale``). With F the null's CDF
+    and S its survival function, p = 2 min(F(d), S(d)); the CI is [d − q_hi, d − q_lo] with
+    q_lo the least key where F ≥ α/2 and q_hi the largest where S ≥ α/2. So p ≥ α ⟺
+    q_lo ≤ d ≤ q_hi ⟺ 0 in the CI, on the very same floats."""
+    keys = sorted(null)
+    probs = [null[k] for k in keys]
+    cdf = list(itertools.accumulate(probs))
+    sf = list(itertools.accumulate(reversed(probs)))[::-1]
+    at = bisect_left(keys, observed)
+    assert keys[at] == observed  # the observed split is one of the permutations
+    p_value = min(1.0, 2 * min(cdf[at], sf[at]))
+    low_q = keys[next(i for i, c in enumerate(cdf) if c >= alpha / 2)]
+    high_q = keys[max(i for i, s in enumerate(sf) if s >= alpha / 2)]
+    return PairedTest(
+        value, [(observed - high_q) / scale, (observed - low_q) / scale], p_value, method
+    )
+
+
+def _normal(value: float, variance: float, alpha: float, method: str) -> PairedTest:
+    """The same null by its normal approximation: p = 2 Φ(−|d|/σ), CI d ± z σ."""
+    sd = math.sqrt(variance)
+    if sd == 0:
+        return PairedTest(value, [value, value], 1.0 if value == 0 else 0.0, method)
+    normal = NormalDist()
+    half = normal.inv_cdf(1 - alpha / 2) * sd
+    p_value = 2 * normal.cdf(-abs(value) / sd)
+    # the two floats must not straddle α when |d| is within rounding of z σ
+    outside = abs(value) > half
+    if outside != (p_value < alpha):
+        p_value = math.nextafter(alpha, 0.0) if outside else alpha
+    return PairedTest(value, [value - half, value + half], p_value, method)

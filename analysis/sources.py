@@ -92,12 +92,23 @@ def _one(path: Path, *, explicit: bool) -> tuple[Path, Path | None]:
         attempts = path / ATTEMPTS_FILE
         if attempts.exists() or (path / MANIFEST_FILE).exists():
             # A run that has started but finished no attempt yet is an empty run, not an error.
+            _refuse_non_file(attempts)
             return attempts, path
         if explicit:
             raise SourceError(f"{path}: not a run dir (no {ATTEMPTS_FILE} or {MANIFEST_FILE})")
         return attempts, None
     run_dir = path.parent if (path.parent / MANIFEST_FILE).exists() else None
     return path, run_dir
+
+
+def _refuse_non_file(attempts: Path) -> None:
+    """A run's attempts file that is there but cannot be one (a directory, a dangling
+    symlink) is bad input named in one line, not a DuckDB error with SQL in it. Absent is an
+    empty run; a pipe or a device is read as the user asked."""
+    if attempts.is_dir():
+        raise SourceError(f"{attempts}: not a file (a directory)")
+    if attempts.is_symlink() and not attempts.exists():
+        raise SourceError(f"{attempts}: a symlink to {os.readlink(attempts)}, which is not there")
 
 
 def read_manifest(run_dir: Path | None) -> dict[str, Any]:

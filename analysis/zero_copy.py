@@ -7,7 +7,9 @@ Every reader of the run's rows (report, compare, export, the TUI's report and dr
 ``--only-failed``) then maps the source through that same SQL (``analysis.jsonl_import``), so
 the rows are those a ``--copy`` import would have written, without writing them.
 
-The run is only as durable as the source: before each read the file is checked, and a
+The run is only as durable as the source: at each read the file is checked (its size and
+fingerprint first, then its full sha256, hashed while DuckDB reads it: a same-size edit in the
+middle of a file over 2 MiB with its mtime put back changes nothing else), and a
 missing, grown, shrunk or edited source is refused with an error naming it and the way out
 (put it back, ``driftdesk import NEW --relink RUN_DIR`` after a move, or a new import).
 Bad lines were named by number at import time; they are recorded in the manifest and skipped
@@ -136,34 +138,43 @@ def rows_path(run: RunSource) -> Path:
     return run.attempts_path if linked is None else linked.path
 
 
-def check(linked: LinkedSource, run_name: str) -> None:
+def check(linked: LinkedSource, run_name: str, *, content: bool = True) -> None:
     """Raise ``SourceChangedError`` unless the source is still the file that was imported.
 
-    Size and fingerprint must match. A different mtime alone (the file copied back, or
-    touched) costs a full hash: the same content is accepted, anything else refused."""
+    Size and fingerprint are checked first (cheap); then, with ``content``, the full sha256:
+    a same-size edit in the middle of a file over 2 MiB, its mtime put back (``touch -r``),
+    changes neither the size, the fingerprint nor the mtime."""
+    try:
+        stat = linked.path.stat()
+    except OSError as exc:
+        reason = "is missing" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc})"
+        raise _changed(linked, run_name, reason) from None
+    if stat.st_size != linked.size:
+        raise _changed(
+            linked, run_name, f"is now {stat.st_size:,} bytes, not the {linked.size:,} imported"
+        )
+    if fingerprint(linked.path, stat.st_size) != linked.fingerprint:
+        raise _changed(
+            linked, run_name, "has changed since it was imported (its first or last MiB differs)"
+        )
+    if content:
+        check_content(linked, run_name, _sha256(linked.path))
+
+
+def check_content(linked: LinkedSource, run_name: str, sha256: str) -> None:
+    """Raise ``SourceChangedError`` unless ``sha256`` (of the source now) is the imported one."""
+    if sha256 != linked.sha256:
+        raise _changed(linked, run_name, "has changed since it was imported (its content differs)")
+
+
+def _changed(linked: LinkedSource, run_name: str, what: str) -> SourceChangedError:
     fix = (
         f"Put the original file back at {linked.path}; if you moved it, run "
         f"`driftdesk import NEW_PATH --relink {run_name}`; if it changed, import it again "
         "(add --copy for a run dir that keeps its own rows)."
     )
-    try:
-        stat = linked.path.stat()
-    except OSError as exc:
-        reason = "is missing" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc})"
-        raise SourceChangedError(
-            f"{run_name}: this zero-copy run reads its rows from {linked.path}, which {reason}; "
-            f"nothing was read. {fix}"
-        ) from None
-    if stat.st_size != linked.size:
-        changed = f"is now {stat.st_size:,} bytes, not the {linked.size:,} imported"
-    elif fingerprint(linked.path, stat.st_size) != linked.fingerprint:
-        changed = "has changed since it was imported (its first or last MiB differs)"
-    elif stat.st_mtime_ns != linked.mtime_ns and _sha256(linked.path) != linked.sha256:
-        changed = "has changed since it was imported (it was modified and its content differs)"
-    else:
-        return
-    raise SourceChangedError(
-        f"{run_name}: this zero-copy run reads its rows from {linked.path}, which {changed}; "
+    return SourceChangedError(
+        f"{run_name}: this zero-copy run reads its rows from {linked.path}, which {what}; "
         f"nothing was read. {fix}"
     )
 
@@ -185,21 +196,33 @@ def load(
     ``f``, in file order, mapped and numbered exactly as ``--copy`` would write them; the
     count. The import's bad lines are left out (named at import, listed in the manifest).
     ``number_attempts`` is the importer's rule (``analysis.imports.number_rows``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from driftdesk.analysis import jsonl_import
 
-    check(linked, str(run.run_dir or run.attempts_path))
+    name = str(run.run_dir or run.attempts_path)
+    check(linked, name, content=False)  # the cheap checks, before anything is read
     scan: Future[jsonl_import.SourceScan] = Future()
     scan.set_result(jsonl_import.SourceScan(linked.sha256, linked.has_long_lines))
-    jsonl_import._load(
-        con,
-        linked.path,
-        linked.task_field,
-        linked.success_field,
-        linked.score_threshold,
-        scan,
-        "task, scenario_id, attempt, outcome, error_code, prompt_tokens, completion_tokens, "
-        "total_tokens, latency_ms, model, ok",  # what the INSERT below reads
-    )
+    # The full content hash runs beside DuckDB's read of the same file (hashlib releases the
+    # GIL): the rows loaded are used only once it matches the one recorded at import.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashed = pool.submit(_sha256, linked.path)
+        try:
+            jsonl_import._load(
+                con,
+                linked.path,
+                linked.task_field,
+                linked.success_field,
+                linked.score_threshold,
+                scan,
+                "task, scenario_id, attempt, outcome, error_code, prompt_tokens, "
+                "completion_tokens, total_tokens, latency_ms, model, ok",  # what INSERT reads
+            )
+            check_content(linked, name, hashed.result())
+        except BaseException:
+            con.execute("DROP TABLE IF EXISTS src")
+            raise
     try:
         jsonl_import._number(con, number_attempts)
         row = con.execute(

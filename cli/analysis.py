@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.cli.thresholds import at_least_one, k_rate, points, rate
 from driftdesk.terminal import printable
 
 if TYPE_CHECKING:
@@ -70,7 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
         help="two runs, paired over the tasks both judged: deltas with CIs and p-values",
-        description="Compare two runs over the tasks both judged. The newer run is B (after).",
+        description="Compare two runs over the tasks both judged: B − A, in the order given "
+        "(B is 'after'). A warning says when A started later than B (an imported run starts "
+        "when it was imported); --newer-as-b puts the later one as B.",
     )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
@@ -84,7 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--keep-order",
         action="store_true",
-        help="keep RUN_A as A even when it is the newer run",
+        help="keep RUN_A as A (the default; kept for older scripts)",
+    )
+    p.add_argument(
+        "--newer-as-b",
+        action="store_true",
+        help="put the run that started later as B (by manifest started_at)",
     )
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_compare))
@@ -94,32 +102,38 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="CI gate: exit 0 when every threshold holds, 1 otherwise",
         description="Check a run against thresholds (each printed with its value); exit 0 when "
         "all hold, 1 when one fails, 2 on bad input. A regression against --baseline fails "
-        "only when the paired drop is larger than --max-regression and significant.",
+        "only when the paired drop is larger than --max-regression and significant (p < 0.05 "
+        "in a stratified permutation test over attempts: each task's attempts permuted between "
+        "the runs, so every repeat counts; its 95 % CI comes from the same null).",
     )
     p.add_argument("run", metavar="RUN_DIR")
-    p.add_argument("--min-success", type=float, metavar="RATE", help="run success rate (0..1)")
-    p.add_argument("--max-gap", type=float, metavar="PP", help="consistency gap, in pp")
+    p.add_argument(
+        "--min-success", type=rate, metavar="RATE", help="run success rate (0..1, or 80%%)"
+    )
+    p.add_argument("--max-gap", type=points, metavar="PP", help="consistency gap, in pp (0..100)")
     p.add_argument(
         "--min-pass-hat-k",
         action="append",
-        type=_k_threshold,
+        type=k_rate,
         metavar="K=RATE",
         help="pass^K at least RATE (repeatable)",
     )
     p.add_argument(
         "--task-min-success",
-        type=float,
+        type=rate,
         metavar="RATE",
         help="every task's success rate across its repeats at least RATE",
     )
-    p.add_argument("--max-link-error-rate", type=float, metavar="RATE")
+    p.add_argument(
+        "--max-link-error-rate", type=rate, metavar="RATE", help="0..1, or a percentage: 5%%"
+    )
     p.add_argument("--baseline", metavar="RUN_DIR", help="compare with this run (paired)")
     p.add_argument(
         "--max-regression",
-        type=float,
+        type=points,
         default=0.0,
         metavar="PP",
-        help="with --baseline: allowed drop in success, pp (default 0)",
+        help="with --baseline: allowed drop in success, pp (0..100, default 0)",
     )
     p.add_argument("--format", default="table", choices=["table", "json"])
     _add_metric_options(p)
@@ -144,7 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _add_metric_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-runs",
-        type=int,
+        type=at_least_one,
         default=1,
         help="tasks with fewer counted attempts are listed apart, not averaged",
     )
@@ -160,16 +174,6 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
         help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
         "(k capped at the smallest per-task trial count, every task averaged)",
     )
-
-
-def _k_threshold(text: str) -> tuple[int, float]:
-    k, sep, rate = text.partition("=")
-    try:
-        if not sep or int(k) < 1:
-            raise ValueError
-        return int(k), float(rate)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected K=RATE such as 3=0.5, got {text!r}") from None
 
 
 def _guarded(handler: Handler) -> Handler:
@@ -269,7 +273,11 @@ def _emit(text: str, out: str | None) -> None:
 
 
 def _csv_text(reports: Sequence[RunReport]) -> str:
+    """The task (or scenario) rows as CSV. Text from files (ids, error kinds) that a
+    spreadsheet would run as a formula (=, +, -, @…) is written escaped (``csvcells``)."""
     import io
+
+    from driftdesk.csvcells import spreadsheet_safe as safe
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -279,18 +287,27 @@ def _csv_text(reports: Sequence[RunReport]) -> str:
         for report in reports:
             for scenario in report.scenarios:
                 row = scenario.to_json()
-                writer.writerow([report.run_id] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
+                row["scenario_id"] = safe(row["scenario_id"])
+                writer.writerow([safe(report.run_id)] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
         return buffer.getvalue()
     writer.writerow(CSV_COLUMNS)
     for report in reports:
+        run_id = safe(report.run_id)
         for task in [*report.tasks, *report.tasks_below_min_runs]:
             row = task.to_json()
+            row["task_id"], row["scenario_id"] = safe(row["task_id"]), safe(row["scenario_id"])
             writer.writerow(
-                [report.run_id]
+                [run_id]
                 + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[1:-1]]
-                + [" ".join(task.last_error_kinds)]
+                + [safe(" ".join(task.last_error_kinds))]
             )
     return buffer.getvalue()
+
+
+def _cell(text: str) -> str:
+    """Text from a file (a task id, a run id, an error kind) as one inert line: its control
+    characters escaped, a newline in it never a new row."""
+    return printable(text, keep_newlines=False)
 
 
 def _pct(value: float | None) -> str:
@@ -320,8 +337,8 @@ def render_report_table(report: RunReport) -> str:
     from driftdesk.text import tokens
 
     lines = [
-        f"run {report.run_id}"
-        + (f"  model {report.model}" if report.model else "")
+        f"run {_cell(report.run_id)}"
+        + (f"  model {_cell(report.model)}" if report.model else "")
         + (f"  status {report.status}" if report.status else ""),
         f"  tasks judged {report.tasks_judged}  attempts judged {report.attempts_judged}"
         f"  link errors {report.link_errors}"
@@ -380,14 +397,16 @@ def render_report_table(report: RunReport) -> str:
             f"  ({len(report.scenarios)} scenarios)"
         )
     if report.missing_slots:
-        shown = ", ".join(f"{m['task_id']}#{m['attempt']}" for m in report.missing_slots[:10])
+        shown = ", ".join(
+            f"{_cell(m['task_id'])}#{m['attempt']}" for m in report.missing_slots[:10]
+        )
         more = len(report.missing_slots) - 10
         lines.append(
             f"  missing slots {len(report.missing_slots)}: {shown}"
             + (f" … (+{more})" if more > 0 else "")
         )
     if report.tasks_below_min_runs:
-        names = ", ".join(f"{t.task_id} (n={t.n})" for t in report.tasks_below_min_runs[:10])
+        names = ", ".join(f"{_cell(t.task_id)} (n={t.n})" for t in report.tasks_below_min_runs[:10])
         lines.append(
             f"  below --min-runs {report.min_runs}, not averaged: "
             f"{len(report.tasks_below_min_runs)} tasks: {names}"
@@ -399,15 +418,15 @@ def render_report_table(report: RunReport) -> str:
         lines.append(f"  no task table: {report.empty_reason}")
         return "\n".join(lines) + "\n"
     if report.group_by == "scenario" and report.scenarios:
-        swidth = max([len("SCENARIO"), *(len(s.scenario_id) for s in report.scenarios)])
+        swidth = max([len("SCENARIO"), *(len(_cell(s.scenario_id)) for s in report.scenarios)])
         lines.append(f"  {'SCENARIO':<{swidth}}  {'TASKS':>5}  {'MIN':>7}  {'MEAN':>7}")
         for sc in report.scenarios:
             lines.append(
-                f"  {sc.scenario_id:<{swidth}}  {sc.tasks:>5}  {_pct(sc.min_success_rate):>7}  "
+                f"  {_cell(sc.scenario_id):<{swidth}}  {sc.tasks:>5}  {_pct(sc.min_success_rate):>7}  "
                 f"{_pct(sc.mean_success_rate):>7}"
             )
         lines.append("")
-    width = max([len("TASK"), *(len(t.task_id) for t in report.tasks)])
+    width = max([len("TASK"), *(len(_cell(t.task_id)) for t in report.tasks)])
     lines.append(
         f"  {'TASK':<{width}}  {'N':>4}  {'PASS':>4}  {'FAIL':>4}  {'LINK':>4}  "
         f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'MODEL_MS':>9}  {'LAT_CV':>6}  "
@@ -415,11 +434,11 @@ def render_report_table(report: RunReport) -> str:
     )
     for t in report.tasks:
         lines.append(
-            f"  {t.task_id:<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
+            f"  {_cell(t.task_id):<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
             f"{t.link_errors:>4}  {_pct(t.success_rate):>7}  {_num(t.spread, '.0f'):>6}  "
             f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.model_latency_mean_ms, '.0f'):>9}  "
             f"{_num(t.latency_cv, '.2f'):>6}  {t.retries:>5}  {t.model_mismatches:>8}  "
-            f"{' '.join(t.last_error_kinds)}"
+            f"{_cell(' '.join(t.last_error_kinds))}"
         )
     if report.tasks_total > len(report.tasks):
         lines.append(f"  … {report.tasks_total - len(report.tasks)} more tasks (--top)")
@@ -448,7 +467,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.run_a,
         args.run_b,
         all_tasks=args.all_tasks,
-        keep_order=args.keep_order,
+        newer_as_b=args.newer_as_b and not args.keep_order,
         min_runs=args.min_runs,
         include_link_errors=args.include_link_errors,
         pass_k_convention=args.pass_k_convention,
@@ -466,12 +485,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def render_comparison(comparison: Comparison) -> str:
     a, b = comparison.a, comparison.b
-    lines = [f"A (before) {a.run_id}", f"B (after)  {b.run_id}"]
+    lines = [f"A (before) {_cell(a.run_id)}", f"B (after)  {_cell(b.run_id)}"]
     lines.append(
         f"  shared tasks {comparison.shared_tasks}  left out: {comparison.only_in_a} only in A, "
         f"{comparison.only_in_b} only in B"
     )
-    lines.extend(f"  warning: {w}" for w in comparison.warnings)
+    lines.extend(f"  warning: {_cell(w)}" for w in comparison.warnings)
     lines.append("")
     lines.append(f"  {'PAIRED (B − A)':<22}  {'DELTA':>10}  {'95% CI':>17}  {'P':>8}  TEST")
     for name, d in comparison.delta.items():
@@ -492,10 +511,10 @@ def render_comparison(comparison: Comparison) -> str:
     lines.append("")
     if comparison.changed:
         lines.append(f"  tasks that changed ({len(comparison.changed)}):")
-        width = max(len(c.task_id) for c in comparison.changed)
+        width = max(len(_cell(c.task_id)) for c in comparison.changed)
         for c in comparison.changed:
             lines.append(
-                f"  {c.task_id:<{width}}  {c.before:>8} → {c.after:<8}  "
+                f"  {_cell(c.task_id):<{width}}  {c.before:>8} → {c.after:<8}  "
                 f"{_pct(c.success_a):>6} → {_pct(c.success_b)}"
             )
     else:
@@ -538,10 +557,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
     else:
-        lines = [f"check {result.run_id}"]
-        width = max(len(c.name) for c in result.conditions)
-        for c in result.conditions:
-            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.name:<{width}}  {c.detail}")
+        lines = [f"check {_cell(result.run_id)}"]
+        names = [_cell(c.name) for c in result.conditions]
+        width = max(len(name) for name in names)
+        for c, name in zip(result.conditions, names, strict=True):
+            lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {name:<{width}}  {_cell(c.detail)}")
         failed = sum(1 for c in result.conditions if not c.passed)
         lines.append(
             "result: PASS"
@@ -554,12 +574,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     from driftdesk.analysis.selection import select_task_ids
+    from driftdesk.taskids import quote
 
     runs = [Path(r) for r in args.runs]
-    # Raw into a pipe (ids are data for --tasks); escaped on a terminal.
-    shown = printable if sys.stdout.isatty() else str
+    # One id a line, quoted so that a newline, a comma or a control character in an id can
+    # neither split it nor act on a terminal, and ``run --tasks`` reads it back.
     for task_id in select_task_ids(runs, "volatile" if args.volatile else "failed"):
-        sys.stdout.write(shown(task_id) + "\n")
+        sys.stdout.write(quote(task_id) + "\n")
     return 0
 
 

@@ -102,6 +102,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", default="last", help="last (default), original, or a write number")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     p.add_argument("--yes", action="store_true", help="restore without asking")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write the file even if it is read-only (its mode is kept), e.g. to undo a "
+        "switch --force",
+    )
     p.set_defaults(func=_guarded(cmd_restore))
 
     p = sub.add_parser("status", help="which profile each target points at, and drift")
@@ -639,7 +645,12 @@ def cmd_switch(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"dry run: {plan.path} not written")
             return 0
+        damaged_before = state.damaged_indexes(plan.path)
         apply_switch(plan, force=args.force)
+        if state.damaged_indexes(plan.path) != damaged_before:
+            from driftdesk.providers.restore import file_history
+
+            _err(f"driftdesk: warning: {file_history(plan.path).damage_warning()}")
     if plan.changed:
         print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
     else:
@@ -665,6 +676,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         histories = [file_history(target_path(args.target, args.scope, args.env_file), args.target)]
     else:
         histories = all_histories()
+    for history in histories:
+        warning = history.damage_warning()
+        if warning:
+            _err(f"driftdesk: warning: {warning}")
     if args.json:
         print(json.dumps([h.to_dict() for h in histories], indent=2, ensure_ascii=False))
         return 0
@@ -712,7 +727,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 print("not restored")
                 return 1
-        apply_restore(plan)
+        apply_restore(plan, force=args.force)
     print(
         f"restored {plan.path} to {plan.label} (undo: driftdesk restore {args.target}"
         f"{_file_flags(args)})"

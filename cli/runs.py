@@ -19,6 +19,7 @@ EXIT_SETUP_ERROR = 2
 EXIT_ALL_LINK_ERRORS = 3  # the run ended, but no attempt reached the model
 EXIT_ALL_HARNESS_ERRORS = 4  # the run ended, but the harness broke every attempt (none judged)
 EXIT_INTERRUPTED = 130
+DEFAULT_RETRY_DELAY_CAP_S = 30.0  # never more than the attempt timeout (min taken at use)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per attempt try (default 120)"
     )
-    p.add_argument("--tasks", help="comma-separated task ids to run (default: all)")
+    p.add_argument(
+        "--tasks",
+        help="comma-separated task ids to run (default: all); escapes as `driftdesk tasks` "
+        "prints them: \\\\, \\n, \\t, \\xNN (\\x2c a comma), \\uNNNN",
+    )
     p.add_argument("--sample", type=int, help="run a seeded sample of N tasks")
     p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     only = p.add_mutually_exclusive_group()
@@ -75,7 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-retries", type=int, default=4, help="link-error retries per attempt")
     p.add_argument(
-        "--max-retry-delay", type=float, default=30.0, help="cap on one retry's wait (seconds)"
+        "--max-retry-delay",
+        type=float,
+        metavar="SECONDS",
+        help="cap on one retry's wait, the server's Retry-After included; a server asking for "
+        f"more is not retried (default: {DEFAULT_RETRY_DELAY_CAP_S:g} or the --timeout, "
+        "whichever is less)",
     )
     p.add_argument(
         "--skip-bad-lines",
@@ -368,6 +378,7 @@ def _earlier_run(run_dir: Path) -> Path | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from driftdesk.reruns.engine import RunSpec, execute_run
     from driftdesk.reruns.retry import RetryPolicy
+    from driftdesk.taskids import parse_list
 
     try:
         ray = _ray_settings(args, base=True)
@@ -380,7 +391,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         concurrency=args.concurrency,
         timeout_s=args.timeout,
-        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        tasks=parse_list(args.tasks) if args.tasks else None,
         sample=args.sample,
         seed=args.seed,
         only_failed=args.only_failed,
@@ -389,7 +400,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         agent=args.agent,
         command=args.command_template,
         isolate=args.isolate,
-        retry_policy=RetryPolicy(max_retries=args.max_retries, max_delay_s=args.max_retry_delay),
+        retry_policy=RetryPolicy(
+            max_retries=args.max_retries,
+            max_delay_s=(
+                min(DEFAULT_RETRY_DELAY_CAP_S, args.timeout)
+                if args.max_retry_delay is None
+                else args.max_retry_delay
+            ),
+        ),
         skip_bad_lines=args.skip_bad_lines,
         probe=not args.no_probe,
         executor=args.executor,

@@ -17,7 +17,13 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from driftdesk.providers import locations, status
-from driftdesk.providers.keys import KeyMissing, KeyringUnavailable, backend, get_key
+from driftdesk.providers.keys import (
+    KeyMissing,
+    KeyringUnavailable,
+    KeyUnusable,
+    backend,
+    get_key,
+)
 from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore
 from driftdesk.secrets import redact
 
@@ -120,12 +126,12 @@ def _check_keyring(checks: list[Check], needed: bool = True) -> bool:
 def _check_key(profile: Profile, checks: list[Check]) -> str | None:
     try:
         key = get_key(profile.name)
-    except KeyMissing:
+    except KeyMissing as exc:
         checks.append(
             Check(
                 f"{profile.name}: key",
                 "error",
-                "no key in the OS keyring",
+                str(exc) if isinstance(exc, KeyUnusable) else "no key in the OS keyring",
                 f"driftdesk profile edit {profile.name} --key-stdin  (or --prompt-key)",
             )
         )

@@ -32,6 +32,11 @@ class KeyMissing(LookupError):
     """The keyring works but holds no key for this profile."""
 
 
+class KeyUnusable(KeyMissing):
+    """The keyring holds a key for this profile that no HTTP header can carry (a control
+    character, stored by an older version): as good as none, and said so."""
+
+
 class SwitchError(RuntimeError):
     """A switch that cannot be planned or applied as asked."""
 

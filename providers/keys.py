@@ -13,7 +13,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.providers import secret_service
-from driftdesk.providers.errors import KeyMissing, KeyringUnavailable, KeyWithheld
+from driftdesk.providers.errors import (
+    KeyMissing,
+    KeyringUnavailable,
+    KeyUnusable,
+    KeyWithheld,
+    ProfileError,
+)
 
 if TYPE_CHECKING:
     from keyring.backend import KeyringBackend
@@ -145,7 +151,29 @@ def get_key(profile: str) -> str:
             f"no key for profile {profile!r} in the OS keyring "
             f"(service {service_name()!r}); set one with: driftdesk profile edit {profile} --key-stdin"
         )
+    problem = key_problem(str(value))
+    if problem:
+        # Sent, it would make every request fail in the HTTP client (an older version stored
+        # such keys): said here once, never blamed on the provider.
+        raise KeyUnusable(
+            f"the key stored for profile {profile!r} {problem} (not shown), which no HTTP "
+            f"header can carry; store it again with: driftdesk profile edit {profile} --key-stdin"
+        )
     return str(value)
+
+
+_CONTROL_NAMES = {"\n": "a newline", "\r": "a carriage return", "\x00": "a NUL", "\t": "a tab"}
+
+
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be sent in an HTTP header (a control character), without showing it:
+    "holds a newline at character 19 of 26"."""
+    for position, char in enumerate(key, start=1):
+        code = ord(char)
+        if code < 0x20 or 0x7F <= code <= 0x9F:
+            name = _CONTROL_NAMES.get(char, f"the control character U+{code:04X}")
+            return f"holds {name} at character {position} of {len(key)}"
+    return None
 
 
 def _read_password(service: str, profile: str) -> str | None:
@@ -169,6 +197,12 @@ def set_key(profile: str, key: str) -> None:
     key = key.strip()
     if not key:
         raise ValueError("refusing to store an empty key")
+    problem = key_problem(key)
+    if problem:
+        raise ProfileError(
+            f"the key given for profile {profile!r} {problem} (not shown), which no HTTP header "
+            "can carry (two lines pasted?); nothing was stored: give the key alone"
+        )
     kr = backend()
     _call("store a key", kr.set_password, service_name(), profile, key)
 

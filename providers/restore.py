@@ -26,6 +26,9 @@ class FileHistory:
     target: str
     writes: list[dict[str, Any]]  # oldest first: n, at, action, profile, summary, before...
     has_original: bool  # a copy of the file as it was before driftdesk first wrote it
+    # earlier history indexes that did not parse, kept aside: the writes they listed are not in
+    # ``writes`` (numbering starts again after them)
+    damaged_indexes: list[Path] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,7 +36,18 @@ class FileHistory:
             "target": self.target,
             "writes": self.writes,
             "has_original": self.has_original,
+            "damaged_indexes": [str(p) for p in self.damaged_indexes],
         }
+
+    def damage_warning(self) -> str | None:
+        """One line naming the damaged indexes kept aside, if any."""
+        if not self.damaged_indexes:
+            return None
+        names = ", ".join(str(p) for p in self.damaged_indexes)
+        return (
+            f"the write history of {self.path} does not parse; kept aside, not overwritten: "
+            f"{names} (the writes it listed are not numbered here; the copies are kept)"
+        )
 
 
 @dataclass
@@ -57,11 +71,13 @@ def file_history(path: Path, target: str | None = None) -> FileHistory:
     has_original = (folder / "original").exists() or (
         folder / ("original" + state.ABSENT_MARKER)
     ).exists()
+    entries = state.writes(path)  # first: it keeps a damaged index aside
     return FileHistory(
         path=path,
         target=target or state.guess_kind(path),
-        writes=state.writes(path),
+        writes=entries,
         has_original=has_original,
+        damaged_indexes=state.damaged_indexes(path),
     )
 
 
@@ -200,8 +216,10 @@ def _copy_bytes(folder: Path, before: str | None, entry: dict[str, Any] | None) 
     return data
 
 
-def apply_restore(plan: RestorePlan) -> None:
-    """Write ``plan`` like a switch: lock, no-clobber check, backup, atomic write, recorded."""
+def apply_restore(plan: RestorePlan, force: bool = False) -> None:
+    """Write ``plan`` like a switch: lock, no-clobber check, backup, atomic write, recorded.
+    A read-only file is refused unless ``force`` (mode kept), as a switch refuses it: so a
+    forced switch of one can be undone by a forced restore."""
     targets.apply_edit(
         plan.path,
         plan.target,
@@ -210,4 +228,5 @@ def apply_restore(plan: RestorePlan) -> None:
         plan.profile,
         "restore",
         summary_prefix=f"restored {plan.label}: ",
+        force=force,
     )

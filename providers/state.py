@@ -159,15 +159,44 @@ def written_bytes(path: Path) -> bytes | None:
 
 
 def writes(path: Path) -> list[dict[str, Any]]:
-    """The write history of ``path``, oldest first, each with its number ``n`` (from 1)."""
+    """The write history of ``path``, oldest first, each with its number ``n`` (from 1).
+
+    An index that does not parse is renamed aside (``damaged_indexes`` lists it) and the
+    history starts anew: the next write must not replace it with an index of one entry."""
+    index = backup_folder(path) / WRITES_FILE
     try:
-        data = json.loads((backup_folder(path) / WRITES_FILE).read_text(encoding="utf-8"))
-        entries = data["writes"] if isinstance(data, dict) else []
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, KeyError):
-        entries = []
+        raw = index.read_bytes()
+    except FileNotFoundError:
+        return []
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        entries = data["writes"]
+        if not isinstance(entries, list):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):  # JSON or UTF-8 errors are ValueErrors
+        _keep_aside(index, raw)
+        return []
     return [
         dict(entry, n=index + 1) for index, entry in enumerate(entries) if isinstance(entry, dict)
     ]
+
+
+DAMAGED_PREFIX = "writes.damaged-"
+
+
+def _keep_aside(index: Path, raw: bytes) -> None:
+    """Rename a damaged index to ``writes.damaged-<stamp>.json`` (never over another), if it
+    still holds ``raw`` (another process may have moved or rewritten it meanwhile)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    aside = index.with_name(f"{DAMAGED_PREFIX}{stamp}.json")
+    with contextlib.suppress(FileNotFoundError):
+        if index.read_bytes() == raw and not aside.exists():
+            index.rename(aside)
+
+
+def damaged_indexes(path: Path) -> list[Path]:
+    """Write-history indexes of ``path`` that did not parse, kept aside, oldest first."""
+    return sorted(backup_folder(path).glob(f"{DAMAGED_PREFIX}*.json"))
 
 
 def append_write(path: Path, entry: dict[str, Any]) -> None:

@@ -359,7 +359,7 @@ def apply_edit(
             raise TargetChanged(
                 f"{path} changed since driftdesk read it; nothing was written — plan the switch again"
             )
-        userfile.check_writable(path, force)
+        userfile.check_writable(path, force, action)
         if data == current:
             if data is not None:
                 state.record_write(path, kind, profile, data)

@@ -26,9 +26,10 @@ def current_bytes(path: Path) -> bytes | None:
         return None
 
 
-def check_writable(path: Path, force: bool = False) -> None:
+def check_writable(path: Path, force: bool = False, action: str = "switch") -> None:
     """Refuse a read-only file (unless ``force``) and a symlink into a folder that is missing
-    (driftdesk creates no folders at a link's far end)."""
+    (driftdesk creates no folders at a link's far end). ``action``: the command the refusal
+    tells the user to run again with --force ("switch", "restore")."""
     from driftdesk.providers.errors import SwitchError
 
     target = destination(path)
@@ -44,7 +45,7 @@ def check_writable(path: Path, force: bool = False) -> None:
     if not mode & 0o222 and not force:
         raise SwitchError(
             f"{path} is read-only (mode {mode & 0o777:o}), so someone froze it on purpose; "
-            "driftdesk left it untouched — switch again with --force to write it anyway "
+            f"driftdesk left it untouched — {action} again with --force to write it anyway "
             "(its mode is kept)"
         )
 

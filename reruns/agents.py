@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiohttp
 
 from driftdesk.reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
-from driftdesk.reruns.retry import RetryPolicy, is_retryable, parse_retry_after
+from driftdesk.reruns.retry import (
+    RetryPolicy,
+    is_retryable,
+    parse_retry_after,
+    too_long_message,
+)
 from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Task, judge
 from driftdesk.secrets import redact
@@ -90,6 +95,9 @@ class AttemptContext:
                 return await call()
             except LinkError as exc:
                 if not exc.retryable or self.retries >= self.policy.max_retries:
+                    raise
+                if self.policy.waits_too_long(exc.retry_after_s):
+                    self.log("retry", too_long_message(exc.code, exc.retry_after_s, self.policy))
                     raise
                 self.retries += 1
                 delay = self.policy.delay(self.retries, exc.retry_after_s, self.rng)

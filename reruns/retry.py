@@ -3,7 +3,9 @@
 Retried: 429 (except ``insufficient_quota``), 408, 5xx, timeouts and connection errors.
 Final: 401/403/404, ``insufficient_quota`` and everything else. The delay is exponential with
 full jitter, but a server's ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) wins
-when present; both are capped by ``max_delay_s``.
+when present; both are capped by ``max_delay_s``. A server that asks for more than the cap is
+not retried at all: asking again before it said would only buy the same answer (seen:
+``Retry-After: 1e9`` waited out 30 s four times, ~123 s, for the same 429).
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ class RetryPolicy:
             max_delay_s=float(str(recorded.get("max_delay_seconds", cls.max_delay_s))),
         )
 
+    def waits_too_long(self, retry_after_s: float | None) -> bool:
+        """The server asked for a wait past the cap: retrying sooner would be refused again."""
+        return retry_after_s is not None and retry_after_s > self.max_delay_s
+
     def delay(self, retry_number: int, retry_after_s: float | None, rng: random.Random) -> float:
         """Seconds to wait before retry ``retry_number`` (1 for the first retry)."""
         if retry_after_s is not None and math.isfinite(retry_after_s):
@@ -92,3 +98,11 @@ class RetryPolicy:
         ceiling = min(self.base_delay_s * (2 ** (retry_number - 1)), self.max_delay_s)
         # "Equal jitter": at least half the backoff, so retries never bunch up at zero.
         return ceiling / 2 + rng.uniform(0, ceiling / 2)
+
+
+def too_long_message(code: str | None, retry_after_s: float | None, policy: RetryPolicy) -> str:
+    """What the attempt's log says when a server's wait is past the cap."""
+    return (
+        f"{code}: the server asks to wait {retry_after_s:g}s (Retry-After), over the "
+        f"{policy.max_delay_s:g}s cap (--max-retry-delay): not retried"
+    )

@@ -10,7 +10,7 @@ from typing import Any
 
 from driftdesk.reruns.agents import AgentResult, AttemptContext
 from driftdesk.reruns.proxy import link_failure_verdict, unrecovered_link_failure
-from driftdesk.reruns.retry import is_retryable
+from driftdesk.reruns.retry import is_retryable, too_long_message
 from driftdesk.reruns.rundir import open_private
 
 
@@ -23,6 +23,12 @@ async def retry_the_try(
         or not is_retryable(result.error_code)
         or ctx.retries >= ctx.policy.max_retries
     ):
+        return False
+    if ctx.policy.waits_too_long(retry_after_s):
+        with open_private(log_path, "a") as fh:
+            fh.write(
+                f"[driftdesk] {too_long_message(result.error_code, retry_after_s, ctx.policy)}\n"
+            )
         return False
     ctx.retries += 1
     delay = ctx.policy.delay(ctx.retries, retry_after_s, ctx.rng)

@@ -90,3 +90,108 @@ def test_regression_fails_only_when_significant_and_larger_than_allowed(
     # a large drop allowed by the threshold passes too
     allowed = cli("check", str(worse), "--baseline", str(baseline), "--max-regression", "60")
     assert allowed.returncode == 0, allowed.stdout
+
+
+def test_a_drop_in_five_of_twenty_tasks_fails_the_regression_gate(
+    cli, home, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Seen: baseline 20 tasks × 5 all pass, candidate 5 of them 0/5: 'worse by 25.0 pp … 95 %
+    CI -45.0–-5.0 pp; could be noise (p = 0.0625)', exit 0. A sign flip over 5 changed tasks
+    cannot go below 2/2⁵, whatever the repeats say; the test now permutes each task's attempts
+    (a 5/5 → 0/5 split has probability 1/252 per task), and the CI comes from the same null."""
+    tasks = [f"t{i:02d}" for i in range(20)]
+    broken = set(tasks[:5])
+
+    def run(run_id: str, fails: set[str]) -> Path:
+        rows = [
+            attempt_row(run_id, t, a, "fail" if t in fails else "pass")
+            for t in tasks
+            for a in range(5)
+        ]
+        return write_run(tmp_path, run_id, list(rows), tasks=tasks, repeat=5)
+
+    base, cand = run("base", set()), run("cand", broken)
+    done = cli(
+        "check", str(cand), "--baseline", str(base), "--max-regression", "5", "--format", "json"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    (cond,) = json.loads(done.stdout)["conditions"]
+    assert not cond["passed"] and cond["value"] == pytest.approx(-25.0)
+    assert "unlikely to be noise" in cond["detail"] and "stratified-permutation" in cond["detail"]
+    # the CI said in the detail excludes 0, as p < 0.05 says
+    low, high = (
+        float(x) for x in cond["detail"].split("95 % CI ")[1].split(" pp")[0].split(" to ")
+    )
+    assert low < high < 0
+    # the same tasks rerun without change pass
+    same = cli("check", str(run("same", set())), "--baseline", str(base), "--max-regression", "5")
+    assert same.returncode == 0, same.stdout
+
+
+def test_no_change_reruns_pass_the_gate_at_the_stated_false_alarm_rate() -> None:
+    """1,000 simulated pairs of the same 20 tasks × 5 repeats (no change): the two-sided test
+    rejects at most 5 % (± noise) of them, and the gate (a significant drop) at most half that."""
+    import math
+
+    from driftdesk.analysis.gate import check_run
+    from driftdesk.analysis.volatility import RunReport, TaskStats
+
+    rng = random.Random(31)
+
+    def report(run_id: str, rates: list[float]) -> RunReport:
+        tasks = []
+        for i, rate in enumerate(rates):
+            passes = sum(rng.random() < rate for _ in range(5))
+            spread = 1.0 if 0 < passes < 5 else 0.0
+            tasks.append(
+                TaskStats(f"t{i:02d}", None, 5, passes, 5 - passes, 0, 0, passes / 5, spread)
+            )
+        return RunReport(run_id=run_id, source=run_id, tasks=tasks, repeat=5)
+
+    pairs, rejected, gate_failed = 1000, 0, 0
+    for _ in range(pairs):
+        # a realistic suite: most tasks settled (always or never pass), some volatile
+        rates = [rng.choice([1.0, 1.0, 0.0, rng.random()]) for _ in range(20)]
+        result = check_run(report("cand", rates), baseline=report("base", rates))
+        (cond,) = result.conditions
+        rejected += "unlikely to be noise" in cond.detail
+        gate_failed += not cond.passed
+    noise = 3 * math.sqrt(0.05 * 0.95 / pairs)  # three standard errors of a 5 % rate
+    assert rejected / pairs <= 0.05 + noise, rejected
+    assert gate_failed / pairs <= 0.025 + noise, gate_failed
+    assert gate_failed > 0  # the gate can fire on noise at all: the test is not vacuous
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "reason"),
+    [
+        ("--max-link-error-rate", "5", "a rate is a fraction"),  # meant as 5 %: was accepted
+        ("--max-link-error-rate", "inf", "a rate is a fraction"),
+        ("--min-success", "-0.1", "a rate is a fraction"),
+        ("--min-success", "1.5", "a rate is a fraction"),  # was exit 1 (a failed gate)
+        ("--min-success", "nan", "a rate is a fraction"),
+        ("--task-min-success", "150%", "a rate is a fraction"),
+        ("--min-pass-hat-k", "3=1.5", "K=RATE"),
+        ("--max-gap", "-1", "percentage points"),
+        ("--max-gap", "nan", "percentage points"),
+        ("--max-regression", "-5", "percentage points"),  # was a gate that always held
+        ("--max-regression", "inf", "percentage points"),
+        ("--min-runs", "0", "a whole number ≥ 1"),
+    ],
+)
+def test_a_threshold_out_of_range_is_bad_input(  # type: ignore[no-untyped-def]
+    cli, handmade: Path, option: str, value: str, reason: str
+) -> None:
+    done = cli("check", str(handmade), "--baseline", str(handmade), f"{option}={value}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    (error,) = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert option in error and reason in error and value in error
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_rate_may_be_given_as_a_percentage(cli, handmade: Path) -> None:  # type: ignore[no-untyped-def]
+    # handmade: link error rate 1/17 = 5.9 %
+    assert cli("check", str(handmade), "--max-link-error-rate", "6%").returncode == 0
+    done = cli("check", str(handmade), "--max-link-error-rate", "5%")
+    assert done.returncode == 1 and "FAIL  link_error_rate <= 0.05" in done.stdout
+    assert cli("check", str(handmade), "--min-success", "60%").returncode == 0

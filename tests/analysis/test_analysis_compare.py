@@ -13,7 +13,7 @@ import pytest
 from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import compare_runs
-from driftdesk.analysis.paired import mcnemar_exact, sign_flip_p_value
+from driftdesk.analysis.paired import sign_flip, stratified_permutation
 from driftdesk.analysis.volatility import build_report
 
 approx = pytest.approx
@@ -66,16 +66,46 @@ def test_rerun_of_some_tasks_is_compared_on_the_shared_tasks(tmp_path: Path) -> 
     assert any(c.after == "absent" for c in whole.changed)
 
 
-def test_newer_run_is_b_and_models_are_compared(tmp_path: Path) -> None:
+def test_the_runs_stay_in_the_order_given_and_a_newer_a_is_said(tmp_path: Path) -> None:
+    """Runs given newest first used to be swapped (the newer as B), flipping the sign of every
+    delta against the order the user gave. Now A and B stay; a warning says A is newer."""
     rates = {f"t{i}": 0.5 for i in range(6)}
     old = run_with(tmp_path, "old", rates, 2, started="2026-11-01T00:00:00Z")
     new = run_with(tmp_path, "new", rates, 2, started="2026-11-02T00:00:00Z", model="gpt-4.1")
     comparison = compare_runs(new, old)
-    assert (comparison.a.run_id, comparison.b.run_id, comparison.swapped) == ("old", "new", True)
-    assert any("newer" in w for w in comparison.warnings)
-    assert any("models differ (A gpt-4o, B gpt-4.1)" in w for w in comparison.warnings)
-    kept = compare_runs(new, old, keep_order=True)
-    assert kept.a.run_id == "new" and not kept.swapped
+    assert (comparison.a.run_id, comparison.b.run_id, comparison.swapped) == ("new", "old", False)
+    assert comparison.newer == "a" and comparison.to_json()["newer"] == "a"
+    assert any("A (new) started after B (old)" in w for w in comparison.warnings)
+    assert any("models differ (A gpt-4.1, B gpt-4o)" in w for w in comparison.warnings)
+    assert compare_runs(old, new).warnings == [
+        w for w in compare_runs(old, new).warnings if "started after" not in w
+    ]
+    swapped = compare_runs(new, old, newer_as_b=True)  # asked for: said, and marked
+    assert (swapped.a.run_id, swapped.swapped) == ("old", True)
+    assert any("new is the newer run, so it is B" in w for w in swapped.warnings)
+
+
+def test_compare_of_imported_runs_keeps_the_order_given(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Seen: `compare A B` of imported runs put the later import as B, so the delta had the
+    sign the user did not ask for."""
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(
+        "".join(json.dumps({"task_id": f"t{i}", "success": True}) + "\n" for i in range(8))
+    )
+    bad.write_text(
+        "".join(json.dumps({"task_id": f"t{i}", "success": i < 2}) + "\n" for i in range(8))
+    )
+    out = tmp_path / "runs"
+    for source, run_id in ((good, "good"), (bad, "bad")):  # bad is imported later
+        done = cli("import", str(source), "--out", str(out), "--run-id", run_id)
+        assert done.returncode == 0, done.stderr
+    done = cli("compare", str(out / "bad"), str(out / "good"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert (data["a"]["run_id"], data["b"]["run_id"]) == ("bad", "good")
+    assert data["delta"]["success_rate"]["value"] == approx(0.75)  # good − bad, as asked
+    assert data["newer"] == "a" and not data["swapped"]
+    assert any("started after" in w for w in data["warnings"])
 
 
 def brute_mcnemar(a_only: int, b_only: int) -> float:
@@ -86,8 +116,74 @@ def brute_mcnemar(a_only: int, b_only: int) -> float:
 
 
 @pytest.mark.parametrize(("a_only", "b_only"), [(0, 0), (1, 6), (3, 3), (2, 9), (10, 1)])
-def test_mcnemar_is_the_exact_binomial_test(a_only: int, b_only: int) -> None:
-    assert mcnemar_exact(a_only, b_only) == approx(brute_mcnemar(a_only, b_only))
+def test_one_attempt_per_task_the_permutation_test_is_mcnemars(a_only: int, b_only: int) -> None:
+    tables = [(1, 1, 1, 0)] * a_only + [(1, 0, 1, 1)] * b_only + [(1, 1, 1, 1), (1, 0, 1, 0)]
+    assert stratified_permutation(tables).p_value == approx(brute_mcnemar(a_only, b_only))
+
+
+def brute_stratified(tables: list[tuple[int, int, int, int]]) -> tuple[float, float]:
+    """Every way of dealing each task's passes between its A and B attempts, enumerated: the
+    observed mean difference and its two-sided (twice the smaller tail) p-value."""
+    outcomes = []  # (mean difference, probability) of each joint deal
+    per_task = []
+    for na, pa, nb, pb in tables:
+        attempts = [1] * (pa + pb) + [0] * (na + nb - pa - pb)
+        deals = list(itertools.combinations(range(na + nb), nb))
+        per_task.append([(sum(attempts[i] for i in deal), 1 / len(deals)) for deal in deals])
+    for joint in itertools.product(*per_task):
+        diff = sum(
+            b / nb - (pa + pb - b) / na
+            for (b, _), (na, pa, nb, pb) in zip(joint, tables, strict=True)
+        )
+        outcomes.append((diff / len(tables), math.prod(w for _, w in joint)))
+    observed = sum(pb / nb - pa / na for na, pa, nb, pb in tables) / len(tables)
+    low = sum(w for d, w in outcomes if d <= observed + 1e-12)
+    high = sum(w for d, w in outcomes if d >= observed - 1e-12)
+    return observed, min(1.0, 2 * min(low, high))
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [
+        [(3, 3, 3, 0), (3, 1, 3, 1), (2, 2, 2, 2)],
+        [(4, 2, 3, 0), (2, 1, 3, 3), (3, 0, 3, 1)],  # repeats differ per task and per run
+        [(2, 2, 2, 0), (2, 2, 2, 0), (2, 0, 2, 1), (1, 1, 1, 0)],
+    ],
+)
+def test_stratified_permutation_is_exact(tables: list[tuple[int, int, int, int]]) -> None:
+    value, p_value = brute_stratified(tables)
+    test = stratified_permutation(tables)
+    assert (test.value, test.p_value) == (approx(value), approx(p_value))
+    assert test.method == "stratified-permutation"
+
+
+def test_ci_and_p_value_never_disagree() -> None:
+    """Seen: 'CI -45.0–-5.0 pp; could be noise (p = 0.0625)': a bootstrap CI and a sign-flip
+    p-value. Now both come from one null: p < 0.05 exactly when the CI excludes 0, on exact
+    and on normal-approximation nulls (big runs), for success and for the gap."""
+    rng = random.Random(3)
+    methods = set()
+    for case in range(300):
+        tasks = rng.choice([1, 2, 5, 20, 60]) if case % 30 else 3000
+        tables = []
+        for _ in range(tasks):
+            na, nb = rng.choice([1, 3, 5]), rng.choice([1, 3, 5])
+            p, q = rng.random(), rng.random() if rng.random() < 0.3 else None
+            pa = sum(rng.random() < p for _ in range(na))
+            pb = sum(rng.random() < (p if q is None else q) for _ in range(nb))
+            tables.append((na, pa, nb, pb))
+        gap = [100.0 * rng.choice([-1, 0, 0, 1]) for _ in range(tasks)]
+        for test in (stratified_permutation(tables), sign_flip(gap)):
+            methods.add(test.method)
+            low, high = test.ci95
+            assert low <= test.value <= high
+            assert (test.p_value < 0.05) == (not low <= 0 <= high), (test, tables)
+    assert methods == {
+        "stratified-permutation",
+        "stratified-permutation-normal",
+        "sign-flip-permutation",
+        "sign-flip-normal",
+    }
 
 
 def test_sign_flip_is_exact_for_few_tasks() -> None:
@@ -99,13 +195,12 @@ def test_sign_flip_is_exact_for_few_tasks() -> None:
         for signs in itertools.product((1, -1), repeat=len(nonzero))
     ]
     expected = sum(1 for s in sums if s >= observed - 1e-12) / len(sums)
-    assert sign_flip_p_value(diffs) == approx(expected)
-    # many tasks: a seeded estimate, reproducible and close to a clear effect's tiny p
+    assert sign_flip(diffs).p_value == approx(expected)
     many = [0.5] * 30 + [-0.25] * 5
-    assert sign_flip_p_value(many) == sign_flip_p_value(many) < 0.001
+    assert sign_flip(many).p_value < 0.001
 
 
-def test_one_attempt_per_task_uses_mcnemar(tmp_path: Path) -> None:
+def test_one_attempt_per_task_gives_mcnemars_p_value(tmp_path: Path) -> None:
     # 20 tasks; A passes t0..t9; B passes t3..t17: A only 3 (t0..t2), B only 8 (t10..t17)
     a_rows = [attempt_row("a", f"t{i:02d}", 0, "pass" if i < 10 else "fail") for i in range(20)]
     b_rows = [
@@ -113,19 +208,19 @@ def test_one_attempt_per_task_uses_mcnemar(tmp_path: Path) -> None:
     ]
     a = write_run(tmp_path, "a", list(a_rows))
     b = write_run(tmp_path, "b", list(b_rows))
-    comparison = compare_runs(a, b, keep_order=True)
+    comparison = compare_runs(a, b)
     delta = comparison.delta["success_rate"]
-    assert delta.test == "mcnemar-exact"
+    assert delta.test == "stratified-permutation"
     assert delta.value == approx((15 - 10) / 20)
     assert delta.p_value == approx(brute_mcnemar(3, 8))
     low, high = delta.ci95 or [None, None]
     assert low is not None and high is not None and low <= 0.25 <= high
-    assert compare_runs(a, b, keep_order=True).delta["success_rate"].ci95 == delta.ci95  # seeded
+    assert compare_runs(a, b).delta["success_rate"].ci95 == delta.ci95  # seeded
     assert delta.sentence.startswith("B is better by 25.0 pp (success rate), 95 % CI ")
     assert "could be noise" in delta.sentence  # p = 0.23
 
 
-def test_several_attempts_use_the_permutation_test_and_say_when_it_is_not_noise(
+def test_several_attempts_are_permuted_within_tasks_and_it_says_when_it_is_not_noise(
     tmp_path: Path,
 ) -> None:
     before = {f"t{i:02d}": 0.3 for i in range(40)}
@@ -134,7 +229,7 @@ def test_several_attempts_use_the_permutation_test_and_say_when_it_is_not_noise(
     b = run_with(tmp_path, "b", after, 4, started="2026-11-02T00:00:00Z", seed=3)
     comparison = compare_runs(a, b)
     delta = comparison.delta["success_rate"]
-    assert delta.test == "sign-flip-permutation"
+    assert delta.test == "stratified-permutation"
     diffs = [
         (tb.success_rate or 0) - (ta.success_rate or 0)
         for ta, tb in zip(
@@ -192,10 +287,8 @@ def test_compare_of_run_dirs_reads_no_task_stats_and_says_what_compare_of_report
     ]
     a, b = write_run(tmp_path, "a", a_rows), write_run(tmp_path, "b", b_rows)
     for all_tasks in (False, True):
-        from_dirs = compare_runs(a, b, all_tasks=all_tasks, keep_order=True)
-        from_reports = compare_runs(
-            build_report([a])[0], build_report([b])[0], all_tasks=all_tasks, keep_order=True
-        )
+        from_dirs = compare_runs(a, b, all_tasks=all_tasks)
+        from_reports = compare_runs(build_report([a])[0], build_report([b])[0], all_tasks=all_tasks)
         assert from_dirs.to_json() == from_reports.to_json()
         assert (from_dirs.shared_tasks, from_dirs.only_in_a, from_dirs.only_in_b) == (22, 4, 4)
         assert from_dirs.to_json()["a"]["repeats"] == 3

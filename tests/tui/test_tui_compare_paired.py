@@ -10,7 +10,7 @@ from driftdesk.tui.screens.compare import CompareScreen
 SIZE = (140, 42)
 
 
-async def test_compare_screen_is_paired_and_puts_the_newer_run_as_b(
+async def test_compare_screen_is_paired_and_says_when_a_is_the_newer_run(
     home, fixture_runs, make_app, settle
 ) -> None:
     older, newer = fixture_runs
@@ -21,16 +21,17 @@ async def test_compare_screen_is_paired_and_puts_the_newer_run_as_b(
         await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, CompareScreen)
-        assert screen.comparison.b.run_id == newer.name  # swapped: B is the newer run
+        # kept as given (analysis.compare never swaps unasked), and said
+        assert screen.comparison.a.run_id == newer.name
         summary = str(screen.query_one("#compare-summary", Label).render())
         assert "shared tasks 5; left out: 0 only in A, 0 only in B" in summary
-        assert "is the newer run, so it is B" in summary
+        assert f"A ({newer.name}) started after B ({older.name})" in summary
         assert "95 % CI" in summary and "p = " in summary
         paired = screen.query_one("#paired", DataTable)
         rows = {str(paired.get_row(k)[0]): paired.get_row(k) for k in paired.rows}
         assert set(rows) == {"success_rate", "consistency_gap_pp"}
         cells = [str(c) for c in rows["success_rate"]]
-        assert cells[1].endswith("pp") and "–" in cells[2] and cells[4] == "sign-flip-permutation"
+        assert cells[1].endswith("pp") and "–" in cells[2] and cells[4] == "stratified-permutation"
 
 
 async def test_volatility_screen_shows_the_noise_floor(
