@@ -90,3 +90,18 @@ def test_regression_fails_only_when_significant_and_larger_than_allowed(
     # a large drop allowed by the threshold passes too
     allowed = cli("check", str(worse), "--baseline", str(baseline), "--max-regression", "60")
     assert allowed.returncode == 0, allowed.stdout
+
+
+def test_an_improvement_never_fails_the_regression_gate(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # The same pair as above, the other way round: a large, clear gain (the gate judges the
+    # drop, not the size of the change).
+    baseline = _run(tmp_path, "base", 0.45, seed=2)
+    better = _run(tmp_path, "better", 0.85, seed=1)
+    done = cli(
+        "check", str(better), "--baseline", str(baseline), "--max-regression", "5",
+        "--format", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cond,) = json.loads(done.stdout)["conditions"]
+    assert cond["passed"] and cond["value"] > 30  # points gained, signed
+    assert "better" in cond["detail"] and "unlikely to be noise" in cond["detail"]
