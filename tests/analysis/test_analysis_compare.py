@@ -135,17 +135,22 @@ def test_several_attempts_use_the_permutation_test_and_say_when_it_is_not_noise(
     comparison = compare_runs(a, b)
     delta = comparison.delta["success_rate"]
     assert delta.test == "sign-flip-permutation"
-    diffs = [
-        (tb.success_rate or 0) - (ta.success_rate or 0)
-        for ta, tb in zip(
-            *(build_report([run], sort="task")[0].tasks for run in (a, b)), strict=True
-        )
-    ]
+    pairs = list(zip(*(build_report([run], sort="task")[0].tasks for run in (a, b)), strict=True))
+    diffs = [(tb.success_rate or 0) - (ta.success_rate or 0) for ta, tb in pairs]
     assert delta.value == approx(sum(diffs) / len(diffs))
     assert delta.p_value is not None and delta.p_value < 0.001
     assert "unlikely to be noise" in delta.sentence
+    # The gap's delta, B − A, recomputed: its value and sign, not only that it has a p and CI.
     gap = comparison.delta["consistency_gap_pp"]
-    assert gap.p_value is not None and gap.ci95 is not None
+    gap_diffs = [((tb.spread or 0) - (ta.spread or 0)) * 100 for ta, tb in pairs]
+    assert gap.value == approx(sum(gap_diffs) / len(gap_diffs))
+    assert gap.value < -10  # at 0.9, fewer tasks both pass and fail than at 0.3
+    shown = next(m for m in comparison.metrics if m.name == "consistency_gap_pp")
+    assert shown.a is not None and shown.b is not None
+    assert gap.value == approx(shown.b - shown.a)
+    assert gap.p_value == approx(sign_flip_p_value(gap_diffs))
+    assert gap.ci95 is not None and gap.ci95[0] <= gap.value <= gap.ci95[1]
+    assert gap.sentence.startswith("B is better by ") and "(consistency gap)" in gap.sentence
 
 
 def test_compare_json_contract(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
