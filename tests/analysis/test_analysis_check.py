@@ -105,3 +105,50 @@ def test_an_improvement_never_fails_the_regression_gate(cli, home, tmp_path: Pat
     (cond,) = json.loads(done.stdout)["conditions"]
     assert cond["passed"] and cond["value"] > 30  # points gained, signed
     assert "better" in cond["detail"] and "unlikely to be noise" in cond["detail"]
+
+
+def test_each_condition_at_its_threshold_in_process(handmade: Path, tmp_path: Path) -> None:
+    """The gate's conditions at and just past their thresholds (≥ and ≤ hold at equality),
+    called in-process: what each says and how it is named."""
+    from driftdesk.analysis.gate import check_run
+    from driftdesk.analysis.volatility import build_report
+
+    (report,) = build_report([handmade])
+    rate = report.success_rate
+    assert rate is not None and report.consistency_gap_pp == 40
+    at = check_run(
+        report,
+        min_success=rate,
+        max_gap=40,
+        min_pass_hat_k=[(2, report.pass_hat_k[2]), (9, 0.1)],
+        task_min_success=0.5,
+        max_link_error_rate=1 / 17,
+    )
+    by_name = {c.name: c for c in at.conditions}
+    assert [c.passed for c in at.conditions] == [True, True, True, False, False, True]
+    assert by_name[f"success_rate >= {rate:g}"].detail == f"{rate:.4f}"
+    assert by_name["consistency_gap_pp <= 40"].value == 40
+    assert by_name["pass^9 >= 0.1"].detail == "not measured at k = 9 (largest k: 4)"
+    assert by_name["every task success >= 0.5"].detail == "1 of 5 tasks below: t3 0.00"
+    assert by_name["link_error_rate <= 0.0588235"].detail == "0.0588 (1 link errors)"
+    assert not at.passed and at.to_json()["failed"] == 2
+    past = check_run(report, min_success=rate + 1e-9, max_gap=39.99, task_min_success=0.0)
+    assert [c.passed for c in past.conditions] == [False, False, True]
+    assert past.conditions[2].detail == "all 5 tasks at or above"
+    assert check_run(report).conditions == [] and check_run(report).passed
+
+
+def test_the_regression_condition_in_process(tmp_path: Path) -> None:
+    from driftdesk.analysis.gate import check_run
+    from driftdesk.analysis.volatility import build_report
+
+    (low,) = build_report([_run(tmp_path, "low", 0.45, seed=2)])
+    (high,) = build_report([_run(tmp_path, "high", 0.85, seed=1)])
+    (drop,) = check_run(low, baseline=high, max_regression_pp=5).conditions
+    assert not drop.passed and drop.value is not None and drop.value < -30
+    assert drop.name == "no significant success drop > 5 pp vs high"
+    (gain,) = check_run(high, baseline=low, max_regression_pp=5).conditions
+    assert gain.passed and gain.value == -drop.value
+    # Allowed up to the size of the drop itself (a drop must be larger than allowed to fail).
+    assert check_run(low, baseline=high, max_regression_pp=-drop.value).passed
+    assert not check_run(low, baseline=high, max_regression_pp=-drop.value - 0.01).passed
