@@ -1,6 +1,6 @@
 """Mutation testing of the modules where a silent bug costs most, with mutmut.
 
-    python tests/mutants/run_mutants.py [--minutes 40] [--children 1] [--only MODULE…]
+    python tests/mutants/run_mutants.py [--minutes 40] [--children 1] [--only MODULE…] [--resume]
 
 What is mutated (``SCOPE``): the key's redaction (``driftdesk.secrets``, the proxy's
 ``KeyScrubber`` and the paths its bytes take), the proxy's attribution of calls to attempts,
@@ -132,11 +132,15 @@ def main() -> int:
     parser.add_argument("--children", type=int, default=1, help="mutants tested at once")
     parser.add_argument("--stage", type=Path, default=Path(tempfile.gettempdir()) / "dd-mutants")
     parser.add_argument("--only", nargs="+", choices=list(SCOPE), help="these modules alone")
+    parser.add_argument(
+        "--resume", action="store_true", help="go on with the stage's last run (not restaged)"
+    )
     args = parser.parse_args()
     if args.only:
         for module in set(SCOPE) - set(args.only):
             del SCOPE[module]
-    _stage(args.stage)
+    if not (args.resume and (args.stage / "mutants").is_dir()):
+        _stage(args.stage)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     print(f"mutmut in {args.stage}, at most {args.minutes:g} min", flush=True)
     try:
