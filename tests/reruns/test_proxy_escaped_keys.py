@@ -9,12 +9,15 @@ to the key before the proxy's answer is checked not to."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import itertools
 import json
 import random
 import urllib.parse
+import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,7 +25,7 @@ from aiohttp import web
 from reruns_helpers import LoopbackServer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.reruns.proxy import KeyScrubber, MeteringProxy
+from driftdesk.reruns.proxy import KeyScrubber, MeteringProxy, error_kind_for
 
 REAL = "gw_Live/Key-proxy-0123456789abcdef"
 
@@ -111,14 +114,16 @@ class EchoingProvider(LoopbackServer):
         self.cuts: list[int] = []  # where the body is split into separate writes
         self.status = 200
         self.content_type = "application/json"
+        self.encoding = ""  # sent as Content-Encoding (the body is given encoded)
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/{tail:.*}", self.handle)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(
-            status=self.status, headers={"Content-Type": self.content_type}
-        )
+        headers = {"Content-Type": self.content_type}
+        if self.encoding:
+            headers["Content-Encoding"] = self.encoding
+        response = web.StreamResponse(status=self.status, headers=headers)
         await response.prepare(request)
         bounds = [0, *self.cuts, len(self.body)]
         for start, end in itertools.pairwise(bounds):
@@ -251,3 +256,61 @@ def test_a_header_value_with_the_key_escaped_is_found() -> None:
     scrubber = KeyScrubber(REAL)
     assert all(scrubber.found(f"key={shape}") for shape in SHAPES.values())
     assert not scrubber.found("key=" + REAL[:-1])
+
+
+def _deflated(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [("gzip", gzip.compress), ("x-gzip", gzip.compress), ("deflate", _deflated)],
+)
+async def test_a_compressed_error_body_is_decoded_then_scrubbed(
+    proxy: MeteringProxy, provider: EchoingProvider, encoding: str, encode: Any
+) -> None:
+    provider.status = 401
+    provider.encoding = encoding
+    provider.body = encode(_json_string(SHAPES["every character"]))
+    status, body = await _answer(proxy)
+    assert status == 401
+    assert not _key_is_recoverable(body), body
+    assert json.loads(body)["error"]["code"] == "invalid_key"  # sent decoded
+
+
+@pytest.mark.parametrize("encoding", ["br", "gzip"])
+async def test_an_error_body_the_proxy_cannot_read_is_withheld(
+    proxy: MeteringProxy, provider: EchoingProvider, encoding: str
+) -> None:
+    # "br" it does not read; "gzip" that is not gzip it cannot: neither can be scrubbed.
+    provider.status = 401
+    provider.encoding = encoding
+    provider.body = b"not what it says " + REAL.encode()
+    status, body = await _answer(proxy)
+    assert (status, body) == (401, b"")
+
+
+async def test_an_error_body_that_is_not_utf8_keeps_its_bytes(
+    proxy: MeteringProxy, provider: EchoingProvider
+) -> None:
+    provider.status = 401
+    provider.body = b"\xff\xfe bad key: " + REAL.encode() + b" \xc3("
+    status, body = await _answer(proxy)
+    assert status == 401
+    assert body == b"\xff\xfe bad key: gw\xe2\x80\xa6cdef \xc3("
+
+
+def test_a_start_of_the_key_is_dropped_only_at_the_end() -> None:
+    scrubber = KeyScrubber(REAL)
+    assert scrubber.without_partial_tail(b"gw_L") == b""  # the whole body a start of it
+    assert scrubber.without_partial_tail(b"x gw\\u005fL") == b"x "
+    assert scrubber.without_partial_tail(b"x gw_") == b"x gw_"  # 3 characters: kept
+    assert scrubber.without_partial_tail(b"gw_L and after") == b"gw_L and after"
+    assert scrubber.without_partial_tail(b"") == b""
+
+
+def test_a_429_is_insufficient_quota_only_when_it_says_so() -> None:
+    assert error_kind_for(429, b'{"code": "insufficient_quota"}') == "insufficient_quota"
+    assert error_kind_for(429, b"slow down") == "429"
+    assert error_kind_for(402, b'{"code": "insufficient_quota"}') == "402"
