@@ -132,6 +132,7 @@ def test_each_condition_at_its_threshold_in_process(handmade: Path, tmp_path: Pa
     assert by_name["every task success >= 0.5"].detail == "1 of 5 tasks below: t3 0.00"
     assert by_name["link_error_rate <= 0.0588235"].detail == "0.0588 (1 link errors)"
     assert not at.passed and at.to_json()["failed"] == 2
+    assert at.to_json()["conditions"][0]["value"] == round(rate, 6) != rate  # 6 decimals
     past = check_run(report, min_success=rate + 1e-9, max_gap=39.99, task_min_success=0.0)
     assert [c.passed for c in past.conditions] == [False, False, True]
     assert past.conditions[2].detail == "all 5 tasks at or above"
@@ -152,3 +153,39 @@ def test_the_regression_condition_in_process(tmp_path: Path) -> None:
     # Allowed up to the size of the drop itself (a drop must be larger than allowed to fail).
     assert check_run(low, baseline=high, max_regression_pp=-drop.value).passed
     assert not check_run(low, baseline=high, max_regression_pp=-drop.value - 0.01).passed
+
+
+def test_a_run_with_no_judged_task_fails_every_condition_saying_why(tmp_path: Path) -> None:
+    from driftdesk.analysis.gate import check_run
+    from driftdesk.analysis.volatility import build_report
+
+    rows = [attempt_row("none", "t1", a, "link_error", error_code="500") for a in range(2)]
+    (report,) = build_report([write_run(tmp_path, "none", rows, tasks=["t1"], repeat=2)])
+    gate = check_run(
+        report,
+        min_success=0.5,
+        max_gap=40,
+        min_pass_hat_k=[(1, 0.5)],
+        task_min_success=0.5,
+        max_link_error_rate=0.5,
+        baseline=report,
+    )
+    assert gate.to_json() == {
+        "run_id": "none",
+        "passed": False,
+        "failed": 6,
+        "conditions": [
+            {"name": "success_rate >= 0.5", "passed": False, "value": None,
+             "detail": "no judged task, so no value"},
+            {"name": "consistency_gap_pp <= 40", "passed": False, "value": None,
+             "detail": "no judged task"},
+            {"name": "pass^1 >= 0.5", "passed": False, "value": None,
+             "detail": "not measured at k = 1 (largest k: 0)"},
+            {"name": "every task success >= 0.5", "passed": False, "value": 0,
+             "detail": "no judged task"},
+            {"name": "link_error_rate <= 0.5", "passed": False, "value": 1.0,
+             "detail": "1.0000 (2 link errors)"},
+            {"name": "no significant success drop > 0 pp vs none", "passed": False,
+             "value": None, "detail": "no task judged by both runs: nothing to compare"},
+        ],
+    }  # fmt: skip

@@ -238,3 +238,37 @@ def test_a_run_that_is_not_there_is_refused_before_the_other_is_read(
     done = cli("compare", str(a), str(tmp_path / "nope"), timeout=30)
     assert done.returncode != 0
     assert f"{tmp_path / 'nope'}: no such run dir or attempts file" in done.stderr
+
+
+def test_the_comparison_as_json_in_process(tmp_path: Path) -> None:
+    """What ``compare --format json`` prints, for the McNemar case above: each metric's A, B,
+    delta and CIs, and each paired delta, rounded to 6 decimals."""
+    a_rows = [attempt_row("a", f"t{i:02d}", 0, "pass" if i < 10 else "fail") for i in range(20)]
+    b_rows = [
+        attempt_row("b", f"t{i:02d}", 0, "pass" if 3 <= i < 18 else "fail") for i in range(20)
+    ]
+    a, b = write_run(tmp_path, "a", list(a_rows)), write_run(tmp_path, "b", list(b_rows))
+    data = compare_runs(a, b, keep_order=True).to_json()
+    metrics = {m["name"]: m for m in data["metrics"]}
+    assert metrics["success_rate"] == {
+        "name": "success_rate", "a": 0.5, "b": 0.75, "delta": 0.25,
+        "ci_a": [0.25, 0.75], "ci_b": [0.55, 0.9],
+    }  # fmt: skip
+    assert metrics["c_out"] == {
+        "name": "c_out", "a": None, "b": None, "delta": None, "ci_a": None, "ci_b": None
+    }  # fmt: skip
+    success = data["delta"]["success_rate"]
+    assert {k: success[k] for k in ("value", "p_value", "test")} == {
+        "value": 0.25,
+        "p_value": 0.226562,  # 29/128, to 6 decimals
+        "test": "mcnemar-exact",
+    }
+    assert success["ci95"] == [-0.05125, 0.55]
+    assert success["sentence"].startswith("B is better by 25.0 pp (success rate)")
+    # A delta of a third, to 6 decimals.
+    thirds = [write_run(tmp_path / side, side, [
+        attempt_row(side, f"t{i}", 0, "pass" if i < passes else "fail") for i in range(3)
+    ]) for side, passes in (("x", 1), ("y", 2))]  # fmt: skip
+    third = compare_runs(*thirds, keep_order=True).to_json()
+    assert next(m for m in third["metrics"] if m["name"] == "success_rate")["delta"] == 0.333333
+    assert third["delta"]["success_rate"]["value"] == 0.333333
