@@ -282,30 +282,103 @@ def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
 
 
+# JSON's two-character escapes; any character may also be written \uXXXX.
+_JSON_SHORT_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "/": "\\/",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+
+
+def _hex(value: int, digits: int) -> str:
+    """A regex for ``value`` in hex, each letter digit in either case: ``2d`` -> ``2[dD]``."""
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{value:0{digits}x}")
+
+
+def _utf16(code: int) -> list[int]:
+    if code <= 0xFFFF:
+        return [code]
+    code -= 0x10000
+    return [0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)]
+
+
+def _char_pattern(char: str) -> tuple[str, int]:
+    """A regex for every shape one key character may reach us in, and the longest shape's
+    length in bytes: itself in either letter case, a JSON ``\\uXXXX`` escape (a surrogate pair
+    past U+FFFF; hex in either case), its short JSON escape, URL-encoded. Letter case is spelt
+    out rather than left to ``re.IGNORECASE``, which makes the scan several times slower."""
+    shapes: dict[str, int] = {}  # regex: the bytes it matches
+    for variant in {char, char.lower(), char.upper()}:
+        if len(variant) != 1:  # "ß".upper() == "SS": not one character of the key
+            continue
+        encoded = variant.encode("utf-8", "surrogatepass")
+        shapes[re.escape(variant)] = len(encoded)
+        units = _utf16(ord(variant))
+        shapes["".join(r"\\u" + _hex(unit, 4) for unit in units)] = 6 * len(units)
+        if variant in _JSON_SHORT_ESCAPES:
+            shapes[re.escape(_JSON_SHORT_ESCAPES[variant])] = 2
+        if variant == " ":
+            shapes[r"\+"] = 1
+        shapes["".join("%" + _hex(byte, 2) for byte in encoded)] = 3 * len(encoded)
+    longest_first = sorted(shapes, key=lambda shape: shapes[shape], reverse=True)
+    return "(?:" + "|".join(longest_first) + ")", max(shapes.values())
+
+
+def _compiled(pattern: str) -> re.Pattern[bytes]:
+    return re.compile(pattern.encode("utf-8", "surrogatepass"))
+
+
 class KeyScrubber:
-    """Masks a key in bytes, in the shapes a careless upstream echoes it: verbatim, JSON-escaped
-    (``\\/``, ``\\u002d``), URL-encoded, in any letter case."""
+    """Masks a key in bytes, in every shape a careless upstream may echo it: verbatim, with any
+    mix of its characters JSON-escaped (``\\uXXXX`` of any of them, upper- or lower-case hex,
+    ``\\/``) or URL-encoded, in any letter case. One JSON or URL decoding of what is left can
+    never give the key back."""
+
+    _SHORTEST_PARTIAL = 4  # key characters: a shorter start of the key at a cut end is kept
 
     def __init__(self, key: str) -> None:
-        shapes = {
-            key,
-            key.replace("/", "\\/"),
-            key.replace("-", "\\u002d"),
-            key.replace("/", "\\/").replace("-", "\\u002d"),
-            urllib.parse.quote(key, safe=""),
-            urllib.parse.quote_plus(key),
-        }
-        self.shapes = tuple(sorted(shapes))  # the recorder looks for them in decoded values
-        ordered = sorted((v.encode() for v in shapes), key=len, reverse=True)
-        self._pattern = re.compile(b"|".join(re.escape(v) for v in ordered), re.IGNORECASE)
+        # Whole shapes the recorder looks for first (a cheap substring test) before it scrubs.
+        self.shapes = tuple(
+            sorted(
+                {
+                    key,
+                    key.replace("/", "\\/"),
+                    urllib.parse.quote(key, safe=""),
+                    urllib.parse.quote_plus(key),
+                }
+            )
+        )
+        per_char = [_char_pattern(c) for c in key]
+        groups = [pattern for pattern, _ in per_char]
+        # The start of the key (some characters, any shapes) at the very end of a cut body.
+        partial = ""
+        for group in reversed(groups[self._SHORTEST_PARTIAL :]):
+            partial = f"(?:{group}{partial})?"
+        # It may end inside one character's escape too ("\\u00", "%2").
+        cut_escape = r"(?:\\(?:u[0-9a-fA-F]{0,3})?|%[0-9a-fA-F]?)?"
+        partial = "".join(groups[: self._SHORTEST_PARTIAL]) + partial + cut_escape + r"\Z"
+        never = "(?!)"  # stands for no key: an empty pattern would match everywhere
+        self._pattern = _compiled("".join(groups) if key else never)
+        self._partial_tail = _compiled(partial if len(key) >= self._SHORTEST_PARTIAL else never)
         self._mask = mask_key(key).encode()
-        self.longest = len(ordered[0])
+        # The most bytes one shape of the key can take: a stream holds back one less than this.
+        self.longest = max(sum(size for _, size in per_char), 1)
 
     def scrub(self, data: bytes) -> bytes:
         return self._pattern.sub(self._mask, data)
 
     def found(self, text: str) -> bool:
         return self._pattern.search(text.encode("utf-8", "surrogateescape")) is not None
+
+    def without_partial_tail(self, data: bytes) -> bytes:
+        """``data`` less a start of the key it ends with (a body cut at a bound)."""
+        match = self._partial_tail.search(data, max(len(data) - self.longest, 0))
+        return data[: match.start()] if match else data
 
 
 class _Passthrough:
@@ -622,15 +695,10 @@ class MeteringProxy:
             raw = b""  # cannot read it, so cannot scrub it: withhold it
         if not raw:
             return b""
-        text = raw.decode("utf-8", "surrogateescape")
-        key = self._real_key
-        # A body cut at the bound may end with the start of the key: drop that tail too.
-        for size in range(min(len(key), len(text)) if truncated else 0, 3, -1):
-            if text.endswith(key[:size]):
-                text = text[:-size]
-                break
-        scrubbed = self._scrubber.scrub(text.encode("utf-8", "surrogateescape"))
-        return redact(scrubbed.decode("utf-8", "surrogateescape"), [key]).encode(
+        if truncated:  # a body cut at the bound may end with the start of the key: drop it
+            raw = self._scrubber.without_partial_tail(raw)
+        scrubbed = self._scrubber.scrub(raw)
+        return redact(scrubbed.decode("utf-8", "surrogateescape"), [self._real_key]).encode(
             "utf-8", "surrogateescape"
         )
 

@@ -133,7 +133,9 @@ class ValueRedactor:
         self._shortest = min([_SHORTEST_SECRET_MATCH, *(len(s) for s in self.secrets)])
         # Lowercased, what a string must contain for anything in it to be masked.
         shapes = (shape.lower() for scrubber in self._scrubbers for shape in scrubber.shapes)
-        self._telltales = (*_KEY_LIKE_STARTS, *shapes)
+        # Any escape may hide part of a key (the scrubber catches every mix of them), so a
+        # string with one is scrubbed too.
+        self._telltales = (*_KEY_LIKE_STARTS, *shapes, "\\u", "\\/", "%")
         # The same in JSON text, where a backslash is written twice; and the escapes that make
         # a string's own JSON worth decoding.
         self._telltales_in_json = (

@@ -16,7 +16,7 @@ import pytest
 
 # Variables a user's shell may export that would leak into, or shadow, what tests check.
 _SCRUBBED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "XDG_", "DRIFTDESK_")
-_KEEP = {"DRIFTDESK_REQUIRE_KEYRING", "DRIFTDESK_TEST_CLIENTS"}
+_KEEP = {"DRIFTDESK_REQUIRE_KEYRING", "DRIFTDESK_REQUIRE_ALL", "DRIFTDESK_TEST_CLIENTS"}
 
 
 def _keyring_problem() -> str | None:
@@ -37,9 +37,78 @@ def _keyring_problem() -> str | None:
 
 _KEYRING_PROBLEM: str | None = None
 
+# Skips that only mean this machine lacks a part ./run tests installs, by the words of their
+# reasons (conftest's keyring probe, test_keyring_guard, the Ray modules, real_client, the
+# bubblewrap probes). Counted in the summary; with DRIFTDESK_REQUIRE_ALL=1 (./run tests and CI
+# set it) each is a failure, so a green run has really run them.
+MISSING_PARTS = {
+    "keyring": ("no usable OS keyring", "gnome-keyring", "with-keyring.sh"),
+    "Ray": ("ray is not installed",),
+    "real client": ("client is not installed",),
+    "bubblewrap": ("bubblewrap", "bwrap"),
+}
+_REQUIRE_ALL = False  # read once: the ``home`` fixture takes DRIFTDESK_* out during a test
+
+
+def missing_part(reason: str) -> str | None:
+    """The part a skip's reason says is missing here, if it is one of ``MISSING_PARTS``."""
+    return next(
+        (part for part, words in MISSING_PARTS.items() if any(w in reason for w in words)),
+        None,
+    )
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else longrepr
+    return str(reason).removeprefix("Skipped: ")  # (path, line, "Skipped: why")
+
+
+def _required(report: pytest.CollectReport | pytest.TestReport) -> None:
+    """Under DRIFTDESK_REQUIRE_ALL=1, a skip for a missing part becomes a failure."""
+    if not (_REQUIRE_ALL and report.skipped):
+        return
+    reason = _skip_reason(report)
+    part = missing_part(reason)
+    if part is not None and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped for a missing {part}, which DRIFTDESK_REQUIRE_ALL=1 forbids: {reason}"
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _required(outcome.get_result())  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _required(outcome.get_result())  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line: how many tests were skipped for a missing part, by part."""
+    counts: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        part = missing_part(_skip_reason(report))
+        if part is not None:
+            counts[part] = counts.get(part, 0) + 1
+    if counts:
+        parts = ", ".join(f"{part} {counts[part]}" for part in MISSING_PARTS if part in counts)
+        terminalreporter.write_line(
+            f"driftdesk: {sum(counts.values())} skipped for a missing part ({parts}); "
+            "./run tests has them all, and DRIFTDESK_REQUIRE_ALL=1 makes such a skip fail",
+            yellow=True,
+            bold=True,
+        )
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _KEYRING_PROBLEM, _KEYRING_GUARD
+    global _KEYRING_PROBLEM, _KEYRING_GUARD, _REQUIRE_ALL
+    _REQUIRE_ALL = os.environ.get("DRIFTDESK_REQUIRE_ALL") == "1"
     # Tests stop children (the sandbox, runs, `driftdesk exec`) with SIGINT, a user's Ctrl-C. A
     # suite started as a background job of a script (`cmd &`) has SIGINT ignored, and every
     # child would inherit that and never stop (5 such failures in one run, children left

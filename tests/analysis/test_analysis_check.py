@@ -195,3 +195,102 @@ def test_a_rate_may_be_given_as_a_percentage(cli, handmade: Path) -> None:  # ty
     done = cli("check", str(handmade), "--max-link-error-rate", "5%")
     assert done.returncode == 1 and "FAIL  link_error_rate <= 0.05" in done.stdout
     assert cli("check", str(handmade), "--min-success", "60%").returncode == 0
+
+
+def test_an_improvement_never_fails_the_regression_gate(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # The same pair as above, the other way round: a large, clear gain (the gate judges the
+    # drop, not the size of the change).
+    baseline = _run(tmp_path, "base", 0.45, seed=2)
+    better = _run(tmp_path, "better", 0.85, seed=1)
+    done = cli(
+        "check", str(better), "--baseline", str(baseline), "--max-regression", "5",
+        "--format", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cond,) = json.loads(done.stdout)["conditions"]
+    assert cond["passed"] and cond["value"] > 30  # points gained, signed
+    assert "better" in cond["detail"] and "unlikely to be noise" in cond["detail"]
+
+
+def test_each_condition_at_its_threshold_in_process(handmade: Path, tmp_path: Path) -> None:
+    """The gate's conditions at and just past their thresholds (≥ and ≤ hold at equality),
+    called in-process: what each says and how it is named."""
+    from driftdesk.analysis.gate import check_run
+    from driftdesk.analysis.volatility import build_report
+
+    (report,) = build_report([handmade])
+    rate = report.success_rate
+    assert rate is not None and report.consistency_gap_pp == 40
+    at = check_run(
+        report,
+        min_success=rate,
+        max_gap=40,
+        min_pass_hat_k=[(2, report.pass_hat_k[2]), (9, 0.1)],
+        task_min_success=0.5,
+        max_link_error_rate=1 / 17,
+    )
+    by_name = {c.name: c for c in at.conditions}
+    assert [c.passed for c in at.conditions] == [True, True, True, False, False, True]
+    assert by_name[f"success_rate >= {rate:g}"].detail == f"{rate:.4f}"
+    assert by_name["consistency_gap_pp <= 40"].value == 40
+    assert by_name["pass^9 >= 0.1"].detail == "not measured at k = 9 (largest k: 4)"
+    assert by_name["every task success >= 0.5"].detail == "1 of 5 tasks below: t3 0.00"
+    assert by_name["link_error_rate <= 0.0588235"].detail == "0.0588 (1 link errors)"
+    assert not at.passed and at.to_json()["failed"] == 2
+    assert at.to_json()["conditions"][0]["value"] == round(rate, 6) != rate  # 6 decimals
+    past = check_run(report, min_success=rate + 1e-9, max_gap=39.99, task_min_success=0.0)
+    assert [c.passed for c in past.conditions] == [False, False, True]
+    assert past.conditions[2].detail == "all 5 tasks at or above"
+    assert check_run(report).conditions == [] and check_run(report).passed
+
+
+def test_the_regression_condition_in_process(tmp_path: Path) -> None:
+    from driftdesk.analysis.gate import check_run
+    from driftdesk.analysis.volatility import build_report
+
+    (low,) = build_report([_run(tmp_path, "low", 0.45, seed=2)])
+    (high,) = build_report([_run(tmp_path, "high", 0.85, seed=1)])
+    (drop,) = check_run(low, baseline=high, max_regression_pp=5).conditions
+    assert not drop.passed and drop.value is not None and drop.value < -30
+    assert drop.name == "no significant success drop > 5 pp vs high"
+    (gain,) = check_run(high, baseline=low, max_regression_pp=5).conditions
+    assert gain.passed and gain.value == -drop.value
+    # Allowed up to the size of the drop itself (a drop must be larger than allowed to fail).
+    assert check_run(low, baseline=high, max_regression_pp=-drop.value).passed
+    assert not check_run(low, baseline=high, max_regression_pp=-drop.value - 0.01).passed
+
+
+def test_a_run_with_no_judged_task_fails_every_condition_saying_why(tmp_path: Path) -> None:
+    from driftdesk.analysis.gate import check_run
+    from driftdesk.analysis.volatility import build_report
+
+    rows = [attempt_row("none", "t1", a, "link_error", error_code="500") for a in range(2)]
+    (report,) = build_report([write_run(tmp_path, "none", rows, tasks=["t1"], repeat=2)])
+    gate = check_run(
+        report,
+        min_success=0.5,
+        max_gap=40,
+        min_pass_hat_k=[(1, 0.5)],
+        task_min_success=0.5,
+        max_link_error_rate=0.5,
+        baseline=report,
+    )
+    assert gate.to_json() == {
+        "run_id": "none",
+        "passed": False,
+        "failed": 6,
+        "conditions": [
+            {"name": "success_rate >= 0.5", "passed": False, "value": None,
+             "detail": "no judged task, so no value"},
+            {"name": "consistency_gap_pp <= 40", "passed": False, "value": None,
+             "detail": "no judged task"},
+            {"name": "pass^1 >= 0.5", "passed": False, "value": None,
+             "detail": "not measured at k = 1 (largest k: 0)"},
+            {"name": "every task success >= 0.5", "passed": False, "value": 0,
+             "detail": "no judged task"},
+            {"name": "link_error_rate <= 0.5", "passed": False, "value": 1.0,
+             "detail": "1.0000 (2 link errors)"},
+            {"name": "no significant success drop > 0 pp vs none", "passed": False,
+             "value": None, "detail": "no task judged by both runs: nothing to compare"},
+        ],
+    }  # fmt: skip

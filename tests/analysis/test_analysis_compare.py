@@ -230,17 +230,22 @@ def test_several_attempts_are_permuted_within_tasks_and_it_says_when_it_is_not_n
     comparison = compare_runs(a, b)
     delta = comparison.delta["success_rate"]
     assert delta.test == "stratified-permutation"
-    diffs = [
-        (tb.success_rate or 0) - (ta.success_rate or 0)
-        for ta, tb in zip(
-            *(build_report([run], sort="task")[0].tasks for run in (a, b)), strict=True
-        )
-    ]
+    pairs = list(zip(*(build_report([run], sort="task")[0].tasks for run in (a, b)), strict=True))
+    diffs = [(tb.success_rate or 0) - (ta.success_rate or 0) for ta, tb in pairs]
     assert delta.value == approx(sum(diffs) / len(diffs))
     assert delta.p_value is not None and delta.p_value < 0.001
     assert "unlikely to be noise" in delta.sentence
+    # The gap's delta, B − A, recomputed: its value and sign, not only that it has a p and CI.
     gap = comparison.delta["consistency_gap_pp"]
-    assert gap.p_value is not None and gap.ci95 is not None
+    gap_diffs = [((tb.spread or 0) - (ta.spread or 0)) * 100 for ta, tb in pairs]
+    assert gap.value == approx(sum(gap_diffs) / len(gap_diffs))
+    assert gap.value < -10  # at 0.9, fewer tasks both pass and fail than at 0.3
+    shown = next(m for m in comparison.metrics if m.name == "consistency_gap_pp")
+    assert shown.a is not None and shown.b is not None
+    assert gap.value == approx(shown.b - shown.a)
+    assert gap.p_value == approx(sign_flip(gap_diffs).p_value)
+    assert gap.ci95 is not None and gap.ci95[0] <= gap.value <= gap.ci95[1]
+    assert gap.sentence.startswith("B is better by ") and "(consistency gap)" in gap.sentence
 
 
 def test_compare_json_contract(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -326,3 +331,37 @@ def test_a_run_that_is_not_there_is_refused_before_the_other_is_read(
     done = cli("compare", str(a), str(tmp_path / "nope"), timeout=30)
     assert done.returncode != 0
     assert f"{tmp_path / 'nope'}: no such run dir or attempts file" in done.stderr
+
+
+def test_the_comparison_as_json_in_process(tmp_path: Path) -> None:
+    """What ``compare --format json`` prints, for the McNemar case above: each metric's A, B,
+    delta and CIs, and each paired delta, rounded to 6 decimals."""
+    a_rows = [attempt_row("a", f"t{i:02d}", 0, "pass" if i < 10 else "fail") for i in range(20)]
+    b_rows = [
+        attempt_row("b", f"t{i:02d}", 0, "pass" if 3 <= i < 18 else "fail") for i in range(20)
+    ]
+    a, b = write_run(tmp_path, "a", list(a_rows)), write_run(tmp_path, "b", list(b_rows))
+    data = compare_runs(a, b).to_json()
+    metrics = {m["name"]: m for m in data["metrics"]}
+    assert metrics["success_rate"] == {
+        "name": "success_rate", "a": 0.5, "b": 0.75, "delta": 0.25,
+        "ci_a": [0.25, 0.75], "ci_b": [0.55, 0.9],
+    }  # fmt: skip
+    assert metrics["c_out"] == {
+        "name": "c_out", "a": None, "b": None, "delta": None, "ci_a": None, "ci_b": None
+    }  # fmt: skip
+    success = data["delta"]["success_rate"]
+    assert {k: success[k] for k in ("value", "p_value", "test")} == {
+        "value": 0.25,
+        "p_value": 0.226562,  # 29/128, to 6 decimals: exact McNemar, which it equals here
+        "test": "stratified-permutation",
+    }
+    assert success["ci95"] == [-0.1, 0.6]  # from the same permutation null as its p-value
+    assert success["sentence"].startswith("B is better by 25.0 pp (success rate)")
+    # A delta of a third, to 6 decimals.
+    thirds = [write_run(tmp_path / side, side, [
+        attempt_row(side, f"t{i}", 0, "pass" if i < passes else "fail") for i in range(3)
+    ]) for side, passes in (("x", 1), ("y", 2))]  # fmt: skip
+    third = compare_runs(*thirds).to_json()
+    assert next(m for m in third["metrics"] if m["name"] == "success_rate")["delta"] == 0.333333
+    assert third["delta"]["success_rate"]["value"] == 0.333333

@@ -250,3 +250,63 @@ def test_a_named_success_field_missing_is_a_bad_record_not_a_silent_fail(
         ("a", 1),
         ("b", 1),
     ]
+
+
+# A task whose scorer gives each sample the score named by its target; no model is called.
+_BOUNDARY_TASK = """
+from inspect_ai import Task, eval as inspect_eval
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import Score, mean, scorer
+from inspect_ai.solver import solver
+
+VALUES = {
+    "at-half": 0.5, "just-below": 0.4999, "above": 0.75, "zero": 0, "one": 1,
+    "half-as-text": "0.5", "below-as-text": "0.49",
+}
+
+@solver
+def no_model():
+    async def solve(state, generate):
+        return state
+    return solve
+
+@scorer(metrics=[mean()])
+def given_score():
+    async def score(state, target):
+        return Score(value=VALUES[target.text])
+    return score
+
+task = Task(
+    name="boundary",
+    dataset=[Sample(id=name, input="q", target=name) for name in VALUES],
+    solver=no_model(),
+    scorer=given_score(),
+)
+(log,) = inspect_eval(task, model="mockllm/model", log_dir="logs", display="none")
+assert log.status == "success", log.status
+"""
+
+
+def test_an_inspect_score_of_exactly_one_half_passes(home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """inspect_ai's numbers pass at ≥ 0.5 (``PASS_THRESHOLD``), the boundary included, as a
+    number and as text; a real inspect log, written by inspect_ai's own eval."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "boundary_task.py"
+    script.write_text(_BOUNDARY_TASK)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = import_results(tmp_path / "logs", out=tmp_path / "runs")
+    outcomes = {row["task_id"]: (row["outcome"], row["score"]) for row in rows_of(result.run_dir)}
+    assert outcomes == {
+        "at-half": ("pass", 0.5),
+        "just-below": ("fail", 0.4999),
+        "above": ("pass", 0.75),
+        "zero": ("fail", 0.0),
+        "one": ("pass", 1.0),
+        "half-as-text": ("pass", 0.5),
+        "below-as-text": ("fail", 0.49),
+    }

@@ -279,6 +279,8 @@ def test_task_curves_and_success_match_inspect_ai_reducers(tmp_path: Path) -> No
 def test_driftdesk_pass_k_convention_averages_tasks_run_at_least_k_times(tmp_path: Path) -> None:
     run, by_task = generated_run(tmp_path)
     report = report_of(run)
+    longest = max(len(rows) for rows in by_task.values())
+    assert longest >= 2 and sorted(report.pass_hat_k) == list(range(1, longest + 1))
     for k, value in report.pass_hat_k.items():
         eligible = [rows for rows in by_task.values() if len(rows) >= k]
         expected = np.mean(

@@ -104,7 +104,7 @@ def test_cli_report_prints_the_good_rows(mixed_run: tuple[Path, dict]) -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads(result.stdout)
-    assert data["tasks_judged"] == 2 and data["skipped_line_count"] == len(expected)
+    assert data["tasks_judged"] == 2 and data["skipped_line_count"] == len(expected) > 0
     for line in expected:
         assert f"attempts.jsonl:{line}:" in result.stderr
 

@@ -150,8 +150,7 @@ def test_keyless_profiles_work_for_run_exec_and_doctor(
     assert ran.returncode == 0 and ran.stdout.strip() == provider_server.base_url + "/v1"
     provider_server.seen.clear()
     result = _run_once(cli, home, "local")
-    # 3: the run's one attempt was a link error (see below), which `run` reports as such.
-    assert result.returncode in (0, 3), result.stderr
+    assert result.returncode == 3, result.stderr  # its one attempt was a link error (below)
     upstream = _headers(provider_server.seen, "/chat/completions")
     assert upstream and all("authorization" not in h and "x-api-key" not in h for h in upstream)
     rows = [
@@ -160,9 +159,16 @@ def test_keyless_profiles_work_for_run_exec_and_doctor(
         .read_text()
         .splitlines()
     ]
-    # The call went through without a key (this test server's answer lacks a finish_reason,
-    # so the outcome itself is a truncation, not an auth failure).
-    assert len(rows) == 1 and rows[0]["calls"] == 1 and rows[0]["error_code"] != "auth"
+    calls = [
+        json.loads(line)
+        for line in next(Path(home.project / "runs").rglob("calls.jsonl")).read_text().splitlines()
+    ]
+    # The call went through without a key: the provider answered 200 (an auth failure is a 401,
+    # error_code "401"). This test server's answer lacks a finish_reason, so the attempt itself
+    # is a truncation, which `run` reports as a link error (exit 3).
+    assert [c["status"] for c in calls] == [200]
+    assert len(rows) == 1 and rows[0]["calls"] == 1
+    assert (rows[0]["outcome"], rows[0]["error_code"]) == ("link_error", "truncated")
 
 
 def test_env_switch_that_leaves_the_old_providers_key_warns_and_moves_it(

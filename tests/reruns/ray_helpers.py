@@ -255,3 +255,66 @@ def write_suite(folder: Path, ids: dict[str, str] | None = None) -> Path:
     path = folder / "suite.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+VICTIM_MARK = "DDTEST_VICTIM_NODE=1"  # in the environment of the node the node-loss test kills
+
+# The node-loss test's harness. Off the victim it asks the model once and answers. On the
+# victim (its Ray worker's environment carries VICTIM_MARK) the first try there becomes the
+# "caller": it asks the model, says so, and waits to be killed; the second, the "waiter",
+# waits to be killed without asking. Each role's file names its slot, so which try had called
+# the model when the node died is known, not left to chance.
+NODE_LOSS_HARNESS = textwrap.dedent(
+    """
+    import json, os, sys, time, urllib.request
+    task_id, attempt, result_path, roles = sys.argv[1:5]
+
+    def on_victim():
+        pid = os.getppid()
+        while pid > 1:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    if b"@MARK@" in fh.read().split(b"\\0"):
+                        return True
+                with open(f"/proc/{pid}/stat") as fh:
+                    pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                return False
+        return False
+
+    def take_role():
+        for role in ("caller", "waiter"):
+            try:
+                fd = os.open(os.path.join(roles, role), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                continue
+            os.write(fd, f"{task_id} {attempt}".encode())
+            os.close(fd)
+            return role
+        return None
+
+    def signal(name):
+        with open(os.path.join(roles, name + ".tmp"), "w") as fh:
+            fh.write(f"{task_id} {attempt}")
+        os.rename(os.path.join(roles, name + ".tmp"), os.path.join(roles, name))
+
+    role = take_role() if on_victim() else None
+    if role == "waiter":
+        signal("waiter-started")
+        time.sleep(120)  # its node is killed before it asks the model
+    body = json.dumps({"model": os.environ["DRIFTDESK_MODEL"],
+                       "messages": [{"role": "user", "content": os.environ["DRIFTDESK_PROMPT"]}]})
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body.encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                 "Content-Type": "application/json"})
+    answer = json.loads(urllib.request.urlopen(request, timeout=30).read())
+    if role == "caller":
+        signal("caller-asked")
+        time.sleep(120)  # its node is killed after it asked the model
+    with open("answer.txt", "w") as fh:
+        fh.write(answer["choices"][0]["message"]["content"].strip())
+    with open(result_path, "w") as fh:
+        json.dump({"success": True}, fh)  # judged: the task's check decides
+    """
+).replace("@MARK@", VICTIM_MARK)

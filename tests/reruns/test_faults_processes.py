@@ -209,6 +209,8 @@ async def test_a_background_child_holding_stdout_does_not_hold_the_attempt(
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     assert [r["outcome"] for r in rows] == ["pass", "pass"]
     # The harness's exit ended each attempt, not the timeout.
-    for log in (outcome.run_dir / "attempts").rglob("*.log"):
+    logs = list((outcome.run_dir / "attempts").rglob("*.log"))
+    assert len(logs) == 2
+    for log in logs:
         text = log.read_text()
         assert "[driftdesk] exit code 0" in text and "killed after" not in text

@@ -65,14 +65,14 @@ class Hostile(LoopbackServer):
             await response.write_eof()
             return response
         if what == "escaped":
-            body = json.dumps(
-                {
-                    "json": key.replace("/", "\\/"),
-                    "unicode": key.replace("-", "\\u002d"),
-                    "url": urllib.parse.quote(key, safe=""),
-                    "upper": key.upper(),
-                }
-            )
+            # Written by hand: json.dumps would double each backslash and send no key at all.
+            shapes = {
+                "json": key.replace("/", "\\/"),
+                "unicode": key.replace("-", "\\u002d"),
+                "url": urllib.parse.quote(key, safe=""),
+                "upper": key.upper(),
+            }
+            body = "{" + ", ".join(f'"{name}": "{shape}"' for name, shape in shapes.items()) + "}"
             return web.Response(status=401, body=body.encode(), content_type="application/json")
         if what == "redirect":
             raise web.HTTPTemporaryRedirect(f"{self.url}/elsewhere/v1/chat/completions")
@@ -202,7 +202,10 @@ async def test_the_error_body_scrub_catches_escaped_and_encoded_keys(
     text = body.decode()
     for variant in _variants(REAL):
         assert variant not in text, (variant, text)
-    assert {"json", "unicode", "url", "upper"} <= set(json.loads(text))
+    received = json.loads(text)
+    assert {"json", "unicode", "url", "upper"} <= set(received)
+    # What the agent gets once it has decoded the JSON holds no key either.
+    assert not [v for v in received.values() if REAL.lower() in urllib.parse.unquote(v).lower()]
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,9 @@ def test_every_event_crosses_as_one_json_line_and_comes_back_equal() -> None:
     from driftdesk.tui.state import LiveRun
 
     direct, relayed = LiveRun(label="direct"), LiveRun(label="relayed")
-    for event in _events():
+    events = _events()
+    assert len(events) > 5
+    for event in events:
         line = event_to_json(event)
         assert "\n" not in line
         back = event_from_json(line.encode())

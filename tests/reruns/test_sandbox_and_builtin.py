@@ -57,9 +57,10 @@ async def test_basic_suite_on_the_sandbox_drifts_per_task(
     by_task: dict[str, list[bool]] = defaultdict(list)
     for row in rows:
         by_task[row["task_id"]].append(row["success"])
-    for task_id, results in by_task.items():
-        if task_skill(task_id) == 1.0:
-            assert all(results), task_id  # always-right tasks are judged right every time
+    always_right = [t for t in by_task if task_skill(t) == 1.0]
+    assert always_right
+    for task_id in always_right:
+        assert all(by_task[task_id]), task_id  # judged right every time
     assert any(len(set(r)) == 2 for r in by_task.values())  # some tasks are volatile
     # Tool tasks take two calls (tool call, then the answer) and keep their scenario id.
     invoice = [r for r in rows if r["task_id"] == "invoice-7_2"]

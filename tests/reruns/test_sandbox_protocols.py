@@ -261,20 +261,30 @@ async def test_faults_on_responses_and_messages(
 async def test_truncated_streams_end_without_their_end_event(tmp_path: Path) -> None:
     with SandboxServer(faults=FaultRates(truncate=1.0)) as server:
         async with aiohttp.ClientSession() as session:
-            for url, body, end in (
+            for url, body, start, end in (
                 (
                     f"{server.root_url}/v1/messages",
                     {"messages": [{"role": "user", "content": "hi"}]},
+                    b"message_start",
                     b"message_stop",
                 ),
-                (f"{server.base_url}/responses", {"input": "hi"}, b"response.completed"),
+                (
+                    f"{server.base_url}/responses",
+                    {"input": "hi"},
+                    b"response.created",
+                    b"response.completed",
+                ),
             ):
+                received = b""
                 async with session.post(
                     url, json={**body, "model": SIM_MODEL, "stream": True}
                 ) as response:
                     with pytest.raises(aiohttp.ClientPayloadError):
-                        raw = await response.read()
-                        assert end not in raw
+                        # Chunk by chunk: what came before the cut is kept for the checks.
+                        async for chunk in response.content.iter_any():
+                            received += chunk
+                assert start in received  # the stream began...
+                assert end not in received  # ...and was cut before its end event
 
 
 def test_sandbox_cli_plays_a_given_suite_on_all_three_protocols(tmp_path: Path, cli) -> None:

@@ -365,3 +365,4 @@ async def test_lines_written_to_the_log_pane_repaint_it_without_a_layout_of_the_
                 shown = "\n".join(log.render_line(y).text for y in range(log.size.height))
                 assert f"step {written - 1} of {task}" in shown
             live.on_event(AttemptFinished(RUN, {"task_id": task, "attempt": 0, "outcome": "pass"}))
+        assert written == 2 * (1 + 30 + 200)  # both tasks' lines were written and checked

@@ -67,6 +67,7 @@ async def test_resume_a_killed_run_to_completion(
         # never runs those slots, so only the rows read at its start can fill them in).
         while live.status == "starting":
             await pilot.pause(0.02)
+        assert earlier
         for row in earlier:
             assert live.cells[(row["task_id"], row["attempt"])] == row["outcome"]
         await wait_for_run(app, pilot, live)

@@ -111,7 +111,9 @@ async def test_add_profile_form_buttons_are_reachable(size, home, make_app, sett
         await settle(app, pilot)
         form = app.screen
         assert isinstance(form, ProfileFormScreen)
-        for button in form.query(Button):
+        buttons = list(form.query(Button))
+        assert buttons
+        for button in buttons:
             assert _inside(app, button), button.id
 
 
