@@ -28,6 +28,64 @@ TASK_TABLE_COLUMNS: dict[str, str] = {
 }
 
 
+# The CSV of `report --format csv` and the workbench's export: one row per task (or scenario).
+CSV_COLUMNS = (
+    "run_id",
+    "task_id",
+    "scenario_id",
+    "n",
+    "passes",
+    "fails",
+    "link_errors",
+    "harness_errors",
+    "success_rate",
+    "spread",
+    "latency_mean_ms",
+    "latency_cv",
+    "tokens_mean",
+    "tokens_cv",
+    "model_latency_mean_ms",
+    "retries",
+    "model_mismatches",
+    "c_out",
+    "last_error_kinds",
+)
+SCENARIO_CSV_COLUMNS = ("run_id", "scenario_id", "tasks", "min_success_rate", "mean_success_rate")
+
+
+def tasks_csv(reports: Sequence[RunReport]) -> str:
+    """The task (or scenario) rows as CSV. Text from files (ids, error kinds) that a
+    spreadsheet would run as a formula (=, +, -, @…) is written escaped (``csvcells``)."""
+    import csv
+    import io
+
+    from driftdesk.csvcells import spreadsheet_safe as safe
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if reports and all(r.group_by == "scenario" for r in reports):
+        # --group-by scenario: one row per scenario (the task rows are the default grouping)
+        writer.writerow(SCENARIO_CSV_COLUMNS)
+        for report in reports:
+            for scenario in report.scenarios:
+                row = scenario.to_json()
+                row["scenario_id"] = safe(row["scenario_id"])
+                writer.writerow([safe(report.run_id)] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
+        return buffer.getvalue()
+    writer.writerow(CSV_COLUMNS)
+    for report in reports:
+        run_id = safe(report.run_id)
+        for task in [*report.tasks, *report.tasks_below_min_runs]:
+            row = task.to_json()
+            row["task_id"], row["scenario_id"] = safe(row["task_id"]), safe(row["scenario_id"])
+            writer.writerow(
+                [run_id]
+                + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[1:-1]]
+                + [safe(" ".join(task.last_error_kinds))]
+            )
+    return buffer.getvalue()
+
+
 def task_table(reports: Sequence[RunReport]) -> dict[str, list[object]]:
     columns: dict[str, list[object]] = {name: [] for name in TASK_TABLE_COLUMNS}
     for report in reports:

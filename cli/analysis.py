@@ -7,7 +7,6 @@ Notices about skipped lines go to stderr so stdout stays machine-readable.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -22,29 +21,6 @@ if TYPE_CHECKING:
     from driftdesk.analysis.volatility import RunReport
 
 Handler = Callable[[argparse.Namespace], int]
-
-CSV_COLUMNS = (
-    "run_id",
-    "task_id",
-    "scenario_id",
-    "n",
-    "passes",
-    "fails",
-    "link_errors",
-    "harness_errors",
-    "success_rate",
-    "spread",
-    "latency_mean_ms",
-    "latency_cv",
-    "tokens_mean",
-    "tokens_cv",
-    "model_latency_mean_ms",
-    "retries",
-    "model_mismatches",
-    "c_out",
-    "last_error_kinds",
-)
-SCENARIO_CSV_COLUMNS = ("run_id", "scenario_id", "tasks", "min_success_rate", "mean_success_rate")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -230,7 +206,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     if args.format == "csv":
-        text = _csv_text(reports)
+        from driftdesk.analysis.export import tasks_csv
+
+        text = tasks_csv(reports)
     else:
         # Task ids and error kinds come from files: shown, their control characters are inert.
         text = printable("\n".join(render_report_table(r) for r in reports))
@@ -270,38 +248,6 @@ def _emit(text: str, out: str | None) -> None:
         atomic_write_text(out, text, mode=0o644)
     else:
         sys.stdout.write(text)
-
-
-def _csv_text(reports: Sequence[RunReport]) -> str:
-    """The task (or scenario) rows as CSV. Text from files (ids, error kinds) that a
-    spreadsheet would run as a formula (=, +, -, @…) is written escaped (``csvcells``)."""
-    import io
-
-    from driftdesk.csvcells import spreadsheet_safe as safe
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    if reports and all(r.group_by == "scenario" for r in reports):
-        # --group-by scenario: one row per scenario (the task rows are the default grouping)
-        writer.writerow(SCENARIO_CSV_COLUMNS)
-        for report in reports:
-            for scenario in report.scenarios:
-                row = scenario.to_json()
-                row["scenario_id"] = safe(row["scenario_id"])
-                writer.writerow([safe(report.run_id)] + [row[c] for c in SCENARIO_CSV_COLUMNS[1:]])
-        return buffer.getvalue()
-    writer.writerow(CSV_COLUMNS)
-    for report in reports:
-        run_id = safe(report.run_id)
-        for task in [*report.tasks, *report.tasks_below_min_runs]:
-            row = task.to_json()
-            row["task_id"], row["scenario_id"] = safe(row["task_id"]), safe(row["scenario_id"])
-            writer.writerow(
-                [run_id]
-                + ["" if row[c] is None else row[c] for c in CSV_COLUMNS[1:-1]]
-                + [safe(" ".join(task.last_error_kinds))]
-            )
-    return buffer.getvalue()
 
 
 def _cell(text: str) -> str:

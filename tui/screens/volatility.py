@@ -397,11 +397,9 @@ class VolatilityScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False, name="the export")
     def export_report(self, run_dir: Path) -> None:
-        """The report as JSON and its task table as CSV, both from the analysis core."""
-        import csv
-        import io
-
-        from driftdesk.analysis.export import task_table
+        """The report as JSON and its task table as CSV, both from the analysis core (the
+        same CSV as ``report --format csv``)."""
+        from driftdesk.analysis.export import tasks_csv
         from driftdesk.analysis.volatility import build_report
         from driftdesk.fileio import atomic_write_json, atomic_write_text
 
@@ -411,13 +409,7 @@ class VolatilityScreen(WorkbenchScreen):
         json_path = out / f"{report.run_id}.report.json"
         csv_path = out / f"{report.run_id}.tasks.csv"
         atomic_write_json(json_path, report.to_json())
-        table = task_table(reports)
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(list(table))
-        for row in zip(*table.values(), strict=True):
-            writer.writerow(["|".join(map(str, v)) if isinstance(v, list) else v for v in row])
-        atomic_write_text(csv_path, buffer.getvalue())
+        atomic_write_text(csv_path, tasks_csv(reports))
         self.app.call_from_thread(self.notify, f"exported {json_path} and {csv_path.name}")
 
     # -- timers --------------------------------------------------------------------------------
