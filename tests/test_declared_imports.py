@@ -21,7 +21,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from test_import_hygiene import ROOT, project_modules
+from test_import_hygiene import ROOT, never_run, project_modules
 
 
 def canonical(name: str) -> str:
@@ -48,12 +48,7 @@ def declared(requirements: list[str]) -> tuple[set[str], dict[str, set[str]]]:
 def third_party_imports(path: Path) -> list[tuple[int, str, bool]]:
     """(line, top-level module, at module level?) of every import that runs."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for inner in ast.walk(node)
-    }
+    skipped = never_run(tree)
     in_function = {
         id(inner)
         for node in ast.walk(tree)

@@ -89,16 +89,21 @@ def project_modules() -> dict[str, Path]:
     return modules
 
 
-def imports_of(path: Path, known: set[str]) -> set[str]:
-    """Our modules ``path`` imports, at the top or inside functions; ``if TYPE_CHECKING`` blocks
-    do not run and do not count."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {
+def never_run(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks (only type checkers read them)."""
+    return {
         id(inner)
         for node in ast.walk(tree)
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
         for inner in ast.walk(node)
     }
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """Our modules ``path`` imports, at the top or inside functions; ``if TYPE_CHECKING`` blocks
+    do not run and do not count."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = never_run(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -193,7 +198,8 @@ def test_nothing_imports_a_bare_top_level_folder() -> None:
     sources = [
         path
         for path in ROOT.rglob("*.py")
-        if not {".venv", ".venv-test", ".tools", ".git", "build"} & set(path.relative_to(ROOT).parts)
+        if not {".venv", ".venv-test", ".tools", ".git", "build"}
+        & set(path.relative_to(ROOT).parts)
     ]
     bare = []
     for path in sources:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_packaging import build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "analysis" / "fixtures"
@@ -58,15 +59,7 @@ def _uv() -> str:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """The wheel, and its base requirements (no extras) read from its own metadata."""
-    out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (path,) = out.glob("driftdesk-*.whl")
+    path = build_wheel(tmp_path_factory.mktemp("wheel"))
     with zipfile.ZipFile(path) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         metadata = email.message_from_bytes(archive.read(name))

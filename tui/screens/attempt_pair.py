@@ -15,7 +15,13 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Header, Label, Static
 
 from driftdesk.terminal import printable
-from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.base import (
+    HEADER_ICON,
+    Loaded,
+    PaletteCommand,
+    WorkbenchScreen,
+    task_title,
+)
 from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
 
@@ -91,15 +97,7 @@ class AttemptPairScreen(WorkbenchScreen):
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
         with Vertical(id="pair-body"):
-            yield Label(
-                Text.assemble(
-                    ("task ", "dim"),
-                    (printable(self.task_id, keep_newlines=False), "bold"),
-                    ("  in  ", "dim"),
-                    self.run_dir.name,
-                ),
-                id="pair-title",
-            )
+            yield Label(task_title(self.task_id, self.run_dir), id="pair-title")
             yield Static("comparing…", id="pair-summary")
             table: DataTable[Any] = DataTable(id="pair-steps", cursor_type="row")
             yield table

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from rich.text import Text
 from textual import events
 from textual.binding import ActiveBinding
 from textual.message import Message
@@ -16,6 +18,8 @@ from textual.types import NoActiveAppError
 from textual.widget import Widget
 from textual.worker import NoActiveWorker, Worker, get_current_worker
 
+from driftdesk.terminal import printable
+
 if TYPE_CHECKING:
     from driftdesk.tui.app import DriftdeskApp
 
@@ -24,6 +28,16 @@ if TYPE_CHECKING:
 # many terminals); "≡" is in all of them and reads as "menu" (a click opens the palette).
 HEADER_ICON = "≡"
 FOOTER_FIRST = ("app.help", "app.quit")
+
+
+def task_title(task_id: str, run_dir: Path) -> Text:
+    """``task <id>  in  <run>``: the first line of a screen about one task of a run."""
+    return Text.assemble(
+        ("task ", "dim"),
+        (printable(task_id, keep_newlines=False), "bold"),
+        ("  in  ", "dim"),
+        run_dir.name,
+    )
 
 
 @dataclass(frozen=True)

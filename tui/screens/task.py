@@ -18,7 +18,13 @@ from textual.widgets import DataTable, Header, Label, RichLog, Static
 
 from driftdesk.analysis.attempt_detail import AttemptDetail, attempt_detail, call_line
 from driftdesk.terminal import printable
-from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
+from driftdesk.tui.screens.base import (
+    HEADER_ICON,
+    Loaded,
+    PaletteCommand,
+    WorkbenchScreen,
+    task_title,
+)
 from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import fill_table
 from driftdesk.tui.widgets.trajectory import TrajectoryView
@@ -95,15 +101,7 @@ class TaskScreen(WorkbenchScreen):
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
         with Vertical(id="task-body"):
-            yield Label(
-                Text.assemble(
-                    ("task ", "dim"),
-                    (printable(self.task_id, keep_newlines=False), "bold"),
-                    ("  in  ", "dim"),
-                    self.run_dir.name,
-                ),
-                id="task-title",
-            )
+            yield Label(task_title(self.task_id, self.run_dir), id="task-title")
             yield Static(Text("explaining…", style="dim"), id="task-explain")
             table: DataTable[Any] = DataTable(id="attempts", cursor_type="row")
             fill_table(table, ATTEMPT_COLUMNS, [])
