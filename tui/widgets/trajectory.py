@@ -72,7 +72,7 @@ class TrajectoryView(Vertical):
     """A trajectory's steps with a search box (hidden until ``/``)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "toggle", "Unfold", id="trajectory.toggle"),
+        Binding("enter", "toggle_step", "Unfold", id="trajectory.toggle"),
         Binding("slash", "search", "Search steps", id="trajectory.search"),
         Binding("n", "next_match", "Next match", id="trajectory.next_match"),
     ]
@@ -124,7 +124,7 @@ class TrajectoryView(Vertical):
         option_id = self.options.get_option_at_index(highlighted).id
         return self.steps[int(option_id)] if option_id is not None else None
 
-    def action_toggle(self) -> None:
+    def action_toggle_step(self) -> None:
         step = self._selected()
         if step is None:
             return
@@ -139,7 +139,7 @@ class TrajectoryView(Vertical):
     @on(OptionList.OptionSelected, "#trajectory-steps")
     def _selected_by_enter(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.action_toggle()
+        self.action_toggle_step()
 
     def action_search(self) -> None:
         search = self.query_one("#trajectory-search", Input)
