@@ -74,10 +74,14 @@ def test_report_and_compare_print_hostile_task_ids_escaped(tmp_path: Path) -> No
     assert SHOWN in _cli("compare", str(run_dir), str(other))  # it changed: it is listed
 
 
-def test_tasks_escapes_on_a_terminal_and_stays_raw_in_a_pipe(tmp_path: Path) -> None:
+def test_tasks_escapes_on_a_terminal_and_quotes_reversibly_in_a_pipe(tmp_path: Path) -> None:
+    from driftdesk.taskids import quote, unquote
+
     run_dir = _run_dir(tmp_path)
     piped = _cli("tasks", str(run_dir), "--volatile")
-    assert piped == HOSTILE + "\n"  # data for --tasks: the exact id
+    # Data for --tasks: one line per id, no raw control character, and the exact id back.
+    assert piped == quote(HOSTILE) + "\n" and not any(ch in piped for ch in RAW)
+    assert unquote(piped.rstrip("\n")) == HOSTILE
     leader, follower = pty.openpty()
     done = subprocess.run(
         [sys.executable, "-m", "driftdesk", "tasks", str(run_dir), "--volatile"],
