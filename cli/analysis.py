@@ -568,7 +568,7 @@ def _import_results(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         copy=args.copy,
     )
-    for problem in result.problems:
+    for problem in result.notes + result.problems:  # a note skipped nothing: not counted
         print(f"warning: {args.source}: {problem}", file=sys.stderr)
     print(
         f"imported {plural(result.attempts, 'attempt')} of {plural(result.tasks, 'task')} "
