@@ -146,9 +146,11 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pass-k-convention",
         default="driftdesk",
-        choices=["driftdesk", "tau2"],
-        help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
-        "(k capped at the smallest per-task trial count, every task averaged)",
+        choices=["driftdesk", "tau2", "inspect"],
+        help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times), tau2 "
+        "(k capped at the smallest per-task trial count, every task averaged) or inspect "
+        "(every task at every k, one run fewer than k times counting 0, as inspect_ai's "
+        "at_least_k)",
     )
 
 

@@ -200,3 +200,36 @@ def test_partial_credit_is_scored_as_inspect_scores_it(logs: Path, tmp_path: Pat
     strict = import_results(source, out=tmp_path / "runs", run_id="strict", score_threshold=0.8)
     verdicts = {r["task_id"]: r["outcome"] for r in rows_of(strict.run_dir)}
     assert verdicts == {"c": "pass", "p": "fail", "i": "fail", "n07": "fail", "n025": "fail"}
+
+
+def test_pass_k_in_inspects_convention_is_inspects_at_least_k(logs: Path, tmp_path: Path) -> None:
+    """Uneven epochs (the stopped eval: one sample crashed at epoch 2, one never ran it): at
+    k = 2 epochs, inspect's at_least(2) over its scored samples counts the short ones as 0;
+    the "inspect" convention gives that figure, "driftdesk" another one, and each says which."""
+    from collections import defaultdict
+
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.scorer import at_least
+
+    from driftdesk.analysis.volatility import build_report
+
+    stopped, _ = _stopped_logs(logs)
+    scores = defaultdict(list)
+    for sample in read_eval_log(str(stopped)).samples or []:
+        for score in (sample.scores or {}).values():
+            scores[sample.id].append(score)
+    reducer = at_least(2)
+    at_least_2 = sum(float(reducer(s).value) for s in scores.values()) / len(scores)
+    assert 0 < at_least_2 < 1  # the uneven epochs make the conventions differ
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(stopped, alone)
+    run_dir = import_results(alone, out=tmp_path / "runs").run_dir
+    (ours,) = build_report([run_dir])
+    (theirs,) = build_report([run_dir], pass_k_convention="inspect")
+    assert theirs.pass_hat_k[2] == pytest.approx(at_least_2, abs=1e-12)
+    assert ours.pass_hat_k[2] != pytest.approx(at_least_2)
+    assert (ours.to_json()["pass_k_convention"], theirs.to_json()["pass_k_convention"]) == (
+        "driftdesk",
+        "inspect",
+    )
