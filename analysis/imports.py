@@ -934,11 +934,17 @@ def _import_inspect(
         out,
         run_id,
         logs.model,
-        {},
+        dict(logs.published),  # inspect's own figures, beside the rows driftdesk reads
         lambda _: 0,
         import_key,
     )
     tasks = {a.task_id for a in attempts}
     return ImportResult(
-        run_dir, "inspect", len(attempts), len(tasks), logs.problems, notes=logs.notes
+        run_dir,
+        "inspect",
+        len(attempts),
+        len(tasks),
+        logs.problems,
+        dict(logs.published),
+        notes=logs.notes,
     )

@@ -223,6 +223,9 @@ class InspectLogs:
     model: str | None
     files: list[Path]
     notes: list[str] = field(default_factory=list)  # what the import did about an eval's status
+    # the metrics inspect states in the latest log of each task (its own mean, accuracy...),
+    # "<scorer>/<metric>" ("<task>/<scorer>/<metric>" when the logs hold several tasks)
+    published: dict[str, float] = field(default_factory=dict)
 
 
 def _samples_of(location: str) -> Iterator[EvalSample]:
@@ -321,4 +324,16 @@ def read_inspect_logs(path: Path, *, threshold: float = PASS_THRESHOLD) -> Inspe
                 "samples are imported"
                 + (f", its {rest} unfinished as eval_error rows" if rest else "")
             )
-    return InspectLogs(list(chosen.values()), problems, models[0] if models else None, files, notes)
+    published: dict[str, float] = {}
+    for _, _, header in headers:  # oldest first: a later log of the task replaces its figures
+        if header.results is None:
+            continue
+        prefix = f"{header.eval.task}/" if several else ""
+        for key in [k for k in published if k.startswith(prefix)]:
+            del published[key]
+        for scored in header.results.scores:
+            for metric in scored.metrics.values():
+                if isinstance(metric.value, int | float):
+                    published[f"{prefix}{scored.name}/{metric.name}"] = float(metric.value)
+    model = models[0] if models else None
+    return InspectLogs(list(chosen.values()), problems, model, files, notes, published)

@@ -233,3 +233,18 @@ def test_pass_k_in_inspects_convention_is_inspects_at_least_k(logs: Path, tmp_pa
         "driftdesk",
         "inspect",
     )
+
+
+def test_inspects_own_metrics_are_kept_and_match_the_imported_scores(
+    logs: Path, tmp_path: Path
+) -> None:
+    from inspect_ai.log import read_eval_log
+
+    (source,) = (logs / "partial").glob("*.eval")
+    (scored,) = read_eval_log(str(source), header_only=True).results.scores
+    result = import_results(source, out=tmp_path / "runs")
+    assert result.published == {f"{scored.name}/mean": scored.metrics["mean"].value}
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["imported_from"]["published"] == result.published
+    scores = [r["score"] for r in rows_of(result.run_dir)]
+    assert sum(scores) / len(scores) == pytest.approx(scored.metrics["mean"].value, abs=1e-12)
