@@ -329,11 +329,11 @@ def read_inspect_logs(path: Path, *, threshold: float = PASS_THRESHOLD) -> Inspe
         if header.results is None:
             continue
         prefix = f"{header.eval.task}/" if several else ""
-        for key in [k for k in published if k.startswith(prefix)]:
-            del published[key]
+        for stale in [k for k in published if k.startswith(prefix)]:
+            del published[stale]
         for scored in header.results.scores:
             for metric in scored.metrics.values():
                 if isinstance(metric.value, int | float):
                     published[f"{prefix}{scored.name}/{metric.name}"] = float(metric.value)
-    model = models[0] if models else None
-    return InspectLogs(list(chosen.values()), problems, model, files, notes, published)
+    run_model = models[0] if models else None
+    return InspectLogs(list(chosen.values()), problems, run_model, files, notes, published)
