@@ -95,6 +95,7 @@ class ImportResult:
     problems: list[str] = field(default_factory=list)
     published: dict[str, Any] = field(default_factory=dict)  # numbers the source file states
     zero_copy: bool = False  # the run reads its rows from the source file (analysis.zero_copy)
+    notes: list[str] = field(default_factory=list)  # warnings that skipped nothing
 
 
 @dataclass
@@ -153,7 +154,7 @@ def import_results(
     fmt: Format = "auto",
     task_field: str | None = None,
     success_field: str | None = None,
-    score_threshold: float = 1.0,
+    score_threshold: float | None = None,
     out: Path = Path("runs"),
     run_id: str | None = None,
     copy: bool = False,
@@ -163,7 +164,10 @@ def import_results(
     Generic JSON lines are imported zero-copy unless ``copy``: every line is checked, but the
     run dir holds only the manifest, which links the source (``analysis.zero_copy``)."""
     if fmt == "inspect" or (fmt == "auto" and _inspect_log(path)):
-        return _import_inspect(path, out, run_id)  # inspect_ai logs: analysis/inspect_logs.py
+        # inspect_ai logs: analysis/inspect_logs.py (its own threshold when none was given)
+        return _import_inspect(path, out, run_id, score_threshold)
+    if score_threshold is None:
+        score_threshold = 1.0
     if not path.is_file():
         raise ResultsImportError(f"{path}: no such file")
     options = [fmt, task_field, success_field, score_threshold]
@@ -885,18 +889,27 @@ def _inspect_log(path: Path) -> bool:
     return looks_like_inspect_log(path)
 
 
-def _import_inspect(path: Path, out: Path, run_id: str | None) -> ImportResult:
-    """inspect_ai logs (a ``.eval`` / ``.json`` file or a folder of them) -> a run dir."""
+def _import_inspect(
+    path: Path, out: Path, run_id: str | None, threshold: float | None
+) -> ImportResult:
+    """inspect_ai logs (a ``.eval`` / ``.json`` file or a folder of them) -> a run dir; a
+    score passes at ≥ ``threshold`` (inspect_logs.PASS_THRESHOLD when None)."""
     import hashlib
     from dataclasses import asdict
 
-    from driftdesk.analysis.inspect_logs import InspectMissing, read_inspect_logs
+    from driftdesk.analysis.inspect_logs import (
+        PASS_THRESHOLD,
+        InspectMissing,
+        InspectMixedModels,
+        read_inspect_logs,
+    )
 
     if not path.exists():
         raise ResultsImportError(f"{path}: no such file or folder")
+    threshold = PASS_THRESHOLD if threshold is None else threshold
     try:
-        logs = read_inspect_logs(path)
-    except InspectMissing as exc:
+        logs = read_inspect_logs(path, threshold=threshold)
+    except (InspectMissing, InspectMixedModels) as exc:
         raise ResultsImportError(str(exc)) from None
     if not logs.attempts:
         detail = "; ".join(logs.problems) or "no samples"
@@ -910,7 +923,8 @@ def _import_inspect(path: Path, out: Path, run_id: str | None) -> ImportResult:
     else:  # a folder: its logs' hashes, in order, stand for it
         raw = b"".join(hashlib.sha256(f.read_bytes()).digest() for f in logs.files)
     content_sha = hashlib.sha256(raw).hexdigest()
-    import_key = _refuse_a_second_import(path, content_sha, ["inspect"], out, run_id)
+    options: list[Any] = ["inspect"] if threshold == PASS_THRESHOLD else ["inspect", threshold]
+    import_key = _refuse_a_second_import(path, content_sha, options, out, run_id)
 
     _, run_dir = _write_run(
         path,
@@ -920,9 +934,17 @@ def _import_inspect(path: Path, out: Path, run_id: str | None) -> ImportResult:
         out,
         run_id,
         logs.model,
-        {},
+        dict(logs.published),  # inspect's own figures, beside the rows driftdesk reads
         lambda _: 0,
         import_key,
     )
     tasks = {a.task_id for a in attempts}
-    return ImportResult(run_dir, "inspect", len(attempts), len(tasks), logs.problems)
+    return ImportResult(
+        run_dir,
+        "inspect",
+        len(attempts),
+        len(tasks),
+        logs.problems,
+        dict(logs.published),
+        notes=logs.notes,
+    )

@@ -8,8 +8,9 @@ Mapping of one sample:
 
 - ``task_id`` = the sample id (``<task>/<id>`` when the logs hold several tasks), ``attempt`` =
   epoch - 1, ``scenario_id`` = the task name.
-- Outcome from the first scorer's value: ``C`` → pass; ``I``, ``P``, ``N`` → fail; a number (or
-  bool) passes when it is ≥ ``PASS_THRESHOLD`` (0.5). ``score`` is that value as a float.
+- ``score`` = the first scorer's value as inspect reads it (``C`` 1, ``P`` 0.5, ``I``/``N`` 0,
+  numbers as they are); the outcome passes when the score is ≥ the threshold the user chose
+  (``--score-threshold``; ``PASS_THRESHOLD``, 0.5, when none was given).
 - A sample error → ``link_error`` when it names the provider or the link (an HTTP status,
   which becomes the ``error_code``; a rate limit; a timeout; a dropped or cut connection),
   else ``harness_error`` (``harness_crash``). An unscored sample without error is a
@@ -24,16 +25,18 @@ Mapping of one sample:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from inspect_ai.log import EvalSample
+    from inspect_ai.log import EvalLog, EvalSample
 
 INSPECT_EXTRA = "pip install 'driftdesk[inspect]'"
 PASS_THRESHOLD = 0.5
-_LETTER_GRADES = {"C": True, "I": False, "P": False, "N": False}
+_GRADE_SCORES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
+_WORD_SCORES = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 _HTTP_STATUS = re.compile(
     r"(?:error code|status(?: code)?|http(?: status)?)\W{0,3}([1-5]\d\d)\b", re.IGNORECASE
 )
@@ -107,22 +110,28 @@ def classify_error(message: str) -> tuple[str, str]:
     return "harness_error", "harness_crash"
 
 
-def judge_value(value: Any) -> tuple[bool, float] | None:
-    """``(passed, score)`` of a scorer's value, or None when it cannot be judged."""
+def judge_value(value: Any, threshold: float = PASS_THRESHOLD) -> tuple[bool, float] | None:
+    """``(passed, score)`` of a scorer's value, or None when it cannot be judged. The score is
+    inspect's own reading of the value (its ``value_to_float``: ``C`` 1, ``P`` 0.5, ``I`` and
+    ``N`` 0, yes/true 1, no/false 0, numbers as they are); it passes at ≥ ``threshold``."""
     if isinstance(value, str):
-        grade = value.strip().upper()
-        if grade in _LETTER_GRADES:
-            passed = _LETTER_GRADES[grade]
-            return passed, 1.0 if passed else (0.5 if grade == "P" else 0.0)
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if isinstance(value, bool):
-        return value, float(value)
-    if isinstance(value, int | float):
-        return float(value) >= PASS_THRESHOLD, float(value)
-    return None
+        text = value.strip()
+        if text.upper() in _GRADE_SCORES:
+            score = _GRADE_SCORES[text.upper()]
+        elif text.lower() in _WORD_SCORES:
+            score = _WORD_SCORES[text.lower()]
+        else:
+            try:
+                score = float(text)
+            except ValueError:
+                return None
+    elif isinstance(value, bool | int | float):
+        score = float(value)
+    else:
+        return None
+    if score != score:  # NaN: no judgement
+        return None
+    return score >= threshold, score
 
 
 @dataclass
@@ -155,7 +164,12 @@ def sample_task_id(sample_id: int | str, task: str | None, several_tasks: bool) 
 
 
 def sample_attempt(
-    sample: EvalSample, *, task: str | None, model: str | None, several_tasks: bool = False
+    sample: EvalSample,
+    *,
+    task: str | None,
+    model: str | None,
+    several_tasks: bool = False,
+    threshold: float = PASS_THRESHOLD,
 ) -> SampleAttempt:
     """The attempt one finished sample of an inspect log stands for."""
     attempt = SampleAttempt(
@@ -187,7 +201,7 @@ def sample_attempt(
         attempt.error_message = sample.error.message[:2000]
         return attempt
     for score in (sample.scores or {}).values():
-        judged = judge_value(score.value)
+        judged = judge_value(score.value, threshold)
         if judged is not None:
             passed, attempt.score = judged
             attempt.outcome = "pass" if passed else "fail"
@@ -198,22 +212,60 @@ def sample_attempt(
     return attempt
 
 
+class InspectMixedModels(ValueError):
+    """The logs hold more than one model: a run is one model's attempts."""
+
+
 @dataclass
 class InspectLogs:
     attempts: list[SampleAttempt]
-    problems: list[str]
+    problems: list[str]  # files or samples that could not be read
     model: str | None
     files: list[Path]
+    notes: list[str] = field(default_factory=list)  # what the import did about an eval's status
+    # the metrics inspect states in the latest log of each task (its own mean, accuracy...),
+    # "<scorer>/<metric>" ("<task>/<scorer>/<metric>" when the logs hold several tasks)
+    published: dict[str, float] = field(default_factory=dict)
 
 
-def read_inspect_logs(path: Path) -> InspectLogs:
+def _samples_of(location: str) -> Iterator[EvalSample]:
+    """Every sample of one log, whatever its header says. A ``.json`` log is one document,
+    read in full: older versions wrote no ``sample_ids`` in its header, which the streaming
+    reader needs. An ``.eval`` is read sample by sample from its own list of samples (not
+    epochs 1…``config.epochs``: an older header may name no epochs), in full if that fails."""
+    from inspect_ai.log import read_eval_log, read_eval_log_sample, read_eval_log_sample_summaries
+
+    if not location.lower().endswith(".json"):
+        try:
+            slots = [(s.id, s.epoch) for s in read_eval_log_sample_summaries(location)]
+        except Exception:  # the full read below says what is wrong, if anything
+            pass
+        else:
+            for sample_id, epoch in slots:  # one at a time: a log may hold thousands
+                yield read_eval_log_sample(location, id=sample_id, epoch=epoch)
+            return
+    yield from read_eval_log(location).samples or []
+
+
+def _planned_slots(header: EvalLog) -> list[tuple[str, int]]:
+    """The (sample id, epoch) pairs the eval set out to run, when its header names them."""
+    ids = header.eval.dataset.sample_ids or []
+    epochs = header.eval.config.epochs or 1
+    return [(str(i), epoch) for i in ids for epoch in range(1, epochs + 1)]
+
+
+def read_inspect_logs(path: Path, *, threshold: float = PASS_THRESHOLD) -> InspectLogs:
     """Every sample × epoch of the logs at ``path`` (a file or a folder). An ``eval-retry``
-    log redoes samples of an earlier one: per (task, sample, epoch) the latest log wins."""
+    log redoes samples of an earlier one: per (task, sample, epoch) the latest log wins. An
+    eval that ended before all its samples finished (status ``error``, ``cancelled``) gives
+    its unfinished samples ``eval_error`` rows, as ``run --agent inspect`` does, unless a
+    later log finished them. Logs of more than one model are refused (a run is one model)."""
     require_inspect()
-    from inspect_ai.log import read_eval_log, read_eval_log_samples
+    from inspect_ai.log import read_eval_log
 
     files = _candidates(path) if path.is_dir() else [path]
     problems: list[str] = []
+    notes: list[str] = []
     headers = []
     for file in files:
         try:
@@ -223,25 +275,65 @@ def read_inspect_logs(path: Path) -> InspectLogs:
                 continue  # not every JSON beside the logs is one
             problems.append(f"{file}: not a readable inspect log ({type(exc).__name__}: {exc})")
             continue
-        if header.status != "success":
-            problems.append(
-                f"{file}: the eval ended with status {header.status!r}; "
-                "its finished samples are imported"
-            )
         headers.append((header.eval.created, str(file), header))
+    models = sorted({h.eval.model for _, _, h in headers})
+    if len(models) > 1:
+        raise InspectMixedModels(
+            f"{path}: the logs hold {len(models)} models ({', '.join(models)}); a run is one "
+            "model's attempts: import each model's logs on its own (one folder each)"
+        )
     headers.sort(key=lambda item: (item[0], item[1]))  # oldest first: later logs win
     several = len({h.eval.task for _, _, h in headers}) > 1
     chosen: dict[tuple[str, str, int], SampleAttempt] = {}
-    models = {h.eval.model for _, _, h in headers}
+    unfinished: dict[tuple[str, str, int], tuple[EvalLog, str]] = {}
     for _, location, header in headers:
+        task, model = header.eval.task, header.eval.model
         try:
-            for sample in read_eval_log_samples(location, all_samples_required=False):
+            for sample in _samples_of(location):
                 attempt = sample_attempt(
-                    sample, task=header.eval.task, model=header.eval.model, several_tasks=several
+                    sample, task=task, model=model, several_tasks=several, threshold=threshold
                 )
-                chosen[(header.eval.task, str(sample.id), sample.epoch)] = attempt
+                chosen[(task, str(sample.id), sample.epoch)] = attempt
         except Exception as exc:
             problems.append(f"{location}: samples unreadable ({type(exc).__name__}: {exc})")
-    return InspectLogs(
-        list(chosen.values()), problems, models.pop() if len(models) == 1 else None, files
-    )
+        if header.status != "success":
+            for sample_id, epoch in _planned_slots(header):
+                unfinished[(task, sample_id, epoch)] = (header, location)
+    errored: dict[str, int] = {}
+    for key, (header, location) in unfinished.items():
+        if key in chosen:
+            continue
+        task, sample_id, epoch = key
+        reason = header.error.message if header.error is not None else "no error recorded"
+        chosen[key] = SampleAttempt(
+            task_id=sample_task_id(sample_id, task, several),
+            attempt=epoch - 1,
+            scenario_id=task,
+            outcome="harness_error",
+            error_code="eval_error",
+            error_message=f"inspect's eval ended ({header.status}) before this sample "
+            f"finished: {reason}"[:2000],
+            model=header.eval.model,
+        )
+        errored[location] = errored.get(location, 0) + 1
+    for _, location, header in headers:
+        if header.status != "success":
+            rest = errored.get(location, 0)
+            notes.append(
+                f"{location}: the eval ended with status {header.status!r}; its finished "
+                "samples are imported"
+                + (f", its {rest} unfinished as eval_error rows" if rest else "")
+            )
+    published: dict[str, float] = {}
+    for _, _, header in headers:  # oldest first: a later log of the task replaces its figures
+        if header.results is None:
+            continue
+        prefix = f"{header.eval.task}/" if several else ""
+        for stale in [k for k in published if k.startswith(prefix)]:
+            del published[stale]
+        for scored in header.results.scores:
+            for metric in scored.metrics.values():
+                if isinstance(metric.value, int | float):
+                    published[f"{prefix}{scored.name}/{metric.name}"] = float(metric.value)
+    run_model = models[0] if models else None
+    return InspectLogs(list(chosen.values()), problems, run_model, files, notes, published)

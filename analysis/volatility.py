@@ -46,9 +46,12 @@ if TYPE_CHECKING:
 
 GroupBy = Literal["task", "scenario"]
 # pass^k averaging: "driftdesk" averages each k over the tasks run at least k times; "tau2"
-# caps k at the smallest per-task trial count and averages over every task (tau2-bench).
-PassKConvention = Literal["driftdesk", "tau2"]
-PASS_K_CONVENTIONS: tuple[str, ...] = ("driftdesk", "tau2")
+# caps k at the smallest per-task trial count and averages over every task (tau2-bench);
+# "inspect" averages every task at every k, a task judged fewer than k times counting 0 (as
+# inspect_ai's at_least_k reducer counts a sample short of k scored epochs; per task pass^k
+# equals at_least_k at k = n, its epochs).
+PassKConvention = Literal["driftdesk", "tau2", "inspect"]
+PASS_K_CONVENTIONS: tuple[str, ...] = ("driftdesk", "tau2", "inspect")
 RESOURCES = ("latency", "tokens", "cost")
 SortKey = Literal["spread", "success", "task"]
 Source = Path | str
@@ -699,7 +702,9 @@ def _run_curves(
 
     "driftdesk": at each k, the mean over the tasks with n ≥ k. "tau2" (tau2-bench's
     ``get_metrics_df``): k runs to the smallest per-task count (and never past ``repeat``,
-    tau2's num_trials), and every task is averaged at every k. ``pairs``: (n, passes, tasks)."""
+    tau2's num_trials), and every task is averaged at every k. "inspect": k runs to the largest
+    count and every task is averaged at every k, one with n < k counting 0 there (inspect_ai's
+    ``at_least_k`` over its scored samples). ``pairs``: (n, passes, tasks)."""
     max_n = max(n for n, _, _ in pairs)
     if convention == "tau2":
         max_n = min(n for n, _, _ in pairs)
@@ -714,6 +719,9 @@ def _run_curves(
             hat_sum[k] += hat[k] * times
             at_sum[k] += at[k] * times
             count[k] += times
+        if convention == "inspect":
+            for k in range(n, max_n):  # too few attempts for k: a 0 in inspect's mean
+                count[k] += times
     return (
         {k + 1: hat_sum[k] / count[k] for k in range(max_n)},
         {k + 1: at_sum[k] / count[k] for k in range(max_n)},

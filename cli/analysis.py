@@ -146,9 +146,11 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pass-k-convention",
         default="driftdesk",
-        choices=["driftdesk", "tau2"],
-        help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times) or tau2 "
-        "(k capped at the smallest per-task trial count, every task averaged)",
+        choices=["driftdesk", "tau2", "inspect"],
+        help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times), tau2 "
+        "(k capped at the smallest per-task trial count, every task averaged) or inspect "
+        "(every task at every k, one run fewer than k times counting 0, as inspect_ai's "
+        "at_least_k)",
     )
 
 
@@ -568,7 +570,7 @@ def _import_results(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         copy=args.copy,
     )
-    for problem in result.problems:
+    for problem in result.notes + result.problems:  # a note skipped nothing: not counted
         print(f"warning: {args.source}: {problem}", file=sys.stderr)
     print(
         f"imported {plural(result.attempts, 'attempt')} of {plural(result.tasks, 'task')} "

@@ -88,9 +88,10 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--score-threshold",
         type=float,
-        default=1.0,
+        default=None,
         metavar="X",
-        help="JSONL: a record judged by its score or reward passes at >= X (default 1.0)",
+        help="a record judged by its score or reward passes at >= X (default 1.0; inspect "
+        "logs: a sample whose score, as inspect reads it, is >= X, default 0.5)",
     )
     r.add_argument("--out", default="runs", help="folder for the new run dir (default ./runs)")
     r.add_argument("--run-id", help="run id to give the imported results")

@@ -226,7 +226,7 @@ def test_import_help_gives_the_default_fields_and_threshold() -> None:
     text = " ".join(done.stdout.split())
     assert "default: task_id, else task" in text
     assert "default: success, pass or passed, else score or reward" in text
-    assert "(default 1.0)" in text
+    assert "(default 1.0; inspect logs" in text
 
 
 @pytest.mark.parametrize("copy", [False, True], ids=["zero-copy", "copy"])

@@ -320,7 +320,7 @@ async def test_import_keeps_the_latest_of_eval_retry_logs(
     )
     (first,) = logs.glob("*.eval")
     before = import_results(first, out=tmp_path / "runs")
-    assert before.problems and "status 'error'" in before.problems[0]  # inspect exited 0
+    assert before.notes and "status 'error'" in before.notes[0]  # inspect exited 0
     endpoint.flaky_status = None
     await _inspect_cli(
         "eval-retry", str(first), "--log-dir", str(logs), cwd=tmp_path, endpoint=endpoint
