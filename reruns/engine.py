@@ -738,7 +738,7 @@ class _Execution:
             with rundir.open_private(prompt_path, "w") as fh:
                 fh.write(ctx.task.prompt_text)
             ws, failed = await workspace.begin(
-                self.run_dir, ctx.task, ctx.attempt, step_env, self.timeout_s
+                self.run_dir, ctx.task, ctx.attempt, step_env, self.timeout_s, isolate=self.isolate
             )
             if failed is not None:
                 return failed, all_calls
