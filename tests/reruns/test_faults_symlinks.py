@@ -18,6 +18,7 @@ from coding_helpers import write_coding_suite
 from reruns_helpers import ScriptedEndpoint, read_rows
 
 from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.agents import read_result_file
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.rundir import open_private
 
@@ -150,3 +151,34 @@ async def test_an_isolated_harness_planting_symlinks_redirects_no_write(
         assert path.stat().st_mode & 0o777 == 0o600, name
     assert "notes.txt" in (folder / "0.diff").read_text()
     assert "check exit code 0" in (folder / "0.check.txt").read_text()
+
+
+def test_a_result_file_planted_as_a_symlink_is_not_read_through(tmp_path: Path) -> None:
+    # A file of the user's that says success: read through the link, it would be the verdict.
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"success": true, "error_message": "the user\'s own file"}')
+    result_path = tmp_path / "0.try-1.result.json"
+    result_path.symlink_to(elsewhere)
+    result = read_result_file(result_path)
+    assert result is not None and result.outcome == "harness_error", result
+    assert result.error_code == "no_result" and "symlink" in (result.error_message or "")
+
+
+def test_a_result_file_planted_as_a_fifo_does_not_block(tmp_path: Path) -> None:
+    result_path = tmp_path / "0.try-1.result.json"
+    os.mkfifo(result_path)  # no writer: a blocking open would wait for ever
+    result = read_result_file(result_path)
+    assert result is not None and result.error_code == "no_result", result
+    assert "no regular file" in (result.error_message or "")
+
+
+def test_a_result_file_that_is_a_folder_or_real_file_reads_as_before(tmp_path: Path) -> None:
+    folder = tmp_path / "dir.result.json"
+    folder.mkdir()
+    as_folder = read_result_file(folder)
+    assert as_folder is not None and "directory" in (as_folder.error_message or "")
+    real = tmp_path / "real.result.json"
+    real.write_text('{"success": true, "score": 0.5}')
+    verdict = read_result_file(real)
+    assert verdict is not None and verdict.outcome == "pass" and verdict.score == 0.5
+    assert read_result_file(tmp_path / "missing.json") is None
