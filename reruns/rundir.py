@@ -122,6 +122,55 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     atomic_write_json(run_dir / MANIFEST, manifest)
 
 
+# Space a running run holds back for its last manifest: a disk filled by the run (its rows,
+# logs, the harness's files) would otherwise leave the manifest saying "running", no reason.
+MANIFEST_RESERVE = ".manifest-reserve"
+MANIFEST_RESERVE_BYTES = 64 * 1024
+
+
+def reserve_manifest_space(run_dir: Path) -> None:
+    """Hold ``MANIFEST_RESERVE_BYTES`` in the run dir (real blocks, not a sparse file) until
+    ``write_final_manifest``. Raises ``OSError`` when the disk cannot spare them: a run that
+    could not record how it ended is not started."""
+    path = Path(run_dir) / MANIFEST_RESERVE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            data = b"\0" * MANIFEST_RESERVE_BYTES
+            if os.write(fd, data) != len(data):  # a short write: the disk is full
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        release_manifest_space(run_dir)
+        raise
+
+
+def release_manifest_space(run_dir: Path) -> bool:
+    """Free the reserve; whether there was one."""
+    try:
+        (Path(run_dir) / MANIFEST_RESERVE).unlink()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return False
+    return True
+
+
+def write_final_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """The run's last manifest; when the disk is full, written into the space reserved for it
+    (``reserve_manifest_space``). The reserve is released either way."""
+    try:
+        write_manifest(run_dir, manifest)
+    except OSError:
+        if not release_manifest_space(run_dir):
+            raise
+        write_manifest(run_dir, manifest)
+    else:
+        release_manifest_space(run_dir)
+
+
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / MANIFEST
     try:
