@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import functools
 import re
+import urllib.parse
 from collections.abc import Iterable
 
 # Bearer tokens and provider-style keys that may appear in error bodies or logs. Each pattern
@@ -28,11 +31,52 @@ def mask_key(key: str | None) -> str:
     return f"{prefix}…{key[-4:]}"
 
 
+# An encoded shape shorter than this is not looked for: it would match ordinary text.
+_SHORTEST_ENCODED = 8
+
+
+def _base64_cores(raw: bytes) -> list[str]:
+    """The base64 characters that depend on ``raw`` alone, at each of the three byte offsets it
+    may sit at inside a longer encoded blob (so padded, unpadded or embedded, each holds one)."""
+    cores = []
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        first = -(-8 * offset // 6)  # the first character with no bits of the zero prefix
+        last = 8 * (offset + len(raw)) // 6  # past the last one wholly made of ``raw``'s bits
+        cores.append(encoded[first:last])
+    return cores
+
+
+@functools.lru_cache(maxsize=256)
+def secret_shapes(secret: str) -> tuple[str, ...]:
+    """``secret`` and its common encodings, longest first (a longer one is replaced whole before
+    a shorter one inside it): base64 (padded, unpadded, inside a longer blob), base64url,
+    URL-encoded (``%XX`` and ``+``), hex in either case."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    whole = base64.b64encode(raw).decode("ascii")
+    encoded = {whole, whole.rstrip("="), *_base64_cores(raw)}
+    encoded |= {shape.replace("+", "-").replace("/", "_") for shape in encoded}  # base64url
+    encoded |= {
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret),
+        raw.hex(),
+        raw.hex().upper(),
+    }
+    shapes = {shape for shape in encoded if len(shape) >= _SHORTEST_ENCODED} - {secret}
+    return (secret, *sorted(shapes, key=len, reverse=True))
+
+
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """Remove the given secrets verbatim, then anything that looks like a key."""
+    """Remove the given secrets, verbatim or in a common encoding (``secret_shapes``), then
+    anything that looks like a key."""
     for secret in secrets:
         if secret and len(secret) >= 4:
-            text = text.replace(secret, mask_key(secret))
+            # A substring test per shape first: most text holds none, and ``in`` is cheap.
+            found = [shape for shape in secret_shapes(secret) if shape in text]
+            if found:
+                masked = mask_key(secret)
+                for shape in found:
+                    text = text.replace(shape, masked)
     for pattern in _KEY_PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text

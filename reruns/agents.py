@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import random
 import shlex
 import signal
+import stat
 import string
 import sys
 from collections.abc import Awaitable, Callable
@@ -762,14 +764,25 @@ def read_result_file(result_path: Path) -> AgentResult | None:
     ``"empty_response"``, …; ``"error_message"`` optional) → link_error with that code;
     anything else (not JSON, a directory, too big…) → harness_error ``no_result``."""
     try:
-        with open(result_path, "rb") as fh:
-            raw = fh.read(MAX_RESULT_BYTES + 1)
+        # Never through a symlink (to a file of the user's) nor blocked on a FIFO: the harness
+        # owns the folder the result file is in.
+        fd = os.open(result_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        return _no_result(f"the result path {result_path} is a directory, not a file")
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return _no_result(f"the result path {result_path} is a symlink, not a file")
         return _no_result(f"the result file cannot be read: {exc.strerror or exc}")
+    kind = os.fstat(fd).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        what = "a directory" if stat.S_ISDIR(kind) else "no regular file"
+        return _no_result(f"the result path {result_path} is {what}, not a file")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            raw = fh.read(MAX_RESULT_BYTES + 1)
+        except OSError as exc:
+            return _no_result(f"the result file cannot be read: {exc.strerror or exc}")
     if len(raw) > MAX_RESULT_BYTES:
         return _no_result(f"the result file is over {MAX_RESULT_BYTES} bytes")
     try:

@@ -421,8 +421,8 @@ class _Execution:
                 self.manifest["resumes"][-1]["ended_at"] = self.manifest["ended_at"]
                 self.manifest["resumes"][-1]["status"] = status
             try:
-                rundir.write_manifest(self.run_dir, self.manifest)
-            except OSError as exc:  # a full disk: the manifest says "running"; resume works
+                rundir.write_final_manifest(self.run_dir, self.manifest)
+            except OSError as exc:  # not even in its reserve: it says "running"; resume works
                 self._stop_for_write_failure(exc, "manifest.json")
             self.emit(RunFinished(self.run_id, status, self.stats))
         return RunOutcome(
@@ -738,7 +738,7 @@ class _Execution:
             with rundir.open_private(prompt_path, "w") as fh:
                 fh.write(ctx.task.prompt_text)
             ws, failed = await workspace.begin(
-                self.run_dir, ctx.task, ctx.attempt, step_env, self.timeout_s
+                self.run_dir, ctx.task, ctx.attempt, step_env, self.timeout_s, isolate=self.isolate
             )
             if failed is not None:
                 return failed, all_calls
@@ -1187,8 +1187,10 @@ async def _execute_new_run(
     lock = rundir.lock_run_dir(run_dir)
     try:
         try:
+            rundir.reserve_manifest_space(run_dir)
             rundir.write_manifest(run_dir, manifest)
         except OSError as exc:
+            rundir.release_manifest_space(run_dir)
             raise RunSetupError(_cannot_write(run_dir, exc)) from None
         return await _Execution(
             run_dir=run_dir,
@@ -1330,8 +1332,10 @@ async def resume_run(
                 }
             )
             try:
+                rundir.reserve_manifest_space(run_dir)
                 rundir.write_manifest(run_dir, manifest)
             except OSError as exc:
+                rundir.release_manifest_space(run_dir)
                 if cluster is not None:
                     cluster.close()
                 raise RunSetupError(_cannot_write(run_dir, exc)) from None

@@ -12,6 +12,9 @@ address from driftdesk, but it can look for them (``/proc/<driftdesk>/environ``,
 - read-write: the attempt's folder only (its working directory); read-only: the paths the
   caller names (the suite's folder, the Python driftdesk runs on).
 
+The task's check and the workspace diff, which read what the harness left, run under it too,
+with the attempt's workspace copy as their one writable folder (``reruns/workspace.py``).
+
 What does not hold: the network namespace is shared, because the metering proxy listens on the
 host's loopback (``--unshare-net`` would cut the harness off from it). So the harness can reach
 any network address the user can, and an abstract-socket D-Bus (``unix:abstract=``) would stay

@@ -354,11 +354,13 @@ def client_files(run_dir: Path, task_id: str, attempt: int) -> tuple[Path, Path]
 
 
 async def client_workspace(
-    run_dir: Path, ctx: AttemptContext, step_env: dict[str, str]
+    run_dir: Path, ctx: AttemptContext, step_env: dict[str, str], *, isolate: bool = False
 ) -> tuple[workspace.AttemptWorkspace, AgentResult | None]:
     """A fresh folder for the client (a copy of the task's workspace, empty when it has none),
-    set up; with the ``harness_error`` of a failed setup (its diff written)."""
+    set up; with the ``harness_error`` of a failed setup (its diff written). ``isolate``: its
+    check and diff run under bubblewrap."""
     ws = await asyncio.to_thread(workspace.prepare, run_dir, ctx.task, ctx.attempt)
+    ws.isolate = isolate
     failed = await workspace.setup(ws, ctx.task, step_env, ctx.timeout_s)
     if failed is not None:
         await asyncio.to_thread(workspace.write_diff, ws)
@@ -472,7 +474,7 @@ async def run_preset_attempt(
     step_env = workspace.step_environment(real_key, ctx.run_id)
     extra: dict[str, Any] = {}
     while True:
-        ws, failed = await client_workspace(run_dir, ctx, step_env)
+        ws, failed = await client_workspace(run_dir, ctx, step_env, isolate=isolate)
         if failed is not None:
             return failed, all_calls, extra
         token = proxy.open_attempt(task.task_id, ctx.attempt)

@@ -876,6 +876,14 @@ class MeteringProxy:
     ) -> None:
         prompt, completion, total = meter.tokens()
         slot = (calls.task_id, calls.attempt)
+        # Decoded strings, redacted after decoding: the bytes were scrubbed of the real key,
+        # but a key-like value (another key, one the scrubber's shapes miss) decodes here.
+        keys = [self._real_key]
+        requested_model = redact(requested_model, keys) if requested_model else requested_model
+        served_model = meter.usage["served_model"]
+        served_model = redact(served_model, keys) if served_model else served_model
+        fingerprint = meter.usage["system_fingerprint"]
+        fingerprint = redact(fingerprint, keys) if fingerprint else fingerprint
         row = {
             "run_id": self.run_id,
             "task_id": calls.task_id,
@@ -895,9 +903,9 @@ class MeteringProxy:
             "cache_read_tokens": meter.usage["cache_read"],
             "cache_creation_tokens": meter.usage["cache_creation"],
             "requested_model": requested_model,
-            "served_model": meter.usage["served_model"],
-            "system_fingerprint": meter.usage["system_fingerprint"],
-            "model_mismatch": models_differ(requested_model, meter.usage["served_model"]),
+            "served_model": served_model,
+            "system_fingerprint": fingerprint,
+            "model_mismatch": models_differ(requested_model, served_model),
             "request_id": request_id,
         }
         calls.calls.append(row)

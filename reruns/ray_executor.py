@@ -294,7 +294,9 @@ async def _run_in(
     if job.kind in PRESETS:  # a client always runs in a workspace folder of its own
         reply.update(await _preset(job, ctx, run_dir, log_path, step_env))
         return _with_files(reply, run_dir, job, ctx)
-    ws, failed = await workspace.begin(run_dir, task, job.attempt, step_env, job.timeout_s)
+    ws, failed = await workspace.begin(
+        run_dir, task, job.attempt, step_env, job.timeout_s, isolate=job.isolate
+    )
     if job.kind == "builtin":
         result, transcript = (failed, None) if failed is not None else await _builtin(job, ctx)
         result = await workspace.conclude(
@@ -413,7 +415,7 @@ async def _preset(
     calls (the driver's proxy has them) decides only whether the check runs; the driver judges
     the try again with the calls."""
     preset = PRESETS[job.kind]
-    ws, failed = await client_workspace(run_dir, ctx, step_env)
+    ws, failed = await client_workspace(run_dir, ctx, step_env, isolate=job.isolate)
     if failed is not None:
         return {"result": asdict(failed), "log": _read(log_path)}
     try:

@@ -39,7 +39,7 @@ from driftdesk.reruns.call_content import (
     request_content,
 )
 from driftdesk.reruns.proxy import KeyScrubber
-from driftdesk.secrets import redact
+from driftdesk.secrets import redact, secret_shapes
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,9 @@ class ValueRedactor:
         self._scrubbers = [KeyScrubber(s) for s in self.secrets]
         self._shortest = min([_SHORTEST_SECRET_MATCH, *(len(s) for s in self.secrets)])
         # Lowercased, what a string must contain for anything in it to be masked.
-        shapes = (shape.lower() for scrubber in self._scrubbers for shape in scrubber.shapes)
+        shapes = {shape.lower() for scrubber in self._scrubbers for shape in scrubber.shapes}
+        # And every encoding of a secret ``redact`` masks (base64, hex...).
+        shapes |= {shape.lower() for s in self.secrets for shape in secret_shapes(s)}
         # Any escape may hide part of a key (the scrubber catches every mix of them), so a
         # string with one is scrubbed too.
         self._telltales = (*_KEY_LIKE_STARTS, *shapes, "\\u", "\\/", "%")

@@ -31,6 +31,7 @@ from driftdesk.layout import (
     attempt_file,
 )
 from driftdesk.reruns.agents import AgentResult, AttemptContext, child_environment
+from driftdesk.reruns.isolation import isolate_argv
 from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Task
 from driftdesk.secrets import redact
@@ -58,6 +59,15 @@ class AttemptWorkspace:
     diff: Path
     source: Path | None  # the suite's folder (None: the task starts from an empty folder)
     baseline: Path | None = None  # a copy taken after setup, when there is one
+    # --isolate: the check and the diff run under bubblewrap too (they read what the isolated
+    # harness wrote, and the check runs code it may have rewritten); setup, before it, not.
+    isolate: bool = False
+
+    def sandboxed(self, argv: list[str], readable: list[Path]) -> list[str] | None:
+        """``argv`` under bubblewrap, writing the workspace copy only; None: not isolated."""
+        if not self.isolate:
+            return None
+        return isolate_argv(argv, self.path, "", readable=readable)
 
 
 def step_environment(real_key: str, run_id: str) -> dict[str, str]:
@@ -94,10 +104,17 @@ def prepare(run_dir: Path, task: Task, attempt: int) -> AttemptWorkspace:
     )
 
 
-async def run_step(command: str, cwd: Path, env: dict[str, str], timeout_s: float) -> StepRun:
-    """Run a shell command in ``cwd`` in its own process group; kill the group at the timeout."""
-    process = await asyncio.create_subprocess_shell(
-        command,
+async def run_step(
+    command: str,
+    cwd: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    argv: list[str] | None = None,
+) -> StepRun:
+    """Run a shell command in ``cwd`` in its own process group; kill the group at the timeout.
+    ``argv``: the command as run instead (under bubblewrap)."""
+    process = await asyncio.create_subprocess_exec(
+        *(argv or ["/bin/sh", "-c", command]),
         cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
@@ -180,7 +197,9 @@ async def check(
     step_env = dict(env)
     if answer is not None:
         step_env[ANSWER_ENV] = answer
-    step = await run_step(task.check, ws.path, step_env, timeout_s)
+    readable = [ws.source] if ws.source is not None else []
+    argv = ws.sandboxed(["/bin/sh", "-c", task.check], readable)
+    step = await run_step(task.check, ws.path, step_env, timeout_s, argv)
     status = "killed at the timeout" if step.timed_out else f"exit code {step.returncode}"
     step.output = redact(step.output, secrets)
     with open_private(ws.check_output, "w") as fh:
@@ -189,13 +208,21 @@ async def check(
 
 
 async def begin(
-    run_dir: Path, task: Task, attempt: int, env: dict[str, str], timeout_s: float
+    run_dir: Path,
+    task: Task,
+    attempt: int,
+    env: dict[str, str],
+    timeout_s: float,
+    *,
+    isolate: bool = False,
 ) -> tuple[AttemptWorkspace | None, AgentResult | None]:
     """For a task with a workspace, setup or check: its fresh copy, set up (and the
-    harness_error result when setup failed). ``(None, None)`` for a plain answer task."""
+    harness_error result when setup failed). ``(None, None)`` for a plain answer task.
+    ``isolate``: its check and diff run under bubblewrap (``AttemptWorkspace.isolate``)."""
     if not uses_workspace(task):
         return None, None
     ws = await asyncio.to_thread(prepare, run_dir, task, attempt)
+    ws.isolate = isolate
     return ws, await setup(ws, task, env, timeout_s)
 
 
@@ -229,7 +256,7 @@ def write_diff(ws: AttemptWorkspace) -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="driftdesk-empty-") as empty:
             before = ws.baseline or ws.source or Path(empty)
-            text = _git_diff(before, ws.path)
+            text = _git_diff(before, ws.path, ws)
             if text is None:
                 text = _difflib_diff(before, ws.path)
     finally:
@@ -244,14 +271,15 @@ def write_diff(ws: AttemptWorkspace) -> None:
         fh.write(text)
 
 
-def _git_diff(before: Path, after: Path) -> str | None:
+def _git_diff(before: Path, after: Path, ws: AttemptWorkspace) -> str | None:
     git = shutil.which("git")
     if git is None:
         return None
     try:
         command = [git, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-renames"]
+        argv = [*command, str(before), str(after)]
         done = subprocess.run(
-            [*command, str(before), str(after)],
+            ws.sandboxed(argv, [before]) or argv,
             capture_output=True,
             timeout=60,
             check=False,
@@ -269,7 +297,12 @@ def _git_diff(before: Path, after: Path) -> str | None:
 
 def _difflib_diff(before: Path, after: Path) -> str:
     def files(root: Path) -> dict[str, Path]:
-        return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+        # Never through a symlink: the harness may point one anywhere the user can read.
+        return {
+            p.relative_to(root).as_posix(): p
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink()
+        }
 
     old, new = files(before), files(after)
     out: list[str] = []

@@ -92,6 +92,7 @@ SCRIPT = textwrap.dedent(
         --concurrency "$CONCURRENCY" --out /out
     run_dir=$(find /out -mindepth 1 -maxdepth 1 -type d)
     cp "$run_dir/attempts.jsonl" /report/rows-after-run.jsonl
+    cp "$run_dir/manifest.json" /report/manifest-after-run.json
     step resume_full resume "$run_dir"
     rm /out/filler
     step resume_freed resume "$run_dir"
@@ -165,6 +166,11 @@ async def test_a_full_disk_stops_the_run_and_resume_pays_nothing_twice(
     # New attempts stopped at once: only the ones in flight were paid without a row.
     assert paid - len(rows) <= CONCURRENCY, (paid, len(rows))
 
+    # The manifest says so too, written into the space the run held back for it.
+    manifest = json.loads((report / "manifest-after-run.json").read_text())
+    assert manifest["status"] == "interrupted", manifest
+    assert "cannot write" in manifest["stop_reason"] and manifest["ended_at"], manifest
+
     rc, out, err, paid_full = step("resume_full")
     assert "Traceback" not in out + err
     assert rc != 0 and ("No space left on device" in err), (out, err)
@@ -177,5 +183,7 @@ async def test_a_full_disk_stops_the_run_and_resume_pays_nothing_twice(
     slots = [(r["task_id"], r["attempt"]) for r in final]
     assert len(slots) == len(set(slots)) == TASKS * REPEAT
     assert all(r["outcome"] == "pass" for r in final)
+    assert json.loads((report / "final" / "manifest.json").read_text())["status"] == "completed"
+    assert not (report / "final" / ".manifest-reserve").exists()  # released at the end
     # Every slot was paid once, but for the attempts in flight when a write failed.
     assert paid_end - TASKS * REPEAT <= 2 * CONCURRENCY, paid_end
