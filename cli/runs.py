@@ -282,8 +282,26 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     if harness_errors and link_errors + harness_errors == stats.done:
         print(_all_harness_errors(outcome.run_dir, stats.done), file=sys.stderr)
         return EXIT_ALL_HARNESS_ERRORS
+    unknown = _sandbox_did_not_know(outcome.run_dir)
+    if unknown:
+        print(unknown, file=sys.stderr)
     print(next_commands(outcome.run_dir))
     return 0
+
+
+def _sandbox_did_not_know(run_dir: Path) -> str | None:
+    """One line when the sandbox answered placeholders: it was started without this suite."""
+    from driftdesk.reruns.sandbox import tasks_it_did_not_know
+
+    unknown = tasks_it_did_not_know(run_dir)
+    if not unknown:
+        return None
+    tasks = len(_manifest(run_dir).get("tasks") or []) or len(unknown)
+    suite = _suite_argument(_manifest(run_dir).get("suite")) or "FILE"
+    return (
+        f"driftdesk: the sandbox does not know {len(unknown)} of {tasks} tasks (it answered a "
+        f"placeholder, so they fail): restart it with driftdesk sandbox --suite {suite}"
+    )
 
 
 def _all_harness_errors(run_dir: Path, done: int) -> str:

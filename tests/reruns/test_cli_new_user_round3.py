@@ -1,0 +1,44 @@
+"""What a new user trips over (round 3), each through the real ``driftdesk`` CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from driftdesk.providers.profiles import Profile, ProfileStore
+from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+
+
+@pytest.fixture
+def sandbox() -> Iterator[SandboxServer]:
+    with SandboxServer(seed=1) as server:
+        yield server
+
+
+def _keyless_profile(name: str, base_url: str) -> None:
+    ProfileStore().save(
+        Profile(name=name, protocol="openai", base_url=base_url, model=SIM_MODEL, no_key=True)
+    )
+
+
+def test_own_suite_against_a_sandbox_that_does_not_know_it_says_so_in_one_line(
+    home: object, tmp_path: Path, cli: object, sandbox: SandboxServer
+) -> None:
+    _keyless_profile("sim", sandbox.base_url)
+    mine = tmp_path / "my.jsonl"
+    mine.write_text(
+        "".join(
+            json.dumps(
+                {"task_id": f"mine-{n}", "prompt": f"Say {n}.", "expected": {"equals": str(n)}}
+            )
+            + "\n"
+            for n in range(3)
+        )
+    )
+    result = cli("run", "--profile", "sim", "--suite", str(mine), "--repeat", "1")  # type: ignore[operator]
+    said = [line for line in result.stderr.splitlines() if "does not know" in line]
+    assert len(said) == 1, result.stdout + result.stderr
+    assert "3 of 3" in said[0] and "sandbox --suite" in said[0] and str(mine) in said[0]
