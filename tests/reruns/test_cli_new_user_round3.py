@@ -42,3 +42,15 @@ def test_own_suite_against_a_sandbox_that_does_not_know_it_says_so_in_one_line(
     said = [line for line in result.stderr.splitlines() if "does not know" in line]
     assert len(said) == 1, result.stdout + result.stderr
     assert "3 of 3" in said[0] and "sandbox --suite" in said[0] and str(mine) in said[0]
+
+
+@pytest.mark.parametrize("command", [[], ["tui"], ["demo"]])
+def test_the_workbench_refuses_an_output_that_is_not_a_terminal(
+    home: object, cli: object, command: list[str]
+) -> None:
+    result = cli(*command)  # type: ignore[operator]
+    assert result.returncode == 2
+    assert result.stdout == "" and "\x1b" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not a terminal" in lines[0], result.stderr
+    assert not Path("runs").exists()
