@@ -145,7 +145,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="play this suite's tasks (a JSONL file or built-in name; repeatable); "
         "default: the built-in suites",
     )
-    s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: random)")
+    s.add_argument(
+        "--port", type=_port, default=0, help="port on 127.0.0.1, 0-65535 (default 0: a free one)"
+    )
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--latency-ms", type=float, default=0.0, help="mean added latency")
     s.add_argument("--rate-limit-rate", type=float, default=0.0, help="share of 429s")
@@ -190,6 +192,17 @@ def _ray_settings(args: argparse.Namespace, base: Any = None) -> Any:
     return RaySettings(
         address=args.ray_address or "auto", resources=parse_resources(args.ray_resources)
     )
+
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: a wrong one is a usage error (exit 2), not a bind() failure."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, not {port}")
+    return port
 
 
 def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
@@ -348,7 +361,8 @@ def next_commands(run_dir: Path) -> str:
     manifest = _manifest(run_dir)
     lines = ["next:", f"  driftdesk report {here}   # the per-task numbers"]
     suite = _suite_argument(manifest.get("suite"))
-    if manifest.get("profile") and suite:
+    # With one repeat no task can show both a pass and a fail: nothing can be volatile.
+    if manifest.get("profile") and suite and int(manifest.get("repeat") or 0) > 1:
         lines.append(
             f"  driftdesk run --profile {manifest['profile']} --suite {suite} "
             f"--only-volatile {here}   # rerun the tasks that wobbled"

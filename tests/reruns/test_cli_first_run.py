@@ -127,7 +127,9 @@ def test_a_run_whose_harness_breaks_every_attempt_exits_non_zero_and_says_why(
     # Seen with a plain install: every attempt crashed on a missing module, yet the run printed
     # "completed" and exited 0. The harness here crashes the same way, in its own process.
     ProfileStore().save(
-        Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL, no_key=True)
+        Profile(
+            name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL, no_key=True
+        )
     )
     crash = "python3 -c 'import not_installed_anywhere' || exit 7"  # 0/1 would be pass/fail
     result = cli(  # type: ignore[operator]
@@ -160,7 +162,7 @@ def test_the_end_of_a_run_prints_the_next_commands_and_resume_of_a_done_run_says
     home: object, tmp_path: Path, cli: object, sandbox: SandboxServer
 ) -> None:
     _profile("sim", sandbox.base_url)
-    args = ["run", "--profile", "sim", "--suite", "basic", "--repeat", "1", "--tasks", "arith-01"]
+    args = ["run", "--profile", "sim", "--suite", "basic", "--repeat", "2", "--tasks", "arith-01"]
     first = cli(*args)  # type: ignore[operator]
     second = cli(*args)  # type: ignore[operator]
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr

@@ -54,3 +54,35 @@ def test_the_workbench_refuses_an_output_that_is_not_a_terminal(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "not a terminal" in lines[0], result.stderr
     assert not Path("runs").exists()
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_sandbox_refuses_a_port_out_of_range_as_a_usage_error(
+    home: object, cli: object, port: str
+) -> None:
+    result = cli("sandbox", "--port", port)  # type: ignore[operator]
+    assert result.returncode == 2
+    assert "port must be 0-65535" in result.stderr and "not expected" not in result.stderr
+
+
+def test_comparing_a_run_with_itself_warns(home: object, tmp_path: Path, cli: object) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps({"task_id": "t1", "success": True}) + "\n")
+    assert cli("import", str(results), "--out", "runs").returncode == 0  # type: ignore[operator]
+    (run,) = Path("runs").iterdir()
+    result = cli("compare", str(run), str(run))  # type: ignore[operator]
+    assert result.returncode == 0, result.stderr
+    assert "warning: A and B are the same run" in result.stdout
+
+
+def test_after_one_repeat_the_next_hints_do_not_offer_only_volatile(
+    home: object, cli: object, sandbox: SandboxServer
+) -> None:
+    _keyless_profile("sim", sandbox.base_url)
+    args = ["run", "--profile", "sim", "--suite", "basic", "--tasks", "arith-01"]
+    once = cli(*args, "--repeat", "1")  # type: ignore[operator]
+    twice = cli(*args, "--repeat", "2")  # type: ignore[operator]
+    assert once.returncode == 0 and twice.returncode == 0, once.stderr + twice.stderr
+    assert "driftdesk report" in once.stdout and "--only-volatile" not in once.stdout
+    assert "--only-volatile" in twice.stdout
+    assert "does not know" not in once.stderr + twice.stderr
