@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from driftdesk.providers.profiles import Profile
 
 Handler = Callable[[argparse.Namespace], int]
+# Exit codes (driftdesk --help): 2 for usage and bad input (argparse's own, an unknown or
+# invalid profile), 1 for a command that was understood but failed.
+EXIT_BAD_INPUT = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -212,7 +215,7 @@ def _guarded(handler: Handler) -> Handler:
     """Turn the cores' expected errors into one clear line on stderr and a non-zero exit."""
 
     def run(args: argparse.Namespace) -> int:
-        from driftdesk.providers.errors import EXPECTED
+        from driftdesk.providers.errors import EXPECTED, ProfileError
 
         try:
             return handler(args)
@@ -220,7 +223,8 @@ def _guarded(handler: Handler) -> Handler:
             raise  # the reader left (`| head`): main ends quietly
         except EXPECTED as exc:
             print(f"driftdesk: error: {exc}", file=sys.stderr)
-            return 1
+            # A profile named or given wrongly is bad input, as in `run`; the rest failed.
+            return EXIT_BAD_INPUT if isinstance(exc, ProfileError) else 1
 
     run.__name__ = handler.__name__
     return run
@@ -254,7 +258,7 @@ def cmd_key(args: argparse.Namespace) -> int:
             keyless = ProfileStore().get(args.name).no_key
         except ProfileNotFound as missing:
             _err(f"driftdesk: error: {missing}")
-            return 1
+            return EXIT_BAD_INPUT
         if not keyless:
             _err(f"driftdesk: error: {exc}")
             return 1

@@ -86,3 +86,26 @@ def test_after_one_repeat_the_next_hints_do_not_offer_only_volatile(
     assert "driftdesk report" in once.stdout and "--only-volatile" not in once.stdout
     assert "--only-volatile" in twice.stdout
     assert "does not know" not in once.stderr + twice.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--profile", "nope", "--suite", "basic"],
+        ["switch", "nope", "--target", "env"],
+        ["profile", "show", "nope"],
+        ["key", "nope"],
+    ],
+)
+def test_an_unknown_profile_is_bad_input_everywhere(
+    home: object, cli: object, command: list[str]
+) -> None:
+    result = cli(*command)  # type: ignore[operator]
+    assert result.returncode == 2, (command, result.stderr)
+    assert "no profile named 'nope'" in result.stderr
+
+
+def test_help_documents_the_exit_codes(cli: object) -> None:
+    result = cli("--help")  # type: ignore[operator]
+    text = " ".join(result.stdout.split())
+    assert "exit codes:" in text and "2 usage or bad input" in text
