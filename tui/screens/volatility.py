@@ -240,7 +240,16 @@ class VolatilityScreen(WorkbenchScreen):
             "resume",
             "Resume",  # short: the footer is full at 140 columns
             id="volatility.resume",
-            tooltip="Resume an interrupted run (its missing slots; optionally its link errors)",
+            tooltip="Resume an interrupted run (its missing slots)",
+        ),
+        # The task table's own Enter drills in (RowSelected); listed here so help names it.
+        Binding(
+            "enter",
+            "open_task",
+            "Open task",
+            id="volatility.open_task",
+            show=False,
+            tooltip="Open the task: its attempts, logs and diffs",
         ),
         Binding("r", "rescan", "Refresh", id="volatility.refresh", show=False),
         Binding("escape", "leave_filter", "Leave filter", id="volatility.leave_filter", show=False),
@@ -665,6 +674,17 @@ class VolatilityScreen(WorkbenchScreen):
         from driftdesk.tui.screens.task import TaskScreen
 
         self.app.push_screen(TaskScreen(self.run_dir, str(event.row_key.value)))
+
+    def action_open_task(self) -> None:
+        """Enter where the task table does not have focus: drill into its cursor's task."""
+        table = self.query_one("#tasks", DataTable)
+        if self.run_dir is None or table.row_count == 0:
+            return
+        from driftdesk.tui.screens.task import TaskScreen
+
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        if row_key.value is not None:
+            self.app.push_screen(TaskScreen(self.run_dir, str(row_key.value)))
 
     # -- actions -------------------------------------------------------------------------------
     def _info(self, run_dir: Path) -> RunInfo | None:

@@ -1,0 +1,27 @@
+"""What a new user trips over in the workbench (round 3), driven with Pilot."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_help_shows_every_key_whole_and_enter_to_drill_in(
+    home, make_app, settle, size
+) -> None:
+    app = make_app(start_mode="volatility")
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f1")
+        await settle(app, pilot)
+        table = app.screen.query_one("#help-table", DataTable)
+        rows = {str(table.get_row(k)[2]): table.get_row(k) for k in table.rows}
+        assert str(rows["volatility.open_task"][0]) in ("⏎", "enter")
+        resume = str(rows["volatility.resume"][1])
+        assert resume.startswith("Resume")
+        does = table.columns[next(k for k in table.columns if str(k.value) == "does")]
+        longest = max(len(str(row[1])) for row in rows.values())
+        assert longest <= does.width, "a description is cut at the column's edge"
+        width = sum(c.get_render_width(table) for c in table.columns.values())
+        assert width <= table.scrollable_content_region.width  # nothing cut at the edge
