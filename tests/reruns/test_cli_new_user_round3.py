@@ -109,3 +109,13 @@ def test_help_documents_the_exit_codes(cli: object) -> None:
     result = cli("--help")  # type: ignore[operator]
     text = " ".join(result.stdout.split())
     assert "exit codes:" in text and "2 usage or bad input" in text
+
+
+def test_switching_a_keyless_profile_to_env_does_not_offer_to_hand_over_a_key(
+    home: object, cli: object
+) -> None:
+    _keyless_profile("sim", "http://127.0.0.1:9/v1")
+    result = cli("switch", "sim", "--target", "env", "--yes")  # type: ignore[operator]
+    assert result.returncode == 0, result.stderr
+    assert Path(".env").is_file()
+    assert "hand them the key" not in result.stdout + result.stderr
