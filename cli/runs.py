@@ -34,7 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", required=True, help="provider profile name")
     p.add_argument("--suite", required=True, help="built-in suite name (basic) or a JSONL file")
     p.add_argument("--repeat", type=int, default=5, help="attempts per task (default 5)")
-    p.add_argument("--concurrency", type=int, default=2, help="attempts at once (default 2)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=2,
+        help="attempts at once (default 2, as in the workbench: gentle on a provider's rate "
+        "limit; the demo runs 8 against its sandbox)",
+    )
     p.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per attempt try (default 120)"
     )

@@ -23,7 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="start the simulated sandbox endpoint, run the built-in suite live, show volatility",
     )
     d.add_argument("--repeat", type=int, default=5, help="attempts per task (default 5)")
-    d.add_argument("--concurrency", type=int, default=8, help="attempts at once (default 8)")
+    d.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="attempts at once (default 8: the simulated sandbox has no rate limit; "
+        "driftdesk run defaults to 2)",
+    )
     d.add_argument(
         "--out", type=Path, help="folder for the demo run (default: ./runs, as for driftdesk run)"
     )

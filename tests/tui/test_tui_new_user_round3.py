@@ -25,3 +25,19 @@ async def test_help_shows_every_key_whole_and_enter_to_drill_in(
         assert longest <= does.width, "a description is cut at the column's edge"
         width = sum(c.get_render_width(table) for c in table.columns.values())
         assert width <= table.scrollable_content_region.width  # nothing cut at the edge
+
+
+async def test_the_launch_form_offers_the_clis_default_concurrency(home, make_app, settle) -> None:
+    from textual.widgets import Input
+
+    from driftdesk.cli.main import build_parser
+    from driftdesk.tui.screens.launch import LaunchScreen
+
+    cli_default = build_parser().parse_args(["run", "--profile", "p", "--suite", "s"]).concurrency
+    app = make_app(start_mode="run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert isinstance(app.screen, LaunchScreen)
+        assert app.screen.query_one("#concurrency", Input).value == str(cli_default)
