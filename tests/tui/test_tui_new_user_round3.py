@@ -41,3 +41,18 @@ async def test_the_launch_form_offers_the_clis_default_concurrency(home, make_ap
         await settle(app, pilot)
         assert isinstance(app.screen, LaunchScreen)
         assert app.screen.query_one("#concurrency", Input).value == str(cli_default)
+
+
+async def test_inside_the_demo_no_screen_tells_you_to_run_the_demo(home, make_app, settle) -> None:
+    from textual.widgets import Label, Static
+
+    app = make_app(demo=True, demo_repeat=1, demo_concurrency=2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        title = str(app.screen.query_one("#run-title", Label).render())
+        await pilot.press("1")
+        await settle(app, pilot)
+        detail = str(app.screen.query_one("#profile-detail-text", Static).render())
+        assert "no saved profiles yet" in detail and "demo-sandbox" in detail
+        await app.action_quit()
+    assert "driftdesk demo" not in title + detail

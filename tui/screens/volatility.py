@@ -464,7 +464,8 @@ class VolatilityScreen(WorkbenchScreen):
             self.query_one("#summary", Static).update(
                 "No runs yet under "
                 + ", ".join(str(d) for d in self.workbench.runs_dirs)
-                + ".\nLaunch one on the Run screen (2, then n) or try `driftdesk demo`."
+                + ".\nLaunch one on the Run screen (2, then n)"
+                + ("." if self.workbench.demo else " or try `driftdesk demo`.")
             )
         # after the run to open is opened: its report, being built, says its success
         if message.unmeasured and (self._measuring is None or self._measuring.is_finished):
