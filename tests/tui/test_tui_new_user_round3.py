@@ -56,3 +56,32 @@ async def test_inside_the_demo_no_screen_tells_you_to_run_the_demo(home, make_ap
         assert "no saved profiles yet" in detail and "demo-sandbox" in detail
         await app.action_quit()
     assert "driftdesk demo" not in title + detail
+
+
+async def test_compare_names_the_runs_by_order_and_its_sentences_wrap(
+    fixture_runs, make_app, settle
+) -> None:
+    from textual.widgets import Label
+
+    from driftdesk.tui.screens.compare import CompareScreen
+    from driftdesk.tui.screens.modals import PickScreen
+
+    older, newer = fixture_runs
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.run_dir == newer  # the newest run is selected first: it becomes A
+        await pilot.press("m")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickScreen)
+        title = app.screen.query_one("#dialog-title", Label)
+        assert "(before)" not in str(title.render()) and "as A" in str(title.render())
+        assert title.outer_size.width <= title.parent.content_region.width
+        app.pop_screen()
+        app.push_screen(CompareScreen(newer, older))
+        await settle(app, pilot)
+        await pilot.pause(0.5)
+        summary = app.screen.query_one("#compare-summary", Label)
+        assert "started after B" in str(summary.render())  # the order given is kept, and said
+        assert summary.outer_size.width <= summary.parent.content_region.width

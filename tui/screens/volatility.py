@@ -794,7 +794,9 @@ class VolatilityScreen(WorkbenchScreen):
 
                 self.app.push_screen(CompareScreen(a, Path(b)))
 
-        self.app.push_screen(PickScreen(f"Compare {a.name} (before) with… (after)", others), picked)
+        # The order picked is kept (deltas are B − A), whichever run is the newer.
+        heading = f"Compare with {a.name} as A: pick B (deltas are B − A)"
+        self.app.push_screen(PickScreen(heading, others), picked)
 
     def action_copy_task(self) -> None:
         task = self.selected_task()
