@@ -85,3 +85,20 @@ async def test_compare_names_the_runs_by_order_and_its_sentences_wrap(
         summary = app.screen.query_one("#compare-summary", Label)
         assert "started after B" in str(summary.render())  # the order given is kept, and said
         assert summary.outer_size.width <= summary.parent.content_region.width
+
+
+async def test_each_success_number_on_the_volatility_screen_is_named_by_what_it_averages(
+    fixture_runs, make_app, settle
+) -> None:
+    from textual.widgets import Static
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.pause(0.5)
+        await settle(app, pilot)
+        screen = app.screen
+        listed = [run.details for run in screen.runs]
+        assert listed and all("attempts passed" in d and "success " not in d for d in listed)
+        summary = str(screen.query_one("#summary", Static).render())
+        assert "mean task success" in summary and "attempts passed" in summary

@@ -65,7 +65,10 @@ class RunInfo:
         name = suite.get("name") if isinstance(suite, dict) else None
         repeat = self.manifest.get("repeat")
         parts = [f"{name or '?'} ×{repeat or '?'}", self.model or "?"]
-        parts.append("success -" if self.success is None else f"success {self.success:.0%}")
+        # pooled over attempts, and named so: the detail pane's "success" is a mean of tasks
+        parts.append(
+            "attempts passed -" if self.success is None else f"attempts passed {self.success:.0%}"
+        )
         return " · ".join(parts)
 
     @property
@@ -549,10 +552,12 @@ class VolatilityScreen(WorkbenchScreen):
                 shown.append(f"  CI95 {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f}", "dim")
 
         with_ci(
-            "success",
+            "mean task success",
             "-" if report.success_rate is None else f"{report.success_rate * 100:.1f} %",
             "success_rate",
         )
+        pooled = report.attempt_success_rate
+        fact("attempts passed", "-" if pooled is None else f"{pooled * 100:.1f} %")
         with_ci(
             "consistency gap",
             "-" if report.consistency_gap_pp is None else f"{report.consistency_gap_pp:.1f} pp",
