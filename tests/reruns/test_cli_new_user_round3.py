@@ -119,3 +119,20 @@ def test_switching_a_keyless_profile_to_env_does_not_offer_to_hand_over_a_key(
     assert result.returncode == 0, result.stderr
     assert Path(".env").is_file()
     assert "hand them the key" not in result.stdout + result.stderr
+
+
+def test_the_text_report_calls_spread_max_minus_min_in_pp(
+    home: object, tmp_path: Path, cli: object
+) -> None:
+    results = tmp_path / "results.jsonl"
+    rows = [("wobbly", True), ("wobbly", False), ("steady", True), ("steady", True)]
+    results.write_text("".join(json.dumps({"task_id": t, "success": s}) + "\n" for t, s in rows))
+    assert cli("import", str(results), "--out", "runs").returncode == 0  # type: ignore[operator]
+    (run,) = Path("runs").iterdir()
+    result = cli("report", str(run))  # type: ignore[operator]
+    assert result.returncode == 0, result.stderr
+    header = next(line for line in result.stdout.splitlines() if line.strip().startswith("TASK"))
+    assert "MAX-MIN PP" in header and "SPREAD" not in header
+    wobbly = next(line for line in result.stdout.splitlines() if line.strip().startswith("wobbly"))
+    steady = next(line for line in result.stdout.splitlines() if line.strip().startswith("steady"))
+    assert " 100 " in wobbly and " 0 " in steady

@@ -102,3 +102,17 @@ async def test_each_success_number_on_the_volatility_screen_is_named_by_what_it_
         assert listed and all("attempts passed" in d and "success " not in d for d in listed)
         summary = str(screen.query_one("#summary", Static).render())
         assert "mean task success" in summary and "attempts passed" in summary
+
+
+async def test_the_task_table_shows_spread_as_max_minus_min_in_pp(
+    fixture_runs, make_app, settle
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#tasks", DataTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "max−min pp" in labels and "spread" not in labels
+        column = [str(c.key.value) for c in table.columns.values()].index("spread")
+        cells = {str(k.value): str(table.get_row(k)[column]) for k in table.rows}
+        assert cells["travel-2_1"] == "100" and cells["arith-01"] == "0"  # mixed; all passed

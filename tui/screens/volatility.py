@@ -86,7 +86,8 @@ TASK_COLUMNS = (
     ("fail", "fail"),
     ("link", "link"),
     ("success", "success"),
-    ("spread", "spread"),
+    # the report's ``spread``: max − min of the task's scores, so 0 or 100 on pass/fail tasks
+    ("max−min pp", "spread"),
     ("latency ms", "latency"),
     ("tokens", "tokens"),
     ("error kinds", "errors"),
@@ -640,7 +641,7 @@ class VolatilityScreen(WorkbenchScreen):
                 str(t.fails),
                 Text(str(t.link_errors), style="magenta" if t.link_errors else ""),
                 Text(_pct(t.success_rate), style=success_style),
-                Text(_num(t.spread, "{:.2f}"), style=spread_style),
+                Text("-" if t.spread is None else f"{t.spread * 100:.0f}", style=spread_style),
                 _num(t.latency_mean_ms),
                 _num(t.tokens_mean),
                 # a judged "fail" is model behaviour, not an error: list only error kinds
