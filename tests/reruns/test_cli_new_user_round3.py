@@ -136,3 +136,15 @@ def test_the_text_report_calls_spread_max_minus_min_in_pp(
     wobbly = next(line for line in result.stdout.splitlines() if line.strip().startswith("wobbly"))
     steady = next(line for line in result.stdout.splitlines() if line.strip().startswith("steady"))
     assert " 100 " in wobbly and " 0 " in steady
+
+
+def test_importing_codex_set_to_a_keyless_profile_keeps_it_keyless(
+    home: object, cli: object
+) -> None:
+    _keyless_profile("sim", "http://127.0.0.1:9/v1")
+    switched = cli("switch", "sim", "--target", "codex", "--yes")  # type: ignore[operator]
+    assert switched.returncode == 0, switched.stderr
+    imported = cli("import", "codex", "--name", "again")  # type: ignore[operator]
+    assert imported.returncode == 0, imported.stderr
+    assert "no key found" not in imported.stdout + imported.stderr
+    assert ProfileStore().get("again").no_key
