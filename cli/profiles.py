@@ -752,15 +752,40 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
         return 0
+    stale = _stale_paths(rows)
     for row in rows:
         active = row.profile or "-"
         drift = "  DRIFTED since driftdesk wrote it" if row.drifted else ""
         if row.drifted and row.drifted_keys:
             drift += f": {row.drifted_keys}"
+        if row.path in stale:
+            drift += f"  STALE: {stale[row.path]}"
         print(f"{row.target:<6} {row.scope:<7} {active:<20} {row.path}{drift}")
         if row.detail:
             print(f"{'':<15}{row.detail}")
     return 0
+
+
+def _stale_paths(rows: list[Any]) -> dict[Any, str]:
+    """Files holding an older version of their profile (edited since the switch), as
+    ``profile edit`` calls them, each with the switch that brings it up to date."""
+    from driftdesk.providers.profiles import ProfileError, ProfileStore
+    from driftdesk.providers.status import stale_switches
+
+    stale: dict[Any, str] = {}
+    names = {name for row in rows for name in (row.profile, row.written_profile) if name}
+    for name in sorted(names):
+        try:
+            profile = ProfileStore().get(name)
+        except ProfileError:
+            continue
+        for plan in stale_switches(profile):
+            where = f" --env-file {plan.path}" if plan.target == "env" else f" --scope {plan.scope}"
+            stale[plan.path] = (
+                f"{name} was edited since; re-apply with driftdesk switch {name} "
+                f"--target {plan.target}{where}"
+            )
+    return stale
 
 
 # --- exec -----------------------------------------------------------------------------------

@@ -157,7 +157,7 @@ def _inspect_codex(path: Path, text: str) -> ImportCandidate:
             "Keep using that provider from your config.toml, or make a profile by hand with "
             "driftdesk profile add if the endpoint works without them"
         )
-    fields = {
+    fields: dict[str, Any] = {
         "protocol": "openai",
         "base_url": str(table.get("base_url") or OPENAI_DEFAULT_URL),
         "model": str(model),

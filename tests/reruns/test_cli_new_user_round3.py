@@ -148,3 +148,14 @@ def test_importing_codex_set_to_a_keyless_profile_keeps_it_keyless(
     assert imported.returncode == 0, imported.stderr
     assert "no key found" not in imported.stdout + imported.stderr
     assert ProfileStore().get("again").no_key
+
+
+def test_status_flags_the_file_a_profile_edit_called_stale(home: object, cli: object) -> None:
+    _keyless_profile("sim", "http://127.0.0.1:9/v1")
+    assert cli("switch", "sim", "--target", "env", "--yes").returncode == 0  # type: ignore[operator]
+    edited = cli("profile", "edit", "sim", "--model", "other-model")  # type: ignore[operator]
+    assert edited.returncode == 0, edited.stderr
+    assert "is stale" in edited.stdout + edited.stderr
+    status = cli("status")  # type: ignore[operator]
+    line = next(line for line in status.stdout.splitlines() if line.startswith("env"))
+    assert "STALE" in line and "driftdesk switch sim --target env" in line
