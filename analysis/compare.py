@@ -310,6 +310,8 @@ def _newer(a: RunReport, b: RunReport) -> str | None:
 def _warnings(comparison: Comparison) -> list[str]:
     a, b = comparison.a, comparison.b
     warnings: list[str] = []
+    if a.run_id == b.run_id and a.started_at == b.started_at:
+        warnings.append(f"A and B are the same run ({a.run_id}): every delta is 0 by construction")
     if comparison.swapped:
         warnings.append(f"{b.run_id} is the newer run, so it is B (after)")
     elif comparison.newer == "a":

@@ -377,13 +377,13 @@ def render_report_table(report: RunReport) -> str:
     width = max([len("TASK"), *(len(_cell(t.task_id)) for t in report.tasks)])
     lines.append(
         f"  {'TASK':<{width}}  {'N':>4}  {'PASS':>4}  {'FAIL':>4}  {'LINK':>4}  "
-        f"{'SUCCESS':>7}  {'SPREAD':>6}  {'LAT_MS':>9}  {'MODEL_MS':>9}  {'LAT_CV':>6}  "
+        f"{'SUCCESS':>7}  {'MAX-MIN PP':>10}  {'LAT_MS':>9}  {'MODEL_MS':>9}  {'LAT_CV':>6}  "
         f"{'RETRY':>5}  {'MISMATCH':>8}  LAST ERRORS"
     )
     for t in report.tasks:
         lines.append(
             f"  {_cell(t.task_id):<{width}}  {t.n:>4}  {t.passes:>4}  {t.fails:>4}  "
-            f"{t.link_errors:>4}  {_pct(t.success_rate):>7}  {_num(t.spread, '.0f'):>6}  "
+            f"{t.link_errors:>4}  {_pct(t.success_rate):>7}  {_spread_pp(t.spread):>10}  "
             f"{_num(t.latency_mean_ms, '.0f'):>9}  {_num(t.model_latency_mean_ms, '.0f'):>9}  "
             f"{_num(t.latency_cv, '.2f'):>6}  {t.retries:>5}  {t.model_mismatches:>8}  "
             f"{_cell(' '.join(t.last_error_kinds))}"
@@ -391,6 +391,12 @@ def render_report_table(report: RunReport) -> str:
     if report.tasks_total > len(report.tasks):
         lines.append(f"  … {report.tasks_total - len(report.tasks)} more tasks (--top)")
     return "\n".join(lines) + "\n"
+
+
+def _spread_pp(spread: float | None) -> str:
+    """A task's spread (JSON ``spread``: max − min of its attempts' scores, 0..1) in pp: on
+    pass/fail tasks 100 means it both passed and failed, 0 that it never changed."""
+    return "-" if spread is None else f"{spread * 100:.0f}"
 
 
 def noise_floor_lines(report: RunReport) -> list[str]:

@@ -24,6 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="driftdesk",
         description="Pin provider configs, rerun agent suites, see per-task volatility.",
+        epilog=(
+            "exit codes: 0 done; 1 the command was understood but failed (a check below its "
+            "threshold, a keyring that refused, a run that did not complete); 2 usage or bad "
+            "input (wrong arguments, an unknown or invalid profile, an unreadable suite); "
+            "3 a run whose every attempt was a link error; 4 a run whose harness broke every "
+            "attempt; 130 interrupted"
+        ),
     )
     parser.add_argument("--version", action="version", version=f"driftdesk {__version__}")
     parser.add_argument(

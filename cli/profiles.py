@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from driftdesk.providers.profiles import Profile
 
 Handler = Callable[[argparse.Namespace], int]
+# Exit codes (driftdesk --help): 2 for usage and bad input (argparse's own, an unknown or
+# invalid profile), 1 for a command that was understood but failed.
+EXIT_BAD_INPUT = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -212,7 +215,7 @@ def _guarded(handler: Handler) -> Handler:
     """Turn the cores' expected errors into one clear line on stderr and a non-zero exit."""
 
     def run(args: argparse.Namespace) -> int:
-        from driftdesk.providers.errors import EXPECTED
+        from driftdesk.providers.errors import EXPECTED, ProfileError
 
         try:
             return handler(args)
@@ -220,7 +223,8 @@ def _guarded(handler: Handler) -> Handler:
             raise  # the reader left (`| head`): main ends quietly
         except EXPECTED as exc:
             print(f"driftdesk: error: {exc}", file=sys.stderr)
-            return 1
+            # A profile named or given wrongly is bad input, as in `run`; the rest failed.
+            return EXIT_BAD_INPUT if isinstance(exc, ProfileError) else 1
 
     run.__name__ = handler.__name__
     return run
@@ -254,7 +258,7 @@ def cmd_key(args: argparse.Namespace) -> int:
             keyless = ProfileStore().get(args.name).no_key
         except ProfileNotFound as missing:
             _err(f"driftdesk: error: {missing}")
-            return 1
+            return EXIT_BAD_INPUT
         if not keyless:
             _err(f"driftdesk: error: {exc}")
             return 1
@@ -748,15 +752,40 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2, ensure_ascii=False))
         return 0
+    stale = _stale_paths(rows)
     for row in rows:
         active = row.profile or "-"
         drift = "  DRIFTED since driftdesk wrote it" if row.drifted else ""
         if row.drifted and row.drifted_keys:
             drift += f": {row.drifted_keys}"
+        if row.path in stale:
+            drift += f"  STALE: {stale[row.path]}"
         print(f"{row.target:<6} {row.scope:<7} {active:<20} {row.path}{drift}")
         if row.detail:
             print(f"{'':<15}{row.detail}")
     return 0
+
+
+def _stale_paths(rows: list[Any]) -> dict[Any, str]:
+    """Files holding an older version of their profile (edited since the switch), as
+    ``profile edit`` calls them, each with the switch that brings it up to date."""
+    from driftdesk.providers.profiles import ProfileError, ProfileStore
+    from driftdesk.providers.status import stale_switches
+
+    stale: dict[Any, str] = {}
+    names = {name for row in rows for name in (row.profile, row.written_profile) if name}
+    for name in sorted(names):
+        try:
+            profile = ProfileStore().get(name)
+        except ProfileError:
+            continue
+        for plan in stale_switches(profile):
+            where = f" --env-file {plan.path}" if plan.target == "env" else f" --scope {plan.scope}"
+            stale[plan.path] = (
+                f"{name} was edited since; re-apply with driftdesk switch {name} "
+                f"--target {plan.target}{where}"
+            )
+    return stale
 
 
 # --- exec -----------------------------------------------------------------------------------

@@ -34,7 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", required=True, help="provider profile name")
     p.add_argument("--suite", required=True, help="built-in suite name (basic) or a JSONL file")
     p.add_argument("--repeat", type=int, default=5, help="attempts per task (default 5)")
-    p.add_argument("--concurrency", type=int, default=2, help="attempts at once (default 2)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=2,
+        help="attempts at once (default 2, as in the workbench: gentle on a provider's rate "
+        "limit; the demo runs 8 against its sandbox)",
+    )
     p.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per attempt try (default 120)"
     )
@@ -145,7 +151,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="play this suite's tasks (a JSONL file or built-in name; repeatable); "
         "default: the built-in suites",
     )
-    s.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: random)")
+    s.add_argument(
+        "--port", type=_port, default=0, help="port on 127.0.0.1, 0-65535 (default 0: a free one)"
+    )
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--latency-ms", type=float, default=0.0, help="mean added latency")
     s.add_argument("--rate-limit-rate", type=float, default=0.0, help="share of 429s")
@@ -190,6 +198,17 @@ def _ray_settings(args: argparse.Namespace, base: Any = None) -> Any:
     return RaySettings(
         address=args.ray_address or "auto", resources=parse_resources(args.ray_resources)
     )
+
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: a wrong one is a usage error (exit 2), not a bind() failure."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, not {port}")
+    return port
 
 
 def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
@@ -282,8 +301,26 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     if harness_errors and link_errors + harness_errors == stats.done:
         print(_all_harness_errors(outcome.run_dir, stats.done), file=sys.stderr)
         return EXIT_ALL_HARNESS_ERRORS
+    unknown = _sandbox_did_not_know(outcome.run_dir)
+    if unknown:
+        print(unknown, file=sys.stderr)
     print(next_commands(outcome.run_dir))
     return 0
+
+
+def _sandbox_did_not_know(run_dir: Path) -> str | None:
+    """One line when the sandbox answered placeholders: it was started without this suite."""
+    from driftdesk.reruns.sandbox import tasks_it_did_not_know
+
+    unknown = tasks_it_did_not_know(run_dir)
+    if not unknown:
+        return None
+    tasks = len(_manifest(run_dir).get("tasks") or []) or len(unknown)
+    suite = _suite_argument(_manifest(run_dir).get("suite")) or "FILE"
+    return (
+        f"driftdesk: the sandbox does not know {len(unknown)} of {tasks} tasks (it answered a "
+        f"placeholder, so they fail): restart it with driftdesk sandbox --suite {suite}"
+    )
 
 
 def _all_harness_errors(run_dir: Path, done: int) -> str:
@@ -330,7 +367,8 @@ def next_commands(run_dir: Path) -> str:
     manifest = _manifest(run_dir)
     lines = ["next:", f"  driftdesk report {here}   # the per-task numbers"]
     suite = _suite_argument(manifest.get("suite"))
-    if manifest.get("profile") and suite:
+    # With one repeat no task can show both a pass and a fail: nothing can be volatile.
+    if manifest.get("profile") and suite and int(manifest.get("repeat") or 0) > 1:
         lines.append(
             f"  driftdesk run --profile {manifest['profile']} --suite {suite} "
             f"--only-volatile {here}   # rerun the tasks that wobbled"

@@ -157,13 +157,20 @@ def _inspect_codex(path: Path, text: str) -> ImportCandidate:
             "Keep using that provider from your config.toml, or make a profile by hand with "
             "driftdesk profile add if the endpoint works without them"
         )
-    fields = {
+    fields: dict[str, Any] = {
         "protocol": "openai",
         "base_url": str(table.get("base_url") or OPENAI_DEFAULT_URL),
         "model": str(model),
         "headers": {str(k): str(v) for k, v in dict(table.get("http_headers", {})).items()},
     }
+    keyless = _keyless_driftdesk_profile(table)
+    if keyless:
+        fields["no_key"] = True
     candidate = ImportCandidate("codex", path, fields)
+    if keyless:
+        candidate.notes.append(
+            f"this provider is driftdesk's keyless profile {keyless!r}: imported keyless too"
+        )
     left_out = sorted(set(table) - CODEX_IMPORTED)
     if left_out:
         candidate.notes.append(
@@ -194,6 +201,21 @@ def _inspect_codex(path: Path, text: str) -> ImportCandidate:
             candidate.key_where = f"{auth} (OPENAI_API_KEY)"
             candidate.key_file = auth
     return candidate
+
+
+def _keyless_driftdesk_profile(table: dict[str, Any]) -> str | None:
+    """The profile a switch wrote this provider table for, when that profile is keyless: its
+    key helper answers a placeholder, so the copy needs no key either."""
+    auth = table.get("auth")
+    if not isinstance(auth, dict) or not str(table.get("name", "")).startswith("driftdesk: "):
+        return None
+    args = [str(a) for a in auth.get("args", [])]
+    if len(args) < 2 or args[-2] != "key":
+        return None
+    try:
+        return args[-1] if ProfileStore().get(args[-1]).no_key else None
+    except ProfileError:
+        return None
 
 
 def _inspect_env(path: Path, text: str) -> ImportCandidate:
@@ -263,7 +285,7 @@ def import_profile(
         backend()
         set_key(name, found.key)
     store.save(profile)
-    if not found.key:
+    if not found.key and not profile.no_key:
         notes.append(f"no key found; add one with: driftdesk profile edit {name} --key-stdin")
     elif found.key_in_file and not move_key:
         notes.append(

@@ -155,10 +155,11 @@ def plan_switch(
     else:
         new = edit_env_file(old, profile, path)
         stale = [f"{name} ({mask_key(value)})" for name, value in env_key_lines(old or "")]
-        notes.append(
-            "the .env file gets no key: run tools with `driftdesk exec "
-            f"{profile.name} -- CMD` to hand them the key"
-        )
+        if not profile.no_key:  # a keyless profile has no key to hand over
+            notes.append(
+                "the .env file gets no key: run tools with `driftdesk exec "
+                f"{profile.name} -- CMD` to hand them the key"
+            )
     verify_foreign_keys(target, old, new, profile, path)
     diff = unified_diff(path, old, new)
     secrets.extend(secret_values(target, old or "", path))

@@ -127,12 +127,17 @@ AgentName = Literal["builtin", "command", "inspect", "claude-code", "codex"]
 AGENTS: tuple[AgentName, ...] = get_args(AgentName)
 
 
+# Attempts at once for a run against a real provider: low, so a new key's rate limit is not
+# hit at once (the demo's sandbox has none and runs 8). The CLI and the launch form offer it.
+DEFAULT_CONCURRENCY = 2
+
+
 @dataclass
 class RunSpec:
     profile: str | Profile
     suite: str  # a built-in suite name (``basic``) or a path to a suite JSONL file
     repeat: int = 5
-    concurrency: int = 2
+    concurrency: int = DEFAULT_CONCURRENCY
     timeout_s: float = 120.0
     tasks: list[str] | None = None
     sample: int | None = None

@@ -289,9 +289,11 @@ def _git_diff(before: Path, after: Path, ws: AttemptWorkspace) -> str | None:
     if done.returncode not in (0, 1):
         return None
     text = done.stdout.decode("utf-8", "replace")
-    # Paths relative to the workspace: a/<file> b/<file>, as in a repository.
-    for prefix, root in (("a", before), ("b", after)):
-        text = text.replace(f"{prefix}{root}/", f"{prefix}/")
+    # Paths relative to the workspace: a/<file> b/<file>, as in a repository. An added (or
+    # removed) file is named by the one side that has it, on both sides: either root goes.
+    for prefix in ("a", "b"):
+        for root in (before, after):
+            text = text.replace(f"{prefix}{root}/", f"{prefix}/")
     return text
 
 

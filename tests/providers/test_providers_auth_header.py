@@ -121,7 +121,7 @@ def test_openai_profiles_refuse_x_api_key(home: Any, cli: Callable[..., Any]) ->
         "profile", "add", "o", "--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1",
         "--model", "m", "--auth-header", "x-api-key", "--no-key",
     )  # fmt: skip
-    assert result.returncode == 1 and "bearer" in result.stderr
+    assert result.returncode == 2 and "bearer" in result.stderr
     assert not ProfileStore().exists("o")
 
 

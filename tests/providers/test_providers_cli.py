@@ -166,7 +166,7 @@ def test_edit_and_rm(home: Any, cli: Callable[..., Any], add_profile: Any) -> No
     assert cli("key", "p1").stdout.strip() == new_key
     assert new_key not in edited.stdout + edited.stderr
     missing = cli("profile", "edit", "nope", "--model", "x")
-    assert missing.returncode == 1 and "no profile named 'nope'" in missing.stderr
+    assert missing.returncode == 2 and "no profile named 'nope'" in missing.stderr
     removed = cli("profile", "rm", "p1")
     assert removed.returncode == 0 and "keyring entry" in removed.stdout
     assert not keys.has_key("p1")
@@ -186,7 +186,7 @@ def test_bad_profile_input_is_a_clear_error(home: Any, cli: Callable[..., Any]) 
         "m",
         input="",
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.startswith("driftdesk: error: invalid profile name")
 
 
@@ -211,12 +211,12 @@ def test_headers_carrying_credentials_are_refused(
     secret = fresh_key()
     args = ("--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
     added = cli("profile", "add", "p", *args, "--header", f"{header}={secret}", input="")
-    assert added.returncode == 1
+    assert added.returncode == 2
     assert header in added.stderr and "keyring" in added.stderr
     assert not ProfileStore().exists("p")
     add_profile("q")
     edited = cli("profile", "edit", "q", "--header", f"{header}=Bearer {secret}")
-    assert edited.returncode == 1 and "keyring" in edited.stderr
+    assert edited.returncode == 2 and "keyring" in edited.stderr
     assert ProfileStore().get("q").headers == {}
     with pytest.raises(ProfileError, match="keyring"):
         Profile("r", "openai", "http://127.0.0.1:9/v1", "m", headers={header: "x"}).validate()

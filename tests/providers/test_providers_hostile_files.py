@@ -91,7 +91,7 @@ def test_header_without_equals_never_echoes_the_value(home: Any, cli: Callable[.
         "profile", "add", "x", "--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1",
         "--model", "m", "--no-key", "--header", key,
     )  # fmt: skip
-    assert result.returncode == 1 and "NAME=VALUE" in result.stderr
+    assert result.returncode == 2 and "NAME=VALUE" in result.stderr
     assert key not in result.stdout + result.stderr and key[:12] not in result.stderr
 
 
@@ -101,7 +101,7 @@ def test_credential_header_names_are_refused(home: Any, cli: Callable[..., Any],
         "profile", "add", "x", "--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1",
         "--model", "m", "--no-key", "--header", f"{name}=hunter2hunter2",
     )  # fmt: skip
-    assert result.returncode == 1 and "credential" in result.stderr
+    assert result.returncode == 2 and "credential" in result.stderr
     assert not ProfileStore().exists("x")
     config = home.config_dir / "config.toml"
     assert not config.exists() or "hunter2" not in config.read_text()

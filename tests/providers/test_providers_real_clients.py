@@ -281,7 +281,7 @@ def test_key_names_a_missing_profile_and_keeps_a_keyed_one_s_error(
 ) -> None:
     add_profile("keyed", key="")  # a keyed profile with no key stored yet
     missing = cli("key", "nope")
-    assert missing.returncode == 1
+    assert missing.returncode == 2  # an unknown profile is bad input
     assert "no profile named 'nope'" in missing.stderr and "keyring" not in missing.stderr
     keyed = cli("key", "keyed")
     assert keyed.returncode == 1 and keyed.stdout == ""

@@ -162,7 +162,7 @@ def test_the_end_of_a_run_prints_the_next_commands_and_resume_of_a_done_run_says
     home: object, tmp_path: Path, cli: object, sandbox: SandboxServer
 ) -> None:
     _profile("sim", sandbox.base_url)
-    args = ["run", "--profile", "sim", "--suite", "basic", "--repeat", "1", "--tasks", "arith-01"]
+    args = ["run", "--profile", "sim", "--suite", "basic", "--repeat", "2", "--tasks", "arith-01"]
     first = cli(*args)  # type: ignore[operator]
     second = cli(*args)  # type: ignore[operator]
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr

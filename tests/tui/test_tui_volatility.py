@@ -265,7 +265,7 @@ async def test_run_list_tells_runs_apart_and_a_run_without_its_suite_is_not_resu
         screen = app.screen
         runs = screen.query_one("#runs", OptionList)
         labels = [str(runs.get_option_at_index(i).prompt) for i in range(runs.option_count)]
-        assert "basic ×4 · sandbox-sim · success 80%" in labels[1]  # run B: 16 of 20 judged
+        assert "basic ×4 · sandbox-sim · attempts passed 80%" in labels[1]  # run B: 16 of 20 judged
         assert "gone-suite-run" in labels[0] and "interrupted (suite file gone)" in labels[0]
         info = next(r for r in screen.runs if r.run_id == "gone-suite-run")
         assert not info.resumable
@@ -376,7 +376,7 @@ def test_runs_are_listed_from_their_manifests_and_measured_once_until_their_rows
 
     run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
     (info,) = discover_runs([runs_dir])
-    assert info.success is None and "success -" in info.details  # not read yet
+    assert info.success is None and "attempts passed -" in info.details  # not read yet
     assert success_to_measure([(run, info.manifest)], 0.0) == [run]
     measure_success(run)
     (info,) = discover_runs([runs_dir])
@@ -431,7 +431,7 @@ async def test_a_measured_success_is_listed_at_the_next_start_until_the_rows_cha
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         runs = app.screen.query_one("#runs", OptionList)
-        assert "success 80%" in str(runs.get_option_at_index(0).prompt)  # 16 of 20 passed
+        assert "attempts passed 80%" in str(runs.get_option_at_index(0).prompt)  # 16 of 20 passed
     # The rows rewritten with every pass a fail and every fail a pass, in the same size and
     # mtime: a start that read them again would list 20 %.
     rows = run / "attempts.jsonl"
@@ -450,7 +450,7 @@ async def test_a_measured_success_is_listed_at_the_next_start_until_the_rows_cha
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         runs = app.screen.query_one("#runs", OptionList)
-        assert "success 20%" in str(runs.get_option_at_index(0).prompt)
+        assert "attempts passed 20%" in str(runs.get_option_at_index(0).prompt)
     assert next_start() == f"{run.name} 0.2"
 
 

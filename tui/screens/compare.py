@@ -47,9 +47,9 @@ def _fmt(value: float | None, metric: str = "") -> str:
 class CompareScreen(WorkbenchScreen):
     SCREEN_NAME = "Compare"
     HELP_INTRO = (
-        "Run A (before) against run B (after, the newer run), over the tasks both judged: the "
-        "paired differences with a 95% CI and a p-value, the metrics, then every shared task "
-        "whose class changed."
+        "Run A against run B in the order picked (the deltas are B − A; a warning says when A "
+        "is the newer run), over the tasks both judged: the paired differences with a 95% CI "
+        "and a p-value, the metrics, then every shared task whose class changed."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="compare.back"),

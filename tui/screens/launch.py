@@ -72,6 +72,8 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
         self._extra_profiles = list(extra_profiles)  # the demo's in-memory profile
 
     def compose(self) -> ComposeResult:
+        from driftdesk.reruns.engine import DEFAULT_CONCURRENCY
+
         with Vertical(id="dialog", classes="form"):
             yield Label("Launch a run", id="dialog-title")
             with VerticalScroll(id="launch-fields"):
@@ -90,7 +92,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                         yield Input("5", id="repeat", type="integer")
                     with Vertical():
                         yield Label("Concurrency")
-                        yield Input("4", id="concurrency", type="integer")
+                        yield Input(str(DEFAULT_CONCURRENCY), id="concurrency", type="integer")
                     with Vertical():
                         yield Label("Timeout (s)")
                         yield Input("120", id="timeout", type="number")
@@ -193,7 +195,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
 
     @on(Button.Pressed, "#launch")
     def action_launch(self) -> None:
-        from driftdesk.reruns.engine import RunSpec
+        from driftdesk.reruns.engine import DEFAULT_CONCURRENCY, RunSpec
 
         loaded = self.query("#profile")  # absent while the profiles are still loading
         profile = loaded.first(Select).value if loaded else None
@@ -255,7 +257,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             profile=profile,
             suite=self.query_one("#suite", Input).value.strip() or "basic",
             repeat=int(values["repeat"] or 5),
-            concurrency=int(values["concurrency"] or 4),
+            concurrency=int(values["concurrency"] or DEFAULT_CONCURRENCY),
             timeout_s=float(values["timeout"] or 120.0),
             sample=int(values["sample"]) if values["sample"] else None,
             only_failed=Path(str(earlier)) if only == "failed" else None,

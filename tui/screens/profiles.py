@@ -407,11 +407,19 @@ class ProfilesScreen(WorkbenchScreen):
         self._note = message.note
         self._fill_table()
         if not message.rows:
-            self._detail(
-                "no profiles yet",
-                "Press a to add one, i to import Claude Code / Codex / .env settings, "
-                "or run `driftdesk demo` to try a simulated endpoint.",
-            )
+            if self.workbench.demo:  # the demo's profile is offered by the form, never saved
+                self._detail(
+                    "no saved profiles yet",
+                    "The demo's profile demo-sandbox lives only while the demo runs (the launch "
+                    "form offers it). Press a to add one, i to import Claude Code / Codex / .env "
+                    "settings.",
+                )
+            else:
+                self._detail(
+                    "no profiles yet",
+                    "Press a to add one, i to import Claude Code / Codex / .env settings, "
+                    "or run `driftdesk demo` to try a simulated endpoint.",
+                )
         elif message.note:
             self._detail("note", message.note)
 

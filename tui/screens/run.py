@@ -91,9 +91,8 @@ class RunScreen(WorkbenchScreen):
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
         with Vertical(id="run-body"):
-            yield Label(
-                "No run yet — press n to launch one (or run `driftdesk demo`).", id="run-title"
-            )
+            demo = "" if self.workbench.demo else " (or run `driftdesk demo`)"
+            yield Label(f"No run yet — press n to launch one{demo}.", id="run-title")
             with Horizontal(id="run-progress-row"):
                 # total=100 until a run starts: an indeterminate bar animates forever
                 yield ProgressBar(total=100, show_eta=False, id="run-progress")

@@ -65,7 +65,10 @@ class RunInfo:
         name = suite.get("name") if isinstance(suite, dict) else None
         repeat = self.manifest.get("repeat")
         parts = [f"{name or '?'} ×{repeat or '?'}", self.model or "?"]
-        parts.append("success -" if self.success is None else f"success {self.success:.0%}")
+        # pooled over attempts, and named so: the detail pane's "success" is a mean of tasks
+        parts.append(
+            "attempts passed -" if self.success is None else f"attempts passed {self.success:.0%}"
+        )
         return " · ".join(parts)
 
     @property
@@ -83,7 +86,8 @@ TASK_COLUMNS = (
     ("fail", "fail"),
     ("link", "link"),
     ("success", "success"),
-    ("spread", "spread"),
+    # the report's ``spread``: max − min of the task's scores, so 0 or 100 on pass/fail tasks
+    ("max−min pp", "spread"),
     ("latency ms", "latency"),
     ("tokens", "tokens"),
     ("error kinds", "errors"),
@@ -240,7 +244,16 @@ class VolatilityScreen(WorkbenchScreen):
             "resume",
             "Resume",  # short: the footer is full at 140 columns
             id="volatility.resume",
-            tooltip="Resume an interrupted run (its missing slots; optionally its link errors)",
+            tooltip="Resume an interrupted run (its missing slots)",
+        ),
+        # The task table's own Enter drills in (RowSelected); listed here so help names it.
+        Binding(
+            "enter",
+            "open_task",
+            "Open task",
+            id="volatility.open_task",
+            show=False,
+            tooltip="Open the task: its attempts, logs and diffs",
         ),
         Binding("r", "rescan", "Refresh", id="volatility.refresh", show=False),
         Binding("escape", "leave_filter", "Leave filter", id="volatility.leave_filter", show=False),
@@ -455,7 +468,8 @@ class VolatilityScreen(WorkbenchScreen):
             self.query_one("#summary", Static).update(
                 "No runs yet under "
                 + ", ".join(str(d) for d in self.workbench.runs_dirs)
-                + ".\nLaunch one on the Run screen (2, then n) or try `driftdesk demo`."
+                + ".\nLaunch one on the Run screen (2, then n)"
+                + ("." if self.workbench.demo else " or try `driftdesk demo`.")
             )
         # after the run to open is opened: its report, being built, says its success
         if message.unmeasured and (self._measuring is None or self._measuring.is_finished):
@@ -539,10 +553,12 @@ class VolatilityScreen(WorkbenchScreen):
                 shown.append(f"  CI95 {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f}", "dim")
 
         with_ci(
-            "success",
+            "mean task success",
             "-" if report.success_rate is None else f"{report.success_rate * 100:.1f} %",
             "success_rate",
         )
+        pooled = report.attempt_success_rate
+        fact("attempts passed", "-" if pooled is None else f"{pooled * 100:.1f} %")
         with_ci(
             "consistency gap",
             "-" if report.consistency_gap_pp is None else f"{report.consistency_gap_pp:.1f} pp",
@@ -625,7 +641,7 @@ class VolatilityScreen(WorkbenchScreen):
                 str(t.fails),
                 Text(str(t.link_errors), style="magenta" if t.link_errors else ""),
                 Text(_pct(t.success_rate), style=success_style),
-                Text(_num(t.spread, "{:.2f}"), style=spread_style),
+                Text("-" if t.spread is None else f"{t.spread * 100:.0f}", style=spread_style),
                 _num(t.latency_mean_ms),
                 _num(t.tokens_mean),
                 # a judged "fail" is model behaviour, not an error: list only error kinds
@@ -665,6 +681,17 @@ class VolatilityScreen(WorkbenchScreen):
         from driftdesk.tui.screens.task import TaskScreen
 
         self.app.push_screen(TaskScreen(self.run_dir, str(event.row_key.value)))
+
+    def action_open_task(self) -> None:
+        """Enter where the task table does not have focus: drill into its cursor's task."""
+        table = self.query_one("#tasks", DataTable)
+        if self.run_dir is None or table.row_count == 0:
+            return
+        from driftdesk.tui.screens.task import TaskScreen
+
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        if row_key.value is not None:
+            self.app.push_screen(TaskScreen(self.run_dir, str(row_key.value)))
 
     # -- actions -------------------------------------------------------------------------------
     def _info(self, run_dir: Path) -> RunInfo | None:
@@ -773,7 +800,9 @@ class VolatilityScreen(WorkbenchScreen):
 
                 self.app.push_screen(CompareScreen(a, Path(b)))
 
-        self.app.push_screen(PickScreen(f"Compare {a.name} (before) with… (after)", others), picked)
+        # The order picked is kept (deltas are B − A), whichever run is the newer.
+        heading = f"Compare with {a.name} as A: pick B (deltas are B − A)"
+        self.app.push_screen(PickScreen(heading, others), picked)
 
     def action_copy_task(self) -> None:
         task = self.selected_task()
