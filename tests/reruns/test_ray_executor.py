@@ -383,9 +383,14 @@ async def test_a_node_killed_mid_run_loses_and_doubles_no_slot(
 async def test_the_tui_live_pane_counts_attempts_per_node(
     cluster: LoopbackCluster, tmp_path: Path
 ) -> None:
+    """Each node has one CPU; every try waits (WAITING_HARNESS) until the pane has shown two
+    nodes busy at once, so the overlap is made, not left to how fast the sandbox answers."""
     from driftdesk.tui.screens.run import _counters
     from driftdesk.tui.state import LiveRun
 
+    harness = tmp_path / "waiting.py"
+    harness.write_text(WAITING_HARNESS)
+    go = tmp_path / "go"
     live = LiveRun(label="ray")
     seen: list[str] = []
 
@@ -394,13 +399,25 @@ async def test_the_tui_live_pane_counts_attempts_per_node(
             live.on_event(event)
             if isinstance(event, AttemptPlaced):
                 seen.append(_counters(live).plain)
+                if seen[-1].count("127.0.0.1/") >= 2:
+                    go.touch()
 
-    suite = write_suite(tmp_path / "suite")
-    outcome = await _ray_run(cluster, suite, tmp_path / "out", Pane(), repeat=2)
-    assert outcome.status == "completed" and live.done == 10
+    suite = write_suite(tmp_path / "suite", {"sum-1": "383", "sum-2": "383"})
+    outcome = await _ray_run(
+        cluster,
+        suite,
+        tmp_path / "out",
+        Pane(),
+        repeat=2,
+        agent="command",
+        command=f"{sys.executable} {harness} {{result_path}} {go}",
+    )
+    assert outcome.status == "completed" and live.done == 4
     assert all("ray nodes: 127.0.0.1/" in line for line in seen)
     assert all("dashboard http://127.0.0.1:" in line for line in seen)
-    assert any(line.count("127.0.0.1/") >= 2 for line in seen)  # two nodes busy at once
+    assert any(line.count("127.0.0.1/") >= 2 for line in seen), seen  # two nodes busy at once
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert {r["outcome"] for r in rows} == {"pass"}, rows  # none waited in vain
     assert live.running_per_node == Counter()  # every attempt left its node
 
 
