@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import random
-import shutil
 import time
 import traceback
 from collections import deque
@@ -37,30 +36,21 @@ from driftdesk.fileio import JsonlAppender, JsonlProblem
 from driftdesk.layout import (
     INSPECT_LOG_DIR,
     RECORDING_SUFFIX,
-    attempt_file,
 )
 from driftdesk.paths import rerun_dir, runs_dir
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
-from driftdesk.reruns import rundir, workspace
+from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import (
     COMMAND_PLACEHOLDERS,
-    AgentResult,
     AttemptContext,
-    child_environment,
-    command_for_try,
-    command_outcome,
     kill_leftover_harnesses,
     render_command,
-    run_builtin,
-    run_command_once,
-    template_fields,
 )
 from driftdesk.reruns.demo import demo_profile, is_demo_run, start_demo_sandbox
 from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
     AttemptOutput,
-    AttemptPlaced,
     AttemptRetrying,
     AttemptStarted,
     CallRecorded,
@@ -76,35 +66,25 @@ from driftdesk.reruns.inspect_harness import (
     inspect_suite,
     run_inspect_eval,
 )
-from driftdesk.reruns.isolation import IsolationUnavailable, check_isolation, isolate_argv
+from driftdesk.reruns.isolation import IsolationUnavailable, check_isolation
+from driftdesk.reruns.local_tries import LocalTries
 from driftdesk.reruns.preflight import PROBE_TIMEOUT_S, check_endpoint
 from driftdesk.reruns.presets import (
     PRESETS,
-    client_fields,
-    client_files,
-    client_verdict,
     preset_problem,
-    run_preset_attempt,
 )
 from driftdesk.reruns.proxy import (
-    AttemptCalls,
     MeteringProxy,
     call_figures,
 )
 from driftdesk.reruns.ray_executor import (
     EXECUTORS,
-    NODE_LOST,
-    RETURNED_FILES,
-    AttemptJob,
-    NodeLost,
     RayCluster,
     RaySettings,
     RayUnavailable,
-    agent_result,
     check_address,
-    command_try_of,
-    unpack_folder,
 )
+from driftdesk.reruns.ray_tries import RayTries
 from driftdesk.reruns.recording import (
     DEFAULT_MAX_RECORDED_MB,
     CallRecorder,
@@ -114,7 +94,7 @@ from driftdesk.reruns.recording import (
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.sandbox import SandboxServer
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
-from driftdesk.reruns.tries import link_failure_overrides, retry_the_try
+from driftdesk.reruns.tries import TryHost
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
@@ -328,6 +308,7 @@ class _Execution:
         self._openai: openai.AsyncOpenAI | None = None
         self._http: aiohttp.ClientSession | None = None
         self._attempts_file: JsonlAppender | None = None
+        self._tries: LocalTries | RayTries | None = None
         self._calls_file: JsonlAppender | None = None
         self._io: ThreadPoolExecutor | None = None
         self._rows_pending = 0
@@ -501,6 +482,26 @@ class _Execution:
                         follow_redirects=False, timeout=self.timeout_s
                     ),
                 )
+        host = TryHost(
+            run_dir=self.run_dir,
+            run_id=self.run_id,
+            suite=self.suite,
+            profile=self.profile,
+            real_key=self._real_key,
+            agent=self.agent,
+            command=self.command,
+            isolate=self.isolate,
+            timeout_s=self.timeout_s,
+            policy=self.policy,
+            rng=self._rng,
+            proxy=self.proxy,
+            emit=self.emit,
+            log_exception=self._log_exception,
+            write_builtin_files=self._write_builtin_files,
+            openai_client=self._openai,
+            http=self._http,
+        )
+        self._tries = LocalTries(host) if self.cluster is None else RayTries(host, self.cluster)
 
     async def _stop(self) -> None:
         if self._openai is not None:
@@ -562,38 +563,10 @@ class _Execution:
         log_path, transcript_path = rundir.attempt_paths(self.run_dir, task_id, attempt)
         client_fields: dict[str, Any] = {}  # a preset client's own figures, for the row
         try:
-            if self.cluster is not None:
-                result, calls, client_fields = await self._run_remote(
-                    ctx, log_path, transcript_path
-                )
-            elif self.agent in PRESETS:
-                assert self.proxy is not None
-                result, calls, client_fields = await run_preset_attempt(
-                    PRESETS[self.agent],
-                    proxy=self.proxy,
-                    ctx=ctx,
-                    run_dir=self.run_dir,
-                    log_path=log_path,
-                    protocol=self.profile.protocol,
-                    real_key=self._real_key,
-                    isolate=self.isolate,
-                    readable=(self.suite.path.parent,),
-                )
-            elif self.agent == "command":
-                result, calls = await self._run_command(ctx, log_path)
-            else:
-                step_env = workspace.step_environment(self._real_key, self.run_id)
-                ws, failed = await workspace.begin(
-                    self.run_dir, ctx.task, attempt, step_env, self.timeout_s
-                )
-                if failed is not None:
-                    result, calls, transcript = failed, [], None
-                else:
-                    result, calls, transcript = await self._run_builtin(ctx)
-                result = await workspace.conclude(
-                    ws, ctx, result, step_env, lambda line: ctx.log("check", line)
-                )
-                self._write_builtin_files(ctx, log_path, transcript_path, transcript)
+            assert self._tries is not None
+            result, calls, client_fields = await self._tries.run_attempt(
+                ctx, log_path, transcript_path
+            )
         finally:
             self.stats.running -= 1
             self.emit(AttemptEnded(self.run_id, task_id, attempt))
@@ -696,247 +669,6 @@ class _Execution:
                 loop.call_soon_threadsafe(self._stop_for_write_failure, error, what)
 
         future.add_done_callback(done)
-
-    async def _run_builtin(
-        self, ctx: AttemptContext
-    ) -> tuple[AgentResult, list[dict[str, Any]], list[dict[str, Any]] | None]:
-        assert self.proxy is not None
-        token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
-        base_url = self.proxy.base_url_for(token)
-        try:
-            result, transcript = await run_builtin(
-                self.profile.protocol,
-                base_url,
-                ctx,
-                openai_client=self._openai,
-                http=self._http,
-                on_crash=lambda exc: self._log_exception(
-                    exc, f"builtin agent crashed on {ctx.task.task_id}/{ctx.attempt}"
-                ),
-            )
-            calls = await self.proxy.settle(token)
-            result = link_failure_overrides(result, calls.calls)
-        finally:
-            self.proxy.close_attempt(token)
-        return result, list(calls.calls), transcript
-
-    async def _run_command(
-        self, ctx: AttemptContext, log_path: Path
-    ) -> tuple[AgentResult, list[dict[str, Any]]]:
-        """Run the harness; retry the whole try when it ended on a retryable link error.
-
-        Every try gets fresh files of its own (``<attempt>.<try id>.result.json`` and
-        ``.prompt.txt``, absolute paths) and, for a task with a workspace, a fresh copy of it:
-        a harness left over from another try, or another task, can never hand its result to
-        this one. The row records the last try's result file."""
-        assert self.proxy is not None and self.command is not None
-        all_calls: list[dict[str, Any]] = []
-        folder = log_path.parent.absolute()
-        folder.mkdir(parents=True, exist_ok=True)
-        uses_result_path = "result_path" in template_fields(self.command)
-        step_env = workspace.step_environment(self._real_key, self.run_id)
-        while True:
-            try_id = os.urandom(4).hex()
-            result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
-            prompt_path = folder / f"{ctx.attempt}.{try_id}.prompt.txt"
-            ctx.result_path = str(result_path.relative_to(self.run_dir.absolute()))
-            with rundir.open_private(prompt_path, "w") as fh:
-                fh.write(ctx.task.prompt_text)
-            ws, failed = await workspace.begin(
-                self.run_dir, ctx.task, ctx.attempt, step_env, self.timeout_s, isolate=self.isolate
-            )
-            if failed is not None:
-                return failed, all_calls
-            token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
-            try:
-                command, extra = command_for_try(
-                    self.command,
-                    ctx,
-                    run_dir=self.run_dir,
-                    result_path=result_path,
-                    prompt_path=prompt_path,
-                    workspace=ws.path if ws is not None else None,
-                )
-                env = child_environment(
-                    self.profile.protocol,
-                    self.proxy.base_url_for(token),
-                    self.proxy.run_key,
-                    self._real_key,
-                    extra,
-                    run_id=self.run_id,
-                )
-                argv = None
-                if self.isolate:
-                    # The attempt's folder holds its workspace copy too: writable inside.
-                    argv = isolate_argv(
-                        ["/bin/sh", "-c", command],
-                        folder,
-                        self.proxy.base_url_for(token),
-                        readable=[self.suite.path.parent],
-                    )
-                outcome = await run_command_once(
-                    command, env, log_path, ctx, self.proxy.attempt_calls(token), argv=argv
-                )
-                calls = await self.proxy.settle(token)
-            finally:
-                self.proxy.close_attempt(token)
-            all_calls.extend(calls.calls)
-            result = command_outcome(result_path, outcome, calls, uses_result_path=uses_result_path)
-            # A verdict reached over a broken last call is a link error: no check for it.
-            result = link_failure_overrides(result, calls.calls)
-            result = await workspace.conclude(
-                ws, ctx, result, step_env, workspace.file_log(log_path, ctx)
-            )
-            if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
-                continue
-            return result, all_calls
-
-    # --- one attempt on a Ray node (reruns/ray_executor.py) --------------------------------
-
-    async def _run_remote(
-        self, ctx: AttemptContext, log_path: Path, transcript_path: Path
-    ) -> tuple[AgentResult, list[dict[str, Any]], dict[str, Any]]:
-        """The attempt's tries run on the cluster; their calls, retries and verdicts are
-        judged here, as ``_run_command``/``_run_builtin`` judge them, and their files written
-        into the run dir by this process only."""
-        where: dict[str, Any] = {}
-        all_calls: list[dict[str, Any]] = []
-        folder = log_path.parent.absolute()
-        folder.mkdir(parents=True, exist_ok=True)
-        uses_result_path = "result_path" in template_fields(self.command or "")
-        while True:
-            try_id = os.urandom(4).hex()
-            reply, calls = await self._remote_try(ctx, try_id, where, log_path)
-            all_calls.extend(calls.calls)
-            if isinstance(reply, AgentResult):  # the node was lost, or our worker code failed
-                return reply, all_calls, where
-            self._write_remote_files(ctx, reply)
-            if self.agent == "builtin":
-                for number, code, delay in reply["retries"]:
-                    ctx.on_retry(number, code, delay)
-                ctx.retries = int(reply["retry_count"])
-                ctx.log_lines = [str(reply["log"])] if reply["log"] else []
-                result = link_failure_overrides(agent_result(reply["result"]), calls.calls)
-                self._write_builtin_files(ctx, log_path, transcript_path, reply["transcript"])
-                return result, all_calls, where
-            with rundir.open_private(log_path, "a") as fh:
-                fh.write(redact(reply["log"] or "", ctx.secrets))
-            if "try" not in reply:  # setup failed (or, for a client, none on the node)
-                return agent_result(reply["result"]), all_calls, where
-            if self.agent in PRESETS:
-                result, client = self._remote_client_result(ctx, reply, calls, log_path)
-                if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
-                    continue
-                return result, all_calls, client | where
-            result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
-            ctx.result_path = str(result_path.relative_to(self.run_dir.absolute()))
-            if reply["result_file"] is not None:
-                with rundir.open_private(result_path, "w") as fh:
-                    fh.write(reply["result_file"].decode("utf-8", "replace"))
-            result = command_outcome(
-                result_path,
-                command_try_of(reply, calls),
-                calls,
-                uses_result_path=uses_result_path,
-            )
-            result = link_failure_overrides(result, calls.calls)
-            if reply["check_ran"] and result.outcome in ("pass", "fail"):
-                result = agent_result(reply["result"])
-            if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
-                continue
-            return result, all_calls, where
-
-    def _remote_client_result(
-        self, ctx: AttemptContext, reply: dict[str, Any], calls: AttemptCalls, log_path: Path
-    ) -> tuple[AgentResult, dict[str, Any]]:
-        """A client preset's try that ran on a node, judged here with the calls the proxy saw;
-        the client's output and config dir kept where a local attempt leaves them."""
-        preset = PRESETS[self.agent]
-        home, output = client_files(self.run_dir, ctx.task.task_id, ctx.attempt)
-        with rundir.open_private(output, "w") as fh:
-            fh.write(redact(reply["client_output"], ctx.secrets))
-        if home.exists():
-            shutil.rmtree(home)
-        if reply["client_home"] is not None:
-            unpack_folder(reply["client_home"], home, from_a_node=True)
-        report = preset.read_result(reply["client_output"])
-        result = client_verdict(report, command_try_of(reply, calls), calls, log_path, ctx.task)
-        result = link_failure_overrides(result, calls.calls)
-        if reply["check_ran"] and result.outcome in ("pass", "fail"):
-            result = agent_result(reply["result"])
-        return result, client_fields(report, reply["client_wall_ms"])
-
-    async def _remote_try(
-        self, ctx: AttemptContext, try_id: str, where: dict[str, Any], log_path: Path
-    ) -> tuple[dict[str, Any] | AgentResult, AttemptCalls]:
-        """One try as a Ray task. A node lost before the try called the model: run it once
-        more elsewhere; after a call: ``harness_error`` ``node_lost`` (never run twice)."""
-        assert self.proxy is not None and self.cluster is not None
-        moved = False
-        while True:
-            token = self.proxy.open_attempt(ctx.task.task_id, ctx.attempt)
-            try:
-
-                def placed(info: dict[str, Any]) -> None:
-                    where["node"] = info["node"]
-                    self.emit(
-                        AttemptPlaced(self.run_id, ctx.task.task_id, ctx.attempt, info["node"])
-                    )
-
-                try:
-                    job = AttemptJob(
-                        kind=self.agent,
-                        run_id=self.run_id,
-                        task=ctx.task,
-                        attempt=ctx.attempt,
-                        try_id=try_id,
-                        model=self.profile.model,
-                        protocol=self.profile.protocol,
-                        timeout_s=self.timeout_s,
-                        policy=self.policy,
-                        base_url=self.proxy.base_url_for(token),
-                        run_key=self.proxy.run_key,
-                        command=self.command,
-                        uses_result_path="result_path" in template_fields(self.command or ""),
-                        isolate=self.isolate,
-                        workspace_tar=self.cluster.workspace_ref(ctx.task),
-                        seed=str(self._rng.random()),
-                    )
-                    reply = await self.cluster.run(job, placed, ctx.emit_output)
-                except NodeLost as exc:
-                    calls = await self.proxy.settle(token)
-                    if calls.calls or calls.in_flight or moved:
-                        return AgentResult(
-                            "harness_error",
-                            error_code=NODE_LOST,
-                            error_message=f"the attempt's Ray node was lost after it called "
-                            f"the model ({len(calls.calls)} calls): {exc}",
-                        ), calls
-                    moved = True
-                    with rundir.open_private(log_path, "a") as fh:
-                        fh.write(
-                            f"[driftdesk] node {where.get('node')} lost ({exc}); "
-                            "no model call was made: running the try again\n"
-                        )
-                    continue
-                except (RuntimeError, ValueError, OSError) as exc:
-                    return AgentResult(
-                        "harness_error",
-                        error_code="harness_crash",
-                        error_message=f"the Ray task failed: {exc}",
-                    ), await self.proxy.settle(token)
-                return reply, await self.proxy.settle(token)
-            finally:
-                self.proxy.close_attempt(token)
-
-    def _write_remote_files(self, ctx: AttemptContext, reply: dict[str, Any]) -> None:
-        """The check's output and the workspace diff a node sent back, where a local attempt
-        leaves them."""
-        for suffix, key in RETURNED_FILES:
-            if reply.get(key) is not None:
-                path = attempt_file(self.run_dir, ctx.task.task_id, ctx.attempt, suffix)
-                with rundir.open_private(path, "w") as fh:
-                    fh.write(redact(reply[key], ctx.secrets))
 
 
 class _BackgroundRows:

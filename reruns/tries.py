@@ -5,13 +5,50 @@ error worth retrying is counted, logged and waited out, then run again from scra
 from __future__ import annotations
 
 import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.agents import AgentResult, AttemptContext
+from driftdesk.reruns.events import RunEvent
 from driftdesk.reruns.proxy import link_failure_verdict, unrecovered_link_failure
-from driftdesk.reruns.retry import is_retryable, too_long_message
+from driftdesk.reruns.retry import RetryPolicy, is_retryable, too_long_message
 from driftdesk.reruns.rundir import open_private
+from driftdesk.reruns.suites import Suite
+
+if TYPE_CHECKING:
+    import aiohttp
+    import openai
+
+    from driftdesk.reruns.proxy import MeteringProxy
+
+
+@dataclass
+class TryHost:
+    """What a place where tries run (``LocalTries``, ``RayTries``) needs from its run: the
+    run's settings, its proxy (started), and the run's ways to report and to write files."""
+
+    run_dir: Path
+    run_id: str
+    suite: Suite
+    profile: Profile
+    real_key: str
+    agent: str
+    command: str | None
+    isolate: bool
+    timeout_s: float
+    policy: RetryPolicy
+    rng: random.Random
+    proxy: MeteringProxy
+    emit: Callable[[RunEvent], None]
+    log_exception: Callable[[BaseException, str], None]
+    # (ctx, log path, transcript path, transcript): the builtin agent's files, written redacted
+    write_builtin_files: Callable[[AttemptContext, Path, Path, list[dict[str, Any]] | None], None]
+    openai_client: openai.AsyncOpenAI | None = None
+    http: aiohttp.ClientSession | None = None
 
 
 async def retry_the_try(
