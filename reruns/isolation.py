@@ -9,8 +9,15 @@ address from driftdesk, but it can look for them (``/proc/<driftdesk>/environ``,
   ``/run`` (session and system buses, ``$XDG_RUNTIME_DIR``), ``/var/tmp``, and the keyring
   folder wherever ``$XDG_DATA_HOME`` puts it;
 - its own ``/proc`` (no other process's environment or command line);
-- read-write: the attempt's folder only (its working directory); read-only: the paths the
-  caller names (the suite's folder, the Python driftdesk runs on).
+- the task's folder in the run dir (every attempt's logs, results and workspaces) behind an
+  empty tmpfs too: scratch space whose writes are discarded;
+- read-write: the attempt's own files only (its workspace copy, its try's result file, a
+  client's config dir and output); read-only: the paths the caller names (the suite's folder,
+  the try's prompt file, the Python driftdesk runs on).
+
+A result file is made empty before the try (a file can only be bound once it exists), so a
+harness writes it in place, not by renaming another file onto it; an empty one counts as none
+(``drop_unwritten``).
 
 The task's check and the workspace diff, which read what the harness left, run under it too,
 with the attempt's workspace copy as their one writable folder (``reruns/workspace.py``).
@@ -87,15 +94,21 @@ def _unsafe_to_show(path: Path, hidden: list[Path]) -> bool:
 
 
 def isolate_argv(
-    argv: list[str], attempt_dir: Path, proxy_url: str, *, readable: Iterable[Path] = ()
+    argv: list[str],
+    *,
+    writable: Iterable[Path],
+    cwd: Path,
+    conceal: Path | None = None,
+    readable: Iterable[Path] = (),
 ) -> list[str]:
     """``argv`` wrapped in bubblewrap (see the module's docstring for what holds).
 
-    ``attempt_dir`` is the one folder the harness may write (and its working directory);
-    ``readable`` are folders it may read (those that would reveal a hidden folder are
-    skipped). ``proxy_url`` is where the harness's provider calls go: on the host's loopback,
-    which is why the network namespace is shared."""
-    del proxy_url  # reachable because the network is shared (see the docstring)
+    ``writable``: the folders and files the harness may write (each must exist); ``cwd`` its
+    working directory; ``conceal``: a folder replaced by an empty tmpfs (the task's folder: the
+    other attempts' files), inside which only ``writable`` and ``readable`` paths show;
+    ``readable``: paths it may read (those that would reveal a hidden folder are skipped). The
+    provider calls go to the metering proxy on the host's loopback, which is why the network
+    namespace is shared."""
     hidden = _hidden_dirs()
     args = [
         bwrap_path(),
@@ -115,9 +128,55 @@ def isolate_argv(
     for folder in sorted(set(hidden), key=lambda p: len(p.parts)):
         args += ["--tmpfs", str(folder)]
     python = {Path(sys.prefix), Path(sys.base_prefix)}
-    for folder in sorted({Path(p).absolute() for p in [*readable, *python]}, key=str):
-        if folder.exists() and not _unsafe_to_show(folder, hidden):
-            args += ["--ro-bind", str(folder), str(folder)]
-    attempt_dir = Path(attempt_dir).absolute()
-    args += ["--bind", str(attempt_dir), str(attempt_dir), "--chdir", str(attempt_dir), "--"]
-    return args + list(argv)
+    shown = sorted({Path(p).absolute() for p in [*readable, *python]}, key=str)
+    concealed = Path(conceal).absolute() if conceal is not None else None
+
+    def inside(path: Path) -> bool:
+        return concealed is not None and path.is_relative_to(concealed)
+
+    for path in shown:  # outside the concealed folder first: a tmpfs over them would hide them
+        if not inside(path) and path.exists() and not _unsafe_to_show(path, hidden):
+            args += ["--ro-bind", str(path), str(path)]
+    if concealed is not None:
+        args += ["--tmpfs", str(concealed)]
+        args += [
+            a for p in shown if inside(p) and p.exists() for a in ("--ro-bind", str(p), str(p))
+        ]
+    for path in sorted({Path(p).absolute() for p in writable}, key=lambda p: len(p.parts)):
+        args += ["--bind", str(path), str(path)]
+    return [*args, "--chdir", str(Path(cwd).absolute()), "--", *argv]
+
+
+def isolated_harness(
+    command: str,
+    *,
+    result_path: Path,
+    prompt_path: Path,
+    workspace: Path | None,
+    readable: Iterable[Path] = (),
+) -> list[str]:
+    """A command harness's try under bubblewrap: it writes its workspace copy and its result
+    file, reads its prompt file; the rest of the task's folder (the other attempts') is hidden.
+    The result file is made here, empty (see ``drop_unwritten``)."""
+    fd = os.open(
+        result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    os.close(fd)
+    folder = result_path.parent
+    return isolate_argv(
+        ["/bin/sh", "-c", command],
+        writable=[result_path, *([workspace] if workspace is not None else [])],
+        cwd=workspace or folder,
+        conceal=folder,
+        readable=[*readable, prompt_path],
+    )
+
+
+def drop_unwritten(path: Path) -> None:
+    """A result file an isolated harness left empty was never written: remove it, so the try is
+    judged as one without a result file."""
+    try:
+        if os.stat(path, follow_symlinks=False).st_size == 0:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -18,7 +18,7 @@ from driftdesk.reruns.agents import (
     run_command_once,
     template_fields,
 )
-from driftdesk.reruns.isolation import isolate_argv
+from driftdesk.reruns.isolation import drop_unwritten, isolated_harness
 from driftdesk.reruns.presets import PRESETS, run_preset_attempt
 from driftdesk.reruns.tries import TryHost, link_failure_overrides, retry_the_try
 
@@ -138,11 +138,11 @@ class LocalTries:
                 )
                 argv = None
                 if self.host.isolate:
-                    # The attempt's folder holds its workspace copy too: writable inside.
-                    argv = isolate_argv(
-                        ["/bin/sh", "-c", command],
-                        folder,
-                        self.host.proxy.base_url_for(token),
+                    argv = isolated_harness(
+                        command,
+                        result_path=result_path,
+                        prompt_path=prompt_path,
+                        workspace=ws.path if ws is not None else None,
                         readable=[self.host.suite.path.parent],
                     )
                 outcome = await run_command_once(
@@ -151,6 +151,7 @@ class LocalTries:
                 calls = await self.host.proxy.settle(token)
             finally:
                 self.host.proxy.close_attempt(token)
+            drop_unwritten(result_path)
             all_calls.extend(calls.calls)
             result = command_outcome(result_path, outcome, calls, uses_result_path=uses_result_path)
             # A verdict reached over a broken last call is a link error: no check for it.

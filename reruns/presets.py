@@ -384,9 +384,9 @@ async def run_client_try(
     readable: tuple[Path, ...] = (),
 ) -> ClientTry:
     """Run the client once in ``ws`` with a fresh config dir pointing at ``proxy_url``. With
-    ``isolate`` it runs under bubblewrap (``reruns.isolation``): it may write only the task's
-    folder (its workspace copy, config dir and output are there) and read ``readable`` and its
-    own installation. The same for a try here and on a Ray node (``reruns.ray_executor``)."""
+    ``isolate`` it runs under bubblewrap (``reruns.isolation``): it may write only its attempt's
+    workspace copy, config dir and output (the rest of the task's folder is hidden) and read
+    ``readable`` and its own installation. The same for a try here and on a Ray node (``reruns.ray_executor``)."""
     task = ctx.task
     home, output = client_files(run_dir, task.task_id, ctx.attempt)
     if home.exists():
@@ -408,10 +408,12 @@ async def run_client_try(
     )
     sandboxed = None
     if isolate:
+        output.touch(mode=0o600)  # bound into the sandbox: it must exist
         sandboxed = isolate_argv(
             ["/bin/sh", "-c", command],
-            log_path.parent.resolve(),
-            proxy_url,
+            writable=[ws.path, home, output],
+            cwd=ws.path,
+            conceal=log_path.parent.resolve(),
             readable=[*readable, _installation(executable)],
         )
     started = time.perf_counter()

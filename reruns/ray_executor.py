@@ -44,7 +44,7 @@ from driftdesk.reruns.agents import (
     run_builtin,
     run_command_once,
 )
-from driftdesk.reruns.isolation import isolate_argv
+from driftdesk.reruns.isolation import drop_unwritten, isolated_harness
 from driftdesk.reruns.presets import (
     PRESETS,
     PresetUnavailable,
@@ -380,10 +380,16 @@ async def _command(
     )
     argv = None
     if job.isolate:
-        readable = [ctx.task.workspace] if ctx.task.workspace is not None else []
-        argv = isolate_argv(["/bin/sh", "-c", command], folder, job.base_url, readable=readable)
+        argv = isolated_harness(
+            command,
+            result_path=result_path,
+            prompt_path=prompt_path,
+            workspace=ws.path if ws is not None else None,
+            readable=[ctx.task.workspace] if ctx.task.workspace is not None else [],
+        )
     no_calls = AttemptCalls(ctx.task.task_id, ctx.attempt)  # the driver's proxy has them
     outcome = await run_command_once(command, env, log_path, ctx, no_calls, argv=argv)
+    drop_unwritten(result_path)
     verdict = command_outcome(result_path, outcome, no_calls, uses_result_path=job.uses_result_path)
     # The check runs here, beside the workspace, when the harness's own verdict is judged; the
     # driver drops it when the proxy saw the link fail.

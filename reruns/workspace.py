@@ -67,7 +67,9 @@ class AttemptWorkspace:
         """``argv`` under bubblewrap, writing the workspace copy only; None: not isolated."""
         if not self.isolate:
             return None
-        return isolate_argv(argv, self.path, "", readable=readable)
+        return isolate_argv(
+            argv, writable=[self.path], cwd=self.path, conceal=self.path.parent, readable=readable
+        )
 
 
 def step_environment(real_key: str, run_id: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
+from driftdesk.layout import WORKSPACE_SUFFIX
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
 
@@ -75,11 +76,8 @@ PROBE = textwrap.dedent(
     report = {"found": found, "rc": probe.returncode, "stdout": probe.stdout,
               "stderr": probe.stderr[-2000:], "home_read": home_read,
               "wrote_outside": wrote_outside, "cwd": os.getcwd()}
-    folder = os.path.dirname(os.environ["DRIFTDESK_RESULT_PATH"])
-    with open(os.path.join(folder, "probe.json"), "w") as fh:
-        json.dump(report, fh)
     with open(os.environ["DRIFTDESK_RESULT_PATH"], "w") as fh:
-        json.dump({"success": probe.returncode == 0}, fh)
+        json.dump({"success": probe.returncode == 0, "probe": report}, fh)
     """
 )
 
@@ -119,8 +117,9 @@ async def _probe_run(tmp_path: Path, base_url: str, *, isolate: bool) -> RunOutc
 
 
 def _reports(outcome: RunOutcome) -> list[dict[str, object]]:
-    found = sorted((outcome.run_dir / "attempts").rglob("probe.json"))
-    return [json.loads(p.read_text()) for p in found]
+    """What each attempt's probe found (in its result file: the one file it may write)."""
+    found = sorted((outcome.run_dir / "attempts").rglob("*.result.json"))
+    return [json.loads(p.read_text())["probe"] for p in found]
 
 
 @pytest.mark.keyring
@@ -131,7 +130,7 @@ async def test_without_isolate_a_harness_can_fetch_the_key_the_threat_model_says
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     assert [r["outcome"] for r in rows] == ["pass", "pass"]
     reports = _reports(outcome)
-    assert len(reports) == 1  # both attempts share the task's folder; the file is the last's
+    assert len(reports) == 2
     assert reports[0]["stdout"] == KEY + "\n"  # what docs/ARCHITECTURE.md warns about
 
 
@@ -143,11 +142,13 @@ async def test_under_isolate_the_same_probe_gets_nothing(
     outcome = await _probe_run(tmp_path, scripted.url, isolate=True)
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     assert [r["outcome"] for r in rows] == ["fail", "fail"], rows
-    (report,) = _reports(outcome)
-    assert report["rc"] != 0 and KEY not in str(report)
-    assert "DBUS_SESSION_BUS_ADDRESS" not in report["found"]  # no other process's /proc
-    assert str(report["home_read"]).startswith("refused")
-    assert report["wrote_outside"] is False
+    reports = _reports(outcome)
+    assert len(reports) == 2
+    for report in reports:
+        assert report["rc"] != 0 and KEY not in str(report)
+        assert "DBUS_SESSION_BUS_ADDRESS" not in report["found"]  # no other process's /proc
+        assert str(report["home_read"]).startswith("refused")
+        assert report["wrote_outside"] is False
     assert not (tmp_path / "suite" / "written-by-harness").exists()
     manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
     assert manifest["isolate"] is True
@@ -175,3 +176,83 @@ async def test_isolate_without_bubblewrap_says_what_to_install(
                 isolate=True,
             )
         )
+
+
+# A harness that looks at its task's folder in the run dir: what it can list and read of the
+# other attempts (their logs, results, workspaces), and whether a file it drops there stays.
+NOSY = textwrap.dedent(
+    """
+    import json, os, sys
+    result_path, attempt = sys.argv[1], sys.argv[2]
+    folder = os.path.dirname(result_path)
+    seen = sorted(os.listdir(folder))
+    read = {}
+    for name in seen:
+        path = os.path.join(folder, name)
+        if not name.startswith(attempt + ".") and os.path.isfile(path):
+            with open(path, errors="replace") as fh:
+                read[name] = fh.read(200)
+    with open(os.path.join(folder, f"dropped-by-{attempt}"), "w") as fh:
+        fh.write("x")
+    with open("answer.txt", "w") as fh:  # the workspace copy: its own, writable
+        fh.write("42")
+    with open(result_path, "w") as fh:
+        json.dump({"success": True, "seen": seen, "read": read}, fh)
+    """
+)
+
+
+async def test_an_isolated_harness_sees_only_its_own_attempt(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    _needs_bwrap()
+    workspace = tmp_path / "suite" / "ws"
+    workspace.mkdir(parents=True)
+    script = tmp_path / "suite" / "nosy.py"  # beside the suite: readable inside the sandbox
+    script.write_text(NOSY)
+    (workspace / "README").write_text("the fixture\n")
+    suite = tmp_path / "suite" / "suite.jsonl"
+    suite.write_text(
+        json.dumps(
+            {"task_id": "t", "prompt": "p", "workspace": "ws", "check": "test -f answer.txt"}
+        )
+        + "\n"
+    )
+    outcome = await execute_run(
+        RunSpec(
+            profile=Profile(name="p", protocol="openai", base_url=scripted.url, model="m"),
+            suite=str(suite),
+            repeat=3,
+            concurrency=1,
+            out_dir=tmp_path / "runs",
+            agent="command",
+            command=f"{sys.executable} {script} {{result_path}} {{attempt}}",
+            api_key=KEY,
+            isolate=True,
+        )
+    )
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert [r["outcome"] for r in rows] == ["pass", "pass", "pass"], rows
+    folder = next((outcome.run_dir / "attempts").iterdir())
+    for row in rows:
+        report = json.loads((outcome.run_dir / row["result_path"]).read_text())
+        mine = f"{row['attempt']}."
+        assert report["read"] == {}, report  # no other attempt's file could be read
+        assert all(name.startswith(mine) for name in report["seen"]), report["seen"]
+        assert (folder / f"{row['attempt']}{WORKSPACE_SUFFIX}" / "answer.txt").read_text() == "42"
+    assert not list(folder.glob("dropped-by-*"))  # scratch outside its own files is discarded
+    # Without --isolate the same harness reads the attempts before it (what --isolate is for).
+    plain = await execute_run(
+        RunSpec(
+            profile=Profile(name="p", protocol="openai", base_url=scripted.url, model="m"),
+            suite=str(suite),
+            repeat=2,
+            concurrency=1,
+            out_dir=tmp_path / "plain",
+            agent="command",
+            command=f"{sys.executable} {script} {{result_path}} {{attempt}}",
+            api_key=KEY,
+        )
+    )
+    last = read_rows(plain.run_dir / "attempts.jsonl")[-1]
+    assert json.loads((plain.run_dir / last["result_path"]).read_text())["read"]

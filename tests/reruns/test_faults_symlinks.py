@@ -1,6 +1,7 @@
 """A harness plants symlinks (or hard links, FIFOs) where driftdesk will write: none of them
-redirects a write. Under ``--isolate`` the attempt's folder is the harness's to write, and
-driftdesk writes ``<n>.diff``, ``<n>.check.txt`` and the logs there after it ran.
+redirects a write. Without ``--isolate`` the task's folder is the harness's to write, and
+driftdesk writes ``<n>.diff``, ``<n>.check.txt`` and the logs there after it ran; under it the
+harness sees that folder as an empty scratch tmpfs, and what it plants there never lands.
 
 Real bubblewrap, real subprocesses, real files outside the run dir as the victims."""
 
@@ -43,10 +44,8 @@ PLANTER = textwrap.dedent(
         planted.append(name)
     with open("notes.txt", "w") as fh:
         fh.write("done\\n")
-    with open(os.path.join(folder, f"planted-{attempt}.json"), "w") as fh:
-        json.dump(planted, fh)
     with open(result_path, "w") as fh:
-        json.dump({"success": True}, fh)
+        json.dump({"success": True, "planted": planted}, fh)
     """
 )
 
@@ -141,8 +140,9 @@ async def test_an_isolated_harness_planting_symlinks_redirects_no_write(
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     assert [r["outcome"] for r in rows] == ["pass", "pass"], rows
     folder = next((outcome.run_dir / "attempts").iterdir())
-    planted = json.loads((folder / "planted-0.json").read_text())
+    planted = json.loads((outcome.run_dir / rows[0]["result_path"]).read_text())["planted"]
     assert planted == ["0.diff", "0.check.txt", "0.log", "1.log", "1.diff"]  # it did plant
+    assert not [p for p in folder.rglob("*") if p.is_symlink()]  # in its sandbox only
     assert victim.read_text() == VICTIM_TEXT
     assert victim.stat().st_mode & 0o777 == 0o644
     for name in ("0.diff", "0.check.txt", "0.log", "1.log"):
