@@ -474,6 +474,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if done:
         print(done)
         return 0
+    _say_why_it_stopped(args.run_dir)
     try:
         ray = _ray_settings(args)
     except ValueError as exc:
@@ -490,6 +491,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
             ray=ray,
         )
     )
+
+
+def _say_why_it_stopped(run_dir: Path) -> None:
+    """Before resuming: why the run stopped (a manifest that could not be read is the
+    engine's to report)."""
+    from driftdesk.reruns import rundir
+
+    try:
+        reason = rundir.interruption_reason(run_dir, rundir.read_manifest(run_dir))
+    except (OSError, ValueError):
+        return
+    if reason:
+        why = reason.removeprefix("stopped: ")
+        print(f"driftdesk: resuming; the run had stopped: {why}", file=sys.stderr)
 
 
 def _nothing_to_resume(run_dir: Path, retry_link_errors: bool) -> str | None:

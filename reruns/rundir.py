@@ -316,6 +316,26 @@ def unlock_run_dir(fd: int) -> None:
     os.close(fd)
 
 
+# Why a "running" run dir that no process holds stopped: nobody could write it down.
+PROCESS_GONE = (
+    "its process ended without recording why (killed, crashed, or its disk too full to write "
+    "the manifest)"
+)
+
+
+def interruption_reason(run_dir: Path, manifest: dict[str, Any]) -> str | None:
+    """Why the run in ``run_dir`` stopped before its end (None: it completed, or still runs):
+    the manifest's ``stop_reason``, or ``PROCESS_GONE`` for a "running" one whose lock nobody
+    holds, the state a kill or a manifest that could not be written last leaves."""
+    status = manifest.get("status")
+    if status == "interrupted":
+        reason = manifest.get("stop_reason")
+        return str(reason) if reason else "interrupted (Ctrl-C or a signal)"
+    if status == "running" and not is_live(run_dir):
+        return PROCESS_GONE
+    return None
+
+
 def is_live(run_dir: Path) -> bool:
     """True while some process holds the run dir's lock (a "running" manifest whose process
     died — killed, crashed — reads as not live: it is resumable)."""

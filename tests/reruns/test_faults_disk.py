@@ -174,6 +174,7 @@ async def test_a_full_disk_stops_the_run_and_resume_pays_nothing_twice(
     rc, out, err, paid_full = step("resume_full")
     assert "Traceback" not in out + err
     assert rc != 0 and ("No space left on device" in err), (out, err)
+    assert "resuming; the run had stopped: cannot write" in err, err  # why, before it tries
     assert paid_full - paid <= CONCURRENCY
 
     rc, out, err, paid_end = step("resume_freed")
