@@ -65,6 +65,7 @@ ATTEMPT_COLUMNS: dict[str, str] = {
     "retries": "VARCHAR",
     "model_mismatches": "VARCHAR",
     "model_latency_ms": "VARCHAR",
+    "score": "VARCHAR",  # a judged attempt's score where the scorer gave one (any finite number)
 }
 
 MEMORY_LIMIT = "400MB"  # DuckDB's own share of a report's memory (the rest is Python's)
@@ -77,7 +78,7 @@ CREATE TEMP TABLE attempts (
     f INTEGER, task_id VARCHAR, scenario_id VARCHAR, attempt BIGINT, outcome VARCHAR,
     error_code VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT,
     latency_ms DOUBLE, model VARCHAR, retries BIGINT, model_mismatches BIGINT,
-    model_latency_ms DOUBLE, valid BOOLEAN);
+    model_latency_ms DOUBLE, score DOUBLE, valid BOOLEAN);
 -- USD per million tokens of the models in the table (filled by ``price_models``; without one,
 -- an attempt has no cost and the cost consistency is unknown).
 CREATE TEMP TABLE model_prices (model VARCHAR, input_per_mtok DOUBLE, output_per_mtok DOUBLE);
@@ -102,6 +103,8 @@ def _typed(name: str) -> str:
             f"CASE WHEN regexp_full_match({name}, '[0-9]{{1,{digits}}}') "
             f"AND TRY_CAST({name} AS BIGINT) <= {MAX_TOKENS} THEN TRY_CAST({name} AS BIGINT) END"
         )
+    if name == "score":  # any finite number (inspect's scorers are not bounded to 0..1)
+        return "CASE WHEN isfinite(TRY_CAST(score AS DOUBLE)) THEN TRY_CAST(score AS DOUBLE) END"
     if name in FLOAT_FIELDS:
         return (
             f"CASE WHEN isfinite(TRY_CAST({name} AS DOUBLE)) AND TRY_CAST({name} AS DOUBLE) >= 0 "
@@ -113,7 +116,9 @@ def _typed(name: str) -> str:
 _CHECKED = ("attempt", *INT_FIELDS, *FLOAT_FIELDS)
 # A checked field is fine when absent (NULL) or typed; ``attempt`` must be present.
 _FIELDS_OK = " AND ".join(
-    f"(raw_{name} IS NULL OR {name} IS NOT NULL)" for name in _CHECKED if name != "attempt"
+    f"(raw_{name} IS NULL OR {name} IS NOT NULL)"
+    for name in (*_CHECKED, "score")
+    if name != "attempt"
 )
 
 # One row per non-blank line (a bad line is a row of NULLs: ``ignore_errors``), in file order.
@@ -121,11 +126,12 @@ _INSERT = f"""
 INSERT INTO attempts
 SELECT $f, task_id, scenario_id, attempt, outcome, error_code, prompt_tokens, completion_tokens,
        coalesce(total_tokens, prompt_tokens + completion_tokens), latency_ms, model, retries,
-       model_mismatches, model_latency_ms,
+       model_mismatches, model_latency_ms, score,
        coalesce(task_id IS NOT NULL AND task_id <> '' AND attempt IS NOT NULL
                 AND outcome IN ({_OUTCOME_LIST}) AND {_FIELDS_OK}, FALSE)
 FROM (
     SELECT task_id, scenario_id, outcome, error_code, model,
+           {_typed("score")} AS score, score AS raw_score,
            {", ".join(f"{name} AS raw_{name}, {_typed(name)} AS {name}" for name in _CHECKED)}
     FROM read_json($path, format='newline_delimited', records=true,
                    columns={_COLUMNS_ARG}, ignore_errors=true))
@@ -324,10 +330,14 @@ def aggregate(
                count(pos_latency), count(pos_tokens), count(pos_cost),
                {_ATTEMPT_MASKS},
                {_exact_sum("counted_latency")}, {_exact_sum("counted_tokens")},
-               {_exact_sum("counted_model_latency")}
+               {_exact_sum("counted_model_latency")},
+               -- judged attempts' scores (inspect's mean): their mean, count, the non-binary
+               favg(judged_score), count(judged_score),
+               count(judged_score) FILTER (WHERE judged_score NOT IN (0, 1))
         FROM (SELECT *, CASE WHEN counted_latency > 0 THEN counted_latency END AS pos_latency,
                      CASE WHEN counted_tokens > 0 THEN counted_tokens END AS pos_tokens,
-                     CASE WHEN counted_cost > 0 THEN counted_cost END AS pos_cost
+                     CASE WHEN counted_cost > 0 THEN counted_cost END AS pos_cost,
+                     CASE WHEN outcome IN ('pass', 'fail') THEN score END AS judged_score
               FROM (SELECT *, CASE WHEN {counted} THEN latency_ms END AS counted_latency,
                            CASE WHEN {counted} THEN total_tokens END AS counted_tokens,
                            CASE WHEN {counted} THEN model_latency_ms END AS counted_model_latency,
@@ -473,7 +483,8 @@ TASK_AGGS = """
     tokens_pos_mean DOUBLE, tokens_pos_std DOUBLE, cost_pos_mean DOUBLE, cost_pos_std DOUBLE,
     n_latency BIGINT, n_tokens BIGINT, n_model_latency BIGINT, n_latency_pos BIGINT,
     n_tokens_pos BIGINT, n_cost_pos BIGINT, attempts_low UBIGINT, attempts_high UBIGINT,
-    latency_sum DECIMAL(38, 6), tokens_sum DECIMAL(38, 6), model_latency_sum DECIMAL(38, 6)
+    latency_sum DECIMAL(38, 6), tokens_sum DECIMAL(38, 6), model_latency_sum DECIMAL(38, 6),
+    score_mean DOUBLE, n_score BIGINT, n_score_partial BIGINT
 """
 # (the comma inside DECIMAL(38, 6) does not start a column)
 _AGG_NAMES = re.findall(r"(?:^|,)\s*(\w+) ", TASK_AGGS)
@@ -526,6 +537,7 @@ def _merged(name: str) -> str:
         "latency_mean_ms": "n_latency", "tokens_mean": "n_tokens",
         "model_latency_mean_ms": "n_model_latency", "latency_pos_mean": "n_latency_pos",
         "tokens_pos_mean": "n_tokens_pos", "cost_pos_mean": "n_cost_pos",
+        "score_mean": "n_score",
     }  # fmt: skip
     # deviation -> (its mean, count, delta degrees of freedom: 0 population, 1 sample)
     stds = {

@@ -165,7 +165,7 @@ def row_problem(obj: Any) -> str | None:
     outcome = obj.get("outcome")
     if outcome not in OUTCOMES:
         return f"outcome {_shown(outcome)} is not one of {', '.join(OUTCOMES)}"
-    for name in (*INT_FIELDS, *FLOAT_FIELDS):
+    for name in (*INT_FIELDS, *FLOAT_FIELDS, "score"):
         problem = field_problem(name, obj.get(name))
         if problem:
             return problem
@@ -188,6 +188,8 @@ def field_problem(name: str, value: Any) -> str | None:
         return f"{name} is not a whole number ≥ 0: {_shown(value)}"
     if name in FLOAT_FIELDS and not _finite_non_negative(value):
         return f"{name} is not a finite number ≥ 0: {_shown(value)}"
+    if name == "score" and not _finite(value):
+        return f"score is not a finite number: {_shown(value)}"
     return None
 
 
@@ -202,14 +204,17 @@ def _whole_number(value: Any, limit: int | None, *, strip: bool = False) -> bool
     return isinstance(value, int) and value >= 0 and (limit is None or value <= limit)
 
 
-def _finite_non_negative(value: Any) -> bool:
+def _finite(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return False
     try:
-        number = float(value)
+        return math.isfinite(float(value))
     except (ValueError, OverflowError):
         return False
-    return math.isfinite(number) and number >= 0
+
+
+def _finite_non_negative(value: Any) -> bool:
+    return _finite(value) and float(value) >= 0
 
 
 def _shown(value: Any) -> str:

@@ -223,6 +223,20 @@ def prepare(
     return missing
 
 
+def score_figures(con: duckdb.DuckDBPyConnection) -> tuple[float | None, int, int]:
+    """inspect's ``mean`` over the included tasks: the mean over tasks of each task's mean
+    judged score (its epochs reduced by their mean, as inspect's default reducer does); the
+    tasks it averages; the judged scores that are neither 0 nor 1 (a scorer that is not
+    binary: partial credit, a number)."""
+    row = con.execute(
+        "SELECT favg(score_mean) FILTER (WHERE n_score > 0), "
+        "count(*) FILTER (WHERE n_score > 0), coalesce(sum(n_score_partial), 0) "
+        "FROM task_stats WHERE included"
+    ).fetchone()
+    assert row is not None
+    return (float(row[0]) if row[0] is not None else None), int(row[1]), int(row[2])
+
+
 def run_totals(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """The sums and means over ``task_stats`` the report needs (floats summed in task order)."""
     row = con.execute(

@@ -201,6 +201,10 @@ class RunReport:
     all_agree_rate: float | None = None  # share of tasks whose counted attempts all agree
     resource_consistency: dict[str, float | None] = field(default_factory=dict)
     attempt_success_rate: float | None = None  # passes / counted attempts (tau2's avg reward)
+    # inspect's mean: over tasks, each task's mean judged score (None: no attempt has a score)
+    mean_score: float | None = None
+    score_tasks: int = 0  # tasks with a score
+    partial_scores: int = 0  # judged scores neither 0 nor 1: the scorer is not binary
     pass_k_convention: PassKConvention = "driftdesk"
     retries: int = 0
     model_mismatches: int = 0
@@ -259,6 +263,9 @@ class RunReport:
                 name: _round(value) for name, value in self.resource_consistency.items()
             },
             "attempt_success_rate": _round(self.attempt_success_rate),
+            "mean_score": _round(self.mean_score),
+            "score_tasks": self.score_tasks,
+            "partial_scores": self.partial_scores,
             "pass_k_convention": self.pass_k_convention,
             "retries": self.retries,
             "model_mismatches": self.model_mismatches,
@@ -618,6 +625,9 @@ def assemble_report(
         }
         report.noise_floor = noise_floor_from_sums(*sums["noise"])
         report.attempt_success_rate = totals["included_passes"] / report.attempts_judged
+        report.mean_score, report.score_tasks, report.partial_scores = task_report.score_figures(
+            con
+        )
         report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(
             sums["pairs"], pass_k_convention, report.repeat
         )

@@ -217,7 +217,7 @@ def load(
                 linked.score_threshold,
                 scan,
                 "task, scenario_id, attempt, outcome, error_code, prompt_tokens, "
-                "completion_tokens, total_tokens, latency_ms, model, ok",  # what INSERT reads
+                "completion_tokens, total_tokens, latency_ms, model, score, ok",  # what INSERT reads
             )
             check_content(linked, name, hashed.result())
         except BaseException:
@@ -230,7 +230,7 @@ def load(
             INSERT INTO attempts
             SELECT $f, task, scenario_id, attempt, outcome, error_code, prompt_tokens,
                    completion_tokens, coalesce(total_tokens, prompt_tokens + completion_tokens),
-                   latency_ms, model, 0, NULL, NULL, TRUE
+                   latency_ms, model, 0, NULL, NULL, score, TRUE
             FROM src WHERE ok
             """,
             {"f": f},

@@ -305,7 +305,8 @@ def render_report_table(report: RunReport) -> str:
         + ("  [link errors counted as failures]" if report.include_link_errors else "")
         + f"  retries {report.retries}  model mismatches {report.model_mismatches}",
         f"  success {_pct(report.success_rate)}{_ci(report.ci95.get('success_rate'), 100)}"
-        f"  consistency gap {_num(report.consistency_gap_pp, '.1f')} pp"
+        + _mean_score(report)
+        + f"  consistency gap {_num(report.consistency_gap_pp, '.1f')} pp"
         f"{_ci(report.ci95.get('consistency_gap_pp'))}",
         f"  C_out (HAL) {_num(report.c_out)} over {report.c_out_tasks} tasks with n ≥ 2"
         f"  all attempts agree {_pct(report.all_agree_rate)}"
@@ -591,3 +592,11 @@ def _import_results(args: argparse.Namespace) -> int:
             "holds its own rows"
         )
     return 0
+
+
+def _mean_score(report: RunReport) -> str:
+    """Beside the success rate where the scorer is not binary (partial credit, numbers): the
+    mean score, inspect's ``mean``, since pass/fail at a threshold hides what it gave."""
+    if not report.partial_scores or report.mean_score is None:
+        return ""
+    return f"  mean score {report.mean_score:.3f} (inspect's mean over {report.score_tasks} tasks)"

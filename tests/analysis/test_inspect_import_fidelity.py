@@ -194,6 +194,17 @@ def test_partial_credit_is_scored_as_inspect_scores_it(logs: Path, tmp_path: Pat
     assert len(rows) == 10
     scores = [r["score"] for r in rows]
     assert sum(scores) / len(scores) == pytest.approx(inspect_mean, abs=1e-12)
+    # The report shows inspect's mean beside the success rate: the scorer is not binary.
+    from driftdesk.analysis.volatility import build_report
+
+    (report,) = build_report([result.run_dir])
+    assert report.mean_score == pytest.approx(inspect_mean, abs=1e-12)
+    assert (report.score_tasks, report.partial_scores) == (5, 6)  # P and the numbers, 2 epochs
+    shown = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "report", str(result.run_dir)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f"mean score {inspect_mean:.3f} (inspect's mean over 5 tasks)" in shown, shown
     verdicts = {r["task_id"]: r["outcome"] for r in rows}
     # The default threshold, 0.5: partial credit (0.5) passes, as a 0.7 does; 0.25 fails.
     assert verdicts == {"c": "pass", "p": "pass", "i": "fail", "n07": "pass", "n025": "fail"}

@@ -56,6 +56,7 @@ class RunInfo:
     # Interrupted (manifest "interrupted", or "running" with no process holding its lock: it
     # was killed): ``resume_run`` can run its missing slots.
     resumable: bool = False
+    stopped_because: str | None = None  # an interrupted run's reason (``interruption_reason``)
     success: float | None = None  # share of judged attempts that passed (latest row per slot)
 
     @property
@@ -100,7 +101,7 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
     ``measure_success``). A "running" manifest whose lock nobody holds is a killed run:
     status "interrupted", resumable. ``executing`` are the dirs this process is running
     (known live: probing their lock could race a start)."""
-    from driftdesk.reruns.rundir import is_live
+    from driftdesk.reruns.rundir import PROCESS_GONE, interruption_reason, is_live
 
     runs: dict[Path, RunInfo] = {}
     for base in dirs:
@@ -114,8 +115,9 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
                 continue
             status = str(manifest.get("status") or "?")
             resumable = status == "interrupted"
+            reason = interruption_reason(child, manifest) if resumable else None
             if status == "running" and child.resolve() not in executing and not is_live(child):
-                status, resumable = "interrupted", True
+                status, resumable, reason = "interrupted", True, PROCESS_GONE
             # A run whose suite file is gone cannot be resumed (the engine refuses it).
             resumable = resumable and _suite_available(manifest)
             runs[child] = RunInfo(
@@ -123,6 +125,7 @@ def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) ->
                 path=child,
                 status=status,
                 resumable=resumable,
+                stopped_because=reason,
                 profile=str(manifest.get("profile") or ""),
                 model=str(manifest.get("model") or ""),
                 started_at=str(manifest.get("started_at") or ""),
@@ -539,6 +542,9 @@ class VolatilityScreen(WorkbenchScreen):
         if live:
             text.append("  LIVE", style="bold cyan")
         text.append(f"\n{report.model or ''}  status {report.status or '?'}\n", style="dim")
+        info = self._info(self.run_dir) if self.run_dir is not None and not live else None
+        if info is not None and info.stopped_because:
+            text.append(f"stopped: {info.stopped_because}\n", style="yellow")
         facts: list[tuple[str, Text]] = []
 
         def fact(label: str, value: str, style: str = "") -> Text:
@@ -559,6 +565,9 @@ class VolatilityScreen(WorkbenchScreen):
         )
         pooled = report.attempt_success_rate
         fact("attempts passed", "-" if pooled is None else f"{pooled * 100:.1f} %")
+        if report.partial_scores and report.mean_score is not None:
+            # the scorer gives partial credit: pass/fail at a threshold hides what it gave
+            fact("mean score", f"{report.mean_score:.3f}")
         with_ci(
             "consistency gap",
             "-" if report.consistency_gap_pp is None else f"{report.consistency_gap_pp:.1f} pp",
