@@ -24,8 +24,14 @@ from driftdesk.analysis.trend_data import CACHE_FILE, user_cache_file
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Path], frozenset]]:
+    """Made once by ``driftdesk demo --history`` (what a newcomer runs)."""
     out = tmp_path_factory.mktemp("nightly")
-    yield make_history(out / "runs")
+    runs, shifted, printed = make_history(out / "runs")
+    # the demo prints the trend it made: the two flagged nights among the six
+    assert printed.startswith("suite basic: 6 runs, oldest first")
+    assert f"  3 served_model_changed: served {ROUTED}" in printed
+    assert f"  5 regression: vs {runs[3].name}" in printed
+    yield runs, shifted
 
 
 def test_trend_flags_exactly_the_served_model_change_and_the_regression(history) -> None:  # type: ignore[no-untyped-def]
