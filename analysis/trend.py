@@ -45,6 +45,10 @@ FLAGS = (
     "tokens_changed",
 )
 GATING_FLAGS = ("regression", "served_model_changed", "link_errors_up")
+# A task's success in one run as one character (flip strips): all passed, at least half,
+# some, none; a run that did not judge it is blank.
+STRIP_CELLS = (("█", 1.0), ("▓", 0.5), ("░", 1e-9), ("·", 0.0))
+NOT_JUDGED = " "
 TOKENS_MIN_CHANGE = 0.10  # relative change of tokens per attempt
 TOKENS_MIN_SE = 3.0  # standard errors of the difference
 
@@ -242,9 +246,10 @@ def build_trend(
     found = aggregates(run_dirs, use_cache=use_cache)
     if upto is not None:
         target = upto.resolve()
-        newest = next((r for r in found if Path(r.run_dir).resolve() == target), None)
-        if newest is None:
+        judged = next((r for r in found if Path(r.run_dir).resolve() == target), None)
+        if judged is None:
             raise TrendError(f"{upto}: not among the runs read")
+        newest = judged
         found = [
             r
             for r in found
@@ -443,6 +448,12 @@ def task_strips(runs: Sequence[RunAggregate]) -> list[TaskStrip]:
         strips.append(TaskStrip(task_id, success, flips))
     strips.sort(key=lambda s: (-s.flips, s.task_id))
     return strips
+
+
+def strip_cell(success: float | None) -> str:
+    if success is None:
+        return NOT_JUDGED
+    return next(char for char, floor in STRIP_CELLS if success >= floor)
 
 
 def gating_flags(trend: Trend, run_id: str, gating: Sequence[str] = GATING_FLAGS) -> list[Flag]:

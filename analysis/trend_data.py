@@ -217,7 +217,8 @@ def read_aggregates(runs: Sequence[tuple[Path, dict[str, Any]]]) -> list[RunAggr
 
 def _from_manifest(source: RunSource) -> RunAggregate:
     manifest = source.manifest
-    suite = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
+    found = manifest.get("suite")
+    suite: dict[str, Any] = found if isinstance(found, dict) else {}
 
     def text(value: Any) -> str | None:
         return value if isinstance(value, str) and value else None

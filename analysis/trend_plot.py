@@ -32,10 +32,10 @@ def trend_plot(trend: Trend, width: int, height: int, *, color: bool = False) ->
             signal = fig.signal(xs, ys, marker=_marker(marker[0], colour if color else None))
             fig.draw(signal if dots else signal.lines())
 
-        band = [(r.success_ci95 or [r.success_rate, r.success_rate]) for _, r in runs]
+        band = [r.success_ci95 or [r.success_rate or 0.0] * 2 for _, r in runs]
         single = len(xs) < 2  # one point: no line to draw through it
-        line([b[0] * 100 for b in band], CI_MARKER, CI_COLOR, single)  # type: ignore[index]
-        line([b[1] * 100 for b in band], CI_MARKER, CI_COLOR, single)  # type: ignore[index]
+        line([b[0] * 100 for b in band], CI_MARKER, CI_COLOR, single)
+        line([b[1] * 100 for b in band], CI_MARKER, CI_COLOR, single)
         gaps = [r.consistency_gap_pp or 0.0 for _, r in runs]
         line(gaps, GAP_MARKER, GAP_COLOR, single)
         line(

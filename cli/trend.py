@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from driftdesk.analysis.gate import Condition
     from driftdesk.analysis.trend import Trend
 
-# Success shown in a flip strip, one character a run: all passed … none, and not judged.
-STRIP_CELLS = (("█", 1.0), ("▓", 0.5), ("░", 1e-9), ("·", 0.0))
-NOT_JUDGED = " "
 TASKS_SHOWN = 20
 
 
@@ -126,13 +123,9 @@ def _cell(text: str) -> str:
     return printable(text, keep_newlines=False)
 
 
-def strip_cell(success: float | None) -> str:
-    if success is None:
-        return NOT_JUDGED
-    return next(char for char, floor in STRIP_CELLS if success >= floor)
-
-
 def render_trend(trend: Trend, tasks_shown: int = TASKS_SHOWN) -> str:
+    from driftdesk.analysis.trend import strip_cell
+
     runs = trend.runs
     lines = [f"suite {_cell(trend.suite or '?')}: {len(runs)} runs, oldest first"]
     lines.extend(f"  note: {_cell(n)}" for n in trend.notes)

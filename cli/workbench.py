@@ -86,7 +86,7 @@ def demo_history(out: Path | None) -> int:
     """``demo --history``: the nightly runs, each said as it ends, then their trend."""
     from driftdesk.cli.trend import render_trend
     from driftdesk.paths import runs_dir
-    from driftdesk.reruns.demo import HISTORY_FOLDER, HISTORY_NIGHTS, seed_history
+    from driftdesk.reruns.demo_history import HISTORY_FOLDER, HISTORY_NIGHTS, seed_history
     from driftdesk.terminal import printable
 
     folder = (out or runs_dir()) / HISTORY_FOLDER

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from driftdesk.reruns.demo import HISTORY_FOLDER, HISTORY_NIGHTS, HISTORY_ROUTED_MODEL
+from driftdesk.reruns.demo_history import HISTORY_FOLDER, HISTORY_NIGHTS, HISTORY_ROUTED_MODEL
 
 ROUTED = HISTORY_ROUTED_MODEL
 SERVED_CHANGE, REGRESSION, UNCHANGED = 2, 4, 5  # indexes into the nights

@@ -39,7 +39,7 @@ class TrendReady(Loaded):
 def success_cell(success: float | None) -> Text:
     """One run of a task: its success as a coloured block (and as a number's first digit for
     a screen without colour: █ all passed … · none)."""
-    from driftdesk.cli.trend import strip_cell
+    from driftdesk.analysis.trend import strip_cell
 
     if success is None:
         return Text(" ")
