@@ -9,6 +9,8 @@ night 5's setup unchanged.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from driftdesk.reruns.demo_history import HISTORY_FOLDER, HISTORY_NIGHTS, HISTORY_ROUTED_MODEL
@@ -20,11 +22,14 @@ SERVED_CHANGE, REGRESSION, UNCHANGED = 2, 4, 5  # indexes into the nights
 def make_history(out: Path) -> tuple[list[Path], frozenset[str], str]:
     """``driftdesk demo --history --out OUT`` in a subprocess: the run dirs (oldest first),
     the five tasks made to fail, and what the command printed."""
-    from conftest import run_cli
-
     from driftdesk.reruns.sandbox import SandboxEndpoint
 
-    done = run_cli("demo", "--history", "--out", str(out), timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "demo", "--history", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     folder = out / HISTORY_FOLDER
     runs = sorted(
