@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from driftdesk.analysis.compare import SIGNIFICANCE, compare_runs
+from driftdesk.analysis.compare import SIGNIFICANCE, Comparison, compare_runs
 from driftdesk.analysis.volatility import RunReport
 
 
@@ -121,13 +121,22 @@ def check_run(
             )
         )
     if baseline is not None:
-        conditions.append(_regression(baseline, report, max_regression_pp or 0.0))
+        conditions.append(regression_condition(baseline, report, max_regression_pp or 0.0))
     return GateResult(report.run_id, conditions)
 
 
-def _regression(baseline: RunReport, report: RunReport, allowed_pp: float) -> Condition:
+def regression_condition(
+    baseline: RunReport,
+    report: RunReport,
+    allowed_pp: float,
+    comparison: Comparison | None = None,
+) -> Condition:
+    """The regression condition of ``check --baseline`` (``driftdesk trend`` flags a run by
+    it too, so the two never disagree); ``comparison``: ``compare_runs(baseline, report)`` if
+    the caller has it."""
     name = f"no significant success drop > {allowed_pp:g} pp vs {baseline.run_id}"
-    comparison = compare_runs(baseline, report)
+    if comparison is None:
+        comparison = compare_runs(baseline, report)
     delta = comparison.delta["success_rate"]
     if delta.value is None:
         return Condition(name, False, None, "no task judged by both runs: nothing to compare")

@@ -111,6 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="PP",
         help="with --baseline: allowed drop in success, pp (0..100, default 0)",
     )
+    _add_trend_options(p)
     p.add_argument("--format", default="table", choices=["table", "json"])
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_check))
@@ -129,6 +130,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--height", type=int, default=18)
     _add_metric_options(p)
     p.set_defaults(func=_guarded(cmd_plot))
+
+
+def _add_trend_options(p: argparse.ArgumentParser) -> None:
+    from driftdesk.analysis.trend import GATING_FLAGS
+    from driftdesk.cli.trend import flag_list
+
+    g = p.add_argument_group("trend (a nightly job: driftdesk trend's flags on this run)")
+    g.add_argument(
+        "--trend",
+        action="store_true",
+        help="fail when this run carries a gating flag against the earlier runs of its suite",
+    )
+    g.add_argument(
+        "--runs",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="with --trend: the folder of earlier runs (repeatable; default: the run's folder)",
+    )
+    g.add_argument(
+        "--trend-flags",
+        type=flag_list,
+        default=list(GATING_FLAGS),
+        metavar="FLAG,…",
+        help="the flags that fail (default regression,served_model_changed,link_errors_up; "
+        "also improvement, fingerprint_changed, tokens_changed)",
+    )
 
 
 def _add_metric_options(p: argparse.ArgumentParser) -> None:
@@ -494,7 +522,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         args.max_link_error_rate,
         args.baseline,
     )
-    if all(t is None for t in thresholds):
+    if all(t is None for t in thresholds) and not args.trend:
         print("driftdesk: check needs at least one condition (see --help)", file=sys.stderr)
         return 2
     sources = [args.run] + ([args.baseline] if args.baseline else [])
@@ -509,6 +537,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         baseline=reports[-1] if args.baseline else None,
         max_regression_pp=args.max_regression,
     )
+    if args.trend:
+        from driftdesk.cli.trend import trend_conditions
+
+        result.conditions.extend(trend_conditions(args))
     if args.format == "json":
         sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
     else:

@@ -19,7 +19,7 @@ PROFILE_IMPORT_SOURCES = ("claude", "codex", "env")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from driftdesk.cli import analysis, explain, profiles, runs, workbench
+    from driftdesk.cli import analysis, explain, profiles, runs, trend, workbench
 
     parser = argparse.ArgumentParser(
         prog="driftdesk",
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     profiles.register(sub)
     runs.register(sub)
     analysis.register(sub)
+    trend.register(sub)
     explain.register(sub)
     workbench.register(sub)
     _register_import(sub)

@@ -163,6 +163,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--truncate-rate", type=float, default=0.0, help="share of truncated bodies")
     s.add_argument("--empty-rate", type=float, default=0.0, help="share of empty answers")
     s.add_argument("--retry-after", type=float, default=1.0, help="Retry-After on 429s (s)")
+    d = s.add_argument_group("drift (what driftdesk trend should find)")
+    d.add_argument(
+        "--serve-model",
+        metavar="NAME",
+        help="answer under this model name (and its own system_fingerprint) instead of "
+        "simulated-model-1, as a gateway routing the asked name elsewhere",
+    )
+    d.add_argument(
+        "--skill-shift",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="subtract X (-1..1) from each shifted task's pass probability (1: they always fail)",
+    )
+    d.add_argument(
+        "--shift-tasks",
+        type=int,
+        metavar="N",
+        help="shift only N tasks, those it answers right most often (a seeded draw among "
+        "equals, --shift-seed); "
+        "default: every task",
+    )
+    d.add_argument("--shift-seed", type=int, default=0, help="seed of the --shift-tasks choice")
     s.set_defaults(func=cmd_sandbox)
 
 
@@ -547,6 +570,11 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             "driftdesk: the fault rates must each be >= 0 and add up to at most 1", file=sys.stderr
         )
         return EXIT_SETUP_ERROR
+    if not -1.0 <= args.skill_shift <= 1.0 or (
+        args.shift_tasks is not None and args.shift_tasks < 0
+    ):
+        print("driftdesk: --skill-shift must be in -1..1 and --shift-tasks >= 0", file=sys.stderr)
+        return EXIT_SETUP_ERROR
     from driftdesk.reruns.suites import SuiteError
 
     try:
@@ -557,6 +585,10 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             faults=faults,
             retry_after_s=args.retry_after,
             suites=args.suites,
+            serve_model=args.serve_model,
+            skill_shift=args.skill_shift,
+            shift_tasks=args.shift_tasks,
+            shift_seed=args.shift_seed,
         )
     except SuiteError as exc:
         print(f"driftdesk: {exc}", file=sys.stderr)
@@ -578,6 +610,17 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             )
             return EXIT_SETUP_ERROR
         print(BANNER.format(model=SIM_MODEL, what=what), file=sys.stderr)
+        if args.serve_model or args.skill_shift:
+            shifted = (
+                "every task"
+                if server.endpoint.shifted is None
+                else ", ".join(sorted(server.endpoint.shifted))
+            )
+            print(
+                f"drift: answers name {server.endpoint.served_model}; skill shifted by "
+                f"{args.skill_shift:g} on {shifted}",
+                file=sys.stderr,
+            )
         print(
             f"base URL: {base_url} (OpenAI: chat/completions, responses)   "
             f"{server.root_url} (Anthropic: /v1/messages)   model: {SIM_MODEL}   (Ctrl-C to stop)",

@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--out", type=Path, help="folder for the demo run (default: ./runs, as for driftdesk run)"
     )
+    d.add_argument(
+        "--history",
+        action="store_true",
+        help="instead: seed six small nightly runs (OUT/demo-history) with one served-model "
+        "change and one real regression, and print their driftdesk trend (no terminal needed)",
+    )
     d.set_defaults(func=cmd_demo)
 
 
@@ -67,8 +73,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if args.repeat < 1 or args.concurrency < 1:
         raise SystemExit("driftdesk demo: --repeat and --concurrency must be at least 1")
+    if args.history:
+        return demo_history(args.out)
     refusal = _not_a_terminal("demo")
     if refusal:
         print(refusal, file=sys.stderr)
         return EXIT_NOT_A_TERMINAL
     return run_demo(out_dir=args.out, repeat=args.repeat, concurrency=args.concurrency)
+
+
+def demo_history(out: Path | None) -> int:
+    """``demo --history``: the nightly runs, each said as it ends, then their trend."""
+    from driftdesk.cli.trend import render_trend
+    from driftdesk.paths import runs_dir
+    from driftdesk.reruns.demo_history import HISTORY_FOLDER, HISTORY_NIGHTS, seed_history
+    from driftdesk.terminal import printable
+
+    folder = (out or runs_dir()) / HISTORY_FOLDER
+    print(
+        f"driftdesk demo --history: {len(HISTORY_NIGHTS)} nightly runs of a SIMULATED model "
+        f"(local sandbox, no network) into {folder}",
+        file=sys.stderr,
+    )
+
+    def said(night: int, run_dir: Path) -> None:
+        print(f"  night {night}: {run_dir.name}", file=sys.stderr, flush=True)
+
+    seed_history(folder, on_night=said)
+    from driftdesk.analysis.trend import build_trend
+    from driftdesk.cli.trend import find_run_dirs
+
+    sys.stdout.write(printable(render_trend(build_trend(find_run_dirs([folder])))))
+    print(
+        f"\nnext: driftdesk tui --runs {folder}  (select a run, press t for its Trend), or "
+        f"driftdesk check RUN --trend --runs {folder}",
+        file=sys.stderr,
+    )
+    return 0

@@ -4,6 +4,8 @@ A demo run's profile (``demo-sandbox``) lives only while the demo runs and its s
 with it, so the printed `driftdesk resume RUN` would find neither. ``resume_run`` recognises
 such a run (``is_demo_run``) and starts a sandbox like the demo's for the resume
 (``start_demo_sandbox``): the same suite, simulated model and injected faults, a new port.
+
+The short nightly history of ``driftdesk demo --history`` is ``reruns.demo_history``'s.
 """
 
 from __future__ import annotations

@@ -21,6 +21,14 @@ What it plays (the built-in suites, or the suites given with ``suites=``):
   stays on one path whatever else runs at the same time;
 - any other prompt: a plain answer that says it comes from a simulated model.
 
+Drift can be played too: ``serve_model`` answers under another model name (and its own
+``system_fingerprint``), as a gateway that routes a name elsewhere does; ``skill_shift``
+subtracts a number from the pass probability of ``shift_tasks`` tasks (the ones it answers
+right most often, a seeded draw by ``shift_seed`` among equals, the same whatever the run's
+seed; None: every task),
+so ``skill_shift=1`` with ``shift_tasks=5`` makes five tasks fail every time — a real
+regression a trend must find.
+
 Faults are injected at the given rates on all three protocols: 429 with Retry-After, 500, 401,
 hangs past any timeout, truncated streams/bodies and empty answers. Every random draw comes from
 ``Random(f"{seed}:{task}:{n}")`` (n = the task's request count), so a seed replays the same
@@ -84,6 +92,34 @@ class FaultRates:
             + self.truncate
             + self.empty
         )
+
+
+def fingerprint_of(model: str) -> str:
+    """The ``system_fingerprint`` the sandbox gives answers of ``model`` (fixed per name)."""
+    return "fp_sim_" + hashlib.sha256(model.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class SkillShift:
+    """A drop in skill: ``amount`` subtracted from the pass probability of the tasks in
+    ``tasks`` (None: all)."""
+
+    amount: float = 0.0
+    tasks: frozenset[str] | None = None
+
+    def skill(self, task_id: str, skill: float) -> float:
+        if not self.amount or (self.tasks is not None and task_id not in self.tasks):
+            return skill
+        return min(1.0, max(0.0, skill - self.amount))
+
+
+def shifted_tasks(skills: dict[str, float], count: int, seed: int = 0) -> frozenset[str]:
+    """``count`` of the tasks (task id -> skill) the model answers right most often: a seeded
+    draw among equals, so a shift of 1 turns five always-right tasks into five failures (a
+    drop a trend must find) rather than five it mostly failed anyway."""
+    rng = random.Random(f"shift:{seed}")
+    ranked = sorted(sorted(skills), key=lambda t: (-skills[t], rng.random()))
+    return frozenset(ranked[:count])
 
 
 def task_skill(task_id: str) -> float:
@@ -283,7 +319,8 @@ class Action:
 class SimulatedModel:
     """Decides each turn from the conversation alone (and a seeded draw)."""
 
-    def __init__(self, tasks: Iterable[Task]) -> None:
+    def __init__(self, tasks: Iterable[Task], shift: SkillShift | None = None) -> None:
+        self.shift = shift or SkillShift()
         self._by_prompt: dict[str, Task] = {}
         for task in tasks:
             prompt = task.prompt_text.strip()
@@ -324,7 +361,7 @@ class SimulatedModel:
             if calls:
                 return Action(calls=calls)
         reference = _reference_of(task)
-        right = rng.random() < task_skill(task.task_id)
+        right = rng.random() < self.shift.skill(task.task_id, task_skill(task.task_id))
         return Action(text=reference if right else _wrong_answer(reference, rng))
 
     def _code(
@@ -346,8 +383,8 @@ class SimulatedModel:
         if mine:
             right = mine[0].group(1) == "r"
         else:
-            skill = simulated.get("skill", task_skill(task.task_id))
-            right = rng.random() < float(skill)
+            skill = float(simulated.get("skill", task_skill(task.task_id)))
+            right = rng.random() < self.shift.skill(task.task_id, skill)
         script = commands if right else wrong_commands
         step = len(mine)
         if step >= len(script):
@@ -355,6 +392,15 @@ class SimulatedModel:
         name, arguments = shell
         call_id = f"sim{'r' if right else 'w'}{step}_{rng.randrange(16**8):08x}"
         return Action(calls=[ToolCall(call_id, name, arguments(script[step]))])
+
+
+def base_skill(task: Task) -> float:
+    """The chance the simulated model gets ``task`` right, before any shift."""
+    simulated = task.raw.get("simulated")
+    if isinstance(simulated, dict) and "skill" in simulated:
+        with contextlib.suppress(TypeError, ValueError):
+            return float(simulated["skill"])
+    return task_skill(task.task_id)
 
 
 def _load_tasks(suites: Iterable[str | Path] | None) -> list[Task]:
@@ -403,8 +449,16 @@ class SandboxEndpoint:
         hang_s: float = 3600.0,
         linger_s: float = 0.0,
         suites: Iterable[str | Path] | None = None,
+        serve_model: str | None = None,
+        skill_shift: float = 0.0,
+        shift_tasks: int | None = None,
+        shift_seed: int = 0,
     ) -> None:
         self.seed = seed
+        # The name answers carry (a gateway routing the asked name elsewhere), and its own
+        # fingerprint; by default the simulated model's.
+        self.served_model = serve_model or SIM_MODEL
+        self.fingerprint = fingerprint_of(self.served_model)
         # A stream stays open this long after its last event before it ends, as a gateway's
         # keep-alives hold it: a client that hangs up at the protocol's end does so first.
         self.linger_s = linger_s
@@ -414,7 +468,14 @@ class SandboxEndpoint:
         self.hang_s = hang_s
         self.stats = SandboxStats()
         self._per_task: Counter[str] = Counter()
-        self.model = SimulatedModel(_load_tasks(suites))
+        tasks = _load_tasks(suites)
+        chosen = (
+            None
+            if shift_tasks is None
+            else shifted_tasks({t.task_id: base_skill(t) for t in tasks}, shift_tasks, shift_seed)
+        )
+        self.shifted = chosen
+        self.model = SimulatedModel(tasks, SkillShift(skill_shift, chosen))
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)  # agents send long contexts
@@ -594,7 +655,8 @@ class SandboxEndpoint:
         base = {
             "id": f"chatcmpl-sim-{time.time_ns():x}",
             "created": int(time.time()),
-            "model": SIM_MODEL,
+            "model": self.served_model,
+            "system_fingerprint": self.fingerprint,
         }
         truncate = fault == "truncate"
         if not body.get("stream"):
@@ -653,7 +715,7 @@ class SandboxEndpoint:
             "id": f"msg_sim_{time.time_ns():x}",
             "type": "message",
             "role": "assistant",
-            "model": SIM_MODEL,
+            "model": self.served_model,
             "content": blocks,
             "stop_reason": stop,
             "stop_sequence": None,
@@ -740,7 +802,7 @@ class SandboxEndpoint:
             "object": "response",
             "created_at": int(time.time()),
             "status": "completed",
-            "model": SIM_MODEL,
+            "model": self.served_model,
             "output": output,
             "usage": {
                 "input_tokens": prompt,

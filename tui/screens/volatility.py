@@ -228,7 +228,7 @@ class VolatilityScreen(WorkbenchScreen):
         "Per-task volatility: how often each task passes over its repeats, and how much that "
         "varies. Link errors (429, timeouts…) are kept apart from model failures. Enter drills "
         "into a task; space marks tasks, a marks all volatile ones, R reruns the marked tasks "
-        "as a new run; m compares this run with another; / filters; o changes the sort. u "
+        "as a new run; m compares this run with another; t shows the trend of its suite; / filters; o changes the sort. u "
         "resumes an interrupted run (killed or cancelled): its missing slots, optionally also "
         "its link errors."
     )
@@ -239,6 +239,14 @@ class VolatilityScreen(WorkbenchScreen):
         Binding("a", "mark_volatile", "All volatile", id="volatility.mark_volatile"),
         Binding("R", "rerun", "Rerun marked", id="volatility.rerun", tooltip="Rerun marked tasks"),
         Binding("m", "compare", "Compare", id="volatility.compare", tooltip="Compare with a run"),
+        Binding(
+            "t",
+            "trend",
+            "Trend",
+            id="volatility.trend",
+            show=False,  # the footer is full at 80 columns; help and the palette list it
+            tooltip="The runs of this run's suite over time, flagged where something moved",
+        ),
         Binding("c", "copy_task", "Copy id", id="volatility.copy_task", show=False),
         Binding("C", "copy_table", "Copy table", id="volatility.copy_table", show=False),
         Binding("e", "export", "Export", id="volatility.export", tooltip="Export JSON + CSV"),
@@ -813,6 +821,13 @@ class VolatilityScreen(WorkbenchScreen):
         heading = f"Compare with {a.name} as A: pick B (deltas are B − A)"
         self.app.push_screen(PickScreen(heading, others), picked)
 
+    def action_trend(self) -> None:
+        if self.run_dir is None:
+            return
+        from driftdesk.tui.screens.trend import TrendScreen
+
+        self.app.push_screen(TrendScreen(self.run_dir, [r.path for r in self.runs]))
+
     def action_copy_task(self) -> None:
         task = self.selected_task()
         if task:
@@ -885,6 +900,11 @@ class VolatilityScreen(WorkbenchScreen):
             ),
             PaletteCommand(
                 "volatility: compare runs", "Compare this run with another", self.action_compare
+            ),
+            PaletteCommand(
+                "volatility: trend of this suite",
+                "The runs of this run's suite over time, with their flags",
+                self.action_trend,
             ),
             PaletteCommand(
                 "volatility: copy task id", "Copy the selected task id", self.action_copy_task

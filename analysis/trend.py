@@ -1,0 +1,462 @@
+"""Drift over time: the runs of one suite in start order, what moved between them, and where.
+
+Per run: success (mean task success, with a 95 % CI over tasks), the consistency gap (mean
+over tasks of max − min success, pp), link and harness errors, the served models and
+fingerprints the metering proxy saw, tokens per attempt and latency p50/p95 (judged attempts).
+Per task: its success in each run (a flip strip), the tasks that changed class (pass / fail /
+volatile, as ``compare`` classes them) most often first.
+
+Flags on a run, each against the latest earlier run it can be compared with, with its evidence
+in one line:
+
+- ``regression`` / ``improvement``: the paired comparison over the shared tasks that
+  ``check --baseline`` makes (``gate.regression_condition`` over ``compare.compare_runs``, the
+  stratified permutation test over attempts), so the two never disagree: a regression is a drop
+  larger than ``allowed_pp`` with p < 0.05; an improvement the same upwards. The baseline is
+  the latest earlier run sharing a judged task with this one.
+- ``served_model_changed`` / ``fingerprint_changed``: the set of served models (or
+  ``system_fingerprint``s) differs from the latest earlier run that recorded any.
+- ``link_errors_up``: more link errors per attempt slot than the previous run, p < 0.05 in the
+  exact conditional test of two proportions (``paired.stratified_permutation`` with one
+  stratum: given all the link errors of both runs, which run got them is hypergeometric).
+- ``tokens_changed``: tokens per judged attempt moved by at least ``TOKENS_MIN_CHANGE`` of the
+  previous run's AND by more than ``TOKENS_MIN_SE`` standard errors (Welch) — beyond noise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from driftdesk.analysis.trend_data import RunAggregate, aggregates, normal_ci95
+from driftdesk.layout import MANIFEST_FILE
+
+FLAGS = (
+    "regression",
+    "improvement",
+    "served_model_changed",
+    "fingerprint_changed",
+    "link_errors_up",
+    "tokens_changed",
+)
+GATING_FLAGS = ("regression", "served_model_changed", "link_errors_up")
+# A task's success in one run as one character (flip strips): all passed, at least half,
+# some, none; a run that did not judge it is blank.
+STRIP_CELLS = (("█", 1.0), ("▓", 0.5), ("░", 1e-9), ("·", 0.0))
+NOT_JUDGED = " "
+TOKENS_MIN_CHANGE = 0.10  # relative change of tokens per attempt
+TOKENS_MIN_SE = 3.0  # standard errors of the difference
+
+
+class TrendError(ValueError):
+    """Bad input for a trend (no run found, an unknown suite): one line, exit code 2."""
+
+
+@dataclass
+class Flag:
+    name: str
+    evidence: str  # one line: the figures behind it and what it was compared with
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "evidence": self.evidence}
+
+
+@dataclass
+class TrendRun:
+    run: RunAggregate
+    success_rate: float | None = None
+    success_ci95: list[float] | None = None
+    consistency_gap_pp: float | None = None
+    baseline: str | None = None  # the run id the paired flags compare with
+    shared_tasks: int | None = None
+    flags: list[Flag] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def flag_names(self) -> list[str]:
+        return [f.name for f in self.flags]
+
+    def to_json(self) -> dict[str, Any]:
+        run = self.run
+        judged = sum(n for n, _ in run.tasks.values())
+        return {
+            "run_id": run.run_id,
+            "run_dir": run.run_dir,
+            "started_at": run.started_at,
+            "status": run.status,
+            "profile": run.profile,
+            "model": run.model,
+            "success_rate": _round(self.success_rate),
+            "success_ci95": None
+            if self.success_ci95 is None
+            else [_round(v) for v in self.success_ci95],
+            "consistency_gap_pp": _round(self.consistency_gap_pp, 4),
+            "tasks_judged": len(run.tasks),
+            "attempts_judged": judged,
+            "attempt_slots": run.slots,
+            "link_errors": run.link_errors,
+            "harness_errors": run.harness_errors,
+            "served_models": dict(sorted(run.served_models.items())),
+            "fingerprints": dict(sorted(run.fingerprints.items())),
+            "tokens_per_attempt": _round(run.tokens_per_attempt, 3),
+            "latency_p50_ms": _round(run.latency_p50_ms, 3),
+            "latency_p95_ms": _round(run.latency_p95_ms, 3),
+            "skipped_lines": run.skipped_lines,
+            "baseline": self.baseline,
+            "shared_tasks": self.shared_tasks,
+            "flags": [f.to_json() for f in self.flags],
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class TaskStrip:
+    task_id: str
+    success: list[float | None]  # per run, in run order; None: not judged in that run
+    flips: int  # changes of class (pass / fail / volatile) between runs that judged it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "success": [_round(v) for v in self.success],
+            "flips": self.flips,
+        }
+
+
+@dataclass
+class Trend:
+    suite: str | None
+    runs: list[TrendRun]
+    tasks: list[TaskStrip]
+    notes: list[str] = field(default_factory=list)  # what was left out, and why
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "runs": [r.to_json() for r in self.runs],
+            "tasks": [t.to_json() for t in self.tasks],
+            "notes": self.notes,
+        }
+
+    def run(self, run_id: str) -> TrendRun | None:
+        return next((r for r in self.runs if r.run_id == run_id), None)
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+# --- which runs ------------------------------------------------------------------------------
+
+
+def run_dirs_under(folder: Path) -> list[Path]:
+    """The run dirs (folders with a manifest) directly under ``folder``, or ``folder`` itself."""
+    if (folder / MANIFEST_FILE).is_file():
+        return [folder]
+    if not folder.is_dir():
+        raise TrendError(f"{folder}: no such folder of runs")
+    return sorted(child for child in folder.iterdir() if (child / MANIFEST_FILE).is_file())
+
+
+def start_key(run: RunAggregate) -> tuple[float, str]:
+    """Order by start time (a manifest's ``started_at``; unknown first), then run id."""
+    moment = -math.inf
+    if run.started_at:
+        try:
+            parsed = datetime.fromisoformat(run.started_at)
+            parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            moment = parsed.timestamp()
+        except ValueError:
+            pass
+    return moment, run.run_id
+
+
+def suite_matches(run: RunAggregate, wanted: str) -> bool:
+    """``wanted`` names the run's suite, or is a suite file with the run's suite's content."""
+    path = Path(wanted).expanduser()
+    if path.is_file():
+        import hashlib
+
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if run.suite_sha256 == digest:
+            return True
+        return bool(run.suite_path) and Path(str(run.suite_path)).resolve() == path.resolve()
+    return run.suite == wanted
+
+
+def select(
+    runs: Sequence[RunAggregate],
+    *,
+    suite: str | None = None,
+    profile: str | None = None,
+    last: int | None = None,
+) -> tuple[list[RunAggregate], str | None, list[str]]:
+    """The runs of one suite (``suite``, else the newest run's), of ``profile`` if given, in
+    start order, the newest ``last``; with the suite's name and notes on what was left out."""
+    ordered = sorted(runs, key=start_key)
+    notes: list[str] = []
+    if profile is not None:
+        kept = [r for r in ordered if r.profile == profile]
+        if not kept:
+            raise TrendError(f"no run of profile {profile!r} among {len(ordered)} runs")
+        ordered = kept
+    if suite is not None:
+        kept = [r for r in ordered if suite_matches(r, suite)]
+        if not kept:
+            names = sorted({r.suite or "?" for r in ordered})
+            raise TrendError(f"no run of suite {suite!r} (suites seen: {', '.join(names)})")
+        name = kept[-1].suite
+    else:
+        if not ordered:
+            raise TrendError("no run to show")
+        name = ordered[-1].suite
+        kept = [r for r in ordered if r.suite == name]
+    others = len(ordered) - len(kept)
+    if others:
+        notes.append(f"left out {others} runs of other suites (--suite picks one)")
+    if last is not None and len(kept) > last:
+        notes.append(f"showing the newest {last} of {len(kept)} runs (--last)")
+        kept = kept[-last:]
+    return kept, name, notes
+
+
+def build_trend(
+    run_dirs: Sequence[Path],
+    *,
+    suite: str | None = None,
+    profile: str | None = None,
+    last: int | None = None,
+    allowed_pp: float = 0.0,
+    use_cache: bool = True,
+    upto: Path | None = None,
+) -> Trend:
+    """The trend of the runs in ``run_dirs`` (see ``select``); flags as the module says.
+    ``upto`` (one of ``run_dirs``): its suite's runs that started no later than it, it the
+    newest (``check --trend`` judges it against its history)."""
+    if not run_dirs:
+        raise TrendError("no run dir found")
+    found = aggregates(run_dirs, use_cache=use_cache)
+    if upto is not None:
+        target = upto.resolve()
+        judged = next((r for r in found if Path(r.run_dir).resolve() == target), None)
+        if judged is None:
+            raise TrendError(f"{upto}: not among the runs read")
+        newest = judged
+        found = [
+            r
+            for r in found
+            if r.suite == newest.suite
+            and start_key(r) <= start_key(newest)
+            and (r is newest or Path(r.run_dir).resolve() != target)
+        ]
+        found.sort(key=lambda r: (start_key(r), r is newest))  # a tie: the run judged last
+        suite = None
+    runs, name, notes = select(found, suite=suite, profile=profile, last=last)
+    if upto is not None and runs:
+        runs = [r for r in runs if r is not newest] + [newest]
+    trend = trend_of(runs, allowed_pp=allowed_pp)
+    trend.suite, trend.notes = name, notes + trend.notes
+    return trend
+
+
+# --- flags -----------------------------------------------------------------------------------
+
+
+def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
+    """Figures and flags of ``runs`` (in the order given: oldest first)."""
+    from driftdesk.analysis.compare import SIGNIFICANCE, compare_runs
+    from driftdesk.analysis.gate import regression_condition
+
+    reports = [_report(run) for run in runs]
+    shown: list[TrendRun] = []
+    for index, run in enumerate(runs):
+        rates = [p / n for n, p in run.tasks.values()]
+        spreads = [1.0 if 0 < p < n else 0.0 for n, p in run.tasks.values()]
+        current = TrendRun(
+            run,
+            success_rate=math.fsum(rates) / len(rates) if rates else None,
+            success_ci95=normal_ci95(rates),
+            consistency_gap_pp=math.fsum(spreads) / len(spreads) * 100 if spreads else None,
+        )
+        shown.append(current)
+        if not run.tasks:
+            current.notes.append("no judged attempt: no success to compare")
+        earlier = runs[:index]
+        base_index = next(
+            (i for i in range(index - 1, -1, -1) if run.tasks.keys() & earlier[i].tasks.keys()),
+            None,
+        )
+        if base_index is not None:
+            base = runs[base_index]
+            comparison = compare_runs(reports[base_index], reports[index])
+            condition = regression_condition(
+                reports[base_index], reports[index], allowed_pp, comparison
+            )
+            current.baseline, current.shared_tasks = base.run_id, comparison.shared_tasks
+            delta = comparison.delta["success_rate"]
+            if not condition.passed:
+                current.flags.append(Flag("regression", f"vs {base.run_id}: {condition.detail}"))
+            elif (
+                delta.value is not None
+                and delta.value * 100 > allowed_pp
+                and delta.p_value is not None
+                and delta.p_value < SIGNIFICANCE
+            ):
+                current.flags.append(Flag("improvement", f"vs {base.run_id}: {delta.sentence}"))
+            if comparison.only_in_a or comparison.only_in_b:
+                current.notes.append(
+                    f"compared with {base.run_id} on the {comparison.shared_tasks} shared "
+                    f"tasks ({comparison.only_in_b} only here, {comparison.only_in_a} only there)"
+                )
+        elif index:
+            current.notes.append("no earlier run judged any of its tasks: nothing to compare")
+        _set_flags(current, earlier)
+    return Trend(runs[-1].suite if runs else None, shown, task_strips(runs))
+
+
+def _set_flags(current: TrendRun, earlier: Sequence[RunAggregate]) -> None:
+    """The flags that compare a run with the latest earlier run that has the figure."""
+    run = current.run
+    for name, attribute, what in (
+        ("served_model_changed", "served_models", "served"),
+        ("fingerprint_changed", "fingerprints", "fingerprints"),
+    ):
+        seen: dict[str, int] = getattr(run, attribute)
+        before = next((r for r in reversed(earlier) if getattr(r, attribute)), None)
+        if seen and before is not None and set(seen) != set(getattr(before, attribute)):
+            current.flags.append(
+                Flag(
+                    name,
+                    f"{what} {_counted(seen)}; {before.run_id} {what} "
+                    f"{_counted(getattr(before, attribute))}",
+                )
+            )
+    previous = next((r for r in reversed(earlier) if r.slots), None)
+    if run.slots and previous is not None:
+        flag = _link_errors_up(previous, run)
+        if flag is not None:
+            current.flags.append(flag)
+    previous = next((r for r in reversed(earlier) if r.tokens_n >= 2), None)
+    if run.tokens_n >= 2 and previous is not None:
+        flag = _tokens_changed(previous, run)
+        if flag is not None:
+            current.flags.append(flag)
+
+
+def _counted(calls: dict[str, int]) -> str:
+    return ", ".join(f"{name} ({count} calls)" for name, count in sorted(calls.items()))
+
+
+def _link_errors_up(before: RunAggregate, run: RunAggregate) -> Flag | None:
+    from driftdesk.analysis.compare import SIGNIFICANCE
+    from driftdesk.analysis.paired import stratified_permutation
+
+    test = stratified_permutation([(before.slots, before.link_errors, run.slots, run.link_errors)])
+    if test.value <= 0 or test.p_value >= SIGNIFICANCE:
+        return None
+    return Flag(
+        "link_errors_up",
+        f"{run.link_errors} link errors in {run.slots} attempts "
+        f"({run.link_errors / run.slots:.1%}) vs {before.link_errors} in {before.slots} "
+        f"({before.link_errors / before.slots:.1%}) in {before.run_id}; p = {test.p_value:.3g} "
+        "(exact conditional test)",
+    )
+
+
+def _tokens_changed(before: RunAggregate, run: RunAggregate) -> Flag | None:
+    mean_a, mean_b = before.tokens_per_attempt, run.tokens_per_attempt
+    var_a, var_b = before.tokens_variance, run.tokens_variance
+    assert mean_a is not None and mean_b is not None and var_a is not None and var_b is not None
+    change = mean_b - mean_a
+    relative = abs(change) / mean_a if mean_a else math.inf if change else 0.0
+    error = math.sqrt(var_a / before.tokens_n + var_b / run.tokens_n)
+    errors = abs(change) / error if error else math.inf if change else 0.0
+    if relative < TOKENS_MIN_CHANGE or errors <= TOKENS_MIN_SE:
+        return None
+    shown = f"{relative:+.1%}" if math.isfinite(relative) else "from 0"
+    return Flag(
+        "tokens_changed",
+        f"{mean_b:.0f} tokens per attempt vs {mean_a:.0f} in {before.run_id} "
+        f"({shown.replace('+', '+' if change > 0 else '-')}, "
+        f"{'∞' if math.isinf(errors) else f'{errors:.1f}'} standard errors; rule: ≥ "
+        f"{TOKENS_MIN_CHANGE:.0%} and > {TOKENS_MIN_SE:g} SE)",
+    )
+
+
+def _report(run: RunAggregate) -> Any:
+    """``run`` as the ``RunReport`` a ``check --baseline`` reads (the tasks with a judged
+    attempt, each its attempts and passes), for the paired comparison."""
+    from driftdesk.analysis.volatility import RunReport, TaskStats
+
+    tasks = [
+        TaskStats(
+            task_id,
+            None,
+            n,
+            passes,
+            n - passes,
+            0,
+            0,
+            passes / n,
+            1.0 if 0 < passes < n else 0.0,
+            c_out=(2 * passes / n - 1) ** 2 if n >= 2 else None,
+        )
+        for task_id, (n, passes) in run.tasks.items()
+    ]
+    return RunReport(
+        run_id=run.run_id,
+        source=run.run_dir,
+        run_dir=run.run_dir,
+        started_at=run.started_at,
+        repeat=run.repeat,
+        tasks=tasks,
+        tasks_judged=len(tasks),
+        tasks_total=len(tasks),
+    )
+
+
+# --- tasks -----------------------------------------------------------------------------------
+
+
+def _class(cell: list[int] | None) -> str | None:
+    if cell is None:
+        return None
+    n, passes = cell
+    return "pass" if passes == n else "fail" if passes == 0 else "volatile"
+
+
+def task_strips(runs: Sequence[RunAggregate]) -> list[TaskStrip]:
+    """Every task judged by some run: its success per run and how often its class changed
+    between consecutive runs that judged it; the most flipped first, then by task id."""
+    order: dict[str, None] = {}
+    for run in runs:
+        order.update(dict.fromkeys(run.tasks))
+    strips = []
+    for task_id in order:
+        cells = [run.tasks.get(task_id) for run in runs]
+        classes = [c for c in (_class(cell) for cell in cells) if c is not None]
+        flips = sum(1 for a, b in itertools.pairwise(classes) if a != b)
+        success = [None if cell is None else cell[1] / cell[0] for cell in cells]
+        strips.append(TaskStrip(task_id, success, flips))
+    strips.sort(key=lambda s: (-s.flips, s.task_id))
+    return strips
+
+
+def strip_cell(success: float | None) -> str:
+    if success is None:
+        return NOT_JUDGED
+    return next(char for char, floor in STRIP_CELLS if success >= floor)
+
+
+def gating_flags(trend: Trend, run_id: str, gating: Sequence[str] = GATING_FLAGS) -> list[Flag]:
+    """The flags of ``run_id`` that gate a CI job (``check --trend``)."""
+    current = trend.run(run_id)
+    return [] if current is None else [f for f in current.flags if f.name in gating]

@@ -1,0 +1,278 @@
+"""What ``driftdesk trend`` reads of each run, and the small cache that spares reading it again.
+
+A run's trend figures come from its rows through the report's own reader
+(``volatility.read_runs``: the same row rules, the last row of a slot winning), plus the served
+models and fingerprints of its ``calls.jsonl`` (the metering proxy's rows). They are kept as a
+``RunAggregate``: per task (judged attempts, passes), the run's error counts, the sums behind
+tokens per attempt, latency percentiles, served models and fingerprints, and what the manifest
+says (start, suite, profile).
+
+The cache (``CACHE_FILE`` in the run dir, or under the user's cache dir when the run dir is
+not writable) holds one run's aggregate keyed by (path, size, mtime) of every file it was read
+from: the rows, the calls and the manifest. Any of them changed, and the entry is dropped and
+read again; an entry that does not parse is ignored. Deleting it changes no figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from driftdesk.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
+
+if TYPE_CHECKING:
+    from driftdesk.analysis.sources import RunSource
+
+CACHE_FILE = ".trend-aggregate.json"
+CACHE_VERSION = 1
+BATCH_RUNS = 50  # runs read into one DuckDB connection (1M rows at most per batch in practice)
+
+FileKey = list[Any]  # [path, size, mtime_ns], or [path, None, None] when absent
+
+
+@dataclass
+class RunAggregate:
+    """One run's trend figures (all that ``analysis.trend`` needs; JSON-able)."""
+
+    run_id: str
+    run_dir: str
+    started_at: str | None = None
+    suite: str | None = None  # the suite's name (``manifest.suite.name``)
+    suite_sha256: str | None = None
+    suite_path: str | None = None
+    profile: str | None = None
+    model: str | None = None  # the model asked for
+    status: str | None = None
+    repeat: int | None = None
+    # task -> [judged attempts, passes], tasks with at least one judged attempt, in file order
+    tasks: dict[str, list[int]] = field(default_factory=dict)
+    slots: int = 0  # winning rows (one per task × attempt)
+    link_errors: int = 0
+    harness_errors: int = 0
+    skipped_lines: int = 0
+    # total tokens of judged attempts: count, sum, sum of squares (mean and spread per attempt)
+    tokens_n: int = 0
+    tokens_sum: float = 0.0
+    tokens_sq: float = 0.0
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    served_models: dict[str, int] = field(default_factory=dict)  # served model -> calls
+    fingerprints: dict[str, int] = field(default_factory=dict)  # system_fingerprint -> calls
+
+    @property
+    def tokens_per_attempt(self) -> float | None:
+        return self.tokens_sum / self.tokens_n if self.tokens_n else None
+
+    @property
+    def tokens_variance(self) -> float | None:
+        """The sample variance of tokens per attempt (None below two attempts)."""
+        if self.tokens_n < 2:
+            return None
+        mean = self.tokens_sum / self.tokens_n
+        return max(0.0, (self.tokens_sq - self.tokens_n * mean * mean) / (self.tokens_n - 1))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunAggregate:
+        return cls(**data)
+
+
+def file_key(path: Path) -> FileKey:
+    try:
+        stat = path.stat()
+    except OSError:
+        return [str(path), None, None]
+    return [str(path), stat.st_size, stat.st_mtime_ns]
+
+
+def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
+    """The (path, size, mtime) of every file a run's aggregate is read from."""
+    from driftdesk.analysis.sources import RunSource
+    from driftdesk.analysis.zero_copy import rows_path
+
+    rows = rows_path(RunSource(run_dir / ATTEMPTS_FILE, run_dir, manifest))
+    return [file_key(run_dir / MANIFEST_FILE), file_key(rows), file_key(run_dir / CALLS_FILE)]
+
+
+def user_cache_file(run_dir: Path) -> Path:
+    """Where a read-only run's cache entry goes: the user's cache dir, by the run dir's path."""
+    from driftdesk.paths import cache_dir
+
+    digest = hashlib.sha256(str(run_dir.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
+    return cache_dir() / "trend" / f"{digest[:32]}.json"
+
+
+def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
+    """The cached aggregate of ``run_dir`` if one was read from files with exactly ``keys``."""
+    for path in (run_dir / CACHE_FILE, user_cache_file(run_dir)):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("version") == CACHE_VERSION and data.get("keys") == keys:
+                return RunAggregate.from_json(data["aggregate"])
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue  # none, stale or not ours to trust: read again, replaced below
+    return None
+
+
+def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
+    """Keep ``aggregate`` beside the run, else under the user's cache dir (a read-only run
+    dir); neither writable, it is read again next time."""
+    from driftdesk.fileio import atomic_write_text
+
+    text = json.dumps(
+        {"version": CACHE_VERSION, "keys": keys, "aggregate": asdict(aggregate)},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    try:
+        atomic_write_text(run_dir / CACHE_FILE, text, mode=0o600)
+        return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        fallback = user_cache_file(run_dir)
+        fallback.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(fallback, text, mode=0o600)
+
+
+def aggregates(run_dirs: Sequence[Path], *, use_cache: bool = True) -> list[RunAggregate]:
+    """The aggregate of each run dir (in order): from the cache where its files are unchanged,
+    else read (in batches, one DuckDB connection per batch) and cached."""
+    from driftdesk.analysis.sources import read_manifest
+
+    found: dict[int, RunAggregate] = {}
+    to_read: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
+    for index, run_dir in enumerate(run_dirs):
+        manifest = read_manifest(run_dir)
+        keys = source_keys(run_dir, manifest)
+        hit = cached(run_dir, keys) if use_cache else None
+        if hit is not None:
+            found[index] = hit
+        else:
+            to_read.append((index, run_dir, manifest, keys))
+    for start in range(0, len(to_read), BATCH_RUNS):
+        batch = to_read[start : start + BATCH_RUNS]
+        read = read_aggregates([(run_dir, manifest) for _, run_dir, manifest, _ in batch])
+        for (index, run_dir, _, keys), aggregate in zip(batch, read, strict=True):
+            found[index] = aggregate
+            if use_cache:
+                store(run_dir, keys, aggregate)
+    return [found[i] for i in range(len(run_dirs))]
+
+
+def read_aggregates(runs: Sequence[tuple[Path, dict[str, Any]]]) -> list[RunAggregate]:
+    """Read the aggregates of ``runs`` ((run dir, manifest)) from their files, in one
+    connection: the rows by the report's reader, the calls by their two columns."""
+    from driftdesk.analysis import attempt_table
+    from driftdesk.analysis.sources import RunSource
+    from driftdesk.analysis.volatility import read_runs
+
+    sources = [RunSource(d / ATTEMPTS_FILE, d, m) for d, m in runs]
+    result = [_from_manifest(source) for source in sources]
+    with attempt_table.connection() as con:
+        extras = read_runs(con, sources, include_link_errors=False)
+        for aggregate, extra in zip(result, extras, strict=True):
+            aggregate.skipped_lines = extra.skipped_line_count
+        for (
+            f,
+            task_id,
+            passes,
+            fails,
+            links,
+            harness,
+            slots,
+            n_tok,
+            tok_sum,
+            tok_std,
+        ) in con.execute(
+            "SELECT f, task_id, passes, fails, link_errors, harness_errors, slots, "
+            "n_tokens, tokens_sum, tokens_std FROM task_aggs ORDER BY f, first_seen"
+        ).fetchall():
+            run = result[f]
+            if passes + fails:
+                run.tasks[str(task_id)] = [int(passes + fails), int(passes)]
+            run.slots += int(slots)
+            run.link_errors += int(links)
+            run.harness_errors += int(harness)
+            if n_tok:
+                total, mean = float(tok_sum), float(tok_sum) / int(n_tok)
+                run.tokens_n += int(n_tok)
+                run.tokens_sum += total
+                # the task's sum of squares from its mean and population deviation
+                run.tokens_sq += int(n_tok) * (float(tok_std or 0.0) ** 2 + mean * mean)
+        for f, p50, p95 in con.execute(
+            "SELECT f, quantile_cont(latency_ms, 0.5), quantile_cont(latency_ms, 0.95) "
+            "FROM attempts WHERE valid AND outcome IN ('pass', 'fail') GROUP BY f"
+        ).fetchall():
+            result[f].latency_p50_ms = None if p50 is None else float(p50)
+            result[f].latency_p95_ms = None if p95 is None else float(p95)
+        _read_calls(con, [run_dir / CALLS_FILE for run_dir, _ in runs], result)
+    return result
+
+
+def _from_manifest(source: RunSource) -> RunAggregate:
+    manifest = source.manifest
+    found = manifest.get("suite")
+    suite: dict[str, Any] = found if isinstance(found, dict) else {}
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    repeat = manifest.get("repeat")
+    return RunAggregate(
+        run_id=source.run_id,
+        run_dir=str(source.run_dir),
+        started_at=text(manifest.get("started_at")),
+        suite=text(suite.get("name")),
+        suite_sha256=text(suite.get("sha256")),
+        suite_path=text(suite.get("path")),
+        profile=text(manifest.get("profile")),
+        model=text(manifest.get("model")),
+        status=text(manifest.get("status")),
+        repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None,
+    )
+
+
+def _read_calls(con: Any, paths: list[Path], result: list[RunAggregate]) -> None:
+    """Served models and fingerprints per run, counted over its calls.jsonl rows (a bad line
+    is a row of NULLs to DuckDB: counted under no model, so left out)."""
+    import duckdb
+
+    present = [(i, p) for i, p in enumerate(paths) if p.is_file() and p.stat().st_size > 0]
+    if not present:
+        return
+    index_of = {str(p): i for i, p in present}
+    query = (
+        "SELECT filename, served_model, system_fingerprint, count(*) FROM read_json($paths, "
+        "format='newline_delimited', records=true, ignore_errors=true, filename=true, "
+        "columns={'served_model': 'VARCHAR', 'system_fingerprint': 'VARCHAR'}) GROUP BY ALL"
+    )
+    try:
+        rows = con.execute(query, {"paths": [str(p) for _, p in present]}).fetchall()
+    except duckdb.Error:
+        rows = []
+        for _, path in present:  # one file DuckDB cannot read (a line over its limit): alone
+            with contextlib.suppress(duckdb.Error):
+                rows += con.execute(query, {"paths": [str(path)]}).fetchall()
+    for filename, served, fingerprint, count in rows:
+        run = result[index_of[str(filename)]]
+        if served:
+            run.served_models[served] = run.served_models.get(served, 0) + int(count)
+        if fingerprint:
+            run.fingerprints[fingerprint] = run.fingerprints.get(fingerprint, 0) + int(count)
+
+
+def normal_ci95(values: Sequence[float]) -> list[float] | None:
+    """mean ± 1.96 standard errors over ``values`` (the tasks: the unit a report's bootstrap
+    resamples), clipped to 0..1; None below two values."""
+    if len(values) < 2:
+        return None
+    mean = math.fsum(values) / len(values)
+    variance = math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    half = 1.959964 * math.sqrt(variance / len(values))
+    return [max(0.0, mean - half), min(1.0, mean + half)]
