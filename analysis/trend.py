@@ -25,16 +25,19 @@ in one line:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from driftdesk.analysis.trend_data import RunAggregate, aggregates, normal_ci95
 from driftdesk.layout import MANIFEST_FILE
+
+CACHE_PAIR_VERSION = 1  # of ``PairedOutcome``: another version is computed again
 
 FLAGS = (
     "regression",
@@ -272,8 +275,7 @@ def build_trend(
 
 def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
     """Figures and flags of ``runs`` (in the order given: oldest first)."""
-    from driftdesk.analysis.compare import SIGNIFICANCE, compare_runs
-    from driftdesk.analysis.gate import regression_condition
+    from driftdesk.analysis.compare import SIGNIFICANCE
 
     reports = [_report(run) for run in runs]
     shown: list[TrendRun] = []
@@ -296,30 +298,72 @@ def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
         )
         if base_index is not None:
             base = runs[base_index]
-            comparison = compare_runs(reports[base_index], reports[index])
-            condition = regression_condition(
-                reports[base_index], reports[index], allowed_pp, comparison
-            )
-            current.baseline, current.shared_tasks = base.run_id, comparison.shared_tasks
-            delta = comparison.delta["success_rate"]
-            if not condition.passed:
-                current.flags.append(Flag("regression", f"vs {base.run_id}: {condition.detail}"))
+            pair = paired_outcome(base, run, allowed_pp, reports[base_index], reports[index])
+            current.baseline, current.shared_tasks = base.run_id, pair.shared_tasks
+            if not pair.passed:
+                current.flags.append(Flag("regression", f"vs {base.run_id}: {pair.detail}"))
             elif (
-                delta.value is not None
-                and delta.value * 100 > allowed_pp
-                and delta.p_value is not None
-                and delta.p_value < SIGNIFICANCE
+                pair.delta is not None
+                and pair.delta * 100 > allowed_pp
+                and pair.p_value is not None
+                and pair.p_value < SIGNIFICANCE
             ):
-                current.flags.append(Flag("improvement", f"vs {base.run_id}: {delta.sentence}"))
-            if comparison.only_in_a or comparison.only_in_b:
+                current.flags.append(Flag("improvement", f"vs {base.run_id}: {pair.sentence}"))
+            if pair.only_in_a or pair.only_in_b:
                 current.notes.append(
-                    f"compared with {base.run_id} on the {comparison.shared_tasks} shared "
-                    f"tasks ({comparison.only_in_b} only here, {comparison.only_in_a} only there)"
+                    f"compared with {base.run_id} on the {pair.shared_tasks} shared "
+                    f"tasks ({pair.only_in_b} only here, {pair.only_in_a} only there)"
                 )
         elif index:
             current.notes.append("no earlier run judged any of its tasks: nothing to compare")
         _set_flags(current, earlier)
     return Trend(runs[-1].suite if runs else None, shown, task_strips(runs))
+
+
+@dataclass
+class PairedOutcome:
+    """What ``check --baseline`` concludes of a run against its baseline (JSON-able)."""
+
+    passed: bool
+    detail: str
+    delta: float | None
+    p_value: float | None
+    sentence: str
+    shared_tasks: int
+    only_in_a: int
+    only_in_b: int
+
+
+def paired_outcome(
+    base: RunAggregate, run: RunAggregate, allowed_pp: float, base_report: Any, report: Any
+) -> PairedOutcome:
+    """``check --baseline``'s verdict on the pair (``gate.regression_condition`` over
+    ``compare.compare_runs``), kept in the user's cache by the pair's per-task counts: the
+    exact test costs ~0.25 s at 500 tasks, and a history's pairs rarely change."""
+    from driftdesk.analysis.compare import compare_runs
+    from driftdesk.analysis.gate import regression_condition
+    from driftdesk.analysis.trend_data import load_pair, store_pair
+
+    key = [CACHE_PAIR_VERSION, allowed_pp, base.run_id, run.run_id, base.tasks, run.tasks]
+    known = load_pair(key)
+    if known is not None:
+        with contextlib.suppress(TypeError):
+            return PairedOutcome(**known)
+    comparison = compare_runs(base_report, report)
+    condition = regression_condition(base_report, report, allowed_pp, comparison)
+    delta = comparison.delta["success_rate"]
+    outcome = PairedOutcome(
+        condition.passed,
+        condition.detail,
+        delta.value,
+        delta.p_value,
+        delta.sentence,
+        comparison.shared_tasks,
+        comparison.only_in_a,
+        comparison.only_in_b,
+    )
+    store_pair(key, asdict(outcome))
+    return outcome
 
 
 def _set_flags(current: TrendRun, earlier: Sequence[RunAggregate]) -> None:

@@ -140,6 +140,33 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
         atomic_write_text(fallback, text, mode=0o600)
 
 
+def _pair_file(key: list[Any]) -> Path:
+    from driftdesk.paths import cache_dir
+
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
+
+
+def load_pair(key: list[Any]) -> dict[str, Any] | None:
+    """A pair's paired-test outcome kept by ``store_pair`` (None: not kept, or unreadable)."""
+    try:
+        data = json.loads(_pair_file(key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def store_pair(key: list[Any], outcome: dict[str, Any]) -> None:
+    """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test)."""
+    from driftdesk.fileio import atomic_write_text
+
+    path = _pair_file(key)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(outcome, separators=(",", ":")), mode=0o600)
+
+
 def aggregates(run_dirs: Sequence[Path], *, use_cache: bool = True) -> list[RunAggregate]:
     """The aggregate of each run dir (in order): from the cache where its files are unchanged,
     else read (in batches, one DuckDB connection per batch) and cached."""
