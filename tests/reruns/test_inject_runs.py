@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -235,3 +237,19 @@ async def test_resume_keeps_the_injection(tmp_path: Path) -> None:
     assert len(rows) == 6
     assert all("injected_faults" in r for r in rows)
     assert all("injected" in c for c in read_rows(outcome.run_dir / "calls.jsonl"))
+
+
+def test_a_bad_inject_spec_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "run", "--profile", "nobody", "--suite", "basic",
+         "--out", str(tmp_path), "--inject", "429=5%,430=1%"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "driftdesk: --inject: unknown fault '430': use 429, 500 (any 5xx), timeout, truncate, "
+        "drop or slow"
+    ]
+    assert not any(tmp_path.iterdir())  # nothing was started
