@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from driftdesk.analysis.faults import RFault, injection_spec, r_fault
 from driftdesk.analysis.metrics import mean_or_none
 from driftdesk.analysis.paired import sign_flip, stratified_permutation
 from driftdesk.analysis.sources import RunSource, SourceError, resolve_sources
@@ -138,9 +139,15 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     delta: dict[str, PairedDelta] = field(default_factory=dict)
     repeats: tuple[int | None, int | None] = (None, None)  # attempts per task, A and B
+    # The ``--inject`` spec of each side (None: no faults injected); with one side faulted,
+    # HAL's R_fault (faulted success / clean success) over the shared tasks.
+    injection: tuple[str | None, str | None] = (None, None)
+    r_fault: RFault | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "injection": {"a": self.injection[0], "b": self.injection[1]},
+            "r_fault": self.r_fault.to_json() if self.r_fault is not None else None,
             "a": _side(self.a, self.repeats[0]),
             "b": _side(self.b, self.repeats[1]),
             "shared_tasks": self.shared_tasks,
@@ -215,8 +222,10 @@ def compare_runs(
     comparison.only_in_a = len(tasks_a.keys() - tasks_b.keys())
     comparison.only_in_b = len(tasks_b.keys() - tasks_a.keys())
     pairs = [(tasks_a[t], tasks_b[t]) for t in shared]
+    comparison.injection = (injection_spec(report_a.run_dir), injection_spec(report_b.run_dir))
     comparison.warnings = _warnings(comparison)
     comparison.delta = paired_deltas(pairs)
+    comparison.r_fault = _r_fault(comparison.injection, pairs)
     shared_values = {
         "success_rate": (
             mean_or_none([x.success_rate for x, _ in pairs]),
@@ -295,6 +304,21 @@ def _read_outcomes(con: duckdb.DuckDBPyConnection) -> Outcomes:
     return {row[0]: TaskOutcome(*row[1:]) for row in rows}
 
 
+def _r_fault(
+    injection: tuple[str | None, str | None], pairs: list[tuple[TaskOutcome, TaskOutcome]]
+) -> RFault | None:
+    """R_fault when exactly one side injected faults (the other is the clean run)."""
+    if bool(injection[0]) == bool(injection[1]):
+        return None
+    faulted_is_b = bool(injection[1])
+    rates = [
+        (x.success_rate, y.success_rate) if faulted_is_b else (y.success_rate, x.success_rate)
+        for x, y in pairs
+        if x.success_rate is not None and y.success_rate is not None
+    ]
+    return r_fault(rates)
+
+
 def _pp(value: float | None) -> float | None:
     return None if value is None else value * 100
 
@@ -319,6 +343,12 @@ def _warnings(comparison: Comparison) -> list[str]:
             f"A ({a.run_id}) started after B ({b.run_id}) (an imported run starts when it was "
             "imported): the deltas are B − A in the order given, older minus newer"
         )
+    for side, spec in zip("AB", comparison.injection, strict=True):
+        if spec:
+            warnings.append(
+                f"{side} injected faults at the proxy (--inject {spec}): its success change is "
+                "what those faults cost"
+            )
     if comparison.only_in_a or comparison.only_in_b:
         warnings.append(
             f"compared over the {comparison.shared_tasks} tasks both runs judged; left out: "

@@ -356,6 +356,7 @@ def render_report_table(report: RunReport) -> str:
             + ", ".join(f"{k} {v}" for k, v in report.errors_counted_as_failures.items())
         )
     lines.extend(noise_floor_lines(report))
+    lines.extend(_injection_lines(report))
     if report.pass_hat_k:
         lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
         lines.append(f"  pass^k  {_curve(report.pass_hat_k)}")
@@ -422,6 +423,14 @@ def render_report_table(report: RunReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _injection_lines(report: RunReport) -> list[str]:
+    """A run that injected faults (--inject): what became of them, per run and per task."""
+    from driftdesk.analysis.faults import read_injection, report_lines
+
+    summary = read_injection(report.run_dir)
+    return [] if summary is None else [_cell(line) for line in report_lines(summary)]
+
+
 def _spread_pp(spread: float | None) -> str:
     """A task's spread (JSON ``spread``: max − min of its attempts' scores, 0..1) in pp: on
     pass/fail tasks 100 means it both passed and failed, 0 that it never changed."""
@@ -480,6 +489,8 @@ def render_comparison(comparison: Comparison) -> str:
         value, ci, p = d.cells()
         lines.append(f"  {name:<22}  {value:>10}  {ci:>17}  {p:>8}  {d.test}")
     lines.extend(f"  {d.sentence}" for d in comparison.delta.values())
+    if comparison.r_fault is not None:
+        lines.append(f"  {comparison.r_fault.sentence()}")
     lines.append("")
     lines.append(f"  {'METRIC':<22}  {'A':>10}  {'B':>10}  {'B − A':>10}  CI A / CI B")
     for m in comparison.metrics:

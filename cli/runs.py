@@ -117,6 +117,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="cap on one attempt's call recording (MiB, compressed; default 8, 0: no cap); "
         "past it, records keep their figures without the text",
     )
+    p.add_argument(
+        "--inject",
+        metavar="SPEC",
+        help="inject faults at the proxy into that share of model calls, seeded by --seed per "
+        "(task, attempt, call): 429=5%%,500=2%%,timeout=1%%,truncate=1%%,drop=1%%,slow=5%%:3s "
+        "(429=5%%:2s sets its Retry-After; any 5xx; none: no faults, whatever the profile's "
+        "inject setting says)",
+    )
     _executor_arguments(p, default="local")
     p.set_defaults(func=cmd_run)
 
@@ -304,6 +312,9 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     if outcome.reason:
         print(outcome.reason, file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
+    injected = _injection_line(outcome.run_dir)
+    if injected:
+        print(injected)
     if outcome.status != "completed":
         return 1
     stats = outcome.stats
@@ -329,6 +340,20 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         print(unknown, file=sys.stderr)
     print(next_commands(outcome.run_dir))
     return 0
+
+
+def _injection_line(run_dir: Path) -> str | None:
+    """What became of the faults a run injected (None: it injected none)."""
+    from driftdesk.analysis.faults import injection_summary, summary_line
+    from driftdesk.reruns import rundir
+
+    if not _manifest(run_dir).get("injection"):
+        return None
+    try:
+        rows = rundir.read_attempt_rows(run_dir, [])
+    except OSError:
+        return None
+    return summary_line(injection_summary(rows))
 
 
 def _sandbox_did_not_know(run_dir: Path) -> str | None:
@@ -438,9 +463,14 @@ def _earlier_run(run_dir: Path) -> Path | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from driftdesk.reruns.engine import RunSpec, execute_run
+    from driftdesk.reruns.faults import inject_problem
     from driftdesk.reruns.retry import RetryPolicy
     from driftdesk.taskids import parse_list
 
+    problem = inject_problem(args.inject)
+    if problem is not None:
+        print(f"driftdesk: {problem}", file=sys.stderr)
+        return EXIT_SETUP_ERROR
     try:
         ray = _ray_settings(args, base=True)
     except ValueError as exc:
@@ -475,6 +505,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         ray=ray,
         record_bodies=not args.no_bodies,
         max_recorded_mb=args.max_recorded_mb,
+        inject=args.inject,
     )
     return _drive(lambda progress: execute_run(spec, progress))
 

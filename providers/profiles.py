@@ -78,6 +78,9 @@ class Profile:
     # set (recordings on); a save leaves the stored setting as it is, so a form that does not
     # know the field never drops it.
     record_bodies: bool | None = None
+    # ``inject = "429=5%,500=2%"``: runs of this profile inject these faults at the proxy
+    # (driftdesk.reruns.faults; ``--inject`` overrides it). None: not set.
+    inject: str | None = None
 
     @property
     def records_bodies(self) -> bool:
@@ -139,6 +142,7 @@ def _from_table(name: str, table: dict[str, Any]) -> Profile:
         auth_header=str(table["auth_header"]) if table.get("auth_header") else None,
         no_key=bool(table.get("no_key", False)),
         record_bodies=_flag(table["record_bodies"]) if "record_bodies" in table else None,
+        inject=str(table["inject"]) if table.get("inject") else None,
     )
 
 
@@ -221,6 +225,8 @@ class ProfileStore:
         values["no_key"] = True if profile.no_key else None
         if profile.record_bodies is not None:
             table["record_bodies"] = profile.record_bodies
+        if profile.inject is not None:
+            table["inject"] = profile.inject
         for key, value in values.items():
             if value is None:
                 table.pop(key, None)

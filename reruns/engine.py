@@ -60,6 +60,13 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
+from driftdesk.reruns.faults import (
+    FaultInjector,
+    InjectionSpec,
+    InjectSpecError,
+    injection_figures,
+    parse_inject,
+)
 from driftdesk.reruns.inspect_harness import (
     InspectRunError,
     check_inspect_ready,
@@ -143,6 +150,9 @@ class RunSpec:
     # record_bodies = false); the per-slot cap in MiB of compressed bytes, 0: none.
     record_bodies: bool = True
     max_recorded_mb: float = DEFAULT_MAX_RECORDED_MB
+    # Fault injection at the proxy (reruns/faults.py): ``429=5%,500=2%``...; None: the
+    # profile's ``inject`` setting; "none": no faults whatever the profile says.
+    inject: str | None = None
 
     @classmethod
     def rerun_of(
@@ -168,6 +178,7 @@ class RunSpec:
         ran_on = manifest.get("executor") or {"kind": "local"}
         on_ray = ran_on.get("kind") == "ray"
         recording = RecordingSettings.from_manifest(manifest)
+        injection = InjectionSpec.from_manifest(manifest)
         return cls(
             profile=profile or str(manifest.get("profile")),
             suite=str(suite.get("path") or suite.get("name") or "basic"),
@@ -187,6 +198,7 @@ class RunSpec:
             ray=RaySettings.from_manifest(ran_on) if on_ray else RaySettings(),
             record_bodies=recording.bodies,
             max_recorded_mb=recording.max_recorded_mb,
+            inject=injection.text() if injection is not None else "none",
         )
 
 
@@ -299,6 +311,8 @@ class _Execution:
         self.concurrency = max(1, concurrency or int(manifest.get("concurrency", 2)))
         seed = int(manifest.get("seed") or 0)
         self.policy = RetryPolicy.from_manifest(manifest)
+        self.injection = InjectionSpec.from_manifest(manifest)
+        self._seed = seed
         self.listener = listener
         self.notices = notices
         self.stats = RunStats()
@@ -461,6 +475,12 @@ class _Execution:
             call_counts=rundir.count_calls(self.run_dir),
             host=self.cluster.node_ip if self.cluster is not None else "127.0.0.1",
             recorder=recorder,
+            injector=(
+                # An injected timeout hangs past the client's timeout and the attempt's.
+                FaultInjector(self.injection, self._seed, hang_s=self.timeout_s + 5.0)
+                if self.injection is not None
+                else None
+            ),
         )
         await self.proxy.start()
         if self.agent == "builtin":
@@ -589,6 +609,7 @@ class _Execution:
             "total_tokens": _sum_tokens(calls, "total_tokens"),
             "latency_ms": round((time.perf_counter() - t0) * 1000, 3),
             **call_figures(calls),
+            **(injection_figures(calls, result.outcome) if self.injection is not None else {}),
             "started_at": started_at,
             "ended_at": rundir.iso(rundir.utc_now()),
             "model": self.profile.model,
@@ -837,6 +858,10 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     if problem is not None:
         raise RunSetupError(problem)
     profile = _resolve_profile(spec.profile)
+    try:
+        injection = parse_inject(spec.inject if spec.inject is not None else profile.inject)
+    except InjectSpecError as exc:
+        raise RunSetupError(str(exc)) from None
     notices: list[str] = []
     if spec.agent == "inspect":
         suite, task_ids = _inspect_setup(spec, profile)
@@ -857,7 +882,7 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     cluster = _connect_executor(spec.executor, spec.ray, spec.agent)
     try:
         return await _execute_new_run(
-            spec, profile, suite, task_ids, real_key, notices, cluster, listener
+            spec, profile, suite, task_ids, real_key, notices, cluster, listener, injection
         )
     finally:
         if cluster is not None:
@@ -873,6 +898,7 @@ async def _execute_new_run(
     notices: list[str],
     cluster: RayCluster | None,
     listener: RunListener | None,
+    injection: InjectionSpec | None = None,
 ) -> RunOutcome:
     now = rundir.utc_now()
     try:
@@ -919,6 +945,8 @@ async def _execute_new_run(
         "status": "running",
         "resumes": [],
     }
+    if injection is not None:  # a run without injection has no such key at all
+        manifest["injection"] = injection.to_manifest()
     if spec.agent == "inspect":
         manifest["inspect"] = {"sample_ids": spec.tasks}
     lock = rundir.lock_run_dir(run_dir)

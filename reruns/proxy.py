@@ -39,6 +39,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import aiohttp
 from aiohttp import web
 
+from driftdesk.reruns.faults import (
+    MODEL_PROTOCOLS,
+    Fault,
+    FaultInjector,
+    cut_answer,
+    fault_response,
+)
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
 from driftdesk.secrets import mask_key, redact
@@ -536,6 +543,7 @@ class MeteringProxy:
         auth_header: str | None = None,
         host: str = "127.0.0.1",
         recorder: CallRecorder | None = None,
+        injector: FaultInjector | None = None,
     ) -> None:
         self.run_id = run_id
         # Where agents reach it: loopback, or the driver's cluster-facing address when attempts
@@ -554,6 +562,10 @@ class MeteringProxy:
         self._on_call = on_call
         self._call_counts = dict(call_counts or {})
         self._recorder = recorder  # what each call said (reruns/recording.py); None: not kept
+        # Injected faults (reruns/faults.py), decided per (task, attempt, arrival index): the
+        # index counts every call of the slot, across its tries and resumes.
+        self._injector = injector
+        self._arrivals = dict(self._call_counts)
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
         self._token_prefix = secrets.token_hex(6) + "-"
         self._attempt_counter = 0
@@ -668,6 +680,17 @@ class MeteringProxy:
             if calls.in_flight == 0:
                 calls.idle.set()
 
+    def _fault_for(self, calls: AttemptCalls, protocol: str | None) -> Fault | None:
+        """The fault to inject into this call (only model endpoints are touched)."""
+        if self._injector is None:
+            return None
+        slot = (calls.task_id, calls.attempt)
+        index = self._arrivals.get(slot, 0)
+        self._arrivals[slot] = index + 1
+        if protocol not in MODEL_PROTOCOLS:
+            return None
+        return self._injector.decide(calls.task_id, calls.attempt, index)
+
     def _upstream_headers(self, request: web.Request) -> dict[str, str]:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
         headers.update(self._extra_headers)
@@ -730,7 +753,34 @@ class MeteringProxy:
         error_kind: str | None = None
         response: web.StreamResponse | None = None
         answered = False  # the agent has been sent the whole answer
+        fault = self._fault_for(calls, protocol)
+        injected: str | None = None
         try:
+            if fault is not None and fault.kind != "truncate":
+                assert self._injector is not None
+                injected = fault.kind
+                if fault.kind == "drop":
+                    error_kind = "connection"
+                    _break_connection(request)
+                    return web.Response()
+                if fault.kind == "timeout":
+                    error_kind = "timeout"  # kept when the agent gives up first (cancelled)
+                    await asyncio.sleep(self._injector.hang_s)
+                    _break_connection(request)
+                    return web.Response()
+                if fault.kind == "slow":
+                    error_kind = "timeout"  # only if the agent gives up while it waits
+                    await asyncio.sleep(self._injector.spec.slow_s)
+                    error_kind = None
+                else:  # a 429 or a 5xx: the provider is never asked
+                    status = fault.status
+                    error_kind = str(status)
+                    ttfb_ms = (time.perf_counter() - t0) * 1000
+                    retry_after_s = self._injector.spec.retry_after_s
+                    if status == 429:
+                        calls.last_retry_after_s = retry_after_s
+                    return fault_response(fault, protocol, request_id, retry_after_s)
+            truncating = fault is not None and fault.kind == "truncate"
             async with self._session.request(
                 request.method,
                 url,
@@ -792,12 +842,16 @@ class MeteringProxy:
                     status=upstream.status, reason=upstream.reason, headers=headers
                 )
                 await _to_agent(response.prepare(request))
+                held = bytearray()  # a truncated answer, kept whole to be cut
                 try:
                     async for chunk in upstream.content.iter_any():
                         out = passthrough.feed(chunk)
                         meter.feed(out)
                         if passthrough.too_large or meter.invalid:
                             break
+                        if truncating:
+                            held += out
+                            continue
                         if capture is not None:
                             capture.feed(out)
                         await _to_agent(response.write(out))
@@ -805,7 +859,9 @@ class MeteringProxy:
                     else:
                         out = passthrough.flush()
                         meter.feed(out)
-                        if not meter.invalid:
+                        if truncating:
+                            held += out
+                        elif not meter.invalid:
                             if capture is not None:
                                 capture.feed(out)
                             await _to_agent(response.write(out))
@@ -818,6 +874,14 @@ class MeteringProxy:
                     error_kind = "invalid_sse"
                 elif error_kind is None and not meter.finished and _judged_whole(meter, headers):
                     error_kind = "truncated"  # ended cleanly, but short of its protocol's end
+                elif truncating and error_kind is None:
+                    # The provider answered in full (and billed it: the meter read it all); the
+                    # agent gets the first half, then a broken connection.
+                    injected, error_kind = "truncate", "truncated"
+                    part = cut_answer(bytes(held), meter.streamed)
+                    if capture is not None:
+                        capture.feed(part)
+                    await _to_agent(response.write(part))
                 if error_kind is not None:
                     # Never end a cut answer cleanly: the agent would take the partial body
                     # for the model's answer. A dropped connection is what it can retry.
@@ -858,6 +922,7 @@ class MeteringProxy:
                 requested_model,
                 request_id,
                 capture,
+                injected,
             )
 
     def _record(
@@ -873,6 +938,7 @@ class MeteringProxy:
         requested_model: str | None = None,
         request_id: str | None = None,
         capture: CallCapture | None = None,
+        injected: str | None = None,
     ) -> None:
         prompt, completion, total = meter.tokens()
         slot = (calls.task_id, calls.attempt)
@@ -908,6 +974,8 @@ class MeteringProxy:
             "model_mismatch": models_differ(requested_model, served_model),
             "request_id": request_id,
         }
+        if self._injector is not None:  # a run without injection keeps its rows as they were
+            row["injected"] = injected
         calls.calls.append(row)
         if not calls.deferred:
             self._write(row)
