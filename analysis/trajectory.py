@@ -214,7 +214,9 @@ def _event_kind(row: dict[str, Any]) -> str:
         return str(row["error_kind"])
     if _failed(row):
         return str(row.get("status") or "no answer")
-    return "model_mismatch"
+    if row.get("model_mismatch"):
+        return "model_mismatch"
+    return "injected_" + str(row.get("injected"))  # an injected fault the call survived (slow)
 
 
 def _with_link_events(steps: list[Step], calls: list[dict[str, Any]]) -> list[Step]:
@@ -238,7 +240,7 @@ def _with_link_events(steps: list[Step], calls: list[dict[str, Any]]) -> list[St
     before: dict[int | None, list[Step]] = {}  # call_index of the turn -> events before it
     for index in sorted(by_index):
         row = by_index[index]
-        if not (_failed(row) or row.get("model_mismatch")):
+        if not (_failed(row) or row.get("model_mismatch") or row.get("injected")):
             continue
         if _failed(row):
             target = next((i for i in turn_indexes if i > index), None)
@@ -265,6 +267,9 @@ def _event_step(row: dict[str, Any], *, retried: bool) -> Step:
     text = f"{kind} (status {row.get('status') if row.get('status') is not None else '-'})"
     if kind == "model_mismatch":
         text = f"answered by {row.get('served_model')}, not {row.get('requested_model')}"
+    if row.get("injected"):  # run --inject: the fault is driftdesk's, put in at the proxy
+        detail["injected"] = str(row["injected"])
+        text = f"injected {row['injected']} → {text}"
     return Step(
         "link_event",
         0,

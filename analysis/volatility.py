@@ -205,6 +205,8 @@ class RunReport:
     mean_score: float | None = None
     score_tasks: int = 0  # tasks with a score
     partial_scores: int = 0  # judged scores neither 0 nor 1: the scorer is not binary
+    # ``run --inject``: faults injected, recovered, surfaced, misattributed (``analysis.faults``)
+    injection: dict[str, Any] | None = None
     pass_k_convention: PassKConvention = "driftdesk"
     retries: int = 0
     model_mismatches: int = 0
@@ -266,6 +268,7 @@ class RunReport:
             "mean_score": _round(self.mean_score),
             "score_tasks": self.score_tasks,
             "partial_scores": self.partial_scores,
+            "injection": self.injection,
             "pass_k_convention": self.pass_k_convention,
             "retries": self.retries,
             "model_mismatches": self.model_mismatches,
@@ -392,23 +395,32 @@ def _assembled(
             (extras,) = read_runs(
                 con, [run], include_link_errors=options.include_link_errors, prices=prices
             )
-            yield (
+            report = assemble_report(
                 con,
-                assemble_report(
-                    con,
-                    0,
-                    run,
-                    extras,
-                    min_runs=options.min_runs,
-                    include_link_errors=options.include_link_errors,
-                    group_by=options.group_by,
-                    sort=options.sort,
-                    top=options.top,
-                    prices=prices,
-                    pass_k_convention=options.pass_k_convention,
-                    with_tasks=with_tasks,
-                ),
+                0,
+                run,
+                extras,
+                min_runs=options.min_runs,
+                include_link_errors=options.include_link_errors,
+                group_by=options.group_by,
+                sort=options.sort,
+                top=options.top,
+                prices=prices,
+                pass_k_convention=options.pass_k_convention,
+                with_tasks=with_tasks,
             )
+            report.injection = _injection_of(run)
+            yield con, report
+
+
+def _injection_of(run: RunSource) -> dict[str, Any] | None:
+    """What became of a run's injected faults (``run --inject``; None: it injected none)."""
+    if not run.manifest.get("injection") or run.run_dir is None:
+        return None
+    from driftdesk.analysis.faults import read_injection
+
+    summary = read_injection(run.run_dir)
+    return None if summary is None else summary.to_json()
 
 
 def write_report_json(

@@ -162,6 +162,12 @@ def _register_profile(sub: argparse._SubParsersAction) -> None:
         )
         p.add_argument("--notes")
         p.add_argument(
+            "--inject",
+            metavar="SPEC",
+            help="faults its runs inject at the proxy, as run --inject takes them (e.g. "
+            "429=5%%,500=2%%; run --inject overrides it); edit --inject none clears it",
+        )
+        p.add_argument(
             "--auth-header",
             choices=["x-api-key", "bearer"],
             help="how the key is sent: x-api-key (Anthropic's API; the anthropic default) or "
@@ -336,6 +342,7 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
         # Stored explicitly, so a later change of default never changes a profile's header.
         auth_header=args.auth_header or default_auth_header(args.protocol),
         no_key=args.no_key,
+        inject=_inject_setting(args.inject),
     )
     profile.validate()
     if args.no_key and args.key_stdin:
@@ -501,6 +508,9 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
             # An empty string clears an optional field.
             setattr(profile, attr, value if value or attr in ("notes",) else None)
             changed.append(attr)
+    if args.inject is not None:
+        profile.inject = _inject_setting(args.inject)
+        changed.append("inject")
     if args.clear_headers:
         profile.headers = {}
         changed.append("headers")
@@ -526,6 +536,21 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
     print(f"updated {profile.name}: {', '.join(changed)}")
     _offer_reapply(profile, args.reapply)
     return 0
+
+
+def _inject_setting(text: str | None) -> str | None:
+    """A profile's ``inject`` as stored: checked now (a bad spec is refused before anything is
+    saved); ``none`` or empty: no injection."""
+    from driftdesk.providers.profiles import ProfileError
+    from driftdesk.reruns.faults import InjectSpecError, parse_inject
+
+    if text is None or text.strip().lower() in ("", "none"):
+        return None
+    try:
+        parse_inject(text)
+    except InjectSpecError as exc:
+        raise ProfileError(f"--inject: {exc}") from None
+    return text.strip()
 
 
 def _drop_stale_key(name: str) -> None:

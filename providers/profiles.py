@@ -225,8 +225,7 @@ class ProfileStore:
         values["no_key"] = True if profile.no_key else None
         if profile.record_bodies is not None:
             table["record_bodies"] = profile.record_bodies
-        if profile.inject is not None:
-            table["inject"] = profile.inject
+        values["inject"] = profile.inject  # None: no injection (a cleared setting goes)
         for key, value in values.items():
             if value is None:
                 table.pop(key, None)

@@ -826,3 +826,27 @@ def test_no_keyring_says_what_is_needed_and_how_to_get_it(
     section = readme.split("### Where keys are kept", 1)[1].split("\n## ", 1)[0]
     for needed in ("macOS", "dbus-run-session", "gnome-keyring-daemon", "keyrings.cryptfile"):
         assert needed in section, needed
+
+
+def test_a_profiles_fault_injection_is_set_checked_and_cleared(
+    home: Any, cli: Callable[..., Any], add_profile: Any
+) -> None:
+    """``profile add/edit --inject``: the runs of the profile inject these faults (run --inject
+    overrides it); a bad spec is refused in one line and nothing is saved."""
+    add_profile("p1")
+    before = ProfileStore().path.read_bytes()
+    refused = cli("profile", "edit", "p1", "--inject", "429=lots")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--inject" in refused.stderr
+    assert ProfileStore().path.read_bytes() == before
+    assert cli("profile", "edit", "p1", "--inject", "429=5%,500=2%").returncode == 0
+    assert ProfileStore().get("p1").inject == "429=5%,500=2%"
+    assert 'inject = "429=5%,500=2%"' in ProfileStore().path.read_text()
+    assert cli("profile", "edit", "p1", "--inject", "none").returncode == 0
+    assert ProfileStore().get("p1").inject is None
+    added = cli(
+        "profile", "add", "p2", "--protocol", "openai", "--base-url", "http://127.0.0.1:9/v1",
+        "--model", "m", "--no-key", "--inject", "truncate=1%", input="",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert ProfileStore().get("p2").inject == "truncate=1%"

@@ -253,3 +253,40 @@ def test_a_bad_inject_spec_is_one_line_and_exit_2(tmp_path: Path) -> None:
         "drop or slow"
     ]
     assert not any(tmp_path.iterdir())  # nothing was started
+
+
+async def test_the_report_and_the_trajectories_show_where_faults_were_injected(
+    tmp_path: Path,
+) -> None:
+    """The report (JSON and the workbench's headline read it) carries the injection figures,
+    and each faulted attempt's trajectory has an ``injected`` link event at the faulted call."""
+    from driftdesk.analysis.faults import read_injection
+    from driftdesk.analysis.trajectory import load_trajectory
+    from driftdesk.analysis.volatility import build_report
+
+    with SandboxServer(seed=3) as server:
+        outcome = await execute_run(
+            _spec(server.base_url, tmp_path, repeat=3, seed=9, inject="429=30%:0.01s,500=10%")
+        )
+        clean = await execute_run(_spec(server.base_url, tmp_path / "clean", repeat=1))
+    (report,) = build_report([outcome.run_dir])
+    summary = read_injection(outcome.run_dir)
+    assert summary is not None and summary.total.faults > 0
+    assert report.injection == summary.to_json()
+    assert report.to_json()["injection"]["faults"] == summary.total.faults
+    (plain,) = build_report([clean.run_dir])
+    assert plain.injection is None
+    calls = read_rows(outcome.run_dir / "calls.jsonl")
+    faulted = {(c["task_id"], c["attempt"]) for c in calls if c["injected"]}
+    marked = 0
+    for task_id, attempt in sorted(faulted):
+        traj = load_trajectory(outcome.run_dir, task_id, attempt)
+        assert traj is not None
+        events = [s for s in traj.steps if s.kind == "link_event" and s.detail.get("injected")]
+        injected_here = [
+            c for c in calls if (c["task_id"], c["attempt"]) == (task_id, attempt) and c["injected"]
+        ]
+        assert [e.call_index for e in events] == [c["call_index"] for c in injected_here]
+        assert all(e.text.startswith("injected ") for e in events)
+        marked += len(events)
+    assert marked == sum(1 for c in calls if c["injected"])

@@ -591,6 +591,16 @@ class VolatilityScreen(WorkbenchScreen):
             f"{report.link_errors}" + (f" ({kinds})" if kinds else ""),
             "magenta" if report.link_errors else "",
         )
+        injection = getattr(report, "injection", None)
+        if injection:
+            # run --inject: the faults put in at the proxy, and what the agent made of them;
+            # a misattributed one (judged although its answer never came) is a bug to see
+            fact(
+                "injected faults",
+                f"{injection['faults']}: recovered {injection['recovered']}, surfaced "
+                f"{injection['surfaced']}, misattributed {injection['misattributed']}",
+                "bold red" if injection["misattributed"] else "cyan",
+            )
         if report.harness_errors:
             # Attempts the harness itself broke (a crash, no result): not the model, not the
             # link; when every attempt is one, nothing was measured and the reason says why.

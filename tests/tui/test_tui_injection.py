@@ -1,0 +1,43 @@
+"""A run made with ``--inject`` (the builtin agent against the sandbox, through the proxy): the
+Volatility headline says how many faults were injected and what became of them."""
+
+from __future__ import annotations
+
+from driftdesk.analysis.faults import read_injection
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.tui.screens.volatility import VolatilityScreen
+
+
+async def test_the_headline_counts_the_injected_faults(home, runs_dir, make_app, settle) -> None:
+    with SandboxServer(seed=3) as server:
+        outcome = await execute_run(
+            RunSpec(
+                profile=Profile(
+                    name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL
+                ),
+                suite="basic",
+                repeat=2,
+                concurrency=8,
+                out_dir=runs_dir,
+                api_key="sk-test-REALKEY-inject-tui-0123456789",
+                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
+                seed=4,
+                inject="429=25%:0.01s,500=10%",
+            )
+        )
+    summary = read_injection(outcome.run_dir)
+    assert summary is not None and summary.total.faults > 0
+    t = summary.total
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, VolatilityScreen) and screen.report is not None
+        shown = str(screen.query_one("#summary").render())
+        assert (
+            f"injected faults   {t.faults}: recovered {t.recovered}, surfaced {t.surfaced}, "
+            f"misattributed {t.misattributed}"
+        ) in shown, shown
