@@ -96,10 +96,15 @@ def make_history(root: Path, runs: int, tasks: int, repeat: int) -> Path:
 
 
 def drop_cache(folder: Path) -> None:
+    """Every cache trend keeps: the runs' aggregates and the pairs' paired-test verdicts."""
+    import shutil
+
     from driftdesk.analysis.trend_data import CACHE_FILE
+    from driftdesk.paths import cache_dir
 
     for entry in folder.glob(f"*/{CACHE_FILE}"):
         entry.unlink()
+    shutil.rmtree(cache_dir() / "trend", ignore_errors=True)
 
 
 async def key_response(folder: Path, presses: int) -> tuple[float, float]:

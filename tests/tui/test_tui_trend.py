@@ -128,3 +128,15 @@ async def test_a_run_of_another_suite_is_left_out(home, nights, runs_dir, make_a
     async with app.run_test(size=(120, 40)) as pilot:
         trend = await _open_trend(app, pilot, settle, nights[0])
         assert [r.run_id for r in trend.trend.runs] == [p.name for p in nights]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_trend_view_snapshot(snap_compare, home, nights, make_app, settle, size) -> None:  # type: ignore[no-untyped-def]
+    app = make_app()
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _open_trend(app, pilot, settle, nights[-1])
+        app.clear_notifications()
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
