@@ -6,6 +6,7 @@ The per-task formulas (HAL's C_out, CV and C_res) are SQL in ``analysis.task_rep
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -90,3 +91,34 @@ def mean_or_none(values: list[float | None]) -> float | None:
     """Mean of the defined values (HAL's NaN-skipping average over tasks); None if none."""
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
+
+
+# The pseudo-counts added to a task's passes and fails before its outcome variance is taken:
+# a task whose few attempts all agree is not taken for a task that never varies (its p̂(1 − p̂)
+# would be 0, and an interval built on it would be too narrow and cover too rarely).
+VARIANCE_PSEUDO_COUNT = 0.5
+
+
+def outcome_variance(passes: int, n: int) -> float:
+    """A task's outcome variance p(1 − p) with p = (c + a) / (n + 2a), a = 0.5 (Jeffreys)."""
+    a = VARIANCE_PSEUDO_COUNT
+    p = (passes + a) / (n + 2 * a)
+    return p * (1 - p)
+
+
+def repeat_ci95(counts: list[tuple[int, int]]) -> tuple[float, float, float] | None:
+    """(success, low, high): the mean task success over these tasks and its 95 % interval from
+    the attempts' sampling error (the tasks are fixed; the bootstrap CI of the report resamples
+    tasks instead, and does not narrow with more repeats). ``counts``: (n, passes) per task.
+
+    success = mean of c_i / n_i (every task weighs the same, whatever its n); its variance is
+    Σ v_i / n_i / T², v_i = ``outcome_variance``; the interval is success ± 1.96 σ, cut to
+    [0, 1]. Unequal n is what it is made for: a task with more attempts is known better.
+    None until every task has a judged attempt."""
+    if not counts or any(n <= 0 for n, _ in counts):
+        return None
+    tasks = len(counts)
+    success = sum(c / n for n, c in counts) / tasks
+    variance = sum(outcome_variance(c, n) / n for n, c in counts) / tasks**2
+    half = 1.959964 * math.sqrt(variance)
+    return success, max(0.0, success - half), min(1.0, success + half)
