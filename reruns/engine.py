@@ -390,6 +390,7 @@ class _Execution:
                     "notices": list(self.notices),
                     "executor": "ray" if self.cluster is not None else "local",
                     "ray_dashboard": self.cluster.dashboard_url if self.cluster else None,
+                    "adaptive": self.manifest.get("adaptive"),
                 },
                 task_ids=task_ids,
                 repeat=int(self.manifest["repeat"]),
