@@ -122,3 +122,40 @@ def repeat_ci95(counts: list[tuple[int, int]]) -> tuple[float, float, float] | N
     variance = sum(outcome_variance(c, n) / n for n, c in counts) / tasks**2
     half = 1.959964 * math.sqrt(variance)
     return success, max(0.0, success - half), min(1.0, success + half)
+
+
+def mixed_at_k(n: int, passes: int, k: int) -> float:
+    """The chance that k attempts of a task are mixed (a pass and a fail), unbiased from its
+    c passes in n ≥ k attempts: 1 − C(c,k)/C(n,k) − C(n−c,k)/C(n,k). The max − min gap of a
+    task's own n attempts is this at k = n, so it grows with n; read at one k for every task,
+    tasks with different numbers of attempts are measured alike."""
+    if not 1 <= k <= n:
+        raise ValueError(f"k = {k} needs 1 ≤ k ≤ n = {n}")
+    hat, at = pass_curves(n, passes)
+    return at[k - 1] - hat[k - 1]
+
+
+def unequal_repeats(pairs: list[tuple[int, int, int]]) -> dict[str, object] | None:
+    """For a run whose tasks have different numbers of counted attempts (an adaptive run, a
+    partial one): the range of n, the consistency gap read at k = the smallest n (≥ 2) over
+    the tasks with n ≥ k, and the success interval from the attempts' sampling error.
+    ``pairs``: (n, passes, tasks). None when every task has the same n."""
+    ns = [n for n, _, _ in pairs if n > 0]
+    if not ns or min(ns) == max(ns):
+        return None
+    k = max(2, min(ns))
+    measured = [(n, c, times) for n, c, times in pairs if n >= k]
+    tasks = sum(times for _, _, times in measured)
+    gap = sum(mixed_at_k(n, c, k) * times for n, c, times in measured) / tasks if tasks else None
+    counts = [(n, c) for n, c, times in pairs if n > 0 for _ in range(times)]
+    interval = repeat_ci95(counts)
+    return {
+        "n_min": min(ns),
+        "n_max": max(ns),
+        "gap_k": k,
+        "gap_at_k_pp": None if gap is None else round(gap * 100, 4),
+        "gap_at_k_tasks": tasks,
+        "success_ci95_attempts": (
+            None if interval is None else [round(interval[1], 6), round(interval[2], 6)]
+        ),
+    }
