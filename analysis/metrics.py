@@ -115,13 +115,22 @@ def repeat_ci95(counts: list[tuple[int, int]]) -> tuple[float, float, float] | N
     Σ v_i / n_i / T², v_i = ``outcome_variance``; the interval is success ± 1.96 σ, cut to
     [0, 1]. Unequal n is what it is made for: a task with more attempts is known better.
     None until every task has a judged attempt."""
+    found = repeat_half_width(counts)
+    if found is None:
+        return None
+    success, half = found
+    return success, max(0.0, success - half), min(1.0, success + half)
+
+
+def repeat_half_width(counts: list[tuple[int, int]]) -> tuple[float, float] | None:
+    """(success, half width) of ``repeat_ci95``'s interval before it is cut to [0, 1] (an
+    interval cut at 100 % is not known to ± its cut half)."""
     if not counts or any(n <= 0 for n, _ in counts):
         return None
     tasks = len(counts)
     success = sum(c / n for n, c in counts) / tasks
     variance = sum(outcome_variance(c, n) / n for n, c in counts) / tasks**2
-    half = 1.959964 * math.sqrt(variance)
-    return success, max(0.0, success - half), min(1.0, success + half)
+    return success, 1.959964 * math.sqrt(variance)
 
 
 def mixed_at_k(n: int, passes: int, k: int) -> float:

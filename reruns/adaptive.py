@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from driftdesk.analysis.metrics import outcome_variance as task_variance
-from driftdesk.analysis.metrics import repeat_ci95
+from driftdesk.analysis.metrics import repeat_ci95, repeat_half_width
 
 TargetKind = Literal["ci", "volatile"]
 JUDGED = ("pass", "fail")
@@ -387,8 +387,8 @@ class AdaptivePolicy:
         return repeat_ci95(self._counts(projected=False))
 
     def _ci_met(self, *, projected: bool) -> bool:
-        found = repeat_ci95(self._counts(projected))
-        return found is not None and (found[2] - found[1]) / 2 <= self.design.ci_half_width
+        found = repeat_half_width(self._counts(projected))
+        return found is not None and found[1] <= self.design.ci_half_width
 
     def _variance_drop(self, task_id: str) -> float:
         tally = self.tallies[task_id]
@@ -396,8 +396,8 @@ class AdaptivePolicy:
         return task_variance(tally.passes, tally.judged) / (n * (n + 1))
 
     def _ci_text(self, prefix: str) -> str:
-        found = self.interval()
-        width = "?" if found is None else f"{(found[2] - found[1]) / 2 * 100:.1f}"
+        found = repeat_half_width(self._counts(projected=False))
+        width = "?" if found is None else f"{found[1] * 100:.1f}"
         return f"{prefix}: success ± {width} pp ≤ {self.design.ci_half_width * 100:g} pp"
 
     def _closed_text(self) -> str:
@@ -445,6 +445,7 @@ class AdaptivePolicy:
 
     def progress(self) -> Progress:
         found = self.interval()
+        half = repeat_half_width(self._counts(projected=False))
         states = [self.task_state(t) for t in self.task_ids]
         return Progress(
             target=self.design.target_text,
@@ -452,7 +453,7 @@ class AdaptivePolicy:
             budget_attempts=self.design.budget_attempts,
             spent_usd=self.spent_usd if self._cost_of is not None else None,
             budget_usd=self.design.budget_usd,
-            ci_half_width=None if found is None else (found[2] - found[1]) / 2,
+            ci_half_width=None if half is None else half[1],
             success=None if found is None else found[0],
             ci95=None if found is None else (found[1], found[2]),
             open_tasks=sum(1 for s in states if s.open),
