@@ -97,6 +97,7 @@ def mean_or_none(values: list[float | None]) -> float | None:
 # a task whose few attempts all agree is not taken for a task that never varies (its p̂(1 − p̂)
 # would be 0, and an interval built on it would be too narrow and cover too rarely).
 VARIANCE_PSEUDO_COUNT = 0.5
+Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 
 
 def outcome_variance(passes: int, n: int) -> float:
@@ -130,7 +131,7 @@ def repeat_half_width(counts: list[tuple[int, int]]) -> tuple[float, float] | No
     tasks = len(counts)
     success = sum(c / n for n, c in counts) / tasks
     variance = sum(outcome_variance(c, n) / n for n, c in counts) / tasks**2
-    return success, 1.959964 * math.sqrt(variance)
+    return success, Z95 * math.sqrt(variance)
 
 
 def mixed_at_k(n: int, passes: int, k: int) -> float:

@@ -35,14 +35,15 @@ The design (recorded in the manifest under ``adaptive``, so ``resume`` continues
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from driftdesk.analysis.metrics import Z95, repeat_ci95, repeat_half_width
 from driftdesk.analysis.metrics import outcome_variance as task_variance
-from driftdesk.analysis.metrics import repeat_ci95, repeat_half_width
 
 TargetKind = Literal["ci", "volatile"]
 JUDGED = ("pass", "fail")
@@ -220,7 +221,11 @@ class Progress:
 
 
 class AdaptivePolicy:
-    """The allocation state of one adaptive run (see the module doc)."""
+    """The allocation state of one adaptive run (see the module doc).
+
+    Each answer costs O(log T) for T tasks, not O(T): the open tasks wait in a heap by priority
+    (an entry is stale once its task's tally changed: skipped when it comes up), and the ci
+    target's sums are kept per task as its tally changes."""
 
     def __init__(
         self,
@@ -239,9 +244,18 @@ class AdaptivePolicy:
         self._order = {t: i for i, t in enumerate(self.task_ids)}
         self.tallies = {t: TaskTally() for t in self.task_ids}
         self._cost_of = cost_of
+        self._stable_after = stable_after()
         self.rows = 0
         self.spent_usd = 0.0
         self.stop_reason: str | None = None
+        self._in_flight = 0
+        self._versions = dict.fromkeys(self.task_ids, 0)
+        self._queue: list[tuple[int, float, int, int, str]] = []  # (phase, key, order, version, id)
+        self._gapped: set[str] = set()  # tasks with a hole in their attempt numbers
+        # The ci target's sums over tasks (judged, and projected with attempts in flight):
+        # Σ p̂_i, Σ v_i / n_i, tasks without a count; each task's last share, to take back.
+        self._sums = {False: [0.0, 0.0, 0], True: [0.0, 0.0, 0]}
+        self._shares: dict[tuple[str, bool], tuple[float, float] | None] = {}
         latest: dict[tuple[str, int], dict[str, Any]] = {}
         for row in rows:
             try:
@@ -252,6 +266,8 @@ class AdaptivePolicy:
             if task_id in self.tallies:
                 self.tallies[task_id].numbers.add(attempt)
                 self._count(task_id, row)
+        for task_id in self.task_ids:
+            self._changed(task_id)
 
     # --- what the engine tells it -------------------------------------------------------------
 
@@ -272,14 +288,48 @@ class AdaptivePolicy:
         """An attempt's row is on disk."""
         task_id = str(row["task_id"])
         tally = self.tallies[task_id]
-        tally.in_flight = max(tally.in_flight - 1, 0)
+        if tally.in_flight:
+            tally.in_flight -= 1
+            self._in_flight -= 1
+        tally.numbers.add(int(row["attempt"]))
         self._count(task_id, row)
+        self._changed(task_id)
 
     def abandoned(self, task_id: str, attempt: int) -> None:
         """An attempt ended without a row (cancelled): its number is free again."""
         tally = self.tallies[task_id]
-        tally.in_flight = max(tally.in_flight - 1, 0)
+        if tally.in_flight:
+            tally.in_flight -= 1
+            self._in_flight -= 1
         tally.numbers.discard(attempt)
+        self._changed(task_id)
+
+    def _changed(self, task_id: str) -> None:
+        """Its tally changed: a new queue entry (the old one is stale), new ci shares."""
+        tally = self.tallies[task_id]
+        version = self._versions[task_id] = self._versions[task_id] + 1
+        if tally.numbers and max(tally.numbers) + 1 > len(tally.numbers):
+            self._gapped.add(task_id)
+        else:
+            self._gapped.discard(task_id)
+        order = self._order[task_id]
+        if self._in_first_round(task_id):
+            heapq.heappush(self._queue, (0, float(tally.coming), order, version, task_id))
+        elif self._wants_more(task_id):
+            key = -self._variance_drop(task_id) if self.design.target == "ci" else tally.coming
+            heapq.heappush(self._queue, (1, float(key), order, version, task_id))
+        for projected in (False, True):
+            sums = self._sums[projected]
+            shares = [(self._share(tally, projected), 1)]
+            if (task_id, projected) in self._shares:  # take its last share back
+                shares.append((self._shares[(task_id, projected)], -1))
+            for share, sign in shares:
+                if share is None:
+                    sums[2] += sign
+                else:
+                    sums[0] += sign * share[0]
+                    sums[1] += sign * share[1]
+            self._shares[(task_id, projected)] = shares[0][0]
 
     # --- what it answers ----------------------------------------------------------------------
 
@@ -293,45 +343,45 @@ class AdaptivePolicy:
         number = tally.next_number()
         tally.numbers.add(number)
         tally.in_flight += 1
+        self._in_flight += 1
+        self._changed(task_id)
         return task_id, number
 
+    def _top(self) -> tuple[int, str] | None:
+        """(phase, task) of the queue's first entry still current (stale ones are dropped)."""
+        queue = self._queue
+        while queue:
+            phase, _, _, version, task_id = queue[0]
+            if version == self._versions[task_id]:
+                return phase, task_id
+            heapq.heappop(queue)
+        return None
+
     def _choose(self) -> str | None:
-        gaps = [t for t in self.task_ids if self._has_gap(t)]
-        if gaps:  # an interrupted run's holes: filled first, so numbers stay 0..n−1
-            return gaps[0]
+        if self._gapped:  # an interrupted run's holes: filled first, so numbers stay 0..n−1
+            return min(self._gapped, key=self._order.__getitem__)
         budget = self._budget_problem()
-        first_round = [t for t in self.task_ids if self._in_first_round(t)]
-        if first_round:
+        top = self._top()
+        if top is not None and top[0] == 0:  # the first round
             if budget is not None:
                 self._stop(budget)
                 return None
-            return min(first_round, key=lambda t: (self.tallies[t].coming, self._order[t]))
+            return top[1]
         if self.design.target == "ci" and self._ci_met(projected=True):
-            if self.in_flight() == 0:
-                self._stop(self._ci_text("target met"))
-                return None
+            self._stop(self._ci_text("target met"))
             return None
-        candidates = [t for t in self.task_ids if self._wants_more(t)]
-        if not candidates:
-            if self.in_flight() == 0:
-                self._stop(self._closed_text())
-                return None
+        if top is None:
+            self._stop(self._closed_text())
             return None
         if budget is not None:
             self._stop(budget)
             return None
-        if self.design.target == "volatile":
-            return min(candidates, key=lambda t: (self.tallies[t].coming, self._order[t]))
-        return max(candidates, key=lambda t: (self._variance_drop(t), -self._order[t]))
+        return top[1]
 
     def _stop(self, reason: str) -> None:
         """Nothing more starts; once nothing is in flight, the run is done for ``reason``."""
-        if self.in_flight() == 0 and self.stop_reason is None:
+        if self._in_flight == 0 and self.stop_reason is None:
             self.stop_reason = reason
-
-    def _has_gap(self, task_id: str) -> bool:
-        tally = self.tallies[task_id]
-        return bool(tally.numbers) and max(tally.numbers) + 1 > len(tally.numbers)
 
     def _in_first_round(self, task_id: str) -> bool:
         tally = self.tallies[task_id]
@@ -350,45 +400,55 @@ class AdaptivePolicy:
         if self.design.target == "volatile":
             if tally.passes and tally.fails:
                 return False
-            return tally.coming < stable_after()
+            return tally.coming < self._stable_after
         return True
 
     def _budget_problem(self) -> str | None:
         design = self.design
-        used = self.rows + self.in_flight()
+        used = self.rows + self._in_flight
         if design.budget_attempts is not None and used >= design.budget_attempts:
             return f"budget spent: {used} of {design.budget_attempts} attempts"
         if design.budget_usd is not None:
             per_attempt = self.spent_usd / self.rows if self.rows else 0.0
-            projected = self.spent_usd + (self.in_flight() + 1) * per_attempt
+            projected = self.spent_usd + (self._in_flight + 1) * per_attempt
             if projected > design.budget_usd:
                 return f"budget spent: ${self.spent_usd:.4f} of ${design.budget_usd:g}"
         return None
 
     def in_flight(self) -> int:
-        return sum(t.in_flight for t in self.tallies.values())
+        return self._in_flight
 
     # --- the ci target ------------------------------------------------------------------------
 
+    @staticmethod
+    def _count_of(tally: TaskTally, projected: bool) -> tuple[int, int]:
+        """(n, passes); ``projected`` counts attempts in flight as coming (with the task's
+        current pass rate), so a target they would meet starts nothing more."""
+        n = tally.coming if projected else tally.judged
+        passes = tally.passes
+        if projected and tally.judged:
+            passes = round(tally.passes * n / tally.judged)
+        return n, passes
+
+    def _share(self, tally: TaskTally, projected: bool) -> tuple[float, float] | None:
+        """The task's p̂ and v / n in ``repeat_ci95``'s sums; None before it has a count."""
+        n, passes = self._count_of(tally, projected)
+        return None if n <= 0 else (passes / n, task_variance(passes, n) / n)
+
     def _counts(self, projected: bool) -> list[tuple[int, int]]:
-        """(n, passes) per task; ``projected`` counts attempts in flight as coming (with the
-        task's current pass rate), so a target they would meet starts nothing more."""
-        counts = []
-        for tally in self.tallies.values():
-            n = tally.coming if projected else tally.judged
-            passes = tally.passes
-            if projected and tally.judged:
-                passes = round(tally.passes * n / tally.judged)
-            counts.append((n, passes))
-        return counts
+        return [self._count_of(tally, projected) for tally in self.tallies.values()]
 
     def interval(self) -> tuple[float, float, float] | None:
         """(success, low, high) of the run now (judged attempts only)."""
         return repeat_ci95(self._counts(projected=False))
 
     def _ci_met(self, *, projected: bool) -> bool:
-        found = repeat_half_width(self._counts(projected))
-        return found is not None and found[1] <= self.design.ci_half_width
+        """``repeat_half_width`` ≤ the target, from the kept sums (the same arithmetic)."""
+        _, variance, uncounted = self._sums[projected]
+        if uncounted or not self.task_ids:
+            return False
+        half = Z95 * math.sqrt(max(variance, 0.0)) / len(self.task_ids)
+        return half <= self.design.ci_half_width
 
     def _variance_drop(self, task_id: str) -> float:
         tally = self.tallies[task_id]
@@ -435,7 +495,7 @@ class AdaptivePolicy:
         if tally.judged < design.min_repeats:
             return "first round"
         if design.target == "volatile":
-            need = stable_after()
+            need = self._stable_after
             if tally.judged >= need:
                 return "always-pass" if tally.passes else "always-fail"
             agree = "passes" if tally.passes else "fails"

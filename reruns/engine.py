@@ -112,6 +112,7 @@ AGENTS: tuple[AgentName, ...] = get_args(AgentName)
 # Attempts at once for a run against a real provider: low, so a new key's rate limit is not
 # hit at once (the demo's sandbox has none and runs 8). The CLI and the launch form offer it.
 DEFAULT_CONCURRENCY = 2
+PROGRESS_SECONDS = 0.25  # an adaptive run's progress events, at most this often
 
 
 @dataclass
@@ -323,6 +324,7 @@ class _Execution:
         self.adaptive: AdaptivePolicy | None = None  # set by ``run_adaptive``
         self._slot_freed = asyncio.Event()  # a row landed or an attempt ended: ask again
         self._landed: set[tuple[str, int]] = set()  # adaptive slots whose row is on disk
+        self._progress_at = 0.0  # when the last AdaptiveProgress was emitted (monotonic)
 
     # --- events -----------------------------------------------------------------------------
 
@@ -360,8 +362,14 @@ class _Execution:
             bound = min(bound, policy.design.budget_attempts - policy.rows)
         return await self.run([], total=max(bound, 0))
 
-    def _emit_progress(self) -> None:
+    def _emit_progress(self, *, now: bool = False) -> None:
+        """An ``AdaptiveProgress`` event; at most every ``PROGRESS_SECONDS`` unless ``now``
+        (it lists every open task: on a big suite, not after every attempt)."""
         assert self.adaptive is not None
+        clock = time.monotonic()
+        if not now and clock - self._progress_at < PROGRESS_SECONDS:
+            return
+        self._progress_at = clock
         progress = self.adaptive.progress()
         open_tasks = {
             state.task_id: state.why
@@ -405,7 +413,7 @@ class _Execution:
                 slots = []
             pending = deque(slots)
             if self.adaptive is not None:
-                self._emit_progress()
+                self._emit_progress(now=True)
                 workers = self._workers = [
                     asyncio.create_task(self._adaptive_worker()) for _ in range(self.concurrency)
                 ]
@@ -439,7 +447,7 @@ class _Execution:
                 self.manifest["stop_reason"] = self._stop_reason
             if self.adaptive is not None:
                 self.manifest["adaptive"]["result"] = self.adaptive.summary()
-                self._emit_progress()
+                self._emit_progress(now=True)
             if self.manifest.get("resumes"):
                 self.manifest["resumes"][-1]["ended_at"] = self.manifest["ended_at"]
                 self.manifest["resumes"][-1]["status"] = status
