@@ -161,7 +161,8 @@ class RunSpec:
         api_key: str | None = None,
     ) -> RunSpec:
         """A new run of ``tasks`` under the conditions the run of ``manifest`` recorded (suite,
-        repeats, concurrency, timeout, seed, agent, command, isolation, retry policy, executor),
+        repeats or adaptive design, concurrency, timeout, seed, agent, command, isolation,
+        retry policy, executor),
         beside
         its ``source`` run dir unless ``out_dir`` says otherwise."""
         suite = manifest.get("suite") or {}
@@ -192,6 +193,11 @@ class RunSpec:
             ray=RaySettings.from_manifest(ran_on) if on_ray else RaySettings(),
             record_bodies=recording.bodies,
             max_recorded_mb=recording.max_recorded_mb,
+            adaptive=(
+                AdaptiveDesign.from_manifest(manifest["adaptive"])
+                if isinstance(manifest.get("adaptive"), dict)
+                else None
+            ),
         )
 
 
@@ -930,6 +936,8 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
     _check_executor(spec.executor, spec.agent)
     _check_preset(spec.agent, profile, spec.executor)
+    if spec.adaptive is not None:
+        _row_cost(spec.adaptive, profile)  # a dollar budget needs a price: refused here
     await _checkpoint()
     real_key = _resolve_key(profile, spec.api_key)
     if spec.probe:
@@ -1041,6 +1049,17 @@ def _adaptive_policy(
         design = AdaptiveDesign.from_manifest(manifest["adaptive"])
     except DesignError as exc:
         raise RunSetupError(f"the run's adaptive design: {exc}") from None
+    return AdaptivePolicy(
+        design,
+        [str(t) for t in manifest["tasks"]],
+        rows,
+        cost_of=_row_cost(design, profile),
+    )
+
+
+def _row_cost(design: AdaptiveDesign, profile: Profile) -> Callable[[dict[str, Any]], float] | None:
+    """A row's cost in USD at the model's price, for a dollar budget (None without one);
+    ``RunSetupError`` when the model has no price."""
     cost_of = None
     if design.budget_usd is not None:
         from driftdesk.analysis.prices import PriceTableError, load_prices, price_for
@@ -1060,7 +1079,7 @@ def _adaptive_policy(
                 int(row.get("prompt_tokens") or 0), int(row.get("completion_tokens") or 0)
             )
 
-    return AdaptivePolicy(design, [str(t) for t in manifest["tasks"]], rows, cost_of=cost_of)
+    return cost_of
 
 
 def _load_suite_for(manifest: dict[str, Any]) -> Suite:

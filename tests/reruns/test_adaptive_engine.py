@@ -220,3 +220,49 @@ async def test_adaptive_refuses_the_inspect_agent(tmp_path: Path) -> None:
                 adaptive=AdaptiveDesign.parse("volatile"),
             )
         )
+
+
+async def test_a_dollar_budget_is_priced_and_never_overrun(
+    home: object, scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    from driftdesk.analysis.prices import prices_path
+
+    suite = write_suite(tmp_path / "suite.jsonl", ["answer-42", "wrong"])
+    spec = RunSpec(
+        profile=Profile("local", "openai", scripted.url, "priced-model"),
+        suite=str(suite),
+        out_dir=tmp_path / "runs",
+        api_key=KEY,
+        concurrency=1,
+        adaptive=AdaptiveDesign.parse("volatile", budget_usd=5.0),
+    )
+    with pytest.raises(RunSetupError, match="--budget-usd needs a price for model 'priced-model'"):
+        await execute_run(spec)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+    # 11 prompt + 3 completion tokens a call (the scripted endpoint's usage) at $0.10 a token:
+    # $1.40 an attempt, so the 4th would end at $5.60
+    prices_path().parent.mkdir(parents=True, exist_ok=True)
+    prices_path().write_text(
+        '[models."priced-model"]\ninput_per_mtok = 100000\noutput_per_mtok = 100000\n'
+    )
+    outcome = await execute_run(spec)
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    assert len(rows) == 3
+    result = json.loads((outcome.run_dir / "manifest.json").read_text())["adaptive"]["result"]
+    assert result["spent_usd"] == pytest.approx(4.2)
+    assert result["stop_reason"] == "budget spent: $4.2000 of $5"
+
+
+async def test_a_rerun_of_an_adaptive_run_keeps_its_design(tmp_path: Path) -> None:
+    design = AdaptiveDesign.parse("ci=3pp", min_repeats=3, max_repeats=9, budget_attempts=50)
+    manifest = {
+        "profile": "p",
+        "suite": {"name": "basic"},
+        "repeat": 3,
+        "adaptive": design.to_manifest(),
+    }
+    spec = RunSpec.rerun_of(manifest, ["arith-01"], tmp_path)
+    assert spec.adaptive == design
+    fixed = RunSpec.rerun_of({"profile": "p", "repeat": 4}, ["arith-01"], tmp_path)
+    assert fixed.adaptive is None and fixed.repeat == 4
