@@ -218,6 +218,7 @@ class Progress:
     open_tasks: int
     volatile_tasks: int
     stop_reason: str | None
+    attempts_bound: int  # the attempts the run makes at most, as known now
 
 
 class AdaptivePolicy:
@@ -519,7 +520,26 @@ class AdaptivePolicy:
             open_tasks=sum(1 for s in states if s.open),
             volatile_tasks=sum(1 for t in self.tallies.values() if t.passes and t.fails),
             stop_reason=self.stop_reason,
+            attempts_bound=self.attempts_bound(),
         )
+
+    def attempts_bound(self) -> int:
+        """The attempts the run makes at most, as far as is known now (link errors to come
+        aside: each is replaced): rows, in flight, and what each open task may still get."""
+        if self.stop_reason is not None:
+            return self.rows
+        design = self.design
+        more = 0
+        for task_id, tally in self.tallies.items():
+            if self._in_first_round(task_id) or self._wants_more(task_id):
+                cap = design.max_repeats
+                if design.target == "volatile":
+                    cap = min(cap, max(self._stable_after, design.min_repeats))
+                more += max(cap - tally.coming, 0)
+        bound = self.rows + self._in_flight + more
+        if design.budget_attempts is not None:
+            bound = min(bound, max(design.budget_attempts, self.rows + self._in_flight))
+        return bound
 
     def summary(self) -> dict[str, Any]:
         """What the manifest records when the execution ends."""

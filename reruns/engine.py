@@ -331,6 +331,7 @@ class _Execution:
         self._slot_freed = asyncio.Event()  # a row landed or an attempt ended: ask again
         self._landed: set[tuple[str, int]] = set()  # adaptive slots whose row is on disk
         self._progress_at = 0.0  # when the last AdaptiveProgress was emitted (monotonic)
+        self._rows_before = 0  # an adaptive run's rows when this execution started
 
     # --- events -----------------------------------------------------------------------------
 
@@ -362,11 +363,8 @@ class _Execution:
         """Run the slots ``policy`` hands out, one whenever a worker is free, until it says
         the run is done (reruns/adaptive.py)."""
         self.adaptive = policy
-        # Attempts this execution may make, at most (the headline shows the target's progress).
-        bound = len(policy.task_ids) * policy.design.max_repeats * 2 - policy.rows
-        if policy.design.budget_attempts is not None:
-            bound = min(bound, policy.design.budget_attempts - policy.rows)
-        return await self.run([], total=max(bound, 0))
+        self._rows_before = policy.rows
+        return await self.run([], total=max(policy.attempts_bound() - policy.rows, 0))
 
     def _emit_progress(self, *, now: bool = False) -> None:
         """An ``AdaptiveProgress`` event; at most every ``PROGRESS_SECONDS`` unless ``now``
@@ -382,7 +380,9 @@ class _Execution:
             for state in map(self.adaptive.task_state, self.adaptive.task_ids)
             if state.open
         }
-        self.emit(AdaptiveProgress.of(self.run_id, progress, open_tasks))
+        event = AdaptiveProgress.of(self.run_id, progress, open_tasks, self._rows_before)
+        self.stats.total = event.execution_total
+        self.emit(event)
 
     async def run(self, slots: list[tuple[str, int]], *, total: int | None = None) -> RunOutcome:
         self.stats.total = len(slots) if total is None else total
@@ -1184,6 +1184,11 @@ async def resume_run(
                 # The design goes on from the rows: link errors are replaced anyway.
                 policy = _adaptive_policy(manifest, profile, rows)
                 slots = []
+                if retry_link_errors:
+                    notices.append(
+                        "an adaptive run gives a task a new attempt for each link error by "
+                        "itself: --retry-link-errors changes nothing here"
+                    )
             else:
                 slots = rundir.pending_slots(
                     task_ids, int(manifest["repeat"]), rows, retry_link_errors
@@ -1210,7 +1215,7 @@ async def resume_run(
                 {
                     "started_at": rundir.iso(rundir.utc_now()),
                     "retry_link_errors": retry_link_errors,
-                    "slots": len(slots),
+                    "slots": len(slots) if policy is None else None,  # adaptive: as it goes
                     "pid": os.getpid(),
                     "executor": cluster.settings.manifest() if cluster else {"kind": "local"},
                 }

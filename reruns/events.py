@@ -23,7 +23,9 @@ class RunStarted:
     spec: dict[str, Any]  # summary: profile, model, base_url, suite, agent, concurrency...
     task_ids: tuple[str, ...]
     repeat: int
-    total_attempts: int  # attempts this execution will make (a resume: only the missing ones)
+    # attempts this execution will make (a resume: only the missing ones); adaptive: at most,
+    # narrowed by its AdaptiveProgress events
+    total_attempts: int
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,14 @@ class AdaptiveProgress:
     volatile_tasks: int
     open_tasks: dict[str, str]  # task id -> why it is still open
     stop_reason: str | None
+    # Attempts this execution makes at most, as known now (RunStats.total follows it: the
+    # progress bar and ETA of an adaptive run narrow as tasks close).
+    execution_total: int
 
     @classmethod
-    def of(cls, run_id: str, progress: Any, open_tasks: dict[str, str]) -> AdaptiveProgress:
+    def of(
+        cls, run_id: str, progress: Any, open_tasks: dict[str, str], rows_before: int
+    ) -> AdaptiveProgress:
         """From an ``adaptive.Progress`` (duck-typed: events.py imports no engine module)."""
         target = str(progress.target)
         target_half = float(target[3:-2]) / 100 if target.startswith("ci=") else None
@@ -124,6 +131,7 @@ class AdaptiveProgress:
             volatile_tasks=progress.volatile_tasks,
             open_tasks=open_tasks,
             stop_reason=progress.stop_reason,
+            execution_total=max(progress.attempts_bound - rows_before, 0),
         )
 
 
@@ -222,6 +230,8 @@ class RunStats:
         elif isinstance(event, RunStarted):
             self.total = event.total_attempts
             self.started_at = time.monotonic()
+        elif isinstance(event, AdaptiveProgress):
+            self.total = event.execution_total
         elif isinstance(event, RunFinished):
             self.running = 0
 

@@ -112,6 +112,9 @@ async def test_volatile_target_on_the_sandbox_classifies_every_task(
     assert progress and progress[-1].stop_reason == result["stop_reason"]
     assert progress[-1].open_tasks == {}
     assert progress[0].open_tasks == dict.fromkeys(always + flaky, "first round")
+    # the progress bar's total narrows from "at most" to what was made
+    assert progress[0].execution_total == 6 * stable_after()
+    assert progress[-1].execution_total == len(rows) == outcome.stats.total
     # the event travels to a face in another process unchanged
     assert event_from_json(event_to_json(progress[-1])) == progress[-1]
 

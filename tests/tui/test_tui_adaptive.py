@@ -89,6 +89,7 @@ def test_open_tasks_are_listed_with_why_and_cut() -> None:
         volatile_tasks=3,
         open_tasks={f"t{i}": f"variance 0.0{i}" for i in range(8)},
         stop_reason=None,
+        execution_total=90,
     )
     text = adaptive_lines(progress).plain
     assert "success ± 8.1 pp (target ± 5)" in text
