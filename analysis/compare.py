@@ -361,6 +361,15 @@ def _warnings(comparison: Comparison) -> list[str]:
             "more likely to show both a pass and a fail, so the consistency gap is biased "
             "towards the run with more repeats"
         )
+    for side, report in (("A", a), ("B", b)):
+        uneven = report.unequal_repeats
+        if uneven and report.adaptive:  # (a partial run's few short tasks: not worth a line)
+            warnings.append(
+                f"{side}'s repeats were adaptive: its tasks have {uneven['n_min']}.."
+                f"{uneven['n_max']} attempts each (success weighs every task alike; pass^k averages each k over the "
+                f"tasks with n ≥ k; the max − min gap grows with n — at k = {uneven['gap_k']} "
+                f"it is {uneven['gap_at_k_pp']} pp)"
+            )
     models_a = a.models or ([a.model] if a.model else [])
     models_b = b.models or ([b.model] if b.model else [])
     if models_a != models_b:

@@ -56,6 +56,20 @@ def _at_least(name: str, value: float | None, threshold: float, fmt: str) -> Con
     return Condition(name, value >= threshold, value, format(value, fmt))
 
 
+def unequal_repeats_note(report: RunReport) -> str:
+    """What a max − min gap means when the tasks have different numbers of attempts (an
+    adaptive run): it grows with n, so the same gap read at one k is given beside it."""
+    uneven = report.unequal_repeats
+    if not uneven or uneven.get("gap_at_k_pp") is None:
+        return ""
+    design = " (adaptive)" if report.adaptive else ""
+    return (
+        f"; tasks have {uneven['n_min']}..{uneven['n_max']} attempts{design}, and max − min "
+        f"grows with n: at k = {uneven['gap_k']} for every task the gap is "
+        f"{uneven['gap_at_k_pp']:.2f} pp (docs/report-json.md, Unequal repeats)"
+    )
+
+
 def check_run(
     report: RunReport,
     *,
@@ -78,7 +92,12 @@ def check_run(
         conditions.append(
             Condition(f"consistency_gap_pp <= {max_gap:g}", False, None, "no judged task")
             if gap is None
-            else Condition(f"consistency_gap_pp <= {max_gap:g}", gap <= max_gap, gap, f"{gap:.2f}")
+            else Condition(
+                f"consistency_gap_pp <= {max_gap:g}",
+                gap <= max_gap,
+                gap,
+                f"{gap:.2f}{unequal_repeats_note(report)}",
+            )
         )
     for k, threshold in min_pass_hat_k or []:
         name = f"pass^{k} >= {threshold:g}"

@@ -31,6 +31,7 @@ from driftdesk.analysis.metrics import (
     bootstrap_ci95,
     pass_curves,
     resample_count,
+    unequal_repeats,
 )
 from driftdesk.analysis.noise import NoiseFloor, noise_floor_from_sums
 from driftdesk.analysis.sources import (
@@ -233,6 +234,10 @@ class RunReport:
     task_goal_completion: float | None = None
     scenario_goal_completion: float | None = None
     scenarios: list[ScenarioStats] = field(default_factory=list)
+    # The run's adaptive design and how it ended (its manifest's ``adaptive``); None: fixed.
+    adaptive: dict[str, Any] | None = None
+    # Tasks with different numbers of attempts: how each metric reads them (metrics.py).
+    unequal_repeats: dict[str, Any] | None = None
 
     def to_json(self, *, task_curves: bool = False) -> dict[str, Any]:
         """The documented report JSON (docs/report-json.md); ``task_curves`` adds each task's
@@ -288,6 +293,8 @@ class RunReport:
             "unpriced_models": self.unpriced_models,
             "tasks_total": self.tasks_total,
             "ci_resamples": self.ci_resamples,
+            "adaptive": self.adaptive,
+            "unequal_repeats": self.unequal_repeats,
             "tasks": [task.to_json(curves=task_curves) for task in self.tasks],
             "tasks_below_min_runs": [
                 task.to_json(curves=task_curves) for task in self.tasks_below_min_runs
@@ -594,6 +601,8 @@ def assemble_report(
     report.started_at = started if isinstance(started, str) else None
     report.repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None
     report.models = sorted(m for m in extras.tokens_by_model if m)
+    adaptive = run.manifest.get("adaptive")
+    report.adaptive = adaptive if isinstance(adaptive, dict) else None
     tasks = run.manifest.get("tasks")
     missing = task_report.prepare(
         con,
@@ -643,6 +652,7 @@ def assemble_report(
         report.pass_hat_k, report.pass_at_k, report.pass_k_tasks = _run_curves(
             sums["pairs"], pass_k_convention, report.repeat
         )
+        report.unequal_repeats = unequal_repeats(sums["pairs"])
         report.ci_resamples = resample_count(count)
         report.ci95 = ci95 if ci95 is not None else bootstrap_ci95(task_report.ci_columns(con))
     else:

@@ -355,6 +355,7 @@ def render_report_table(report: RunReport) -> str:
             "  counted as failures: "
             + ", ".join(f"{k} {v}" for k, v in report.errors_counted_as_failures.items())
         )
+    lines.extend(unequal_repeats_lines(report))
     lines.extend(noise_floor_lines(report))
     lines.extend(_injection_lines(report))
     if report.pass_hat_k:
@@ -435,6 +436,35 @@ def _spread_pp(spread: float | None) -> str:
     """A task's spread (JSON ``spread``: max − min of its attempts' scores, 0..1) in pp: on
     pass/fail tasks 100 means it both passed and failed, 0 that it never changed."""
     return "-" if spread is None else f"{spread * 100:.0f}"
+
+
+def unequal_repeats_lines(report: RunReport) -> list[str]:
+    """An adaptive design, and how the metrics read tasks with different numbers of attempts
+    (docs/report-json.md, "Unequal repeats")."""
+    lines = []
+    design = report.adaptive
+    if design:
+        result = design.get("result") or {}
+        lines.append(
+            f"  repeats adaptive: target {design.get('target')}, {design.get('min_repeats')}.."
+            f"{design.get('max_repeats')} per task"
+            + (f"; {result['stop_reason']}" if result.get("stop_reason") else "; not finished")
+        )
+    uneven = report.unequal_repeats
+    if uneven:
+        interval = uneven.get("success_ci95_attempts")
+        lines.append(
+            f"  tasks have {uneven['n_min']}..{uneven['n_max']} attempts: success weighs every "
+            f"task alike; pass^k at k over tasks with n ≥ k; max − min grows with n — at "
+            f"k = {uneven['gap_k']} the gap is {_num(uneven['gap_at_k_pp'], '.1f')} pp"
+            + (
+                f"; success over these tasks {_pct(interval[0])}–{_pct(interval[1])} (95 %, "
+                "attempts' sampling error)"
+                if interval
+                else ""
+            )
+        )
+    return lines
 
 
 def noise_floor_lines(report: RunReport) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from driftdesk.reruns.adaptive import AdaptiveDesign
     from driftdesk.reruns.engine import RunOutcome
     from driftdesk.reruns.progress import TextProgress
 
@@ -33,7 +34,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--profile", required=True, help="provider profile name")
     p.add_argument("--suite", required=True, help="built-in suite name (basic) or a JSONL file")
-    p.add_argument("--repeat", type=int, default=5, help="attempts per task (default 5)")
+    p.add_argument("--repeat", type=int, help="attempts per task (default 5)")
+    adaptive = p.add_argument_group(
+        "adaptive reruns",
+        "instead of --repeat: a first round of --min-repeats per task, then each attempt to the "
+        "task where it reduces uncertainty most, until --target holds or the budget is spent",
+    )
+    adaptive.add_argument("--adaptive", action="store_true", help="adaptive repeats")
+    adaptive.add_argument("--min-repeats", type=int, help="first round per task (default 2)")
+    adaptive.add_argument("--max-repeats", type=int, help="judged attempts per task at most (20)")
+    adaptive.add_argument(
+        "--target",
+        help="ci=5pp: the success rate known to ± 5 pp (95 %%); volatile: every task classified "
+        "always-pass, always-fail or volatile (default ci=5pp)",
+    )
+    budget = adaptive.add_mutually_exclusive_group()
+    budget.add_argument("--budget-attempts", type=int, metavar="N", help="attempts at most")
+    budget.add_argument("--budget-usd", type=float, metavar="X", help="cost at most (priced)")
     p.add_argument(
         "--concurrency",
         type=int,
@@ -476,10 +493,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"driftdesk: {exc}", file=sys.stderr)
         return EXIT_SETUP_ERROR
+    try:
+        design = _adaptive_design(args)
+    except ValueError as exc:
+        print(f"driftdesk: {exc}", file=sys.stderr)
+        return EXIT_SETUP_ERROR
     spec = RunSpec(
+        adaptive=design,
         profile=args.profile,
         suite=args.suite,
-        repeat=args.repeat,
+        repeat=5 if args.repeat is None else args.repeat,
         concurrency=args.concurrency,
         timeout_s=args.timeout,
         tasks=parse_list(args.tasks) if args.tasks else None,
@@ -508,6 +531,44 @@ def cmd_run(args: argparse.Namespace) -> int:
         inject=args.inject,
     )
     return _drive(lambda progress: execute_run(spec, progress))
+
+
+def _adaptive_design(args: argparse.Namespace) -> AdaptiveDesign | None:
+    """The adaptive design of the flags, None without --adaptive (``ValueError``, one line,
+    for a bad combination)."""
+    from driftdesk.reruns.adaptive import (
+        DEFAULT_MAX_REPEATS,
+        DEFAULT_MIN_REPEATS,
+        DEFAULT_TARGET,
+        AdaptiveDesign,
+    )
+
+    given = [
+        flag
+        for flag, value in (
+            ("--min-repeats", args.min_repeats),
+            ("--max-repeats", args.max_repeats),
+            ("--target", args.target),
+            ("--budget-attempts", args.budget_attempts),
+            ("--budget-usd", args.budget_usd),
+        )
+        if value is not None
+    ]
+    if not args.adaptive:
+        if given:
+            raise ValueError(f"{given[0]} goes with --adaptive")
+        return None
+    if args.repeat is not None:
+        raise ValueError(
+            "--adaptive chooses the repeats: use --min-repeats/--max-repeats, not --repeat"
+        )
+    return AdaptiveDesign.parse(
+        args.target or DEFAULT_TARGET,
+        min_repeats=DEFAULT_MIN_REPEATS if args.min_repeats is None else args.min_repeats,
+        max_repeats=DEFAULT_MAX_REPEATS if args.max_repeats is None else args.max_repeats,
+        budget_attempts=args.budget_attempts,
+        budget_usd=args.budget_usd,
+    )
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
@@ -571,6 +632,13 @@ def _nothing_to_resume(run_dir: Path, retry_link_errors: bool) -> str | None:
         return None
     if manifest.get("agent") == "inspect":
         return None  # resume_run refuses it, pointing at inspect's own eval-retry
+    if manifest.get("adaptive"):
+        stopped = (manifest["adaptive"].get("result") or {}).get("stop_reason")
+        if not stopped:
+            return None  # the design goes on: the policy decides what is left
+        return f"nothing to resume: the adaptive run is done ({stopped}).\n" + next_commands(
+            run_dir
+        )
     try:
         rows = rundir.read_attempt_rows(run_dir, [])
         tasks = [str(t) for t in manifest["tasks"]]

@@ -40,6 +40,7 @@ from driftdesk.layout import (
 from driftdesk.paths import rerun_dir, runs_dir
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir
+from driftdesk.reruns.adaptive import AdaptiveDesign, AdaptivePolicy, DesignError
 from driftdesk.reruns.agents import (
     COMMAND_PLACEHOLDERS,
     AttemptContext,
@@ -48,6 +49,7 @@ from driftdesk.reruns.agents import (
 )
 from driftdesk.reruns.demo import demo_profile, is_demo_run, start_demo_sandbox
 from driftdesk.reruns.events import (
+    AdaptiveProgress,
     AttemptEnded,
     AttemptFinished,
     AttemptOutput,
@@ -117,6 +119,7 @@ AGENTS: tuple[AgentName, ...] = get_args(AgentName)
 # Attempts at once for a run against a real provider: low, so a new key's rate limit is not
 # hit at once (the demo's sandbox has none and runs 8). The CLI and the launch form offer it.
 DEFAULT_CONCURRENCY = 2
+PROGRESS_SECONDS = 0.25  # an adaptive run's progress events, at most this often
 
 
 @dataclass
@@ -153,6 +156,8 @@ class RunSpec:
     # Fault injection at the proxy (reruns/faults.py): ``429=5%,500=2%``...; None: the
     # profile's ``inject`` setting; "none": no faults whatever the profile says.
     inject: str | None = None
+    # Adaptive reruns (reruns/adaptive.py): None, every task runs ``repeat`` times.
+    adaptive: AdaptiveDesign | None = None
 
     @classmethod
     def rerun_of(
@@ -166,7 +171,8 @@ class RunSpec:
         api_key: str | None = None,
     ) -> RunSpec:
         """A new run of ``tasks`` under the conditions the run of ``manifest`` recorded (suite,
-        repeats, concurrency, timeout, seed, agent, command, isolation, retry policy, executor),
+        repeats or adaptive design, concurrency, timeout, seed, agent, command, isolation,
+        retry policy, executor),
         beside
         its ``source`` run dir unless ``out_dir`` says otherwise."""
         suite = manifest.get("suite") or {}
@@ -199,6 +205,11 @@ class RunSpec:
             record_bodies=recording.bodies,
             max_recorded_mb=recording.max_recorded_mb,
             inject=injection.text() if injection is not None else "none",
+            adaptive=(
+                AdaptiveDesign.from_manifest(manifest["adaptive"])
+                if isinstance(manifest.get("adaptive"), dict)
+                else None
+            ),
         )
 
 
@@ -330,6 +341,11 @@ class _Execution:
         self._rows_flushed.set()
         self._stop_reason: str | None = None  # set when the run dir cannot take more writes
         self._workers: list[asyncio.Task[None]] = []
+        self.adaptive: AdaptivePolicy | None = None  # set by ``run_adaptive``
+        self._slot_freed = asyncio.Event()  # a row landed or an attempt ended: ask again
+        self._landed: set[tuple[str, int]] = set()  # adaptive slots whose row is on disk
+        self._progress_at = 0.0  # when the last AdaptiveProgress was emitted (monotonic)
+        self._rows_before = 0  # an adaptive run's rows when this execution started
 
     # --- events -----------------------------------------------------------------------------
 
@@ -357,8 +373,33 @@ class _Execution:
 
     # --- the run ----------------------------------------------------------------------------
 
-    async def run(self, slots: list[tuple[str, int]]) -> RunOutcome:
-        self.stats.total = len(slots)
+    async def run_adaptive(self, policy: AdaptivePolicy) -> RunOutcome:
+        """Run the slots ``policy`` hands out, one whenever a worker is free, until it says
+        the run is done (reruns/adaptive.py)."""
+        self.adaptive = policy
+        self._rows_before = policy.rows
+        return await self.run([], total=max(policy.attempts_bound() - policy.rows, 0))
+
+    def _emit_progress(self, *, now: bool = False) -> None:
+        """An ``AdaptiveProgress`` event; at most every ``PROGRESS_SECONDS`` unless ``now``
+        (it lists every open task: on a big suite, not after every attempt)."""
+        assert self.adaptive is not None
+        clock = time.monotonic()
+        if not now and clock - self._progress_at < PROGRESS_SECONDS:
+            return
+        self._progress_at = clock
+        progress = self.adaptive.progress()
+        open_tasks = {
+            state.task_id: state.why
+            for state in map(self.adaptive.task_state, self.adaptive.task_ids)
+            if state.open
+        }
+        event = AdaptiveProgress.of(self.run_id, progress, open_tasks, self._rows_before)
+        self.stats.total = event.execution_total
+        self.emit(event)
+
+    async def run(self, slots: list[tuple[str, int]], *, total: int | None = None) -> RunOutcome:
+        self.stats.total = len(slots) if total is None else total
         task_ids = tuple(self.manifest["tasks"])
         self.emit(
             RunStarted(
@@ -377,10 +418,11 @@ class _Execution:
                     "notices": list(self.notices),
                     "executor": "ray" if self.cluster is not None else "local",
                     "ray_dashboard": self.cluster.dashboard_url if self.cluster else None,
+                    "adaptive": self.manifest.get("adaptive"),
                 },
                 task_ids=task_ids,
                 repeat=int(self.manifest["repeat"]),
-                total_attempts=len(slots),
+                total_attempts=self.stats.total,
             )
         )
         status = "failed"
@@ -390,10 +432,16 @@ class _Execution:
                 await run_inspect_eval(self)
                 slots = []
             pending = deque(slots)
-            workers = self._workers = [
-                asyncio.create_task(self._worker(pending))
-                for _ in range(min(self.concurrency, len(slots)))
-            ]
+            if self.adaptive is not None:
+                self._emit_progress(now=True)
+                workers = self._workers = [
+                    asyncio.create_task(self._adaptive_worker()) for _ in range(self.concurrency)
+                ]
+            else:
+                workers = self._workers = [
+                    asyncio.create_task(self._worker(pending))
+                    for _ in range(min(self.concurrency, len(slots)))
+                ]
             try:
                 await asyncio.gather(*workers)
             except BaseException:
@@ -417,6 +465,9 @@ class _Execution:
             self.manifest["ended_at"] = rundir.iso(rundir.utc_now())
             if self._stop_reason is not None:
                 self.manifest["stop_reason"] = self._stop_reason
+            if self.adaptive is not None:
+                self.manifest["adaptive"]["result"] = self.adaptive.summary()
+                self._emit_progress(now=True)
             if self.manifest.get("resumes"):
                 self.manifest["resumes"][-1]["ended_at"] = self.manifest["ended_at"]
                 self.manifest["resumes"][-1]["status"] = status
@@ -548,6 +599,33 @@ class _Execution:
                 self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
                 return
 
+    async def _adaptive_worker(self) -> None:
+        """Start the slot the policy hands out whenever this worker is free; when it hands out
+        none while attempts are in flight, wait for one of them to land and ask again."""
+        policy = self.adaptive
+        assert policy is not None
+        while self._stop_reason is None:
+            slot = policy.next_slot()
+            if slot is None:
+                if policy.in_flight() == 0:
+                    self._slot_freed.set()  # the run is done: wake the waiting workers
+                    return
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            task_id, attempt = slot
+            try:
+                await self._run_slot(task_id, attempt)
+            except OSError as exc:
+                self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
+                return
+            finally:
+                if policy.tallies[task_id].in_flight and (task_id, attempt) not in self._landed:
+                    policy.abandoned(task_id, attempt)  # no row: the number is free again
+                self._landed.discard((task_id, attempt))
+                self._slot_freed.set()
+                self._emit_progress()
+
     # --- one attempt ------------------------------------------------------------------------
 
     def _context(self, task_id: str, attempt: int) -> AttemptContext:
@@ -666,6 +744,9 @@ class _Execution:
                 self._stop_for_write_failure(error, rundir.ATTEMPTS)
             else:
                 self.stats.record_row(row)
+                if self.adaptive is not None:
+                    self.adaptive.finished(row)
+                    self._landed.add((str(row["task_id"]), int(row["attempt"])))
                 self.emit(AttemptFinished(self.run_id, row))
             if self._rows_pending == 0:
                 self._rows_flushed.set()
@@ -847,7 +928,13 @@ def _connect_executor(executor: str, settings: RaySettings, agent: str) -> RayCl
 
 
 async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> RunOutcome:
-    """Start a new run dir and run every (task, attempt) slot. Cancel the task to interrupt."""
+    """Start a new run dir and run every (task, attempt) slot (adaptive: the slots its policy
+    hands out). Cancel the task to interrupt."""
+    if spec.adaptive is not None and spec.agent == "inspect":
+        raise RunSetupError(
+            "--adaptive chooses each next attempt; --agent inspect runs one inspect process "
+            "for the whole run"
+        )
     if spec.repeat < 1:
         raise RunSetupError("--repeat must be at least 1")
     if spec.concurrency < 1:
@@ -874,6 +961,8 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
     _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
     _check_executor(spec.executor, spec.agent)
     _check_preset(spec.agent, profile, spec.executor)
+    if spec.adaptive is not None:
+        _row_cost(spec.adaptive, profile)  # a dollar budget needs a price: refused here
     await _checkpoint()
     real_key = _resolve_key(profile, spec.api_key)
     if spec.probe:
@@ -917,7 +1006,8 @@ async def _execute_new_run(
         "auth_header": profile.auth,
         "no_key": profile.no_key,
         "suite": _suite_manifest(suite),
-        "repeat": spec.repeat,
+        # adaptive: the first round every task gets (the rest follow the design)
+        "repeat": spec.adaptive.min_repeats if spec.adaptive else spec.repeat,
         "concurrency": spec.concurrency,
         "timeout_seconds": spec.timeout_s,
         "agent": spec.agent,
@@ -949,6 +1039,10 @@ async def _execute_new_run(
         manifest["injection"] = injection.to_manifest()
     if spec.agent == "inspect":
         manifest["inspect"] = {"sample_ids": spec.tasks}
+    policy = None
+    if spec.adaptive is not None:
+        manifest["adaptive"] = spec.adaptive.to_manifest()
+        policy = _adaptive_policy(manifest, profile, [])
     lock = rundir.lock_run_dir(run_dir)
     try:
         try:
@@ -957,7 +1051,7 @@ async def _execute_new_run(
         except OSError as exc:
             rundir.release_manifest_space(run_dir)
             raise RunSetupError(_cannot_write(run_dir, exc)) from None
-        return await _Execution(
+        execution = _Execution(
             run_dir=run_dir,
             manifest=manifest,
             suite=suite,
@@ -966,9 +1060,54 @@ async def _execute_new_run(
             listener=listener,
             notices=notices,
             cluster=cluster,
-        ).run(rundir.pending_slots(task_ids, spec.repeat, [], False))
+        )
+        if policy is not None:
+            return await execution.run_adaptive(policy)
+        return await execution.run(rundir.pending_slots(task_ids, spec.repeat, [], False))
     finally:
         rundir.unlock_run_dir(lock)
+
+
+def _adaptive_policy(
+    manifest: dict[str, Any], profile: Profile, rows: list[dict[str, Any]]
+) -> AdaptivePolicy:
+    """The policy of an adaptive run's manifest, told the rows it already has; with a USD
+    budget, the model's price (refused before anything runs if there is none)."""
+    try:
+        design = AdaptiveDesign.from_manifest(manifest["adaptive"])
+    except DesignError as exc:
+        raise RunSetupError(f"the run's adaptive design: {exc}") from None
+    return AdaptivePolicy(
+        design,
+        [str(t) for t in manifest["tasks"]],
+        rows,
+        cost_of=_row_cost(design, profile),
+    )
+
+
+def _row_cost(design: AdaptiveDesign, profile: Profile) -> Callable[[dict[str, Any]], float] | None:
+    """A row's cost in USD at the model's price, for a dollar budget (None without one);
+    ``RunSetupError`` when the model has no price."""
+    cost_of = None
+    if design.budget_usd is not None:
+        from driftdesk.analysis.prices import PriceTableError, load_prices, price_for
+
+        try:
+            price = price_for(profile.model, load_prices())
+        except PriceTableError as exc:
+            raise RunSetupError(str(exc)) from None
+        if price is None:
+            raise RunSetupError(
+                f"--budget-usd needs a price for model {profile.model!r}: add it to the price "
+                "table (driftdesk prices), or use --budget-attempts"
+            )
+
+        def cost_of(row: dict[str, Any]) -> float:
+            return price.cost(
+                int(row.get("prompt_tokens") or 0), int(row.get("completion_tokens") or 0)
+            )
+
+    return cost_of
 
 
 def _load_suite_for(manifest: dict[str, Any]) -> Suite:
@@ -1068,14 +1207,27 @@ async def resume_run(
             await _checkpoint()
             notices.extend(f"{rundir.ATTEMPTS} {p} (skipped)" for p in problems)
             task_ids = [str(t) for t in manifest.get("tasks") or []]
-            slots = rundir.pending_slots(task_ids, int(manifest["repeat"]), rows, retry_link_errors)
+            policy = None
+            if manifest.get("adaptive"):
+                # The design goes on from the rows: link errors are replaced anyway.
+                policy = _adaptive_policy(manifest, profile, rows)
+                slots = []
+                if retry_link_errors:
+                    notices.append(
+                        "an adaptive run gives a task a new attempt for each link error by "
+                        "itself: --retry-link-errors changes nothing here"
+                    )
+            else:
+                slots = rundir.pending_slots(
+                    task_ids, int(manifest["repeat"]), rows, retry_link_errors
+                )
             agent, command, isolate = _harness_of(manifest)
             _check_agent(agent, command, suite, task_ids, isolate)
             ran_on = manifest.get("executor") or {"kind": "local"}
             executor = executor or str(ran_on.get("kind", "local"))
             _check_preset(agent, profile, executor)
             real_key = _resolve_key(profile, api_key)
-            if probe and slots:
+            if probe and (slots or policy is not None):
                 timeout = float(manifest.get("timeout_seconds", PROBE_TIMEOUT_S))
                 probe_key = None if profile.no_key else real_key
                 notices += await check_endpoint(profile, probe_key, min(timeout, PROBE_TIMEOUT_S))
@@ -1091,7 +1243,7 @@ async def resume_run(
                 {
                     "started_at": rundir.iso(rundir.utc_now()),
                     "retry_link_errors": retry_link_errors,
-                    "slots": len(slots),
+                    "slots": len(slots) if policy is None else None,  # adaptive: as it goes
                     "pid": os.getpid(),
                     "executor": cluster.settings.manifest() if cluster else {"kind": "local"},
                 }
@@ -1104,7 +1256,7 @@ async def resume_run(
                 if cluster is not None:
                     cluster.close()
                 raise RunSetupError(_cannot_write(run_dir, exc)) from None
-            return await _Execution(
+            execution = _Execution(
                 run_dir=run_dir,
                 manifest=manifest,
                 suite=suite,
@@ -1114,7 +1266,10 @@ async def resume_run(
                 notices=notices,
                 cluster=cluster,
                 concurrency=concurrency,
-            ).run(slots)
+            )
+            if policy is not None:
+                return await execution.run_adaptive(policy)
+            return await execution.run(slots)
         finally:
             rundir.unlock_run_dir(lock)
     finally:

@@ -23,7 +23,9 @@ class RunStarted:
     spec: dict[str, Any]  # summary: profile, model, base_url, suite, agent, concurrency...
     task_ids: tuple[str, ...]
     repeat: int
-    total_attempts: int  # attempts this execution will make (a resume: only the missing ones)
+    # attempts this execution will make (a resume: only the missing ones); adaptive: at most,
+    # narrowed by its AdaptiveProgress events
+    total_attempts: int
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,52 @@ class AttemptFinished:
 
 
 @dataclass(frozen=True)
+class AdaptiveProgress:
+    """An adaptive run's target progress (reruns/adaptive.py), after every attempt: the
+    headline's CI width now vs the target and attempts used vs the budget, and each open task
+    with why it is open. ``stop_reason`` is set once the run is done."""
+
+    run_id: str
+    target: str  # "ci=5pp" | "volatile"
+    attempts: int  # rows so far + in flight
+    budget_attempts: int | None
+    spent_usd: float | None
+    budget_usd: float | None
+    success: float | None
+    ci_half_width: float | None  # of the success rate, now (a fraction: 0.05 = 5 pp)
+    target_half_width: float | None  # the ci target's (None for volatile)
+    volatile_tasks: int
+    open_tasks: dict[str, str]  # task id -> why it is still open
+    stop_reason: str | None
+    # Attempts this execution makes at most, as known now (RunStats.total follows it: the
+    # progress bar and ETA of an adaptive run narrow as tasks close).
+    execution_total: int
+
+    @classmethod
+    def of(
+        cls, run_id: str, progress: Any, open_tasks: dict[str, str], rows_before: int
+    ) -> AdaptiveProgress:
+        """From an ``adaptive.Progress`` (duck-typed: events.py imports no engine module)."""
+        target = str(progress.target)
+        target_half = float(target[3:-2]) / 100 if target.startswith("ci=") else None
+        return cls(
+            run_id=run_id,
+            target=target,
+            attempts=progress.attempts,
+            budget_attempts=progress.budget_attempts,
+            spent_usd=progress.spent_usd,
+            budget_usd=progress.budget_usd,
+            success=progress.success,
+            ci_half_width=progress.ci_half_width,
+            target_half_width=target_half,
+            volatile_tasks=progress.volatile_tasks,
+            open_tasks=open_tasks,
+            stop_reason=progress.stop_reason,
+            execution_total=max(progress.attempts_bound - rows_before, 0),
+        )
+
+
+@dataclass(frozen=True)
 class RunFinished:
     run_id: str
     status: str  # "completed" | "interrupted" | "failed"
@@ -104,6 +152,7 @@ RunEvent = (
     | AttemptFinished
     | RunFinished
     | AttemptPlaced
+    | AdaptiveProgress
 )
 
 
@@ -181,6 +230,8 @@ class RunStats:
         elif isinstance(event, RunStarted):
             self.total = event.total_attempts
             self.started_at = time.monotonic()
+        elif isinstance(event, AdaptiveProgress):
+            self.total = event.execution_total
         elif isinstance(event, RunFinished):
             self.running = 0
 
@@ -231,6 +282,7 @@ _EVENT_TYPES: dict[str, type[Any]] = {
         AttemptPlaced,
         AttemptFinished,
         RunFinished,
+        AdaptiveProgress,
     )
 }
 

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from driftdesk.reruns.events import RunEvent, RunFinished, RunStarted, RunStats
+from driftdesk.reruns.events import AdaptiveProgress, RunEvent, RunFinished, RunStarted, RunStats
 from driftdesk.terminal import printable
 from driftdesk.text import plural, tokens
 
@@ -55,6 +55,28 @@ def status_line(stats: RunStats, bar: bool = True) -> str:
     return "  ".join(parts)
 
 
+def adaptive_headline(event: AdaptiveProgress) -> str:
+    """An adaptive run's target progress in one line: the CI width now vs the target (or the
+    tasks still open), attempts used vs the budget, and why it stopped once it has."""
+    parts = [f"target {event.target}"]
+    if event.ci_half_width is not None:
+        width = f"success ± {event.ci_half_width * 100:.1f} pp"
+        if event.target_half_width is not None:
+            width += f" (target ± {event.target_half_width * 100:g})"
+        parts.append(width)
+    parts.append(f"{plural(len(event.open_tasks), 'task')} open")
+    parts.append(f"{event.volatile_tasks} volatile")
+    used = f"{plural(event.attempts, 'attempt')}"
+    if event.budget_attempts is not None:
+        used += f" of {event.budget_attempts}"
+    if event.budget_usd is not None and event.spent_usd is not None:
+        used += f", ${event.spent_usd:.4f} of ${event.budget_usd:g}"
+    parts.append(used)
+    if event.stop_reason:
+        parts.append(f"stopped: {event.stop_reason}")
+    return " · ".join(parts)
+
+
 class TextProgress:
     """A ``RunListener`` that draws progress on a text stream (stderr by default)."""
 
@@ -71,6 +93,7 @@ class TextProgress:
         self.stats = RunStats()
         self.run_dir: str | None = None
         self.status: str | None = None
+        self.adaptive: AdaptiveProgress | None = None
 
     def _write(self, text: str) -> None:
         try:
@@ -87,10 +110,18 @@ class TextProgress:
             stats.record_event(event)
             spec = event.spec
             verb = "resuming" if spec.get("resumed") else "run"
+            design = spec.get("adaptive")
+            repeats = (
+                f"adaptive repeats (target {design.get('target')}, "
+                f"{design.get('min_repeats')}..{design.get('max_repeats')} per task)"
+                if isinstance(design, dict)
+                else plural(event.repeat, "repeat")
+            )
+            to_make = "at most " if isinstance(design, dict) else ""
             self._write(
                 printable(
                     f"{verb} {event.run_id}: {plural(len(event.task_ids), 'task')} x "
-                    f"{plural(event.repeat, 'repeat')}, "
+                    f"{repeats}, {to_make}"
                     f"{plural(event.total_attempts, 'attempt')} to make; {spec.get('model')} at "
                     f"{spec.get('base_url')} (agent {spec.get('agent')}, concurrency "
                     f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
@@ -102,11 +133,16 @@ class TextProgress:
             for notice in spec.get("notices") or []:  # may quote task ids and file lines
                 self._write(printable(f"  note: {notice}\n"))
             return
+        if isinstance(event, AdaptiveProgress):
+            self.adaptive = event
+            return
         if isinstance(event, RunFinished):
             self.status = event.status
             self.draw(event.stats, force=True)
             if self.is_tty:
                 self._write("\n")
+            if self.adaptive is not None:
+                self._write(printable(f"adaptive: {adaptive_headline(self.adaptive)}\n"))
             return
         stats.record_event(event)
         self.draw(stats)
@@ -121,6 +157,9 @@ class TextProgress:
         if self.is_tty:
             # Never wider than the terminal: a wrapped line cannot be redrawn in place.
             width = shutil.get_terminal_size((120, 24)).columns - 1
-            self._write("\r" + status_line(stats)[:width] + "\x1b[K")
+            line = status_line(stats)
+            if self.adaptive is not None:
+                line += "  " + adaptive_headline(self.adaptive)
+            self._write("\r" + line[:width] + "\x1b[K")
         else:
             self._write(status_line(stats, bar=False) + "\n")

@@ -84,6 +84,8 @@ def new_run_request(spec: Any) -> dict[str, Any]:
             fields[name] = str(fields[name])
     fields["retry_policy"] = dataclasses.asdict(spec.retry_policy)
     fields["ray"] = dataclasses.asdict(spec.ray)
+    if spec.adaptive is not None:
+        fields["adaptive"] = spec.adaptive.to_manifest()
     return {"action": "run", "spec": fields, "api_key": api_key}
 
 
@@ -102,6 +104,10 @@ def spec_of(request: dict[str, Any]) -> Any:
             fields[name] = Path(fields[name])
     fields["retry_policy"] = RetryPolicy(**fields["retry_policy"])
     fields["ray"] = RaySettings(**fields["ray"])
+    if fields.get("adaptive") is not None:
+        from driftdesk.reruns.adaptive import AdaptiveDesign
+
+        fields["adaptive"] = AdaptiveDesign.from_manifest(fields["adaptive"])
     return RunSpec(**fields, api_key=request.get("api_key"))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.reruns.events import (
+    AdaptiveProgress,
     AttemptEnded,
     AttemptFinished,
     AttemptOutput,
@@ -83,6 +84,8 @@ class LiveRun:
     # --executor ray: attempts running per cluster node (from AttemptPlaced to AttemptEnded).
     running_per_node: Counter[str] = field(default_factory=Counter)
     node_of: dict[AttemptKey, str] = field(default_factory=dict)
+    # An adaptive run's target progress and open tasks (the latest AdaptiveProgress).
+    adaptive: AdaptiveProgress | None = None
 
     # -- RunListener -------------------------------------------------------------------------
     def on_event(self, event: RunEvent) -> None:
@@ -149,6 +152,8 @@ class LiveRun:
             self.repeat = event.repeat
             self.status = "running"
             self.started_monotonic = time.monotonic()
+        elif isinstance(event, AdaptiveProgress):
+            self.adaptive = event
         elif isinstance(event, RunFinished):
             self.status = event.status
             self.ended_monotonic = time.monotonic()
@@ -188,6 +193,16 @@ class LiveRun:
         return list(log)[-fresh:], total
 
     # -- read side (screens) -----------------------------------------------------------------
+    @property
+    def grid_width(self) -> int:
+        """Attempt columns to show: ``repeat``, or for an adaptive run its --max-repeats (more
+        if link errors took a task past it)."""
+        design = self.spec.get("adaptive")
+        if not isinstance(design, dict):
+            return self.repeat
+        highest = max((attempt for _, attempt in self.cells.copy()), default=-1)
+        return max(int(design.get("max_repeats") or self.repeat), highest + 1)
+
     @property
     def finished(self) -> bool:
         return self.status in ("completed", "interrupted", "failed")

@@ -31,6 +31,11 @@ AGENT_CHOICES = [
 # line; more when it wraps), the error line, the buttons and their margin.
 LAUNCH_CHROME_LINES = 11
 
+REPEAT_CHOICES = [
+    ("fixed: Repeat per task", "fixed"),
+    ("adaptive (target →)", "adaptive"),
+]
+
 EXECUTOR_CHOICES = [
     ("here (this machine)", "local"),
     ("on a Ray cluster (address →)", "ray"),
@@ -99,6 +104,16 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                     with Vertical():
                         yield Label("Sample (tasks)")
                         yield Input("", id="sample", type="integer", placeholder="all")
+                yield Label(
+                    "Repeats: fixed, or adaptive — a first round of min, then each attempt where "
+                    "it tells most, until the target (ci=5pp or volatile) holds or the budget ends"
+                )
+                with Horizontal(classes="row"):
+                    yield Select(REPEAT_CHOICES, value="fixed", allow_blank=False, id="repeats")
+                    yield Input("ci=5pp", id="target", placeholder="ci=5pp or volatile")
+                    yield Input("2", id="min-repeats", type="integer", placeholder="min")
+                    yield Input("20", id="max-repeats", type="integer", placeholder="max")
+                    yield Input("", id="budget", type="integer", placeholder="budget (attempts)")
                 yield Label("Where attempts run")
                 with Horizontal(classes="row"):
                     yield Select(EXECUTOR_CHOICES, value="local", allow_blank=False, id="executor")
@@ -253,7 +268,13 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                     self._error(str(exc))
                     return
             command = None
+        adaptive = None
+        if self.query_one("#repeats", Select).value == "adaptive":
+            adaptive = self._adaptive_design()
+            if adaptive is None:
+                return
         spec = RunSpec(
+            adaptive=adaptive,
             profile=profile,
             suite=self.query_one("#suite", Input).value.strip() or "basic",
             repeat=int(values["repeat"] or 5),
@@ -270,6 +291,30 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             ray=RaySettings(address=address),
         )
         self.dismiss(spec)
+
+    def _adaptive_design(self) -> Any:
+        """The form's adaptive design (an ``AdaptiveDesign``), or None after saying what is
+        wrong, in the CLI's words."""
+        from driftdesk.reruns.adaptive import AdaptiveDesign, DesignError
+
+        numbers: dict[str, int | None] = {}
+        for field_id in ("min-repeats", "max-repeats", "budget"):
+            raw = self.query_one(f"#{field_id}", Input).value.strip()
+            try:
+                numbers[field_id] = int(raw) if raw else None
+            except ValueError:
+                self._error(f"{field_id} must be a whole number")
+                return None
+        try:
+            return AdaptiveDesign.parse(
+                self.query_one("#target", Input).value.strip() or "ci=5pp",
+                min_repeats=numbers["min-repeats"] or 2,
+                max_repeats=numbers["max-repeats"] or 20,
+                budget_attempts=numbers["budget"],
+            )
+        except DesignError as exc:
+            self._error(str(exc))
+            return None
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

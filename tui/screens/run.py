@@ -21,6 +21,8 @@ from textual.message import Message
 from textual.widgets import Header, Label, ProgressBar, Static
 
 from driftdesk.layout import ATTEMPTS_FILE
+from driftdesk.reruns.events import AdaptiveProgress
+from driftdesk.terminal import printable
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.launch import LaunchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen
@@ -182,9 +184,15 @@ class RunScreen(WorkbenchScreen):
         title.append(live.run_id or "(starting)")
         title.append(f"  [{live.status}]", style=_status_style(live.status))
         if live.spec:
+            design = live.spec.get("adaptive")
+            repeats = (
+                f"adaptive {design.get('min_repeats')}..{design.get('max_repeats')}×"
+                if isinstance(design, dict)
+                else f"{live.repeat}×"
+            )
             title.append(
                 f"  {live.spec.get('profile', '')} · {live.spec.get('model', '')} · "
-                f"{live.repeat}× · concurrency {live.spec.get('concurrency', '?')}",
+                f"{repeats} · concurrency {live.spec.get('concurrency', '?')}",
                 style="dim",
             )
         if live.run_dir is not None:
@@ -209,8 +217,9 @@ class RunScreen(WorkbenchScreen):
         grid = self.query_one("#run-grid", AttemptGrid)
         if not live.task_ids:
             return
-        if self._grid_run != live.run_id:
-            grid.set_run(live.task_ids, live.repeat)
+        width = live.grid_width
+        if self._grid_run != live.run_id or grid.repeat < width:
+            grid.set_run(live.task_ids, width)
             self._grid_run = live.run_id
         grid.update_cells(live.cells.copy())  # a snapshot: the engine thread may be inserting
 
@@ -372,6 +381,29 @@ def _counters(live: LiveRun) -> Text:
         text.append("\nray nodes: ", style="dim")
         text.append("  ".join(f"{node} {count}" for node, count in per_node) or "none busy")
         text.append(f"  │  dashboard {live.spec.get('ray_dashboard') or '(none)'}", style="dim")
+    if live.adaptive is not None:
+        text.append("\n")
+        text.append_text(adaptive_lines(live.adaptive))
     if live.error:
         text.append(f"\n{live.error}", style="bold red")
+    return text
+
+
+OPEN_TASKS_SHOWN = 6
+
+
+def adaptive_lines(progress: AdaptiveProgress) -> Text:
+    """The target's progress (CI width now vs target, attempts vs budget), then which tasks
+    are still open and why (the first few; the count of the rest)."""
+    from driftdesk.reruns.progress import adaptive_headline
+
+    text = Text()
+    text.append("adaptive: ", style="bold")
+    text.append(adaptive_headline(progress))
+    if progress.open_tasks:
+        items = list(progress.open_tasks.items())
+        shown = ", ".join(f"{printable(task)} ({why})" for task, why in items[:OPEN_TASKS_SHOWN])
+        more = f" … +{len(items) - OPEN_TASKS_SHOWN}" if len(items) > OPEN_TASKS_SHOWN else ""
+        text.append("\nopen: ", style="dim")
+        text.append(shown + more)
     return text

@@ -583,6 +583,18 @@ class VolatilityScreen(WorkbenchScreen):
             scale=1.0,
         )
         fact("tasks · attempts", f"{report.tasks_judged} · {report.attempts_judged} judged")
+        design, uneven = getattr(report, "adaptive", None), getattr(report, "unequal_repeats", None)
+        if design:  # the n column says how many each task got; max − min is read at one k
+            stopped = (design.get("result") or {}).get("stop_reason") or "not finished"
+            fact("repeats", f"adaptive, target {design.get('target')}").append(
+                f"  {stopped}", "dim"
+            )
+            if uneven and uneven.get("gap_at_k_pp") is not None:
+                fact(
+                    "gap at k",
+                    f"{uneven['gap_at_k_pp']:.1f} pp at k = {uneven['gap_k']} "
+                    f"(n {uneven['n_min']}–{uneven['n_max']})",
+                )
         volatile = sum(1 for t in report.tasks if t.volatile)
         fact("volatile tasks", f"{volatile}", "yellow" if volatile else "")
         kinds = ", ".join(f"{k} {v}" for k, v in sorted((report.link_errors_by_kind or {}).items()))
