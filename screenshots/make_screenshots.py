@@ -218,6 +218,26 @@ async def _shoot() -> list[Path]:
         shot("compare")
         await pilot.press("escape")
 
+        # A short nightly history of the same suite (demo --history): one night a gateway
+        # answers under another model name, two nights later five tasks break.
+        from driftdesk.reruns.demo_history import seed_history
+        from driftdesk.tui.screens.trend import TrendScreen
+
+        nights = await asyncio.to_thread(seed_history, second.run_dir.parent, repeat=3)
+        await pilot.press("3")
+        await idle(pilot)
+        volatility = app.screen
+        assert isinstance(volatility, VolatilityScreen), app.screen_stack
+        volatility.select_run(nights[-1])
+        await idle(pilot)
+        await pilot.press("t")
+        await idle(pilot)
+        assert isinstance(app.screen, TrendScreen), app.screen_stack
+        app.clear_notifications()
+        await pilot.pause(0.2)
+        shot("trend")
+        await pilot.press("escape")
+
         await pilot.press("1")
         await idle(pilot)
         shot("profiles")

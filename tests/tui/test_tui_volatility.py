@@ -39,10 +39,12 @@ async def test_sort_and_filter(home, fixture_runs, make_app, settle) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_run_a(app, pilot, settle)
-        # spread first: the two volatile tasks lead
+        # max − min first: the two volatile tasks lead
         assert set(_task_column(screen)[:2]) == {"arith-02", "format-01"}
+        assert "sorted by max−min (o)" in str(screen.query_one("#table-state").render())
         await pilot.press("o")  # success, lowest first
         assert _task_column(screen)[0] == "lookup-01"
+        assert "sorted by success (o)" in str(screen.query_one("#table-state").render())
         await pilot.press("o")  # task id
         assert _task_column(screen) == sorted(_task_column(screen))
         await pilot.press("slash", *"ar")

@@ -22,7 +22,8 @@ from driftdesk.tui.widgets.tables import MAX_LISTED_ROWS, fill_table
 
 METRIC_COLUMNS = [(c, c) for c in ("metric", "A", "B", "B − A", "A 95% CI", "B 95% CI")]
 PAIRED_COLUMNS = [(c, c) for c in ("paired B − A", "delta", "95% CI", "p", "test")]
-CHANGED_COLUMNS = [(c, c) for c in ("task", "before", "after", "success A", "success B")]
+# A is the older run (compare puts the newer as B), so "class A" → "class B" reads as a change.
+CHANGED_COLUMNS = [(c, c) for c in ("task", "class A", "class B", "success A", "success B")]
 CLASS_STYLES = {"pass": "green", "fail": "red", "volatile": "yellow", "absent": "dim"}
 
 
@@ -150,7 +151,7 @@ class CompareScreen(WorkbenchScreen):
     def action_copy(self) -> None:
         if self.comparison is None:
             return
-        lines = ["task\tbefore\tafter"] + [
+        lines = ["task\tclass A\tclass B"] + [
             f"{c.task_id}\t{c.before}\t{c.after}" for c in self.comparison.changed
         ]
         self.app.copy_to_clipboard("\n".join(lines) + "\n")

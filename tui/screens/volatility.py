@@ -39,6 +39,8 @@ from driftdesk.tui.widgets.footer import BindingsFooter
 from driftdesk.tui.widgets.tables import MAX_LISTED_ROWS, fill_table
 
 SORT_KEYS = ("spread", "success", "task")
+# What each sort is called on screen: "spread" of pass/fail tasks is max − min success, in pp.
+SORT_LABELS = {"spread": "max−min", "success": "success", "task": "task id"}
 LIVE_REFRESH_SECONDS = 1.0
 RUNS_RESCAN_SECONDS = 2.0
 
@@ -699,7 +701,7 @@ class VolatilityScreen(WorkbenchScreen):
     def _show_table_state(self) -> None:
         listed = self.query_one("#tasks", DataTable).row_count
         first = f"first {listed} of " if listed < self._matching else ""
-        state = Text(f"{first}{self._matching} tasks · sorted by {self.sort_key} (o)")
+        state = Text(f"{first}{self._matching} tasks · sorted by {SORT_LABELS[self.sort_key]} (o)")
         if self.marked:
             state.append(f" · {len(self.marked)} marked (R reruns)", style="bold cyan")
         self.query_one("#table-state", Label).update(state)
