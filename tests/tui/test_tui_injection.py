@@ -41,3 +41,45 @@ async def test_the_headline_counts_the_injected_faults(home, runs_dir, make_app,
             f"injected faults   {t.faults}: recovered {t.recovered}, surfaced {t.surfaced}, "
             f"misattributed {t.misattributed}"
         ) in shown, shown
+
+
+async def test_the_task_screen_says_which_attempts_had_faults_injected(
+    home, runs_dir, make_app, settle
+) -> None:
+    from textual.widgets import DataTable
+
+    from driftdesk.analysis.attempts import task_attempts
+    from driftdesk.tui.screens.task import TaskScreen
+
+    with SandboxServer(seed=3) as server:
+        outcome = await execute_run(
+            RunSpec(
+                profile=Profile(
+                    name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL
+                ),
+                suite="basic",
+                repeat=2,
+                concurrency=8,
+                out_dir=runs_dir,
+                api_key="sk-test-REALKEY-inject-tui-0123456789",
+                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
+                seed=4,
+                inject="429=40%:0.01s",
+            )
+        )
+    summary = read_injection(outcome.run_dir)
+    assert summary is not None and summary.by_task
+    task = summary.by_task[0]
+    rows = task_attempts(outcome.run_dir, task.task_id)
+    faulted = [r for r in rows if r.get("injected_faults")]
+    assert faulted
+    app = make_app()
+    async with app.run_test(size=(140, 42)) as pilot:
+        await settle(app, pilot)
+        app.push_screen(TaskScreen(outcome.run_dir, task.task_id))
+        await settle(app, pilot)
+        table = app.screen.query_one("#attempts", DataTable)
+        errors = [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
+        marked = [e for e in errors if e.startswith("injected ")]
+        assert len(marked) == len(faulted), errors
+        assert marked[0].startswith(f"injected {faulted[0]['injected_faults']}")

@@ -201,6 +201,7 @@ class TaskScreen(WorkbenchScreen):
             error = row.get("error_code") or ""
             if row.get("error_message"):
                 error = f"{error} {row['error_message']}".strip()
+            error = _with_injected(row, error)
             cells = (
                 str(row.get("attempt")),
                 Text(
@@ -354,6 +355,21 @@ def _transcript_lines(path: Path) -> list[str]:
         lines.append(f"── {role} ──")
         lines.extend(content.splitlines() or [""])
     return lines
+
+
+def _with_injected(row: dict[str, Any], error: str) -> str:
+    """An attempt of a ``run --inject`` run: its faults first (what became of them), so a
+    link error the proxy put in is never read as the provider's."""
+    faults = row.get("injected_faults")
+    if not isinstance(faults, int) or isinstance(faults, bool) or faults <= 0:
+        return error
+    parts = [
+        f"{row.get(f'injected_{what}')} {what}"
+        for what in ("recovered", "surfaced", "misattributed")
+        if row.get(f"injected_{what}")
+    ]
+    shown = f"injected {faults}" + (f" ({', '.join(parts)})" if parts else "")
+    return f"{shown}; {error}" if error else shown
 
 
 def _client_tokens(row: dict[str, Any]) -> str:
