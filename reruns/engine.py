@@ -1045,25 +1045,20 @@ async def _execute_new_run(
         policy = _adaptive_policy(manifest, profile, [])
     lock = rundir.lock_run_dir(run_dir)
     try:
-        try:
-            rundir.reserve_manifest_space(run_dir)
-            rundir.write_manifest(run_dir, manifest)
-        except OSError as exc:
-            rundir.release_manifest_space(run_dir)
-            raise RunSetupError(_cannot_write(run_dir, exc)) from None
-        execution = _Execution(
-            run_dir=run_dir,
-            manifest=manifest,
-            suite=suite,
-            profile=profile,
-            real_key=real_key,
-            listener=listener,
-            notices=notices,
-            cluster=cluster,
+        return await _write_manifest_and_execute(
+            _Execution(
+                run_dir=run_dir,
+                manifest=manifest,
+                suite=suite,
+                profile=profile,
+                real_key=real_key,
+                listener=listener,
+                notices=notices,
+                cluster=cluster,
+            ),
+            policy,
+            rundir.pending_slots(task_ids, spec.repeat, [], False),
         )
-        if policy is not None:
-            return await execution.run_adaptive(policy)
-        return await execution.run(rundir.pending_slots(task_ids, spec.repeat, [], False))
     finally:
         rundir.unlock_run_dir(lock)
 
@@ -1108,6 +1103,26 @@ def _row_cost(design: AdaptiveDesign, profile: Profile) -> Callable[[dict[str, A
             )
 
     return cost_of
+
+
+async def _write_manifest_and_execute(
+    execution: _Execution, policy: AdaptivePolicy | None, slots: list[tuple[str, int]]
+) -> RunOutcome:
+    """What a new run and a resume share once the run dir is locked: the manifest written
+    (with the space its last version needs held back), then the slots, or the adaptive
+    design's, run. A manifest that cannot be written is a set-up error: nothing ran."""
+    run_dir = execution.run_dir
+    try:
+        rundir.reserve_manifest_space(run_dir)
+        rundir.write_manifest(run_dir, execution.manifest)
+    except OSError as exc:
+        rundir.release_manifest_space(run_dir)
+        if execution.cluster is not None:
+            execution.cluster.close()
+        raise RunSetupError(_cannot_write(run_dir, exc)) from None
+    if policy is not None:
+        return await execution.run_adaptive(policy)
+    return await execution.run(slots)
 
 
 def _load_suite_for(manifest: dict[str, Any]) -> Suite:
@@ -1248,28 +1263,21 @@ async def resume_run(
                     "executor": cluster.settings.manifest() if cluster else {"kind": "local"},
                 }
             )
-            try:
-                rundir.reserve_manifest_space(run_dir)
-                rundir.write_manifest(run_dir, manifest)
-            except OSError as exc:
-                rundir.release_manifest_space(run_dir)
-                if cluster is not None:
-                    cluster.close()
-                raise RunSetupError(_cannot_write(run_dir, exc)) from None
-            execution = _Execution(
-                run_dir=run_dir,
-                manifest=manifest,
-                suite=suite,
-                profile=profile,
-                real_key=real_key,
-                listener=listener,
-                notices=notices,
-                cluster=cluster,
-                concurrency=concurrency,
+            return await _write_manifest_and_execute(
+                _Execution(
+                    run_dir=run_dir,
+                    manifest=manifest,
+                    suite=suite,
+                    profile=profile,
+                    real_key=real_key,
+                    listener=listener,
+                    notices=notices,
+                    cluster=cluster,
+                    concurrency=concurrency,
+                ),
+                policy,
+                slots,
             )
-            if policy is not None:
-                return await execution.run_adaptive(policy)
-            return await execution.run(slots)
         finally:
             rundir.unlock_run_dir(lock)
     finally:

@@ -3,6 +3,8 @@ Volatility headline says how many faults were injected and what became of them."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from driftdesk.analysis.faults import read_injection
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
@@ -11,7 +13,8 @@ from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.volatility import VolatilityScreen
 
 
-async def test_the_headline_counts_the_injected_faults(home, runs_dir, make_app, settle) -> None:
+async def _injected_run(runs_dir: Path, inject: str) -> Path:
+    """A small run of the builtin agent on the sandbox's basic suite, with ``inject``."""
     with SandboxServer(seed=3) as server:
         outcome = await execute_run(
             RunSpec(
@@ -25,10 +28,15 @@ async def test_the_headline_counts_the_injected_faults(home, runs_dir, make_app,
                 api_key="sk-test-REALKEY-inject-tui-0123456789",
                 retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
                 seed=4,
-                inject="429=25%:0.01s,500=10%",
+                inject=inject,
             )
         )
-    summary = read_injection(outcome.run_dir)
+    return outcome.run_dir
+
+
+async def test_the_headline_counts_the_injected_faults(home, runs_dir, make_app, settle) -> None:
+    outcome_dir = await _injected_run(runs_dir, "429=25%:0.01s,500=10%")
+    summary = read_injection(outcome_dir)
     assert summary is not None and summary.total.faults > 0
     t = summary.total
     app = make_app()
@@ -51,32 +59,17 @@ async def test_the_task_screen_says_which_attempts_had_faults_injected(
     from driftdesk.analysis.attempts import task_attempts
     from driftdesk.tui.screens.task import TaskScreen
 
-    with SandboxServer(seed=3) as server:
-        outcome = await execute_run(
-            RunSpec(
-                profile=Profile(
-                    name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL
-                ),
-                suite="basic",
-                repeat=2,
-                concurrency=8,
-                out_dir=runs_dir,
-                api_key="sk-test-REALKEY-inject-tui-0123456789",
-                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
-                seed=4,
-                inject="429=40%:0.01s",
-            )
-        )
-    summary = read_injection(outcome.run_dir)
+    outcome_dir = await _injected_run(runs_dir, "429=40%:0.01s")
+    summary = read_injection(outcome_dir)
     assert summary is not None and summary.by_task
     task = summary.by_task[0]
-    rows = task_attempts(outcome.run_dir, task.task_id)
+    rows = task_attempts(outcome_dir, task.task_id)
     faulted = [r for r in rows if r.get("injected_faults")]
     assert faulted
     app = make_app()
     async with app.run_test(size=(140, 42)) as pilot:
         await settle(app, pilot)
-        app.push_screen(TaskScreen(outcome.run_dir, task.task_id))
+        app.push_screen(TaskScreen(outcome_dir, task.task_id))
         await settle(app, pilot)
         table = app.screen.query_one("#attempts", DataTable)
         errors = [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
