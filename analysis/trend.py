@@ -277,7 +277,6 @@ def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
     """Figures and flags of ``runs`` (in the order given: oldest first)."""
     from driftdesk.analysis.compare import SIGNIFICANCE
 
-    reports = [_report(run) for run in runs]
     shown: list[TrendRun] = []
     for index, run in enumerate(runs):
         rates = [p / n for n, p in run.tasks.values()]
@@ -298,7 +297,7 @@ def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
         )
         if base_index is not None:
             base = runs[base_index]
-            pair = paired_outcome(base, run, allowed_pp, reports[base_index], reports[index])
+            pair = paired_outcome(base, run, allowed_pp)
             current.baseline, current.shared_tasks = base.run_id, pair.shared_tasks
             if not pair.passed:
                 current.flags.append(Flag("regression", f"vs {base.run_id}: {pair.detail}"))
@@ -334,9 +333,7 @@ class PairedOutcome:
     only_in_b: int
 
 
-def paired_outcome(
-    base: RunAggregate, run: RunAggregate, allowed_pp: float, base_report: Any, report: Any
-) -> PairedOutcome:
+def paired_outcome(base: RunAggregate, run: RunAggregate, allowed_pp: float) -> PairedOutcome:
     """``check --baseline``'s verdict on the pair (``gate.regression_condition`` over
     ``compare.compare_runs``), kept in the user's cache by the pair's per-task counts: the
     exact test costs ~0.25 s at 500 tasks, and a history's pairs rarely change."""
@@ -349,6 +346,7 @@ def paired_outcome(
     if known is not None:
         with contextlib.suppress(TypeError):
             return PairedOutcome(**known)
+    base_report, report = _report(base), _report(run)  # only when not kept: 500 tasks a run
     comparison = compare_runs(base_report, report)
     condition = regression_condition(base_report, report, allowed_pp, comparison)
     delta = comparison.delta["success_rate"]

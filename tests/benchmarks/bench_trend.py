@@ -36,7 +36,7 @@ TREND_CODE = "from driftdesk.cli.main import main; raise SystemExit(main(['trend
 DUCKDB_CODE = (
     'import duckdb, glob; print(duckdb.sql("SELECT count(*) FROM read_json($p, '
     "format='newline_delimited', records=true, ignore_errors=true)\", params={{'p': "
-    "sorted(glob.glob({pattern!r}))}}).fetchone())"
+    "sorted(glob.glob({pattern!r}))}}).fetchall()[0])"
 )
 
 
