@@ -315,6 +315,9 @@ class RunExtras:
     missing_slots: list[tuple[str, int]] = field(default_factory=list)
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     skipped_line_count: int = 0
+    # where the rows came from (``analysis.run_reader``): "jsonl", "cached rows" or "cached
+    # aggregates", with " extended" when the cache first took in lines appended since
+    read_from: str = "jsonl"
 
 
 def build_report(
@@ -390,7 +393,11 @@ def _assembled(
     for run in runs:
         with attempt_table.connection() as con:
             (extras,) = read_runs(
-                con, [run], include_link_errors=options.include_link_errors, prices=prices
+                con,
+                [run],
+                include_link_errors=options.include_link_errors,
+                prices=prices,
+                need_rows=False,
             )
             yield (
                 con,
@@ -485,46 +492,22 @@ def read_runs(
     *,
     include_link_errors: bool,
     prices: dict[str, ModelPrice] | None = None,
+    need_rows: bool = True,
 ) -> list[RunExtras]:
     """Fill ``con`` (``attempt_table.connection()``) with the per-task aggregates of every run
     (``task_aggs``, keyed by the run's index ``f``); each run's extras. One parallel scan per
-    file.
+    file, or the run's cache (``analysis.run_reader``); without ``need_rows`` a run's cached
+    aggregates may stand in for its rows in ``attempts``.
 
     The rows land in one table in file order (``analysis.attempt_table``); per-task aggregates
     keep the last valid row of each (task, attempt) slot, token sums count every valid row
     (superseded rows cost money too), and the rows that are not usable are named by line.
     """
-    from driftdesk.analysis import attempt_table, zero_copy
-    from driftdesk.analysis.imports import number_rows
+    from driftdesk.analysis import run_reader
 
-    extras = [RunExtras() for _ in runs]
-    bases: dict[int, int] = {}
-    loaded = 0
-    for index, run in enumerate(runs):
-        linked = zero_copy.linked_source(run.manifest)
-        if linked is not None:  # its rows are read from the imported file, mapped
-            bases[index] = loaded
-            loaded += zero_copy.load(con, run, linked, index, number_rows)
-        elif run.attempts_path.exists():
-            bases[index] = loaded
-            loaded += attempt_table.load_file(con, run.attempts_path, index)
-    bad: dict[int, set[int]] = defaultdict(set)
-    for f, rowid in attempt_table.bad_rowids(con):
-        bad[f].add(rowid - bases[f] + 1)  # the k-th record of its file
-    for index, ordinals in bad.items():
-        extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
-            runs[index].attempts_path, ordinals
-        )
-    if prices:
-        attempt_table.price_models(con, prices)
-    result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
-    for (f, model), sums in result.tokens.items():
-        extras[f].tokens_by_model[model] = sums
-    for (f, kind), count in result.link_kinds.items():
-        extras[f].link_errors_by_kind[kind] = count
-    for (f, kind), count in result.harness_kinds.items():
-        extras[f].harness_errors_by_kind[kind] = count
-    return extras
+    return run_reader.read_runs(
+        con, runs, include_link_errors=include_link_errors, prices=prices, need_rows=need_rows
+    )
 
 
 def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
@@ -779,7 +762,7 @@ def pooled_task_outcomes(run_dirs: Sequence[Path]) -> dict[str, tuple[int, int]]
     from driftdesk.analysis import attempt_table
 
     with attempt_table.connection() as con:
-        read_runs(con, runs, include_link_errors=False)
+        read_runs(con, runs, include_link_errors=False, need_rows=False)
         rows = con.execute(
             "SELECT f, task_id, passes, fails FROM task_aggs ORDER BY f, first_seen"
         ).fetchall()
