@@ -457,6 +457,27 @@ def save(folder: Path, meta: Meta) -> None:
                 path.unlink()
 
 
+@dataclass(frozen=True)
+class CiRef:
+    """The aggregates a report was made from, in a run's cache (``keep_ci95``)."""
+
+    folder: Path
+    key: str
+    aggs: str  # the aggregates' file
+
+
+def keep_ci95(ref: CiRef, min_runs: int, ci95: dict[str, Any]) -> None:
+    """Keep a report's bootstrap intervals with the aggregates they were drawn from (seeded:
+    a function of them, ``include_link_errors`` and ``min_runs``); best effort."""
+    meta = _read_meta(ref.folder)
+    kept = None if meta is None else meta.aggs.get(ref.key)
+    if meta is None or kept is None or kept["aggs"] != ref.aggs:
+        return  # replaced meanwhile
+    kept.setdefault("ci95", {})[str(min_runs)] = ci95
+    with contextlib.suppress(OSError):
+        save(ref.folder, meta)
+
+
 def new_meta(rows_path: Path, linked: dict[str, Any] | None, identity: dict[str, Any]) -> Meta:
     version = code_version()
     assert version is not None

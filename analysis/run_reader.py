@@ -90,7 +90,7 @@ def read_runs(
             assert state.entry is not None
             row_cache.load_aggs(con, state.entry, state.served, state.index)
         else:
-            _store(con, state, key)
+            extras[state.index].cache_ref = _store(con, state, key)
     return extras
 
 
@@ -154,6 +154,8 @@ def _load_cached(
     if aggs is not None and not need_rows:
         state.served = aggs
         extra.read_from = _joined("cached aggregates", extra.read_from)
+        extra.cache_ref = row_cache.CiRef(entry.folder, key, aggs["aggs"])
+        extra.cached_ci95 = dict(aggs.get("ci95", {}))
         extra.tokens_by_model, extra.link_errors_by_kind, extra.harness_errors_by_kind = (
             row_cache.run_extras(aggs)
         )
@@ -208,7 +210,7 @@ def _load_cold(con: duckdb.DuckDBPyConnection, state: _Run, extra: RunExtras) ->
         state.skipped_count, state.skipped = extra.skipped_line_count, extra.skipped_lines
 
 
-def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> None:
+def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> row_cache.CiRef | None:
     """Write what was read to the run's cache (best effort: derived data)."""
     import duckdb
 
@@ -228,7 +230,7 @@ def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> None:
     )
     try:
         if state.cold:
-            _store_cold(con, state, key, aggs_sql)
+            return _store_cold(con, state, key, aggs_sql)
         elif state.entry is not None and not state.entry.tail:
             entry = state.entry
             with row_cache.writable(state.run, entry) as folder:
@@ -236,14 +238,18 @@ def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> None:
                     return  # its parts are where it was read from
                 entry.meta.aggs[key] = row_cache.write_aggs(con, folder, aggs_sql, state.per_task)
                 row_cache.save(folder, entry.meta)
+                return row_cache.CiRef(folder, key, entry.meta.aggs[key]["aggs"])
     except (OSError, ValueError, duckdb.Error):
         pass
+    return None
 
 
-def _store_cold(con: duckdb.DuckDBPyConnection, state: _Run, key: str, aggs_sql: str) -> None:
+def _store_cold(
+    con: duckdb.DuckDBPyConnection, state: _Run, key: str, aggs_sql: str
+) -> row_cache.CiRef | None:
     identity = state.identity
     if identity is None or row_cache.source_identity(state.rows_path) != identity:
-        return  # written to while it was read: what was read is no state of the file to keep
+        return None  # written to while it was read: what was read is no state of the file to keep
     size = identity["size"]
     offset, records, lines = size, state.loaded, None
     torn_bad = False
@@ -272,10 +278,13 @@ def _store_cold(con: duckdb.DuckDBPyConnection, state: _Run, key: str, aggs_sql:
         # the torn last line is the tail's, named each time it is read
         meta.skipped_count = state.skipped_count - torn_bad
         meta.skipped = [[s.line, s.reason, s.torn] for s in state.skipped if not s.torn]
+        ref = None
         if offset == size:
             assert state.per_task is not None
             meta.aggs[key] = row_cache.write_aggs(con, folder, aggs_sql, state.per_task)
+            ref = row_cache.CiRef(folder, key, meta.aggs[key]["aggs"])
         row_cache.save(folder, meta)
+    return ref
 
 
 def _extend(

@@ -318,6 +318,10 @@ class RunExtras:
     # where the rows came from (``analysis.run_reader``): "jsonl", "cached rows" or "cached
     # aggregates", with " extended" when the cache first took in lines appended since
     read_from: str = "jsonl"
+    # the run's cache holding these aggregates (``row_cache.CiRef``), and the bootstrap
+    # intervals kept with them by ``min_runs`` (a pure function of the aggregates)
+    cache_ref: Any = None
+    cached_ci95: dict[str, dict[str, list[float] | None]] = field(default_factory=dict)
 
 
 def build_report(
@@ -399,23 +403,27 @@ def _assembled(
                 prices=prices,
                 need_rows=False,
             )
-            yield (
+            kept_ci95 = extras.cached_ci95.get(str(options.min_runs))
+            report = assemble_report(
                 con,
-                assemble_report(
-                    con,
-                    0,
-                    run,
-                    extras,
-                    min_runs=options.min_runs,
-                    include_link_errors=options.include_link_errors,
-                    group_by=options.group_by,
-                    sort=options.sort,
-                    top=options.top,
-                    prices=prices,
-                    pass_k_convention=options.pass_k_convention,
-                    with_tasks=with_tasks,
-                ),
+                0,
+                run,
+                extras,
+                min_runs=options.min_runs,
+                include_link_errors=options.include_link_errors,
+                group_by=options.group_by,
+                sort=options.sort,
+                top=options.top,
+                prices=prices,
+                ci95=kept_ci95,
+                pass_k_convention=options.pass_k_convention,
+                with_tasks=with_tasks,
             )
+            if kept_ci95 is None and extras.cache_ref is not None:
+                from driftdesk.analysis import row_cache
+
+                row_cache.keep_ci95(extras.cache_ref, options.min_runs, report.ci95)
+            yield con, report
 
 
 def write_report_json(
