@@ -10,16 +10,14 @@ The first refresh of a long file is one parallel DuckDB scan, like a cold report
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from driftdesk.analysis import attempt_table
+from driftdesk.analysis import attempt_table, row_cache
 from driftdesk.analysis.sources import (
     ATTEMPTS_FILE,
     RunSource,
@@ -154,25 +152,17 @@ class LiveVolatility:
             return None
         if self._offset == 0:
             return self._load_whole_file(size)
-        with open(self.path, "rb") as fh:
-            fh.seek(self._offset)
-            chunk = fh.read(size - self._offset)
-        complete = chunk[: chunk.rfind(b"\n") + 1]
-        if not complete:
-            return None  # only a partial line so far
-        # A few new lines: DuckDB reads a copy of just those bytes.
+        # A few new lines: DuckDB reads a copy of just those bytes (the row cache extends a
+        # run's cache with the same reader).
         con = self._connection()
         since = self._rows
-        fd, name = tempfile.mkstemp(prefix="driftdesk-live-", suffix=".jsonl")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(complete)
-            self._rows += attempt_table.load_file(con, Path(name), 0)
-            self._name_bad_rows(Path(name), since, self._lines_consumed)
-        finally:
-            os.unlink(name)
-        lines = complete.count(b"\n")
-        self._offset += len(complete)
+        with row_cache.appended_lines(self.path, self._offset) as chunk:
+            if chunk is None:
+                return None  # only a partial line so far
+            self._rows += attempt_table.load_file(con, chunk.path, 0)
+            self._name_bad_rows(chunk.path, since, self._lines_consumed)
+        lines = chunk.lines
+        self._offset += chunk.size
         if self._line is None:
             self._line_extra += lines
         else:
@@ -184,7 +174,7 @@ class LiveVolatility:
         """First load: DuckDB reads the file in place, in parallel (one scan, like a cold
         report). Lines a writer appends meanwhile may be read too; they are dropped here and
         read again next time."""
-        end = _last_line_end(self.path, size)
+        end = row_cache.last_line_end(self.path, size)
         if end == 0:
             return None
         con = self._connection()
@@ -348,21 +338,6 @@ def _sum(total: Any, value: Any, sign: int) -> Any:
     if isinstance(value, tuple):
         return tuple(a + sign * b for a, b in zip(total or (0,) * len(value), value, strict=True))
     return (total or 0) + sign * value
-
-
-def _last_line_end(path: Path, size: int) -> int:
-    """Offset just after the last newline in the first ``size`` bytes (0 if none)."""
-    with open(path, "rb") as fh:
-        position = size
-        while position > 0:
-            start = max(0, position - (1 << 16))
-            fh.seek(start)
-            block = fh.read(position - start)
-            last = block.rfind(b"\n")
-            if last >= 0:
-                return start + last + 1
-            position = start
-    return 0
 
 
 def _scan_lines(path: Path, start: int, end: int) -> tuple[int, bool]:

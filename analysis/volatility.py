@@ -34,11 +34,11 @@ from driftdesk.analysis.metrics import (
     unequal_repeats,
 )
 from driftdesk.analysis.noise import NoiseFloor, noise_floor_from_sums
-from driftdesk.analysis.sources import (
-    RunSource,
-    name_bad_records,
-    resolve_sources,
+from driftdesk.analysis.run_reader import (  # re-exported: where the report's readers are
+    RunExtras,
+    SkippedLine,
 )
+from driftdesk.analysis.sources import RunSource, resolve_sources
 
 if TYPE_CHECKING:
     import duckdb
@@ -57,8 +57,6 @@ RESOURCES = ("latency", "tokens", "cost")
 SortKey = Literal["spread", "success", "task"]
 Source = Path | str
 T = TypeVar("T")
-
-MAX_NAMED_SKIPPED_LINES = 1000  # per file; the count is always exact
 
 
 def _round(value: float | None, digits: int = 6) -> float | None:
@@ -157,20 +155,6 @@ class ScenarioStats:
             "min_success_rate": _round(self.min_success_rate),
             "mean_success_rate": _round(self.mean_success_rate),
         }
-
-
-@dataclass
-class SkippedLine:
-    """A line of an attempts file that could not be used (never fatal)."""
-
-    file: str
-    line: int
-    reason: str
-    torn: bool = False  # the unterminated last line of a file a writer was killed during
-
-    def __str__(self) -> str:
-        kind = "torn last line" if self.torn else "skipped line"
-        return f"{self.file}:{self.line}: {kind}: {self.reason}"
 
 
 @dataclass
@@ -315,18 +299,6 @@ class RunReport:
         return data
 
 
-@dataclass
-class RunExtras:
-    """Run-level facts the reader gathers besides per-task aggregates."""
-
-    tokens_by_model: dict[str | None, tuple[int, int, int]] = field(default_factory=dict)
-    link_errors_by_kind: dict[str, int] = field(default_factory=dict)
-    harness_errors_by_kind: dict[str, int] = field(default_factory=dict)
-    missing_slots: list[tuple[str, int]] = field(default_factory=list)
-    skipped_lines: list[SkippedLine] = field(default_factory=list)
-    skipped_line_count: int = 0
-
-
 def build_report(
     sources: Sequence[Source],
     *,
@@ -400,8 +372,13 @@ def _assembled(
     for run in runs:
         with attempt_table.connection() as con:
             (extras,) = read_runs(
-                con, [run], include_link_errors=options.include_link_errors, prices=prices
+                con,
+                [run],
+                include_link_errors=options.include_link_errors,
+                prices=prices,
+                need_rows=False,
             )
+            kept_ci95 = extras.cached_ci95.get(str(options.min_runs))
             report = assemble_report(
                 con,
                 0,
@@ -413,9 +390,14 @@ def _assembled(
                 sort=options.sort,
                 top=options.top,
                 prices=prices,
+                ci95=kept_ci95,
                 pass_k_convention=options.pass_k_convention,
                 with_tasks=with_tasks,
             )
+            if kept_ci95 is None and extras.cache_ref is not None:
+                from driftdesk.analysis import row_cache
+
+                row_cache.keep_ci95(extras.cache_ref, options.min_runs, report.ci95)
             report.injection = _injection_of(run)
             yield con, report
 
@@ -504,54 +486,22 @@ def read_runs(
     *,
     include_link_errors: bool,
     prices: dict[str, ModelPrice] | None = None,
+    need_rows: bool = True,
 ) -> list[RunExtras]:
     """Fill ``con`` (``attempt_table.connection()``) with the per-task aggregates of every run
     (``task_aggs``, keyed by the run's index ``f``); each run's extras. One parallel scan per
-    file.
+    file, or the run's cache (``analysis.run_reader``); without ``need_rows`` a run's cached
+    aggregates may stand in for its rows in ``attempts``.
 
     The rows land in one table in file order (``analysis.attempt_table``); per-task aggregates
     keep the last valid row of each (task, attempt) slot, token sums count every valid row
     (superseded rows cost money too), and the rows that are not usable are named by line.
     """
-    from driftdesk.analysis import attempt_table, zero_copy
-    from driftdesk.analysis.imports import number_rows
+    from driftdesk.analysis import run_reader
 
-    extras = [RunExtras() for _ in runs]
-    bases: dict[int, int] = {}
-    loaded = 0
-    for index, run in enumerate(runs):
-        linked = zero_copy.linked_source(run.manifest)
-        if linked is not None:  # its rows are read from the imported file, mapped
-            bases[index] = loaded
-            loaded += zero_copy.load(con, run, linked, index, number_rows)
-        elif run.attempts_path.exists():
-            bases[index] = loaded
-            loaded += attempt_table.load_file(con, run.attempts_path, index)
-    bad: dict[int, set[int]] = defaultdict(set)
-    for f, rowid in attempt_table.bad_rowids(con):
-        bad[f].add(rowid - bases[f] + 1)  # the k-th record of its file
-    for index, ordinals in bad.items():
-        extras[index].skipped_line_count, extras[index].skipped_lines = name_skipped_lines(
-            runs[index].attempts_path, ordinals
-        )
-    if prices:
-        attempt_table.price_models(con, prices)
-    result = attempt_table.aggregate(con, include_link_errors=include_link_errors)
-    for (f, model), sums in result.tokens.items():
-        extras[f].tokens_by_model[model] = sums
-    for (f, kind), count in result.link_kinds.items():
-        extras[f].link_errors_by_kind[kind] = count
-    for (f, kind), count in result.harness_kinds.items():
-        extras[f].harness_errors_by_kind[kind] = count
-    return extras
-
-
-def name_skipped_lines(path: Path, ordinals: set[int]) -> tuple[int, list[SkippedLine]]:
-    """(count, named lines) for the ``ordinals``-th records of ``path`` (streams the file)."""
-    problems = name_bad_records(path, ordinals)
-    return len(problems), [
-        SkippedLine(str(path), p.line, p.reason, p.torn) for p in problems[:MAX_NAMED_SKIPPED_LINES]
-    ]
+    return run_reader.read_runs(
+        con, runs, include_link_errors=include_link_errors, prices=prices, need_rows=need_rows
+    )
 
 
 def assemble_report(
@@ -801,7 +751,7 @@ def pooled_task_outcomes(run_dirs: Sequence[Path]) -> dict[str, tuple[int, int]]
     from driftdesk.analysis import attempt_table
 
     with attempt_table.connection() as con:
-        read_runs(con, runs, include_link_errors=False)
+        read_runs(con, runs, include_link_errors=False, need_rows=False)
         rows = con.execute(
             "SELECT f, task_id, passes, fails FROM task_aggs ORDER BY f, first_seen"
         ).fetchall()

@@ -1,0 +1,494 @@
+"""A run's typed rows and per-task aggregates kept beside it, so a report is fast the second time.
+
+A finished run's rows never change, yet every report, workbench view, compare, check and trend
+read and typed the whole JSONL again. The cache keeps, per run (``CACHE_FOLDER`` in the run dir,
+or under the user's cache dir when the run dir is read-only or there is none):
+
+- ``meta.json``: the source's identity (path, device, inode, size, mtime and ctime; for a
+  zero-copy run also its import record), the bytes, records and lines covered, the skipped
+  lines named (the first ``MAX_NAMED`` and the count), and the code version;
+- ``rows-*.parquet``: the valid rows as ``attempt_table`` typed them, in file order (one part per
+  read: the first, then one per append);
+- ``aggs-*.parquet`` and ``extras-*.json`` per report options (link errors counted or not, the
+  price table): ``task_aggs`` and the per-task token sums and error kinds, with the run's totals.
+
+Parquet, not a DuckDB file: a DuckDB file takes an exclusive lock while written, so a report
+and the workbench reading the same run at once would wait on or fail at each other; Parquet
+parts are written once under new names and the meta is replaced atomically, so a reader sees
+an old or a new cache, whole. Reading them back costs about as much (measured: see
+``tests/benchmarks/bench_row_cache.py``), and they are a little smaller.
+
+The JSONL stays the truth: a source whose identity changed drops the cache, except an
+append-only one (same device, inode and the bytes before the covered end unchanged), which is
+extended from the byte offset it covered with the live view's code (``appended_lines``) and
+its aggregates updated for the tasks the new lines touch. A cache written by other code (any
+change to the files in ``CODE_FILES`` or another DuckDB) is rebuilt, never read. Every failure
+to write one is ignored: the report is read from the JSONL as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from driftdesk.analysis.prices import ModelPrice
+    from driftdesk.analysis.sources import RunSource
+
+CACHE_FOLDER = ".rows-cache"
+META_FILE = "meta.json"
+FORMAT = 1  # the layout of the folder; the code version below covers the SQL
+# The code a cache's content follows from: any change to it makes every cache stale.
+CODE_FILES = (
+    "attempt_table.py", "sources.py", "jsonl_import.py", "zero_copy.py", "row_cache.py",
+    "imports.py",
+)  # fmt: skip
+EDGE_BYTES = 1 << 12  # the bytes before the covered end that must be unchanged to extend
+MAX_NAMED = 1000  # skipped lines named per run (``volatility.MAX_NAMED_SKIPPED_LINES``)
+STALE_PART_S = 60.0  # an unreferenced part this old is no writer's work in progress
+
+# The typed columns kept (``attempt_table.CREATE_TABLE`` without ``f`` and ``valid``).
+ROW_COLUMNS = (
+    "task_id, scenario_id, attempt, outcome, error_code, prompt_tokens, completion_tokens, "
+    "total_tokens, latency_ms, model, retries, model_mismatches, model_latency_ms, score"
+)
+_PARQUET = "(FORMAT parquet, COMPRESSION zstd)"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str | None:
+    """A digest of the code that types and aggregates the rows (None: it cannot be read, and
+    nothing is cached)."""
+    import duckdb
+
+    digest = hashlib.sha256(f"{FORMAT}:{duckdb.__version__}".encode())
+    here = Path(__file__).resolve().parent
+    try:
+        for name in CODE_FILES:
+            digest.update((here / name).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()[:24]
+
+
+def source_identity(path: Path) -> dict[str, Any] | None:
+    """What says a file is the one read before: None when it is not there."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return {
+        "path": str(path.resolve()),
+        "dev": stat.st_dev,
+        "ino": stat.st_ino,
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,  # no tool puts it back after an edit (``touch -r`` can't)
+    }
+
+
+def options_key(include_link_errors: bool, prices: dict[str, ModelPrice] | None) -> str:
+    """The report options the aggregates depend on, as a file-name-safe digest."""
+    priced = None if prices is None else sorted((m, asdict(p)) for m, p in prices.items())
+    text = json.dumps([include_link_errors, priced], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Meta:
+    version: str
+    source: dict[str, Any]  # ``source_identity`` when the cache was last written
+    zero_copy: dict[str, Any] | None  # the import record a zero-copy run was read with
+    offset: int  # bytes covered (whole lines of a plain attempts file)
+    edge: str  # ``_edge``: the first and last ``EDGE_BYTES`` before ``offset``
+    records: int  # records (non-blank lines) covered, valid or not
+    lines: int | None  # physical lines covered (None: not counted yet)
+    parts: list[str] = field(default_factory=list)
+    part_rows: list[int] = field(default_factory=list)  # rows of each part
+    skipped_count: int = 0
+    skipped: list[list[Any]] = field(default_factory=list)  # [line, reason, torn]
+    # options key -> {"aggs": file, "extras": file, "tokens": [[model, p, c, t]],
+    #                 "link": [[kind, n]], "harness": [[kind, n]]}
+    aggs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def extendable(self) -> bool:
+        return self.zero_copy is None
+
+
+@dataclass
+class Entry:
+    """A run's cache, read and found valid for its source as it is now."""
+
+    folder: Path
+    meta: Meta
+    tail: bool  # the source has bytes past ``offset`` (a line being written, torn)
+
+    def part_paths(self) -> list[str]:
+        return [str(self.folder / p) for p in self.meta.parts]
+
+
+def folders(run: RunSource) -> list[Path]:
+    """Where a run's cache may be: beside the run, then under the user's cache dir."""
+    from driftdesk.paths import cache_dir
+
+    place = run.run_dir if run.run_dir is not None else run.attempts_path
+    digest = hashlib.sha256(str(place.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
+    user = cache_dir() / "rows" / digest[:32]
+    return [run.run_dir / CACHE_FOLDER, user] if run.run_dir is not None else [user]
+
+
+def _read_meta(folder: Path) -> Meta | None:
+    try:
+        data = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        meta = Meta(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    return meta if meta.version == code_version() else None
+
+
+def _edge(path: Path, offset: int) -> str:
+    """sha256 of the first and the last ``EDGE_BYTES`` before ``offset``."""
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read(min(offset, EDGE_BYTES)))
+        fh.seek(max(0, offset - EDGE_BYTES))
+        digest.update(fh.read(min(offset, EDGE_BYTES)))
+    return digest.hexdigest()
+
+
+def find(run: RunSource, rows_path: Path, linked: dict[str, Any] | None) -> Entry | None:
+    """The run's cache if it holds the start of ``rows_path`` as it is now: the whole file
+    unchanged, or (a plain attempts file) the bytes before its covered end unchanged."""
+    now = source_identity(rows_path)
+    if now is None or code_version() is None:
+        return None
+    for folder in folders(run):
+        meta = _read_meta(folder)
+        if meta is None or meta.zero_copy != linked:
+            continue
+        was = meta.source
+        same_file = all(was.get(k) == now[k] for k in ("path", "dev", "ino"))
+        if same_file and was == now:
+            return Entry(folder, meta, tail=now["size"] > meta.offset)
+        # grown, the start and the end of what was covered unchanged: appended to
+        grown = same_file and meta.extendable and now["size"] > was["size"]
+        if grown and _edge(rows_path, meta.offset) == meta.edge:
+            return Entry(folder, meta, tail=now["size"] > meta.offset)
+    return None
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def load_rows(con: duckdb.DuckDBPyConnection, entry: Entry, f: int) -> int:
+    """Append the cached rows to ``attempts`` as run ``f``, in file order; the count."""
+    if not entry.meta.parts:
+        return 0
+    row = con.execute(  # a plain scan keeps the parts' order
+        f"INSERT INTO attempts SELECT $f, {ROW_COLUMNS}, TRUE FROM read_parquet($parts)",
+        {"f": f, "parts": entry.part_paths()},
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def load_task_rows(con: duckdb.DuckDBPyConnection, entry: Entry, f: int, tasks_from: str) -> int:
+    """Append the cached rows of the tasks ``tasks_from`` selects to ``attempts`` as run
+    ``f``, in file order, and fill ``cached_positions`` (the ``rowid`` of each, from the
+    table's first row, and its place among all the cached rows: ``Meta.part_rows``); the
+    count. The order is restored by sorting: a semi-join need not keep it."""
+    starts = [sum(entry.meta.part_rows[:i]) for i in range(len(entry.meta.parts))]
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE task_rows AS
+        SELECT list_position($parts, filename) AS part, file_row_number AS r, {ROW_COLUMNS}
+        FROM read_parquet($parts, filename = true, file_row_number = true)
+        WHERE task_id IN ({tasks_from})
+        """,
+        {"parts": entry.part_paths()},
+    )
+    row = con.execute(
+        f"INSERT INTO attempts SELECT $f, {ROW_COLUMNS}, TRUE FROM task_rows ORDER BY part, r",
+        {"f": f},
+    ).fetchone()
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cached_positions AS "
+        "SELECT row_number() OVER (ORDER BY part, r) - 1 AS ord, $starts[part] + r AS pos "
+        "FROM task_rows",
+        {"starts": starts},
+    )
+    con.execute("DROP TABLE task_rows")
+    return int(row[0]) if row else 0
+
+
+def cached_aggs(entry: Entry, key: str) -> dict[str, Any] | None:
+    """The aggregates kept for options ``key`` when they cover the whole source."""
+    if entry.tail:
+        return None
+    return entry.meta.aggs.get(key)
+
+
+def load_aggs(con: duckdb.DuckDBPyConnection, entry: Entry, aggs: dict[str, Any], f: int) -> None:
+    """Append the cached per-task aggregates to ``task_aggs`` as run ``f``; the rows of tasks
+    whose missing slots need their rows (an attempt from 128 on: ``task_report.prepare``) are
+    loaded into ``attempts`` too."""
+    con.execute(
+        "INSERT INTO task_aggs SELECT $f, * FROM read_parquet($path)",
+        {"f": f, "path": str(entry.folder / aggs["aggs"])},
+    )
+    long_tasks = f"SELECT task_id FROM task_aggs WHERE f = {int(f)} AND max_attempt >= 128"
+    if con.execute(f"SELECT count(*) FROM ({long_tasks})").fetchone() != (0,):
+        load_task_rows(con, entry, f, long_tasks)
+
+
+def run_extras(aggs: dict[str, Any]) -> tuple[dict[Any, tuple[int, int, int]], dict[str, int],
+                                               dict[str, int]]:  # fmt: skip
+    """(tokens by model, link-error kinds, harness-error kinds) kept with the aggregates."""
+    tokens = {model: (int(p), int(c), int(t)) for model, p, c, t in aggs["tokens"]}
+    return tokens, dict(aggs["link"]), dict(aggs["harness"])
+
+
+def skipped_lines(entry: Entry) -> tuple[int, list[tuple[int, str, bool]]]:
+    return entry.meta.skipped_count, [(int(n), str(r), bool(t)) for n, r, t in entry.meta.skipped]
+
+
+# -- the bytes past the covered end (shared with the live view) -------------------------------
+
+
+@dataclass
+class Appended:
+    path: Path  # a temporary copy of the complete new lines
+    size: int  # their bytes
+    lines: int
+
+
+@contextlib.contextmanager
+def appended_lines(
+    source: Path, offset: int, *, complete: bool = True
+) -> Iterator[Appended | None]:
+    """The lines written to ``source`` after byte ``offset`` (a line boundary), copied to a
+    temporary file for DuckDB to read: up to the last newline, or with ``complete=False`` all
+    of them (a torn last line too). None when there are none."""
+    with open(source, "rb") as fh:
+        fh.seek(offset)
+        chunk = fh.read()
+    if complete:
+        chunk = chunk[: chunk.rfind(b"\n") + 1]
+    if not chunk:
+        yield None
+        return
+    fd, name = tempfile.mkstemp(prefix="driftdesk-live-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(chunk)
+        yield Appended(Path(name), len(chunk), chunk.count(b"\n"))
+    finally:
+        os.unlink(name)
+
+
+def count_lines(path: Path, end: int) -> int:
+    """Newlines in the first ``end`` bytes of ``path``, counted in blocks at C speed."""
+    lines = 0
+    with open(path, "rb") as fh:
+        while end > 0:
+            block = fh.read(min(1 << 24, end))
+            if not block:
+                break
+            lines += block.count(b"\n")
+            end -= len(block)
+    return lines
+
+
+def last_line_end(path: Path, size: int) -> int:
+    """Offset just after the last newline in the first ``size`` bytes (0 if none)."""
+    with open(path, "rb") as fh:
+        position = size
+        while position > 0:
+            start = max(0, position - (1 << 16))
+            fh.seek(start)
+            last = fh.read(position - start).rfind(b"\n")
+            if last >= 0:
+                return start + last + 1
+            position = start
+    return 0
+
+
+def lines_covered(entry: Entry, source: Path) -> int:
+    if entry.meta.lines is None:
+        entry.meta.lines = count_lines(source, entry.meta.offset)
+    return entry.meta.lines
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def writable(run: RunSource, entry: Entry | None) -> Iterator[Path]:
+    """A folder to write the run's cache in: its current one, else beside the run, else the
+    user's cache dir; raises ``OSError`` when none can be written."""
+    candidates = ([entry.folder] if entry else []) + folders(run)
+    for folder in candidates:
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            probe = folder / f".probe-{uuid.uuid4().hex}"
+            probe.touch()
+            probe.unlink()
+        except OSError:
+            continue
+        yield folder
+        return
+    raise OSError("no writable place for the run's cache")
+
+
+def write_part(con: duckdb.DuckDBPyConnection, meta: Meta, folder: Path, rows_sql: str,
+               **params: Any) -> None:  # fmt: skip
+    """Write the rows ``rows_sql`` selects (``ROW_COLUMNS``, in order) as a new part of
+    ``meta``."""
+    name = f"rows-{uuid.uuid4().hex}.parquet"
+    row = con.execute(f"COPY ({rows_sql}) TO '{quoted(folder / name)}' {_PARQUET}", params)
+    written = row.fetchone()
+    meta.parts.append(name)
+    meta.part_rows.append(int(written[0]) if written else 0)
+
+
+def write_aggs(
+    con: duckdb.DuckDBPyConnection,
+    folder: Path,
+    aggs_sql: str,
+    per_task: dict[str, dict[str, dict[Any, Any]]],
+) -> dict[str, Any]:
+    """Write one run's per-task aggregates (``aggs_sql``: ``task_aggs``'s columns but ``f``,
+    ``first_seen`` the place of the task's first winning row among the cached rows) and
+    per-task extras; their record for ``Meta.aggs``."""
+    name = uuid.uuid4().hex
+    aggs, extras = f"aggs-{name}.parquet", f"extras-{name}.json"
+    con.execute(f"COPY ({aggs_sql}) TO '{quoted(folder / aggs)}' {_PARQUET}")
+    tokens, link, harness = totals(per_task)
+    text = json.dumps(
+        {
+            what: {task: [[k, v] for k, v in sums.items()] for task, sums in table.items()}
+            for what, table in per_task.items()
+        },
+        separators=(",", ":"),
+    )
+    (folder / extras).write_text(text, encoding="utf-8")
+    return {
+        "aggs": aggs,
+        "extras": extras,
+        "tokens": [[m, *sums] for m, sums in tokens.items()],
+        "link": list(link.items()),
+        "harness": list(harness.items()),
+    }
+
+
+def read_extras(entry: Entry, aggs: dict[str, Any]) -> dict[str, dict[str, dict[Any, Any]]]:
+    """The per-task extras kept with ``aggs`` (``per_task_extras``'s shape)."""
+    data = json.loads((entry.folder / aggs["extras"]).read_text(encoding="utf-8"))
+    return {
+        what: {
+            task: {k: tuple(v) if what == "tokens" else v for k, v in pairs}
+            for task, pairs in table.items()
+        }
+        for what, table in data.items()
+    }
+
+
+def totals(
+    per_task: dict[str, dict[str, dict[Any, Any]]],
+) -> tuple[dict[Any, tuple[int, int, int]], dict[str, int], dict[str, int]]:
+    """The run's token sums by model and error kinds (most first, then by name, as the cold
+    report's SQL orders them) from the per-task ones."""
+    tokens: dict[Any, tuple[int, int, int]] = {}
+    for sums in per_task["tokens"].values():
+        for model, (p, c, t) in sums.items():
+            old = tokens.get(model, (0, 0, 0))
+            tokens[model] = (old[0] + p, old[1] + c, old[2] + t)
+    kinds: list[dict[str, int]] = []
+    for what in ("link", "harness"):
+        counts: dict[str, int] = {}
+        for sums in per_task[what].values():
+            for kind, n in sums.items():
+                counts[kind] = counts.get(kind, 0) + n
+        kinds.append(dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+    return tokens, kinds[0], kinds[1]
+
+
+def per_task_extras(
+    tokens: dict[tuple[Any, ...], tuple[int, int, int]],
+    link: dict[tuple[Any, ...], int],
+    harness: dict[tuple[Any, ...], int],
+    f: int,
+) -> dict[str, dict[str, dict[Any, Any]]]:
+    """``attempt_table.aggregate``'s per-task extras ((f, task, key) -> value) of run ``f``."""
+    out: dict[str, dict[str, dict[Any, Any]]] = {"tokens": {}, "link": {}, "harness": {}}
+    for what, table in (("tokens", tokens), ("link", link), ("harness", harness)):
+        for (run, task, key), value in table.items():
+            if run == f:
+                out[what].setdefault(task, {})[key] = value
+    return out
+
+
+def save(folder: Path, meta: Meta) -> None:
+    """Replace the meta atomically, then remove the files it no longer names once they are
+    old enough to be no other writer's work in progress."""
+    from driftdesk.fileio import atomic_write_text
+
+    atomic_write_text(folder / META_FILE, json.dumps(asdict(meta), separators=(",", ":")))
+    named = {META_FILE, *meta.parts}
+    for aggs in meta.aggs.values():
+        named.update((aggs["aggs"], aggs["extras"]))
+    now = time.time()
+    for path in folder.iterdir():
+        if path.name in named or path.name.startswith("."):
+            continue
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > STALE_PART_S:
+                path.unlink()
+
+
+@dataclass(frozen=True)
+class CiRef:
+    """The aggregates a report was made from, in a run's cache (``keep_ci95``)."""
+
+    folder: Path
+    key: str
+    aggs: str  # the aggregates' file
+
+
+def keep_ci95(ref: CiRef, min_runs: int, ci95: dict[str, Any]) -> None:
+    """Keep a report's bootstrap intervals with the aggregates they were drawn from (seeded:
+    a function of them, ``include_link_errors`` and ``min_runs``); best effort."""
+    meta = _read_meta(ref.folder)
+    kept = None if meta is None else meta.aggs.get(ref.key)
+    if meta is None or kept is None or kept["aggs"] != ref.aggs:
+        return  # replaced meanwhile
+    kept.setdefault("ci95", {})[str(min_runs)] = ci95
+    with contextlib.suppress(OSError):
+        save(ref.folder, meta)
+
+
+def new_meta(rows_path: Path, linked: dict[str, Any] | None, identity: dict[str, Any]) -> Meta:
+    version = code_version()
+    assert version is not None
+    return Meta(version, identity, linked, 0, _edge(rows_path, 0), 0, 0)
+
+
+def covered(meta: Meta, rows_path: Path, identity: dict[str, Any], offset: int) -> None:
+    """Record that the cache now holds the source up to ``offset`` as it is (``identity``)."""
+    meta.source, meta.offset = identity, offset
+    meta.edge = _edge(rows_path, offset)
+
+
+def quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
