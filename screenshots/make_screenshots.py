@@ -223,7 +223,7 @@ async def _shoot() -> list[Path]:
         from driftdesk.reruns.demo_history import seed_history
         from driftdesk.tui.screens.trend import TrendScreen
 
-        nights = await asyncio.to_thread(seed_history, second.run_dir.parent, repeat=3)
+        nights = await asyncio.to_thread(seed_history, second.run_dir.parent)
         await pilot.press("3")
         await idle(pilot)
         volatility = app.screen
