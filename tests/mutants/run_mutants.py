@@ -60,6 +60,7 @@ TESTS = [
     "tests/analysis/test_gate_edges.py",
     "tests/analysis/test_metrics_edges.py",
     "tests/analysis/test_paired_edges.py",
+    "tests/analysis/test_compare_edges.py",
     "tests/reruns/test_proxy_link_failure_edges.py",
 ]
 
