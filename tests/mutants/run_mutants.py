@@ -57,6 +57,11 @@ TESTS = [
     "tests/analysis/test_analysis_published_metrics.py",
     "tests/analysis/test_analysis_check.py",
     "tests/analysis/test_analysis_compare.py",
+    "tests/analysis/test_gate_edges.py",
+    "tests/analysis/test_metrics_edges.py",
+    "tests/analysis/test_paired_edges.py",
+    "tests/analysis/test_compare_edges.py",
+    "tests/reruns/test_proxy_link_failure_edges.py",
 ]
 
 
