@@ -236,7 +236,9 @@ class VolatilityScreen(WorkbenchScreen):
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="volatility.filter", tooltip="Filter tasks"),
-        Binding("o", "sort", "Sort", id="volatility.sort", tooltip="Sort by spread/success/task"),
+        Binding(
+            "o", "sort", "Sort", id="volatility.sort", tooltip="Sort by max−min, success or task id"
+        ),
         Binding("space", "mark", "Mark", id="volatility.mark", tooltip="Mark the task for rerun"),
         Binding("a", "mark_volatile", "All volatile", id="volatility.mark_volatile"),
         Binding("R", "rerun", "Rerun marked", id="volatility.rerun", tooltip="Rerun marked tasks"),
@@ -247,7 +249,7 @@ class VolatilityScreen(WorkbenchScreen):
             "Trend",
             id="volatility.trend",
             show=False,  # the footer is full at 80 columns; help and the palette list it
-            tooltip="The runs of this run's suite over time, flagged where something moved",
+            tooltip="This suite's runs over time, flagged where they moved",
         ),
         Binding("c", "copy_task", "Copy id", id="volatility.copy_task", show=False),
         Binding("C", "copy_table", "Copy table", id="volatility.copy_table", show=False),
