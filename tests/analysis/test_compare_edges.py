@@ -5,11 +5,13 @@ compare reads of each task) where only the arithmetic does."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import TaskOutcome, compare_runs, paired_deltas
+from driftdesk.analysis.faults import r_fault
 
 
 def _outcome(n: int, passes: int) -> TaskOutcome:
@@ -67,3 +69,87 @@ def test_no_shared_task_has_nothing_to_say() -> None:
         assert delta.sentence == "no task was judged by both runs, so there is nothing to compare"
         assert delta.cells() == ("—", "—", "—")
     assert set(deltas) == {"success_rate", "consistency_gap_pp"}
+
+
+def _run(root: Path, run_id: str, passes: dict[str, int], repeat: int, **manifest: object) -> Path:
+    model = str(manifest.pop("model", "gpt-4o"))
+    rows = [
+        attempt_row(run_id, task, k, "pass" if k < passed else "fail", model=model)
+        for task, passed in passes.items()
+        for k in range(repeat)
+    ]
+    run = write_run(root, run_id, list(rows), tasks=list(passes), repeat=repeat, model=model)
+    data = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps(data | manifest))
+    return run
+
+
+def test_the_comparison_json_names_everything_it_compared(tmp_path: Path) -> None:
+    """``compare --format json``'s every top-level entry, in process: two runs that differ in
+    all a comparison warns about (start order, injected faults, tasks, repeats, models)."""
+    clean = _run(
+        tmp_path, "clean", {"t0": 2, "t1": 0, "t2": 1, "t3": 2}, 2,
+        started_at="2026-11-02T00:00:00Z",
+    )  # fmt: skip
+    faulted = _run(
+        tmp_path, "faulted", {"t0": 3, "t1": 3, "t2": 0, "t4": 1}, 3,
+        model="gpt-4o-mini", started_at="2026-11-01T00:00:00Z",
+        injection={"spec": "truncate:0.3"},
+    )  # fmt: skip
+    comparison = compare_runs(clean, faulted)
+    data = comparison.to_json()
+    assert list(data) == [
+        "injection", "r_fault", "a", "b", "shared_tasks", "only_in_a", "only_in_b",
+        "all_tasks", "swapped", "newer", "warnings", "delta", "metrics", "changed",
+    ]  # fmt: skip
+    assert data["injection"] == {"a": None, "b": "truncate:0.3"}
+    # R_fault over t0, t1, t2: (clean, faulted) success (1, 1), (0, 1), (0.5, 0)
+    assert data["r_fault"] == r_fault([(1.0, 1.0), (0.0, 1.0), (0.5, 0.0)]).to_json()
+    assert data["r_fault"]["value"] == 4 / 3 and data["r_fault"]["tasks"] == 3
+    assert data["a"] == {
+        "run_id": "clean", "repeats": 2, "models": ["gpt-4o"],
+        "started_at": "2026-11-02T00:00:00Z", "tasks_judged": 4,
+    }  # fmt: skip
+    assert data["b"] == {
+        "run_id": "faulted", "repeats": 3, "models": ["gpt-4o-mini"],
+        "started_at": "2026-11-01T00:00:00Z", "tasks_judged": 4,
+    }  # fmt: skip
+    assert (data["shared_tasks"], data["only_in_a"], data["only_in_b"]) == (3, 1, 1)
+    assert (data["all_tasks"], data["swapped"], data["newer"]) == (False, False, "a")
+    assert data["warnings"] == [
+        "A (clean) started after B (faulted) (an imported run starts when it was imported): "
+        "the deltas are B − A in the order given, older minus newer",
+        "B injected faults at the proxy (--inject truncate:0.3): its success change is what "
+        "those faults cost",
+        "compared over the 3 tasks both runs judged; left out: 1 only in A, 1 only in B",
+        "repeat counts differ (A 2, B 3): a task run more often is more likely to show both a "
+        "pass and a fail, so the consistency gap is biased towards the run with more repeats",
+        "models differ (A gpt-4o, B gpt-4o-mini)",
+    ]
+    assert data["changed"] == [
+        {"task_id": "t1", "before": "fail", "after": "pass", "success_a": 0.0, "success_b": 1.0},
+        {"task_id": "t2", "before": "volatile", "after": "fail", "success_a": 0.5,
+         "success_b": 0.0},
+    ]  # fmt: skip
+    # success over t0..t2: A 1/2 mean, B 2/3 mean: +1/6, to 6 decimals
+    success = comparison.delta["success_rate"]
+    assert data["delta"]["success_rate"] == {
+        "value": 0.166667,
+        "ci95": [round(v, 6) for v in success.ci95 or []],
+        "p_value": round(success.p_value or 0.0, 6),
+        "test": "stratified-permutation",
+        "sentence": success.sentence,
+    }
+    low, high = success.ci95 or [0.0, 0.0]
+    assert round(low, 6) != low and round(high, 6) != high  # so the rounding shows
+    assert success.cells() == (
+        "+16.7 pp",
+        f"{low * 100:.1f}–{high * 100:.1f}",
+        f"{success.p_value:.3g}",
+    )
+    assert high > 0  # the upper end scaled to points like the lower one
+    nothing = compare_runs(clean, _run(tmp_path, "other", {"t9": 1}, 1)).to_json()
+    assert nothing["delta"]["success_rate"] | {"sentence": ""} == {
+        "value": None, "ci95": None, "p_value": None, "test": "none", "sentence": ""
+    }  # fmt: skip
+    assert nothing["r_fault"] is None and nothing["injection"] == {"a": None, "b": None}
