@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import TaskOutcome, compare_runs, paired_deltas
 from driftdesk.analysis.faults import r_fault
+from driftdesk.analysis.sources import SourceError
 
 
 def _outcome(n: int, passes: int) -> TaskOutcome:
@@ -153,3 +155,23 @@ def test_the_comparison_json_names_everything_it_compared(tmp_path: Path) -> Non
         "value": None, "ci95": None, "p_value": None, "test": "none", "sentence": ""
     }  # fmt: skip
     assert nothing["r_fault"] is None and nothing["injection"] == {"a": None, "b": None}
+
+
+def test_one_attempt_tasks_are_classed_and_a_task_on_one_side_is_absent(tmp_path: Path) -> None:
+    a = _run(tmp_path, "a", {"t0": 1, "t1": 0, "t2": 1}, 1)
+    b = _run(tmp_path, "b", {"t0": 0, "t1": 0, "t2": 1, "t3": 1}, 1)
+    changed = [(c.task_id, c.before, c.after) for c in compare_runs(a, b).changed]
+    assert changed == [("t0", "pass", "fail")]
+    everything = compare_runs(a, b, all_tasks=True).changed
+    assert [(c.task_id, c.before, c.after) for c in everything] == [
+        ("t0", "pass", "fail"),
+        ("t3", "absent", "pass"),
+    ]
+    assert (everything[1].success_a, everything[1].success_b) == (None, 1.0)
+
+
+def test_a_side_naming_several_runs_is_refused_saying_so(tmp_path: Path) -> None:
+    a = _run(tmp_path, "a", {"t0": 1}, 1)
+    _run(tmp_path, "b", {"t0": 1}, 1)
+    with pytest.raises(SourceError, match=r"names 2 runs; compare takes one run a side"):
+        compare_runs(tmp_path / "*", a)
