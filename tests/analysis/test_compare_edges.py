@@ -150,6 +150,9 @@ def test_the_comparison_json_names_everything_it_compared(tmp_path: Path) -> Non
         f"{success.p_value:.3g}",
     )
     assert high > 0  # the upper end scaled to points like the lower one
+    assert success.sentence.startswith(
+        f"B is better by 16.7 pp (success rate), 95 % CI {low * 100:.1f} to {high * 100:.1f} pp; "
+    )
     nothing = compare_runs(clean, _run(tmp_path, "other", {"t9": 1}, 1)).to_json()
     assert nothing["delta"]["success_rate"] | {"sentence": ""} == {
         "value": None, "ci95": None, "p_value": None, "test": "none", "sentence": ""
@@ -175,3 +178,35 @@ def test_a_side_naming_several_runs_is_refused_saying_so(tmp_path: Path) -> None
     _run(tmp_path, "b", {"t0": 1}, 1)
     with pytest.raises(SourceError, match=r"names 2 runs; compare takes one run a side"):
         compare_runs(tmp_path / "*", a)
+
+
+def test_a_drop_every_repeat_confirms_is_unlikely_to_be_noise_in_so_many_words() -> None:
+    # Four tasks of 4: two went from 4/4 to 0/4. Each split of its 4 passes over 8 attempts
+    # has probability C(4,a)C(4,4−a)/70; all 4 in A for both is 1/4900, so p = 2/4900, and
+    # the CI is −50 pp ∓ the null's 2.5 % quantile (a mean of ±25 pp, P = 0.074 past it).
+    unchanged, dropped = (_outcome(4, 4), _outcome(4, 4)), (_outcome(4, 4), _outcome(4, 0))
+    deltas = paired_deltas([dropped, dropped, unchanged, unchanged])
+    assert deltas["success_rate"].sentence == (
+        "B is worse by 50.0 pp (success rate), 95 % CI -75.0 to -25.0 pp; "
+        "unlikely to be noise (p = 0.000408, stratified-permutation, 4 tasks)"
+    )
+    assert deltas["consistency_gap_pp"].sentence == (
+        "B and A have the same consistency gap over the 4 shared tasks, 95 % CI 0.0 to 0.0 pp; "
+        "could be noise (p = 1, sign-flip-permutation, 4 tasks)"
+    )
+
+
+def test_the_newer_run_made_b_is_said_and_a_run_without_judged_tasks_has_no_repeats(
+    tmp_path: Path,
+) -> None:
+    older = _run(tmp_path, "older", {"t0": 1}, 1, started_at="2026-11-01T00:00:00Z")
+    newer = _run(tmp_path, "newer", {"t0": 0}, 1, started_at="2026-11-02T00:00:00Z")
+    swapped = compare_runs(newer, older, newer_as_b=True)
+    assert (swapped.a.run_id, swapped.b.run_id) == ("older", "newer")
+    assert (swapped.swapped, swapped.newer) == (True, "b")
+    assert swapped.warnings[0] == "newer is the newer run, so it is B (after)"
+    assert compare_runs(older, newer, all_tasks=True).all_tasks is True
+    # Only link errors, no repeat in the manifest: no attempt per task to report.
+    rows = [attempt_row("broken", "t0", k, "link_error", error_code="500") for k in range(2)]
+    broken = write_run(tmp_path, "broken", list(rows))
+    assert compare_runs(broken, older).repeats == (None, 1)
