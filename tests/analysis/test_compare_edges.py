@@ -171,6 +171,13 @@ def test_one_attempt_tasks_are_classed_and_a_task_on_one_side_is_absent(tmp_path
         ("t3", "absent", "pass"),
     ]
     assert (everything[1].success_a, everything[1].success_b) == (None, 1.0)
+    # B judged a task A did not: its success is over the shared tasks, so the runs' own CIs
+    # (over other task sets) are not shown beside it; whole-run counts are each run's own.
+    metrics = {m.name: m for m in compare_runs(a, b).metrics}
+    assert (metrics["success_rate"].a, metrics["success_rate"].b) == (2 / 3, 1 / 3)
+    assert (metrics["success_rate"].ci_a, metrics["success_rate"].ci_b) == (None, None)
+    assert (metrics["tasks_judged"].a, metrics["tasks_judged"].b) == (3, 4)
+    assert (metrics["attempts_judged"].b, metrics["attempts_judged"].delta) == (4, 1)
 
 
 def test_a_side_naming_several_runs_is_refused_saying_so(tmp_path: Path) -> None:
