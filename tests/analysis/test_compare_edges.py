@@ -217,3 +217,26 @@ def test_the_newer_run_made_b_is_said_and_a_run_without_judged_tasks_has_no_repe
     rows = [attempt_row("broken", "t0", k, "link_error", error_code="500") for k in range(2)]
     broken = write_run(tmp_path, "broken", list(rows))
     assert compare_runs(broken, older).repeats == (None, 1)
+
+
+def test_r_fault_reads_the_faulted_side_whichever_it_is(tmp_path: Path) -> None:
+    clean = _run(tmp_path, "clean", {"t0": 2, "t1": 0, "t2": 1}, 2)
+    faulted = _run(
+        tmp_path, "faulted", {"t0": 2, "t1": 2, "t2": 0}, 2, injection={"spec": "truncate:0.3"}
+    )
+    # (clean, faulted) success per task: (1, 1), (0, 1), (0.5, 0), with either run as A
+    expected = r_fault([(1.0, 1.0), (0.0, 1.0), (0.5, 0.0)]).to_json()
+    for a, b in ((clean, faulted), (faulted, clean)):
+        found = compare_runs(a, b).r_fault
+        assert found is not None and found.to_json() == expected
+
+
+def test_report_options_apply_to_run_dirs_compared(tmp_path: Path) -> None:
+    # t0 has one attempt a side: below min_runs=2 it is judged by neither run.
+    a = _run(tmp_path, "a", {"t1": 1, "t2": 2}, 2)
+    b = _run(tmp_path, "b", {"t1": 2, "t2": 2}, 2)
+    for run, passed in ((a, "pass"), (b, "fail")):
+        with (run / "attempts.jsonl").open("a") as rows:
+            rows.write(json.dumps(attempt_row(run.name, "t0", 0, passed)) + "\n")
+    assert compare_runs(a, b).shared_tasks == 3
+    assert compare_runs(a, b, min_runs=2).shared_tasks == 2
