@@ -14,7 +14,12 @@ from aiohttp import web
 from reruns_helpers import LoopbackServer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.reruns.proxy import MeteringProxy, link_failure_verdict, unrecovered_link_failure
+from driftdesk.reruns.proxy import (
+    MeteringProxy,
+    call_figures,
+    link_failure_verdict,
+    unrecovered_link_failure,
+)
 
 KEY = "gw_Live/Key-edges-0123456789abcdef"
 
@@ -80,6 +85,9 @@ async def test_a_last_call_in_the_5xx_range_is_a_link_failure(
         f"the attempt's last provider call /status/{code} failed ({code}); "
         "the harness reported pass on a broken link"
     )
+    failed = link_failure_verdict("fail", calls)  # a fail through it is a link error too
+    assert failed is not None and failed[1].endswith("the harness reported fail on a broken link")
+    assert link_failure_verdict("harness_error", calls) is None  # not a judged outcome
 
 
 @pytest.mark.parametrize("code", [400, 422, 499, 600])
@@ -98,3 +106,15 @@ async def test_a_5xx_recovered_by_a_later_call_is_no_link_failure(proxy: Meterin
     assert unrecovered_link_failure(calls) is None
     assert link_failure_verdict("pass", calls) is None
     assert unrecovered_link_failure([]) is None
+
+
+async def test_the_model_latency_is_the_sum_of_the_calls_to_the_microsecond(
+    proxy: MeteringProxy,
+) -> None:
+    calls = await _calls_ending_in(proxy, 200, 500, 200)
+    latencies = [float(c["latency_ms"]) for c in calls]
+    assert all(ms > 0 for ms in latencies)
+    figures = call_figures(calls)
+    assert figures == {"model_mismatches": 0, "model_latency_ms": round(sum(latencies), 3)}
+    # A call with no latency recorded adds nothing.
+    assert call_figures([*calls, {"latency_ms": None}]) == figures
