@@ -83,7 +83,8 @@ def sign_flip(differences: Sequence[float], *, alpha: float = ALPHA) -> PairedTe
     """The mean of ``differences`` (at least one) against random signs per task."""
     tasks = len(differences)
     value = math.fsum(differences) / tasks
-    keys = [round(d * KEY_RESOLUTION) for d in differences if d]
+    # A difference that rounds to key 0 adds a ±0 part: nothing to the null (and no step).
+    keys = [k for k in (round(d * KEY_RESOLUTION) for d in differences) if k]
     steps = [2 * abs(k) for k in keys]
     if not _affordable(steps, [2] * len(keys)):
         variance = math.fsum(d * d for d in differences)

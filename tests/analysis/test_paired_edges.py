@@ -124,3 +124,14 @@ def test_a_difference_at_z_sigma_to_the_last_bit_keeps_p_and_the_ci_agreeing() -
     sd = math.sqrt(math.fsum(d * d for d in differences)) / len(differences)
     assert _normal_expected(test.value, sd)[1] >= 0.05  # the formula alone would disagree
     assert test.p_value == math.nextafter(0.05, 0.0)
+
+
+def test_sign_flip_of_differences_below_its_resolution_is_no_change() -> None:
+    """Every difference rounds to key 0 (below 1 / KEY_RESOLUTION): the null is {0: 1}, so p
+    is 1 and the interval holds 0. It raised ZeroDivisionError (a gcd of no steps)."""
+    from driftdesk.analysis.paired import KEY_RESOLUTION, sign_flip
+
+    tiny = 0.4 / KEY_RESOLUTION
+    test = sign_flip([tiny, -tiny, tiny, 0.0])
+    assert test.p_value == 1.0
+    assert test.ci95[0] <= 0 <= test.ci95[1]
