@@ -171,3 +171,37 @@ class LoopbackServer:
     async def stop(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
+
+
+async def cancel_after_rows(spec: Any, rows: int, listener: Any = None, tries: int = 300) -> Path:
+    """Run ``spec`` (the real engine) and cancel it once its attempts file holds ``rows``
+    rows (polled every 20 ms, ``tries`` times); the attempts file's path."""
+    from driftdesk.reruns.engine import execute_run
+    from driftdesk.reruns.events import RunEvent, RunStarted
+
+    started: list[RunStarted] = []
+
+    class Listen:
+        def on_event(self, event: RunEvent) -> None:
+            if isinstance(event, RunStarted):
+                started.append(event)
+            if listener is not None:
+                listener.on_event(event)
+
+    task = asyncio.create_task(execute_run(spec, Listen()))
+    attempts = None
+    for _ in range(tries):
+        await asyncio.sleep(0.02)
+        if started:
+            attempts = started[0].run_dir / "attempts.jsonl"
+            if attempts.exists() and len(read_rows(attempts)) >= rows:
+                break
+    assert attempts is not None, "the run never started"
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("the run was not cancelled: it ended first")
+    return attempts

@@ -3,14 +3,13 @@ the scripted endpoint (link errors, hangs), with the manifest and resume."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
+from reruns_helpers import ScriptedEndpoint, cancel_after_rows, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.adaptive import AdaptiveDesign, stable_after
@@ -20,7 +19,6 @@ from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptStarted,
     RunEvent,
-    RunStarted,
     event_from_json,
     event_to_json,
 )
@@ -174,19 +172,7 @@ async def test_an_interrupted_adaptive_run_resumes_its_design(
         adaptive=AdaptiveDesign.parse("volatile", max_repeats=4),
     )
     recorder = Recorder()
-    task = asyncio.create_task(execute_run(spec, recorder))
-    attempts = None
-    for _ in range(300):
-        await asyncio.sleep(0.02)
-        started = [e for e in recorder.events if isinstance(e, RunStarted)]
-        if started:
-            attempts = started[0].run_dir / "attempts.jsonl"
-            if attempts.exists() and len(read_rows(attempts)) >= 6:
-                break
-    assert attempts is not None
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    attempts = await cancel_after_rows(spec, 6, recorder, tries=300)
     before = read_rows(attempts)
     assert before and all(r["task_id"] != "hang" for r in before)
     manifest = json.loads((attempts.parent / "manifest.json").read_text())

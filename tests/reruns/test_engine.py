@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import io
 import json
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
+from reruns_helpers import ScriptedEndpoint, cancel_after_rows, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
@@ -174,19 +173,7 @@ async def test_cancel_interrupts_cleanly_and_resume_fills_exactly_the_gaps(
         timeout_s=30,  # the hang task stays in flight until we cancel
     )
     recorder = Recorder()
-    task = asyncio.create_task(execute_run(spec, recorder))
-    attempts = None
-    for _ in range(200):
-        await asyncio.sleep(0.02)
-        started = [e for e in recorder.events if isinstance(e, RunStarted)]
-        if started:
-            attempts = started[0].run_dir / "attempts.jsonl"
-            if attempts.exists() and len(read_rows(attempts)) >= 4:
-                break
-    assert attempts is not None
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    attempts = await cancel_after_rows(spec, 4, recorder, tries=200)
     run_dir = attempts.parent
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
