@@ -205,3 +205,15 @@ async def cancel_after_rows(spec: Any, rows: int, listener: Any = None, tries: i
     else:
         raise AssertionError("the run was not cancelled: it ended first")
     return attempts
+
+
+def needs_bwrap() -> None:
+    """Fail (under CI, which installs it) or skip when bubblewrap is missing."""
+    import os
+    import shutil
+
+    import pytest
+
+    if shutil.which("bwrap") is None:
+        message = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)

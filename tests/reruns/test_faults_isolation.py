@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
+from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows, write_suite
 
 from driftdesk.layout import WORKSPACE_SUFFIX
 from driftdesk.providers.profiles import Profile
@@ -82,12 +81,6 @@ PROBE = textwrap.dedent(
 )
 
 
-def _needs_bwrap() -> None:
-    if shutil.which("bwrap") is None:
-        message = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-
-
 async def _probe_run(tmp_path: Path, base_url: str, *, isolate: bool) -> RunOutcome:
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import ProfileStore
@@ -138,7 +131,7 @@ async def test_without_isolate_a_harness_can_fetch_the_key_the_threat_model_says
 async def test_under_isolate_the_same_probe_gets_nothing(
     home: object, scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    _needs_bwrap()
+    needs_bwrap()
     outcome = await _probe_run(tmp_path, scripted.url, isolate=True)
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     assert [r["outcome"] for r in rows] == ["fail", "fail"], rows
@@ -205,7 +198,7 @@ NOSY = textwrap.dedent(
 async def test_an_isolated_harness_sees_only_its_own_attempt(
     scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    _needs_bwrap()
+    needs_bwrap()
     workspace = tmp_path / "suite" / "ws"
     workspace.mkdir(parents=True)
     script = tmp_path / "suite" / "nosy.py"  # beside the suite: readable inside the sandbox

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from coding_helpers import write_coding_suite
-from reruns_helpers import ScriptedEndpoint, read_rows
+from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
@@ -72,9 +71,7 @@ HARNESS = textwrap.dedent(
 async def test_a_check_the_isolated_harness_rewrote_gets_no_key(
     home: object, scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    if shutil.which("bwrap") is None:
-        message = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    needs_bwrap()
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import ProfileStore
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from coding_helpers import write_coding_suite
-from reruns_helpers import ScriptedEndpoint, read_rows
+from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.agents import read_result_file
@@ -105,9 +104,7 @@ def test_open_private_keeps_appending_to_its_own_file(tmp_path: Path) -> None:
 async def test_an_isolated_harness_planting_symlinks_redirects_no_write(
     home: object, scripted: ScriptedEndpoint, tmp_path: Path
 ) -> None:
-    if shutil.which("bwrap") is None:
-        message = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    needs_bwrap()
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import ProfileStore
 
