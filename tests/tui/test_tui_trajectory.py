@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from textual.widgets import DataTable, OptionList, Static
+from textual.widgets import DataTable, Label, OptionList, Static
 from tui_runs import write_run
 
 from driftdesk.layout import attempt_folder
@@ -101,7 +101,13 @@ async def test_the_task_says_why_it_wobbles_and_shows_each_attempts_steps(
         screen.query_one("#attempts", DataTable).focus()
         await pilot.press("down")
         await settle(app, pilot)
+        assert str(screen.query_one("#attempt-log-title", Label).render()).startswith("attempt 1")
+        # Only the pane on screen reads the newly selected attempt; the other does when shown.
+        assert "4 steps" in str(options.get_option_at_index(0).prompt)
+        await pilot.press("t")
+        await settle(app, pilot)
         lines = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        assert "2 steps" in lines[0]
         assert any("The total is probably 40." in line for line in lines)
 
 

@@ -61,8 +61,13 @@ class AttemptsLoaded(Loaded):
 class AttemptTextLoaded(Loaded):
     title: str
     lines: list[str | Text]
-    trajectory: Any = None  # analysis.steps.Trajectory, or None when none was kept
-    attempt: int | None = None
+    attempt: int
+
+
+@dataclass
+class AttemptTrajectoryLoaded(Loaded):
+    trajectory: Any  # analysis.steps.Trajectory, or None when none was kept
+    attempt: int
 
 
 @dataclass
@@ -97,6 +102,11 @@ class TaskScreen(WorkbenchScreen):
         self.task_id = task_id
         self.rows: list[dict[str, Any]] = []
         self.groups: dict[str, list[int]] = {}
+        # Only the pane on screen (log or trajectory) is loaded for the selected attempt; the
+        # other catches up when shown. The attempt each pane shows now (None: none yet).
+        self._selected: dict[str, Any] | None = None
+        self._log_shows: int | None = None
+        self._trajectory_shows: int | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -165,7 +175,8 @@ class TaskScreen(WorkbenchScreen):
         thread=True, exclusive=True, group="task-log", exit_on_error=False, name="reading the log"
     )
     def load_text(self, row: dict[str, Any]) -> None:
-        title = f"attempt {row.get('attempt')}"
+        attempt = int(row.get("attempt") or 0)
+        title = f"attempt {attempt}"
         transcript = row.get("transcript_path")
         log = row.get("log_path")
         lines: list[str | Text] = []
@@ -181,12 +192,34 @@ class TaskScreen(WorkbenchScreen):
             )
         if not lines:
             lines = ["(no transcript or log was kept for this attempt)"]
-        detail = attempt_detail(self.run_dir, self.task_id, int(row.get("attempt") or 0))
+        detail = attempt_detail(self.run_dir, self.task_id, attempt)
         lines.extend(_detail_lines(detail))
         if row.get("error_message"):
             lines = [f"error {row.get('error_code')}: {row.get('error_message')}", "", *lines]
+        self.post_message(AttemptTextLoaded(title, lines, attempt))
+
+    @work(
+        thread=True,
+        exclusive=True,
+        group="task-trajectory",
+        exit_on_error=False,
+        name="reading the trajectory",
+    )
+    def load_trajectory(self, row: dict[str, Any]) -> None:
         attempt = int(row.get("attempt") or 0)
-        self.post_message(AttemptTextLoaded(title, lines, _trajectory(self.run_dir, row), attempt))
+        self.post_message(AttemptTrajectoryLoaded(_trajectory(self.run_dir, row), attempt))
+
+    def _load_shown_pane(self) -> None:
+        """Load the selected attempt into whichever pane is on screen, unless it is there."""
+        row = self._selected
+        if row is None:
+            return
+        attempt = int(row.get("attempt") or 0)
+        if self.query_one("#trajectory", TrajectoryView).display:
+            if self._trajectory_shows != attempt:
+                self.load_trajectory(row)
+        elif self._log_shows != attempt:
+            self.load_text(row)
 
     @on(AttemptsLoaded)
     def _attempts(self, message: AttemptsLoaded) -> None:
@@ -220,31 +253,41 @@ class TaskScreen(WorkbenchScreen):
             rows.append((str(index), cells))
         fill_table(table, ATTEMPT_COLUMNS, rows)
         if message.rows:
-            self.load_text(message.rows[0])
+            self._selected = message.rows[0]
+            self._load_shown_pane()
         else:
             self._show_text("no attempts", ["this task has no attempts in this run"])
 
     @on(DataTable.RowHighlighted, "#attempts")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None and self.rows:
-            self.load_text(self.rows[int(event.row_key.value)])
+            self._selected = self.rows[int(event.row_key.value)]
+            self._load_shown_pane()
 
     @on(AttemptTextLoaded)
     def _text(self, message: AttemptTextLoaded) -> None:
         if message.stale:  # the cursor moved on: a newer attempt's text is coming
             return
         self._show_text(message.title, message.lines)
+        self._log_shows = message.attempt
+
+    @on(AttemptTrajectoryLoaded)
+    def _trajectory_loaded(self, message: AttemptTrajectoryLoaded) -> None:
+        if message.stale:
+            return
         self.query_one("#trajectory", TrajectoryView).show(
             message.trajectory,
             f"attempt {message.attempt}: no trajectory was kept (no recording, transcript or "
             "imported conversation)",
         )
+        self._trajectory_shows = message.attempt
 
     def action_toggle_trajectory(self) -> None:
         log = self.query_one("#attempt-log", RichLog)
         trajectory = self.query_one("#trajectory", TrajectoryView)
         showing = not trajectory.display
         trajectory.display, log.display = showing, not showing
+        self._load_shown_pane()
         if showing:
             trajectory.options.focus()
 
