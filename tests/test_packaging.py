@@ -8,6 +8,7 @@ tree is on ``sys.path``.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -35,9 +36,24 @@ def build_wheel(out: Path) -> Path:
     return built
 
 
+def session_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built once per test session: under xdist the first worker to ask builds it
+    (the others wait on a lock) into a folder named by the run's id, beside every worker's
+    temp dir, and the packaging and plain-install tests all use that one."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:  # no xdist: one process, one module fixture each
+        return build_wheel(tmp_path_factory.mktemp("wheel"))
+    shared = tmp_path_factory.getbasetemp().parent / f"wheel-{run_id}"
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = sorted(shared.glob("driftdesk-*.whl"))
+        return built[0] if built else build_wheel(shared)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+    return session_wheel(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

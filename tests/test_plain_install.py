@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_packaging import build_wheel
+from test_packaging import session_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "analysis" / "fixtures"
@@ -59,7 +59,7 @@ def _uv() -> str:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """The wheel, and its base requirements (no extras) read from its own metadata."""
-    path = build_wheel(tmp_path_factory.mktemp("wheel"))
+    path = session_wheel(tmp_path_factory)
     with zipfile.ZipFile(path) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         metadata = email.message_from_bytes(archive.read(name))

@@ -68,6 +68,11 @@ inspect_eval(make("old", ["c", "p", "i"]), model="mockllm/model", log_dir=str(ro
 """
 
 
+# One xdist worker runs this module, so its logs fixture (real inspect evals, ~15 s)
+# is made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("inspect-logs")
+
+
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("inspect-logs")

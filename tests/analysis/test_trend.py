@@ -21,6 +21,10 @@ from trend_history import (
 from driftdesk.analysis.trend import build_trend
 from driftdesk.analysis.trend_data import CACHE_FILE, user_cache_file
 
+# One xdist worker runs this module, so its history fixture (a real six-run demo
+# history, ~40 s) is made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("trend-history")
+
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Path], frozenset]]:

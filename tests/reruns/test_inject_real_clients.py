@@ -23,7 +23,10 @@ PROTOCOL = {"claude-code": "anthropic", "codex": "openai"}
 
 
 @pytest.fixture
-def clients_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+def clients_on_path(home: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``home``: a HOME of the test's own. The clients' shell tools source the user's shell
+    # set-up; this machine's (pyenv's rehash lock, held by a dead process) stalled each
+    # command 60 s.
     folder = real_client("claude").parent
     real_client("codex")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
