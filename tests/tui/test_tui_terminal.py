@@ -72,7 +72,9 @@ def slow_sandbox(home) -> Iterator[str]:  # type: ignore[no-untyped-def]
     from driftdesk.providers.profiles import Profile, ProfileStore
     from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
-    with SandboxServer(latency_ms=600.0) as server:
+    # 300 ms a call: the 170 attempts take 25 s or more at the default concurrency (2), time
+    # enough to leave the workbench while the run goes on.
+    with SandboxServer(latency_ms=300.0) as server:
         ProfileStore().save(Profile("sim", "openai", server.base_url, SIM_MODEL, no_key=True))
         yield server.base_url
 
