@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -137,6 +140,47 @@ def pytest_configure(config: pytest.Config) -> None:
 
 _KEYRING_GUARD = None
 _LAST_TEST = "(none yet)"
+
+# The Ray tests' clusters live in temp folders named so (tests/reruns/ray_helpers.py); a worker
+# that dies under a test leaves its cluster's folder, logs included, behind.
+RAY_ROOT_PREFIX = "ddray-"
+# Ray's log lines at level C or F ("[time C pid tid] file:line: Check failed: …"), and how a
+# raylet says the GCS took it for dead.
+_RAY_FATAL = re.compile(
+    r" [CF] \d+ \d+\] |SIGSEGV|SIGABRT|marked (as )?dead|Exiting because|[Rr]aylet .*(died|lost)"
+)
+_SESSION_STARTED = time.time()
+
+
+def ray_clusters_left_behind(since: float, lines_each: int = 12) -> list[str]:
+    """Ray's own fatal lines from the clusters of this session still on disk (each is removed
+    when its test ends; one left means its worker died under it)."""
+    found: list[str] = []
+    for root in sorted(Path(tempfile.gettempdir()).glob(RAY_ROOT_PREFIX + "*")):
+        try:
+            if root.stat().st_mtime < since:
+                continue
+        except OSError:
+            continue
+        fatal: list[str] = []
+        for log in sorted(root.glob("session_*/logs/*")):
+            if log.suffix in (".out", ".err", ".log") and log.is_file():
+                text = log.read_text(errors="replace")
+                fatal += [
+                    f"{log.name}: {line}" for line in text.splitlines() if _RAY_FATAL.search(line)
+                ]
+        found.append(f"Ray cluster left behind in {root}: {len(fatal)} fatal lines")
+        found += ["  " + line[:300] for line in fatal[-lines_each:]]
+    return found
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist: a worker that died under a test ("node down: Not properly terminated") gives no
+    traceback. If it was a Ray driver, its cluster is still on disk: say what Ray logged."""
+    if error:
+        for line in ray_clusters_left_behind(_SESSION_STARTED):
+            sys.stderr.write(line + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import RAY_ROOT_PREFIX
+
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 # Ray reads these once, when it is first imported: set before any test imports it.
 os.environ.update(LOOPBACK_ENV)
@@ -139,7 +141,8 @@ def loopback_cluster(
     Torn down on exit, failure included; a process of it outliving the shutdown is killed."""
     from ray.cluster_utils import Cluster
 
-    root = Path(tempfile.mkdtemp(prefix="ddray-"))  # short: Ray's socket paths must fit
+    # short (Ray's socket paths must fit); named so that a dead worker's cluster is found
+    root = Path(tempfile.mkdtemp(prefix=RAY_ROOT_PREFIX))
     worker_tmp = root / "tmp"
     (worker_tmp / "ray").mkdir(parents=True)  # Ray notes the current cluster there
     os.environ.update(LOOPBACK_ENV)
