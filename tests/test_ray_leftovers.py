@@ -24,6 +24,7 @@ def test_a_cluster_left_behind_is_named_with_rays_fatal_lines(
         "[2026-12-02 10:00:02,000 C 11 11] worker_pool.cc:667:  Check failed: running_size\n"
     )
     (logs / "python-core-driver-01.log").write_text(
+        "[2026-12-02 10:00:03,000 I 12 12] core_worker.cc:8: connected\n"
         "[2026-12-02 10:00:03,000 E 12 12] core_worker.cc:9: The raylet has died\n"
     )
     older = tmp_path / f"{RAY_ROOT_PREFIX}old"
@@ -34,9 +35,11 @@ def test_a_cluster_left_behind_is_named_with_rays_fatal_lines(
     lines = ray_clusters_left_behind(since=time.time() - 60)
     assert (
         lines[0]
-        == f"Ray cluster left behind in {tmp_path / (RAY_ROOT_PREFIX + 'abc')}: 1 fatal lines"
+        == f"Ray cluster left behind in {tmp_path / (RAY_ROOT_PREFIX + 'abc')}: 2 fatal lines"
     )
     assert lines[1:] == [
+        "  python-core-driver-01.log: [2026-12-02 10:00:03,000 E 12 12] core_worker.cc:9: The "
+        "raylet has died",
         "  raylet.out: [2026-12-02 10:00:02,000 C 11 11] worker_pool.cc:667:  Check failed: "
-        "running_size"
+        "running_size",
     ]
