@@ -10,7 +10,7 @@ Flags on a run, each against the latest earlier run it can be compared with, wit
 in one line:
 
 - ``regression`` / ``improvement``: the paired comparison over the shared tasks that
-  ``check --baseline`` makes (``gate.regression_condition`` over ``compare.compare_runs``, the
+  ``check --baseline`` makes (``gate.regression_verdict`` on ``compare.success_delta``, the
   stratified permutation test over attempts), so the two never disagree: a regression is a drop
   larger than ``allowed_pp`` with p < 0.05; an improvement the same upwards. The baseline is
   the latest earlier run sharing a judged task with this one.
@@ -334,11 +334,12 @@ class PairedOutcome:
 
 
 def paired_outcome(base: RunAggregate, run: RunAggregate, allowed_pp: float) -> PairedOutcome:
-    """``check --baseline``'s verdict on the pair (``gate.regression_condition`` over
-    ``compare.compare_runs``), kept in the user's cache by the pair's per-task counts: the
-    exact test costs ~0.25 s at 500 tasks, and a history's pairs rarely change."""
-    from driftdesk.analysis.compare import compare_runs
-    from driftdesk.analysis.gate import regression_condition
+    """``check --baseline``'s verdict on the pair (``gate.regression_verdict`` on
+    ``compare.success_delta``, the success delta of ``compare.compare_runs``, over the shared
+    tasks by task id), kept in the user's cache by the pair's per-task counts: the exact test
+    is most of a trend's computing, and a history's pairs rarely change."""
+    from driftdesk.analysis.compare import success_delta
+    from driftdesk.analysis.gate import regression_verdict
     from driftdesk.analysis.trend_data import load_pair, store_pair
 
     key = [CACHE_PAIR_VERSION, allowed_pp, base.run_id, run.run_id, base.tasks, run.tasks]
@@ -346,19 +347,20 @@ def paired_outcome(base: RunAggregate, run: RunAggregate, allowed_pp: float) -> 
     if known is not None:
         with contextlib.suppress(TypeError):
             return PairedOutcome(**known)
-    base_report, report = _report(base), _report(run)  # only when not kept: 500 tasks a run
-    comparison = compare_runs(base_report, report)
-    condition = regression_condition(base_report, report, allowed_pp, comparison)
-    delta = comparison.delta["success_rate"]
+    shared = sorted(base.tasks.keys() & run.tasks.keys())
+    pairs = ((base.tasks[t], run.tasks[t]) for t in shared)
+    delta = success_delta([(na, pa, nb, pb) for (na, pa), (nb, pb) in pairs])
+    only_in_a, only_in_b = len(base.tasks) - len(shared), len(run.tasks) - len(shared)
+    condition = regression_verdict(base.run_id, delta, allowed_pp, only_in_a, only_in_b)
     outcome = PairedOutcome(
         condition.passed,
         condition.detail,
         delta.value,
         delta.p_value,
         delta.sentence,
-        comparison.shared_tasks,
-        comparison.only_in_a,
-        comparison.only_in_b,
+        len(shared),
+        only_in_a,
+        only_in_b,
     )
     store_pair(key, asdict(outcome))
     return outcome
@@ -430,38 +432,6 @@ def _tokens_changed(before: RunAggregate, run: RunAggregate) -> Flag | None:
         f"({shown.replace('+', '+' if change > 0 else '-')}, "
         f"{'∞' if math.isinf(errors) else f'{errors:.1f}'} standard errors; rule: ≥ "
         f"{TOKENS_MIN_CHANGE:.0%} and > {TOKENS_MIN_SE:g} SE)",
-    )
-
-
-def _report(run: RunAggregate) -> Any:
-    """``run`` as the ``RunReport`` a ``check --baseline`` reads (the tasks with a judged
-    attempt, each its attempts and passes), for the paired comparison."""
-    from driftdesk.analysis.volatility import RunReport, TaskStats
-
-    tasks = [
-        TaskStats(
-            task_id,
-            None,
-            n,
-            passes,
-            n - passes,
-            0,
-            0,
-            passes / n,
-            1.0 if 0 < passes < n else 0.0,
-            c_out=(2 * passes / n - 1) ** 2 if n >= 2 else None,
-        )
-        for task_id, (n, passes) in run.tasks.items()
-    ]
-    return RunReport(
-        run_id=run.run_id,
-        source=run.run_dir,
-        run_dir=run.run_dir,
-        started_at=run.started_at,
-        repeat=run.repeat,
-        tasks=tasks,
-        tasks_judged=len(tasks),
-        tasks_total=len(tasks),
     )
 
 
