@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,11 +99,13 @@ def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
     return [file_key(run_dir / MANIFEST_FILE), file_key(rows), file_key(run_dir / CALLS_FILE)]
 
 
-def user_cache_file(run_dir: Path) -> Path:
-    """Where a read-only run's cache entry goes: the user's cache dir, by the run dir's path."""
+def user_cache_file(run_dir: Path, *, resolved: Path | None = None) -> Path:
+    """Where a read-only run's cache entry goes: the user's cache dir, by the run dir's path
+    (``resolved``: ``run_dir.resolve()``, if the caller has it)."""
     from driftdesk.paths import cache_dir
 
-    digest = hashlib.sha256(str(run_dir.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
+    where = str(resolved or run_dir.resolve())
+    digest = hashlib.sha256(where.encode("utf-8", "surrogatepass")).hexdigest()
     return cache_dir() / "trend" / f"{digest[:32]}.json"
 
 
@@ -125,7 +127,8 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
     from driftdesk.fileio import atomic_write_text
 
     text = json.dumps(
-        {"version": CACHE_VERSION, "keys": keys, "aggregate": asdict(aggregate)},
+        # its fields as they are (JSON already; ``asdict`` deep-copies 500 tasks' lists)
+        {"version": CACHE_VERSION, "keys": keys, "aggregate": vars(aggregate)},
         ensure_ascii=False,
         separators=(",", ":"),
     )
@@ -167,15 +170,21 @@ def store_pair(key: list[Any], outcome: dict[str, Any]) -> None:
         atomic_write_text(path, json.dumps(outcome, separators=(",", ":")), mode=0o600)
 
 
-def aggregates(run_dirs: Sequence[Path], *, use_cache: bool = True) -> list[RunAggregate]:
+def aggregates(
+    run_dirs: Sequence[Path],
+    *,
+    use_cache: bool = True,
+    manifests: Sequence[dict[str, Any]] | None = None,
+) -> list[RunAggregate]:
     """The aggregate of each run dir (in order): from the cache where its files are unchanged,
-    else read (in batches, one DuckDB connection per batch) and cached."""
+    else read (in batches, one DuckDB connection per batch) and cached. ``manifests``: the
+    run dirs' manifests, if the caller has read them."""
     from driftdesk.analysis.sources import read_manifest
 
     found: dict[int, RunAggregate] = {}
     to_read: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
     for index, run_dir in enumerate(run_dirs):
-        manifest = read_manifest(run_dir)
+        manifest = read_manifest(run_dir) if manifests is None else manifests[index]
         keys = source_keys(run_dir, manifest)
         hit = cached(run_dir, keys) if use_cache else None
         if hit is not None:
