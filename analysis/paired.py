@@ -31,6 +31,12 @@ from statistics import NormalDist
 ALPHA = 0.05
 EXACT_BUDGET = 1_000_000  # additions of the exact convolution (~0.05 s); past it: normal
 KEY_RESOLUTION = 10**6  # sign-flip differences are summed exactly on a grid of 1e-6
+DENSE_BUDGET = 20_000  # additions up to which the convolution is in floats; past it: fixed point
+FIXED_BITS = 96  # fraction bits of the fixed-point convolution (a multiple of 8)
+# Bytes per coefficient of a product: a probability times a distribution's total is below
+# 2^(2·96 + 1), so one never carries into the next.
+_SLOT = (2 * FIXED_BITS + 8) // 8
+_DROPPED = FIXED_BITS // 8
 
 STRATIFIED = "stratified-permutation"
 STRATIFIED_NORMAL = "stratified-permutation-normal"
@@ -119,17 +125,26 @@ def _affordable(steps: list[int], widths: list[int]) -> bool:
 
 
 def _convolve(parts: Sequence[Part]) -> Null:
-    """The distribution of the sum of independent integer-valued parts, as a ``Null``.
-
-    Dense: the sum's possible values lie on a grid of the parts' common step, so the
-    distribution is a list over that grid, and each value of a part adds the whole list,
-    scaled, at its offset in one slice (C loops, no dict). A part's values are added from
-    its largest down, so each sum collects its terms in the order of the values it came from,
-    smallest first: the very floats of adding term by term in key order."""
+    """The distribution of the sum of independent integer-valued parts, as a ``Null``: a
+    list over the grid of the parts' common step (where the sum's values lie). A small one
+    in floats (``_dense``), a large one in fixed point (``_fixed_point``)."""
     common = math.gcd(*(step for _, step, _ in parts)) or 1
+    spread = [(probs, step // common) for _, step, probs in parts]
+    cost, size = 0, 1
+    for probs, stride in spread:
+        cost += size * len(probs)
+        size += (len(probs) - 1) * stride
+    dist = _dense(spread) if cost <= DENSE_BUDGET else _fixed_point(spread)
+    return sum(start for start, _, _ in parts), common, dist
+
+
+def _dense(spread: list[tuple[list[float], int]]) -> list[float]:
+    """Each value of a part adds the whole distribution so far, scaled, at its offset, in one
+    slice (C loops, no dict). A part's values are added from its largest down, so each sum
+    collects its terms in the order of the values they came from, smallest first: the very
+    floats of adding term by term in key order."""
     dist = [1.0]
-    for _, step, probs in parts:
-        stride = step // common
+    for probs, stride in spread:
         size = len(dist)
         summed = [0.0] * (size + (len(probs) - 1) * stride)
         last = len(probs) - 1
@@ -141,7 +156,45 @@ def _convolve(parts: Sequence[Part]) -> Null:
                 add, summed[at : at + size], map(mul, dist, repeat(probs[index]))
             )
         dist = summed
-    return sum(start for start, _, _ in parts), common, dist
+    return dist
+
+
+def _fixed_point(spread: list[tuple[list[float], int]]) -> list[float]:
+    """The same sums by whole-number arithmetic: probabilities as multiples of 2^-96, a
+    distribution as one big integer with a coefficient every ``_SLOT`` bytes, two
+    distributions' convolution as the product of their integers (Python multiplies big
+    integers in sub-quadratic time), in a balanced tree. Each product is cut back to 96
+    fraction bits, so a probability is off by less than 2^-96 per level (~1e-28, where a float
+    near 0.01 carries ~1e-18), and one below 2^-96 is 0."""
+    leaves = []
+    for probs, stride in spread:
+        vector = [0] * ((len(probs) - 1) * stride + 1)
+        vector[::stride] = [int(math.ldexp(p, FIXED_BITS)) for p in probs]
+        leaves.append((len(vector), b"".join(x.to_bytes(_SLOT, "little") for x in vector)))
+    while len(leaves) > 1:
+        leaves = [
+            _product(leaves[i], leaves[i + 1]) if i + 1 < len(leaves) else leaves[i]
+            for i in range(0, len(leaves), 2)
+        ]
+    size, digits = leaves[0]
+    one = 1 << FIXED_BITS
+    return [  # each rounded to the nearest float
+        int.from_bytes(digits[at : at + _SLOT], "little") / one
+        for at in range(0, size * _SLOT, _SLOT)
+    ]
+
+
+def _product(a: tuple[int, bytes], b: tuple[int, bytes]) -> tuple[int, bytes]:
+    """The convolution of two fixed-point distributions (their sizes and digits), cut back
+    to ``FIXED_BITS``: each coefficient's low ``_DROPPED`` bytes go, byte by byte for all
+    coefficients at once (strided slices, no loop over coefficients)."""
+    size = a[0] + b[0] - 1
+    product = int.from_bytes(a[1], "little") * int.from_bytes(b[1], "little")
+    full = product.to_bytes(size * _SLOT, "little")
+    kept = bytearray(size * _SLOT)
+    for byte in range(_SLOT - _DROPPED):
+        kept[byte::_SLOT] = full[_DROPPED + byte :: _SLOT]
+    return size, bytes(kept)
 
 
 def _exact(

@@ -9,6 +9,7 @@ import random
 
 from driftdesk.analysis.paired import (
     ALPHA,
+    DENSE_BUDGET,
     KEY_RESOLUTION,
     SIGN_FLIP,
     STRATIFIED,
@@ -33,8 +34,14 @@ def reference_p_and_ci(null: dict[int, float], observed: int, scale: int) -> tup
     q_hi the largest with S ≥ α/2."""
     keys = sorted(null)
     # F summed from the least value up, S from the largest down
-    cdf = [sum(null[k] for k in keys[: i + 1]) for i in range(len(keys))]
-    sf = [sum(null[k] for k in reversed(keys[i:])) for i in range(len(keys))]
+    cdf, sf, total = [], [], 0.0
+    for k in keys:
+        total += null[k]
+        cdf.append(total)
+    total = 0.0
+    for k in reversed(keys):
+        total += null[k]
+        sf.insert(0, total)
     below = sum(null[k] for k in keys if k <= observed)
     above = sum(null[k] for k in reversed(keys) if k >= observed)
     low_q = next(k for k, c in zip(keys, cdf, strict=True) if c >= ALPHA / 2)
@@ -45,7 +52,10 @@ def reference_p_and_ci(null: dict[int, float], observed: int, scale: int) -> tup
     ]
 
 
-def reference_stratified(tables: list[tuple[int, int, int, int]]) -> tuple[float, list]:
+def reference_stratified(
+    tables: list[tuple[int, int, int, int]], support: list[int] | None = None
+) -> tuple[float, list]:
+    """p and CI; ``support``: given a list, the null's number of values is appended."""
     informative = [t for t in tables if 0 < t[1] + t[3] < t[0] + t[2]]
     grid = math.lcm(*(na * nb for na, _, nb, _ in informative)) if informative else 1
     parts, observed = [], 0
@@ -59,7 +69,10 @@ def reference_stratified(tables: list[tuple[int, int, int, int]]) -> tuple[float
             }
         )
         observed += (pb * total - m * nb) * unit
-    return reference_p_and_ci(reference_convolution(parts), observed, len(tables) * grid)
+    null = reference_convolution(parts)
+    if support is not None:
+        support.append(len(null))
+    return reference_p_and_ci(null, observed, len(tables) * grid)
 
 
 def reference_sign_flip(differences: list[float]) -> tuple[float, list]:
@@ -95,6 +108,32 @@ def test_the_stratified_test_gives_the_reference_p_and_ci_on_many_random_tables(
             identical += (test.p_value, test.ci95) == (p_value, ci)
     assert 30 < significant < 370, significant  # both verdicts were seen
     assert identical == 200
+
+
+def test_a_large_null_in_fixed_point_gives_the_reference_p_and_ci() -> None:
+    """Hundreds of tasks of 5 or 10 attempts a run (a nightly suite): past ``DENSE_BUDGET``,
+    so convolved in fixed point; the same p and CI as the float reference."""
+    rng = random.Random(34)
+    support: list[int] = []
+    significant = 0
+    for case in range(10):
+        tables = []
+        for _ in range(rng.choice([100, 200, 300])):
+            na, nb = (10, 10) if case % 2 else (rng.choice([5, 10]), rng.choice([5, 10]))
+            skill = rng.choice([1.0, 0.9, 0.6, 0.2, 0.0])
+            drift = -0.1 if case % 3 == 0 else 0.0
+            pa = sum(rng.random() < skill for _ in range(na))
+            pb = sum(rng.random() < skill + drift for _ in range(nb))
+            tables.append((na, pa, nb, pb))
+        test = stratified_permutation(tables)
+        assert test.method == STRATIFIED
+        p_value, ci = reference_stratified(tables, support)
+        assert abs(test.p_value - p_value) <= 1e-12, (test, p_value)
+        assert _close(test.ci95, ci), (test, ci)
+        significant += test.p_value < 0.05
+    # every null had hundreds of values: its convolution cost past the float path's budget
+    assert min(support) ** 2 / 2 > DENSE_BUDGET, support
+    assert 0 < significant < 10, significant
 
 
 def test_the_sign_flip_test_gives_the_reference_p_and_ci_on_many_random_differences() -> None:
