@@ -42,14 +42,14 @@ def code_version() -> str:
     return digest.hexdigest()
 
 
-def run_identity(run_dir: Path, resolved: Path, manifest: dict[str, Any]) -> list[Any]:
+def run_identity(run_dir: Path, resolved: Path, manifest: dict[str, Any], root: Path) -> list[Any]:
     """What a run contributes to a trend's identity (see the module); ``resolved``: the run
-    dir's resolved path."""
+    dir's resolved path; ``root``: the user's cache dir."""
     return [
         str(resolved),
         *source_keys(run_dir, manifest),
         file_key(run_dir / CACHE_FILE),
-        file_key(user_cache_file(run_dir, resolved=resolved)),
+        file_key(user_cache_file(run_dir, resolved=resolved, root=root)),
     ]
 
 
@@ -60,8 +60,11 @@ def identity(
     options: dict[str, Any],
 ) -> list[Any]:
     """A trend's identity: the code, the options, each run's identity."""
+    from driftdesk.paths import cache_dir
+
+    root = cache_dir()
     runs = zip(run_dirs, resolved, manifests, strict=True)
-    return [code_version(), options, [run_identity(*run) for run in runs]]
+    return [code_version(), options, [run_identity(*run, root) for run in runs]]
 
 
 def entry_file(resolved: Sequence[Path], options: dict[str, Any]) -> Path:

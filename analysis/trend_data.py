@@ -92,21 +92,25 @@ def file_key(path: Path) -> FileKey:
 
 def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
     """The (path, size, mtime) of every file a run's aggregate is read from."""
-    from driftdesk.analysis.sources import RunSource
-    from driftdesk.analysis.zero_copy import rows_path
+    rows = run_dir / ATTEMPTS_FILE
+    if manifest.get("imported_from"):  # a zero-copy import reads its rows where they are
+        from driftdesk.analysis.sources import RunSource
+        from driftdesk.analysis.zero_copy import rows_path
 
-    rows = rows_path(RunSource(run_dir / ATTEMPTS_FILE, run_dir, manifest))
+        rows = rows_path(RunSource(rows, run_dir, manifest))
     return [file_key(run_dir / MANIFEST_FILE), file_key(rows), file_key(run_dir / CALLS_FILE)]
 
 
-def user_cache_file(run_dir: Path, *, resolved: Path | None = None) -> Path:
-    """Where a read-only run's cache entry goes: the user's cache dir, by the run dir's path
-    (``resolved``: ``run_dir.resolve()``, if the caller has it)."""
+def user_cache_file(
+    run_dir: Path, *, resolved: Path | None = None, root: Path | None = None
+) -> Path:
+    """Where a read-only run's cache entry goes: the user's cache dir (``root``, if the
+    caller has it), by the run dir's path (``resolved``: ``run_dir.resolve()``, likewise)."""
     from driftdesk.paths import cache_dir
 
     where = str(resolved or run_dir.resolve())
     digest = hashlib.sha256(where.encode("utf-8", "surrogatepass")).hexdigest()
-    return cache_dir() / "trend" / f"{digest[:32]}.json"
+    return (root or cache_dir()) / "trend" / f"{digest[:32]}.json"
 
 
 def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
@@ -133,14 +137,14 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
         separators=(",", ":"),
     )
     try:
-        atomic_write_text(run_dir / CACHE_FILE, text, mode=0o600)
+        atomic_write_text(run_dir / CACHE_FILE, text, mode=0o600, durable=False)
         return
     except OSError:
         pass
     with contextlib.suppress(OSError):
         fallback = user_cache_file(run_dir)
         fallback.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(fallback, text, mode=0o600)
+        atomic_write_text(fallback, text, mode=0o600, durable=False)
 
 
 def _pair_file(key: list[Any]) -> Path:
@@ -167,7 +171,9 @@ def store_pair(key: list[Any], outcome: dict[str, Any]) -> None:
     path = _pair_file(key)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(outcome, separators=(",", ":")), mode=0o600)
+        atomic_write_text(
+            path, json.dumps(outcome, separators=(",", ":")), mode=0o600, durable=False
+        )
 
 
 def aggregates(
