@@ -7,8 +7,8 @@ one null distribution, so the two can never disagree (p < 0.05 exactly when the 
   per task (strata = tasks). The statistic is the mean per-task difference of success rates,
   B − A, so a task run 25 times weighs its 25 attempts, and one that went from 5/5 to 0/5 is
   strong evidence on its own (the permutation probability of that split is 1/252). Its null
-  distribution is the exact convolution of the tasks' hypergeometrics while that is cheap,
-  else its normal approximation (same mean 0 and variance; the sum of many independent bounded
+  distribution is the exact convolution of the tasks' hypergeometrics while that is cheap
+  (a large one in fixed point, to ~1e-28), else its normal approximation (same mean 0 and variance; the sum of many independent bounded
   terms). With one attempt per task in each run it is McNemar's exact test.
 - Gap: a **sign-flip permutation test** on per-task differences (each task's difference is as
   likely to have either sign), exact by the same convolution, else normal.
@@ -29,7 +29,7 @@ from operator import add, mul
 from statistics import NormalDist
 
 ALPHA = 0.05
-EXACT_BUDGET = 1_000_000  # additions of the exact convolution (~0.05 s); past it: normal
+EXACT_BUDGET = 1_000_000  # additions of the exact convolution (~0.02 s); past it: normal
 KEY_RESOLUTION = 10**6  # sign-flip differences are summed exactly on a grid of 1e-6
 DENSE_BUDGET = 20_000  # additions up to which the convolution is in floats; past it: fixed point
 FIXED_BITS = 96  # fraction bits of the fixed-point convolution (a multiple of 8)
@@ -165,36 +165,42 @@ def _fixed_point(spread: list[tuple[list[float], int]]) -> list[float]:
     distributions' convolution as the product of their integers (Python multiplies big
     integers in sub-quadratic time), in a balanced tree. Each product is cut back to 96
     fraction bits, so a probability is off by less than 2^-96 per level (~1e-28, where a float
-    near 0.01 carries ~1e-18), and one below 2^-96 is 0."""
+    near 0.01 carries ~1e-18), and one below 2^-96 is 0: the far tails, left out of the
+    integers (most of a large null's grid)."""
     leaves = []
     for probs, stride in spread:
         vector = [0] * ((len(probs) - 1) * stride + 1)
         vector[::stride] = [int(math.ldexp(p, FIXED_BITS)) for p in probs]
-        leaves.append((len(vector), b"".join(x.to_bytes(_SLOT, "little") for x in vector)))
+        leaves.append((0, b"".join(x.to_bytes(_SLOT, "little") for x in vector)))
     while len(leaves) > 1:
         leaves = [
             _product(leaves[i], leaves[i + 1]) if i + 1 < len(leaves) else leaves[i]
             for i in range(0, len(leaves), 2)
         ]
-    size, digits = leaves[0]
+    first, digits = leaves[0]
     one = 1 << FIXED_BITS
-    return [  # each rounded to the nearest float
+    values = [  # each rounded to the nearest float
         int.from_bytes(digits[at : at + _SLOT], "little") / one
-        for at in range(0, size * _SLOT, _SLOT)
+        for at in range(0, len(digits), _SLOT)
     ]
+    size = sum((len(probs) - 1) * stride for probs, stride in spread) + 1
+    return [0.0] * first + values + [0.0] * (size - first - len(values))
 
 
 def _product(a: tuple[int, bytes], b: tuple[int, bytes]) -> tuple[int, bytes]:
-    """The convolution of two fixed-point distributions (their sizes and digits), cut back
-    to ``FIXED_BITS``: each coefficient's low ``_DROPPED`` bytes go, byte by byte for all
-    coefficients at once (strided slices, no loop over coefficients)."""
-    size = a[0] + b[0] - 1
+    """The convolution of two fixed-point distributions (each its first grid point and its
+    digits), cut back to ``FIXED_BITS``: each coefficient's low ``_DROPPED`` bytes go, byte
+    by byte for all coefficients at once (strided slices, no loop over coefficients); then
+    the coefficients that are 0 at either end."""
+    size = len(a[1]) // _SLOT + len(b[1]) // _SLOT - 1
     product = int.from_bytes(a[1], "little") * int.from_bytes(b[1], "little")
     full = product.to_bytes(size * _SLOT, "little")
     kept = bytearray(size * _SLOT)
     for byte in range(_SLOT - _DROPPED):
         kept[byte::_SLOT] = full[_DROPPED + byte :: _SLOT]
-    return size, bytes(kept)
+    leading = (len(kept) - len(kept.lstrip(b"\0"))) // _SLOT
+    trailing = (len(kept) - len(kept.rstrip(b"\0"))) // _SLOT
+    return a[0] + b[0] + leading, bytes(kept[leading * _SLOT : len(kept) - trailing * _SLOT])
 
 
 def _exact(

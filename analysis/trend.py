@@ -479,10 +479,11 @@ def paired_outcome(base: RunAggregate, run: RunAggregate, allowed_pp: float) -> 
     is most of a trend's computing, and a history's pairs rarely change."""
     from driftdesk.analysis.compare import success_delta
     from driftdesk.analysis.gate import regression_verdict
-    from driftdesk.analysis.trend_data import load_pair, store_pair
+    from driftdesk.analysis.trend_data import load_pair, pair_file, store_pair
 
     key = [CACHE_PAIR_VERSION, allowed_pp, base.run_id, run.run_id, base.tasks, run.tasks]
-    known = load_pair(key)
+    path = pair_file(key)  # (a JSON of both runs' tasks: made once)
+    known = load_pair(path)
     if known is not None:
         with contextlib.suppress(TypeError):
             return PairedOutcome(**known)
@@ -501,7 +502,7 @@ def paired_outcome(base: RunAggregate, run: RunAggregate, allowed_pp: float) -> 
         only_in_a,
         only_in_b,
     )
-    store_pair(key, asdict(outcome))
+    store_pair(path, asdict(outcome))
     return outcome
 
 

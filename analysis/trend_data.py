@@ -147,7 +147,8 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
         atomic_write_text(fallback, text, mode=0o600, durable=False)
 
 
-def _pair_file(key: list[Any]) -> Path:
+def pair_file(key: list[Any]) -> Path:
+    """Where a pair's outcome is kept: the user's cache dir, by its ``key`` (JSON-able)."""
     from driftdesk.paths import cache_dir
 
     text = json.dumps(key, sort_keys=True, separators=(",", ":"))
@@ -155,20 +156,20 @@ def _pair_file(key: list[Any]) -> Path:
     return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
 
 
-def load_pair(key: list[Any]) -> dict[str, Any] | None:
-    """A pair's paired-test outcome kept by ``store_pair`` (None: not kept, or unreadable)."""
+def load_pair(path: Path) -> dict[str, Any] | None:
+    """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``; None:
+    not kept, or unreadable)."""
     try:
-        data = json.loads(_pair_file(key).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def store_pair(key: list[Any], outcome: dict[str, Any]) -> None:
+def store_pair(path: Path, outcome: dict[str, Any]) -> None:
     """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test)."""
     from driftdesk.fileio import atomic_write_text
 
-    path = _pair_file(key)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(
