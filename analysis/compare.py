@@ -13,13 +13,14 @@ import) a warning says so, and ``newer`` names the later one; the runs are never
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from driftdesk.analysis.faults import RFault, injection_spec, r_fault
 from driftdesk.analysis.metrics import mean_or_none
-from driftdesk.analysis.paired import sign_flip, stratified_permutation
+from driftdesk.analysis.paired import PairedTest, sign_flip, stratified_permutation
 from driftdesk.analysis.sources import RunSource, SourceError, resolve_sources
 from driftdesk.analysis.volatility import RunReport, build_reports_reading
 
@@ -384,20 +385,33 @@ def paired_deltas(pairs: list[tuple[TaskOutcome, TaskOutcome]]) -> dict[str, Pai
     its p-value and 95 % CI from one permutation null (``analysis.paired``): success permutes
     each task's attempts between the runs, the gap flips each task's sign."""
     if not pairs:
-        empty = "no task was judged by both runs, so there is nothing to compare"
-        return {
-            name: PairedDelta(name, None, None, None, "none", empty)
-            for name in ("success_rate", "consistency_gap_pp")
-        }
-    success = stratified_permutation([(x.n, x.passes, y.n, y.passes) for x, y in pairs])
+        return {name: _nothing_shared(name) for name in ("success_rate", "consistency_gap_pp")}
     gap = sign_flip([((y.spread or 0.0) - (x.spread or 0.0)) * 100 for x, y in pairs])
-    deltas = {
-        name: PairedDelta(name, test.value, test.ci95, test.p_value, test.method, "")
-        for name, test in (("success_rate", success), ("consistency_gap_pp", gap))
+    return {
+        "success_rate": success_delta([(x.n, x.passes, y.n, y.passes) for x, y in pairs]),
+        "consistency_gap_pp": _delta("consistency_gap_pp", gap, len(pairs)),
     }
-    for delta in deltas.values():
-        delta.sentence = _sentence(delta, len(pairs))
-    return deltas
+
+
+def success_delta(counts: Sequence[tuple[int, int, int, int]]) -> PairedDelta:
+    """B − A in success rate over the shared tasks (``counts``: per task, by task id, A's
+    judged attempts and passes, then B's), by the stratified permutation test over attempts:
+    the one delta a regression is judged by (``gate.regression_condition``, and ``driftdesk
+    trend``'s flags without the rest of a comparison)."""
+    if not counts:
+        return _nothing_shared("success_rate")
+    return _delta("success_rate", stratified_permutation(counts), len(counts))
+
+
+def _delta(name: str, test: PairedTest, tasks: int) -> PairedDelta:
+    delta = PairedDelta(name, test.value, test.ci95, test.p_value, test.method, "")
+    delta.sentence = _sentence(delta, tasks)
+    return delta
+
+
+def _nothing_shared(name: str) -> PairedDelta:
+    empty = "no task was judged by both runs, so there is nothing to compare"
+    return PairedDelta(name, None, None, None, "none", empty)
 
 
 def _sentence(delta: PairedDelta, tasks: int) -> str:

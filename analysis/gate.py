@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from driftdesk.analysis.compare import SIGNIFICANCE, Comparison, compare_runs
+from driftdesk.analysis.compare import SIGNIFICANCE, Comparison, PairedDelta, compare_runs
 from driftdesk.analysis.volatility import RunReport
 
 
@@ -150,13 +150,27 @@ def regression_condition(
     allowed_pp: float,
     comparison: Comparison | None = None,
 ) -> Condition:
-    """The regression condition of ``check --baseline`` (``driftdesk trend`` flags a run by
-    it too, so the two never disagree); ``comparison``: ``compare_runs(baseline, report)`` if
-    the caller has it."""
-    name = f"no significant success drop > {allowed_pp:g} pp vs {baseline.run_id}"
+    """The regression condition of ``check --baseline``; ``comparison``:
+    ``compare_runs(baseline, report)`` if the caller has it."""
     if comparison is None:
         comparison = compare_runs(baseline, report)
-    delta = comparison.delta["success_rate"]
+    return regression_verdict(
+        baseline.run_id,
+        comparison.delta["success_rate"],
+        allowed_pp,
+        comparison.only_in_a,
+        comparison.only_in_b,
+    )
+
+
+def regression_verdict(
+    baseline_id: str, delta: PairedDelta, allowed_pp: float, only_in_a: int, only_in_b: int
+) -> Condition:
+    """The regression condition on ``delta`` (``compare.success_delta`` of a run against
+    ``baseline_id`` over their shared tasks; ``only_in_*``: the tasks left out): failed by a
+    drop larger than ``allowed_pp`` with p < 0.05. ``driftdesk trend`` flags a run by it too,
+    so the two never disagree."""
+    name = f"no significant success drop > {allowed_pp:g} pp vs {baseline_id}"
     if delta.value is None:
         return Condition(name, False, None, "no task judged by both runs: nothing to compare")
     change_pp = delta.value * 100
@@ -164,8 +178,8 @@ def regression_condition(
     significant = delta.p_value is not None and delta.p_value < SIGNIFICANCE
     failed = drop > allowed_pp and significant
     left_out = (
-        f"; {comparison.only_in_a} baseline-only and {comparison.only_in_b} run-only tasks left out"
-        if comparison.only_in_a or comparison.only_in_b
+        f"; {only_in_a} baseline-only and {only_in_b} run-only tasks left out"
+        if only_in_a or only_in_b
         else ""
     )
     return Condition(name, not failed, change_pp, f"{delta.sentence}{left_out}")

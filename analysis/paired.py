@@ -7,8 +7,8 @@ one null distribution, so the two can never disagree (p < 0.05 exactly when the 
   per task (strata = tasks). The statistic is the mean per-task difference of success rates,
   B − A, so a task run 25 times weighs its 25 attempts, and one that went from 5/5 to 0/5 is
   strong evidence on its own (the permutation probability of that split is 1/252). Its null
-  distribution is the exact convolution of the tasks' hypergeometrics while that is cheap,
-  else its normal approximation (same mean 0 and variance; the sum of many independent bounded
+  distribution is the exact convolution of the tasks' hypergeometrics while that is cheap
+  (a large one in fixed point, to ~1e-28), else its normal approximation (same mean 0 and variance; the sum of many independent bounded
   terms). With one attempt per task in each run it is McNemar's exact test.
 - Gap: a **sign-flip permutation test** on per-task differences (each task's difference is as
   likely to have either sign), exact by the same convolution, else normal.
@@ -22,19 +22,34 @@ from __future__ import annotations
 
 import itertools
 import math
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add, mul
 from statistics import NormalDist
 
 ALPHA = 0.05
-EXACT_BUDGET = 1_000_000  # additions of the exact convolution (~0.3 s); past it: normal
+EXACT_BUDGET = 1_000_000  # additions of the exact convolution (~0.02 s); past it: normal
 KEY_RESOLUTION = 10**6  # sign-flip differences are summed exactly on a grid of 1e-6
+DENSE_BUDGET = 20_000  # additions up to which the convolution is in floats; past it: fixed point
+FIXED_BITS = 96  # fraction bits of the fixed-point convolution (a multiple of 8)
+# Bytes per coefficient of a product: a probability times a distribution's total is below
+# 2^(2·96 + 1), so one never carries into the next.
+_SLOT = (2 * FIXED_BITS + 8) // 8
+_DROPPED = FIXED_BITS // 8
 
 STRATIFIED = "stratified-permutation"
 STRATIFIED_NORMAL = "stratified-permutation-normal"
 SIGN_FLIP = "sign-flip-permutation"
 SIGN_FLIP_NORMAL = "sign-flip-normal"
+
+
+# A part of a sum: its least value, the step between its values, and their probabilities
+# (least value first).
+Part = tuple[int, int, list[float]]
+# A distribution on a grid: the least value, the step, the probability of each grid point
+# (0.0 where the sum cannot be).
+Null = tuple[int, int, list[float]]
 
 
 @dataclass(frozen=True)
@@ -64,17 +79,17 @@ def stratified_permutation(
     widths = [min(nb, pa + pb) - max(0, pa + pb - na) + 1 for na, nb, pa, pb in informative]
     if not _affordable(steps, widths):
         return _normal(value, variance / tasks**2, alpha, STRATIFIED_NORMAL)
-    parts: list[dict[int, float]] = []
+    parts: list[Part] = []
     observed = 0
     for na, nb, pa, pb in informative:
         total, m, unit = na + nb, pa + pb, grid // (na * nb)
         ways = math.comb(total, nb)
-        parts.append(
-            {
-                (a * total - m * nb) * unit: math.comb(m, a) * math.comb(total - m, nb - a) / ways
-                for a in range(max(0, m - na), min(nb, m) + 1)
-            }
-        )
+        low = max(0, m - na)
+        probs = [
+            math.comb(m, a) * math.comb(total - m, nb - a) / ways
+            for a in range(low, min(nb, m) + 1)
+        ]
+        parts.append(((low * total - m * nb) * unit, total * unit, probs))
         observed += (pb * total - m * nb) * unit
     return _exact(value, observed, _convolve(parts), tasks * grid, alpha, STRATIFIED)
 
@@ -89,7 +104,7 @@ def sign_flip(differences: Sequence[float], *, alpha: float = ALPHA) -> PairedTe
     if not _affordable(steps, [2] * len(keys)):
         variance = math.fsum(d * d for d in differences)
         return _normal(value, variance / tasks**2, alpha, SIGN_FLIP_NORMAL)
-    null = _convolve([{k: 0.5, -k: 0.5} for k in keys])
+    null = _convolve([(-abs(k), 2 * abs(k), [0.5, 0.5]) for k in keys])
     return _exact(value, sum(keys), null, tasks * KEY_RESOLUTION, alpha, SIGN_FLIP)
 
 
@@ -109,34 +124,102 @@ def _affordable(steps: list[int], widths: list[int]) -> bool:
     return True
 
 
-def _convolve(parts: list[dict[int, float]]) -> dict[int, float]:
-    """The distribution of the sum of independent integer-valued parts."""
-    dist = {0: 1.0}
-    for part in parts:
-        summed: dict[int, float] = {}
-        for key, prob in dist.items():
-            for shift, weight in part.items():
-                summed[key + shift] = summed.get(key + shift, 0.0) + prob * weight
+def _convolve(parts: Sequence[Part]) -> Null:
+    """The distribution of the sum of independent integer-valued parts, as a ``Null``: a
+    list over the grid of the parts' common step (where the sum's values lie). A small one
+    in floats (``_dense``), a large one in fixed point (``_fixed_point``)."""
+    common = math.gcd(*(step for _, step, _ in parts)) or 1
+    spread = [(probs, step // common) for _, step, probs in parts]
+    cost, size = 0, 1
+    for probs, stride in spread:
+        cost += size * len(probs)
+        size += (len(probs) - 1) * stride
+    dist = _dense(spread) if cost <= DENSE_BUDGET else _fixed_point(spread)
+    return sum(start for start, _, _ in parts), common, dist
+
+
+def _dense(spread: list[tuple[list[float], int]]) -> list[float]:
+    """Each value of a part adds the whole distribution so far, scaled, at its offset, in one
+    slice (C loops, no dict). A part's values are added from its largest down, so each sum
+    collects its terms in the order of the values they came from, smallest first: the very
+    floats of adding term by term in key order."""
+    dist = [1.0]
+    for probs, stride in spread:
+        size = len(dist)
+        summed = [0.0] * (size + (len(probs) - 1) * stride)
+        last = len(probs) - 1
+        at = last * stride
+        summed[at : at + size] = map(mul, dist, repeat(probs[last]))  # untouched yet: 0 + x
+        for index in range(last - 1, -1, -1):
+            at = index * stride
+            summed[at : at + size] = map(
+                add, summed[at : at + size], map(mul, dist, repeat(probs[index]))
+            )
         dist = summed
     return dist
 
 
+def _fixed_point(spread: list[tuple[list[float], int]]) -> list[float]:
+    """The same sums by whole-number arithmetic: probabilities as multiples of 2^-96, a
+    distribution as one big integer with a coefficient every ``_SLOT`` bytes, two
+    distributions' convolution as the product of their integers (Python multiplies big
+    integers in sub-quadratic time), in a balanced tree. Each product is cut back to 96
+    fraction bits, so a probability is off by less than 2^-96 per level (~1e-28, where a float
+    near 0.01 carries ~1e-18), and one below 2^-96 is 0: the far tails, left out of the
+    integers (most of a large null's grid)."""
+    leaves = []
+    for probs, stride in spread:
+        vector = [0] * ((len(probs) - 1) * stride + 1)
+        vector[::stride] = [int(math.ldexp(p, FIXED_BITS)) for p in probs]
+        leaves.append((0, b"".join(x.to_bytes(_SLOT, "little") for x in vector)))
+    while len(leaves) > 1:
+        leaves = [
+            _product(leaves[i], leaves[i + 1]) if i + 1 < len(leaves) else leaves[i]
+            for i in range(0, len(leaves), 2)
+        ]
+    first, digits = leaves[0]
+    one = 1 << FIXED_BITS
+    values = [  # each rounded to the nearest float
+        int.from_bytes(digits[at : at + _SLOT], "little") / one
+        for at in range(0, len(digits), _SLOT)
+    ]
+    size = sum((len(probs) - 1) * stride for probs, stride in spread) + 1
+    return [0.0] * first + values + [0.0] * (size - first - len(values))
+
+
+def _product(a: tuple[int, bytes], b: tuple[int, bytes]) -> tuple[int, bytes]:
+    """The convolution of two fixed-point distributions (each its first grid point and its
+    digits), cut back to ``FIXED_BITS``: each coefficient's low ``_DROPPED`` bytes go, byte
+    by byte for all coefficients at once (strided slices, no loop over coefficients); then
+    the coefficients that are 0 at either end."""
+    size = len(a[1]) // _SLOT + len(b[1]) // _SLOT - 1
+    product = int.from_bytes(a[1], "little") * int.from_bytes(b[1], "little")
+    full = product.to_bytes(size * _SLOT, "little")
+    kept = bytearray(size * _SLOT)
+    for byte in range(_SLOT - _DROPPED):
+        kept[byte::_SLOT] = full[_DROPPED + byte :: _SLOT]
+    leading = (len(kept) - len(kept.lstrip(b"\0"))) // _SLOT
+    trailing = (len(kept) - len(kept.rstrip(b"\0"))) // _SLOT
+    return a[0] + b[0] + leading, bytes(kept[leading * _SLOT : len(kept) - trailing * _SLOT])
+
+
 def _exact(
-    value: float, observed: int, null: dict[int, float], scale: int, alpha: float, method: str
+    value: float, observed: int, null: Null, scale: int, alpha: float, method: str
 ) -> PairedTest:
     """p and CI from one discrete null (keys = statistic × ``scale``). With F the null's CDF
     and S its survival function, p = 2 min(F(d), S(d)); the CI is [d − q_hi, d − q_lo] with
     q_lo the least key where F ≥ α/2 and q_hi the largest where S ≥ α/2. So p ≥ α ⟺
-    q_lo ≤ d ≤ q_hi ⟺ 0 in the CI, on the very same floats."""
-    keys = sorted(null)
-    probs = [null[k] for k in keys]
+    q_lo ≤ d ≤ q_hi ⟺ 0 in the CI, on the very same floats. A grid point the sum cannot
+    reach has probability 0, so it is never q_lo or q_hi (the value before or after it, with
+    the same F or S, is taken first)."""
+    first, step, probs = null
     cdf = list(itertools.accumulate(probs))
     sf = list(itertools.accumulate(reversed(probs)))[::-1]
-    at = bisect_left(keys, observed)
-    assert keys[at] == observed  # the observed split is one of the permutations
+    at, off_grid = divmod(observed - first, step)
+    assert not off_grid and 0 <= at < len(probs)  # the observed split is one of the deals
     p_value = min(1.0, 2 * min(cdf[at], sf[at]))
-    low_q = keys[next(i for i, c in enumerate(cdf) if c >= alpha / 2)]
-    high_q = keys[max(i for i, s in enumerate(sf) if s >= alpha / 2)]
+    low_q = first + step * next(i for i, c in enumerate(cdf) if c >= alpha / 2)
+    high_q = first + step * max(i for i, s in enumerate(sf) if s >= alpha / 2)
     return PairedTest(
         value, [(observed - high_q) / scale, (observed - low_q) / scale], p_value, method
     )

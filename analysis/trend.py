@@ -10,7 +10,7 @@ Flags on a run, each against the latest earlier run it can be compared with, wit
 in one line:
 
 - ``regression`` / ``improvement``: the paired comparison over the shared tasks that
-  ``check --baseline`` makes (``gate.regression_condition`` over ``compare.compare_runs``, the
+  ``check --baseline`` makes (``gate.regression_verdict`` on ``compare.success_delta``, the
   stratified permutation test over attempts), so the two never disagree: a regression is a drop
   larger than ``allowed_pp`` with p < 0.05; an improvement the same upwards. The baseline is
   the latest earlier run sharing a judged task with this one.
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -152,6 +153,50 @@ class Trend:
     def run(self, run_id: str) -> TrendRun | None:
         return next((r for r in self.runs if r.run_id == run_id), None)
 
+    def to_state(self) -> dict[str, Any]:
+        """Everything, as JSON-able values that ``from_state`` makes the same trend of (a
+        kept trend: ``analysis.trend_cache``)."""
+        return {
+            "suite": self.suite,
+            "notes": self.notes,
+            "runs": [
+                {
+                    **{name: getattr(r, name) for name in _RUN_FIGURES},
+                    "run": vars(r.run),
+                    "flags": [[f.name, f.evidence] for f in r.flags],
+                }
+                for r in self.runs
+            ],
+            "tasks": [[t.task_id, t.success, t.flips] for t in self.tasks],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Trend:
+        return cls(
+            state["suite"],
+            [
+                TrendRun(
+                    RunAggregate.from_json(r["run"]),
+                    flags=[Flag(name, evidence) for name, evidence in r["flags"]],
+                    **{name: r[name] for name in _RUN_FIGURES},
+                )
+                for r in state["runs"]
+            ],
+            [TaskStrip(*t) for t in state["tasks"]],
+            state["notes"],
+        )
+
+
+# A ``TrendRun``'s fields besides its run and flags.
+_RUN_FIGURES = (
+    "success_rate",
+    "success_ci95",
+    "consistency_gap_pp",
+    "baseline",
+    "shared_tasks",
+    "notes",
+)
+
 
 def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(value, digits)
@@ -243,10 +288,104 @@ def build_trend(
 ) -> Trend:
     """The trend of the runs in ``run_dirs`` (see ``select``); flags as the module says.
     ``upto`` (one of ``run_dirs``): its suite's runs that started no later than it, it the
-    newest (``check --trend`` judges it against its history)."""
+    newest (``check --trend`` judges it against its history). With ``use_cache``, a trend of
+    runs that did not change since is the one kept (``analysis.trend_cache``)."""
+    options = dict(suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=upto)
+    return _answer(run_dirs, options, use_cache).trend()
+
+
+def trend_json(
+    run_dirs: Sequence[Path],
+    *,
+    suite: str | None = None,
+    profile: str | None = None,
+    last: int | None = None,
+    allowed_pp: float = 0.0,
+    use_cache: bool = True,
+) -> str:
+    """``build_trend(...).to_json()`` as JSON text (what ``trend --json`` prints): a kept
+    trend's text as it was kept, without making the trend again."""
+    options = dict(suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=None)
+    return _answer(run_dirs, options, use_cache).json_text()
+
+
+class _Answer:
+    """A trend just computed, or the one kept (made into a ``Trend`` only if asked for)."""
+
+    def __init__(self, trend: Trend | None, text: str | None, state: bytes | None = None):
+        self._trend, self._text, self._state = trend, text, state
+
+    def trend(self) -> Trend:
+        if self._trend is None:
+            assert self._state is not None
+            self._trend = Trend.from_state(json.loads(self._state))
+        return self._trend
+
+    def json_text(self) -> str:
+        if self._text is None:
+            self._text = json.dumps(self.trend().to_json(), ensure_ascii=False)
+        return self._text
+
+
+def _answer(run_dirs: Sequence[Path], options: dict[str, Any], use_cache: bool) -> _Answer:
+    """The trend kept for these runs and options if none of them changed since, else the
+    trend computed (and kept)."""
+    from driftdesk.analysis import trend_cache
+    from driftdesk.analysis.sources import read_manifest
+
     if not run_dirs:
         raise TrendError("no run dir found")
-    found = aggregates(run_dirs, use_cache=use_cache)
+    if not use_cache:
+        return _Answer(_compute(run_dirs, None, use_cache=False, **options), None)
+    manifests = [read_manifest(d) for d in run_dirs]
+    resolved = [d.resolve() for d in run_dirs]
+    key_options = _key_options(options)
+    path = trend_cache.entry_file(resolved, key_options)
+    before = trend_cache.identity(run_dirs, resolved, manifests, key_options)
+    kept = trend_cache.load(path, before)
+    if kept is not None:
+        return _Answer(None, *kept)
+    trend = _compute(run_dirs, manifests, use_cache=True, **options)
+    answer = _Answer(trend, None)
+    # Kept under the identity after the computation (the runs' aggregate entries were just
+    # written), unless a run's files changed meanwhile (then not kept: computed next time).
+    after = trend_cache.identity(run_dirs, resolved, manifests, key_options)
+    if _sources(after) == _sources(before):
+        trend_cache.store(path, after, answer.json_text(), trend.to_state())
+    return answer
+
+
+def _key_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options as they enter a kept trend's key: paths resolved, a suite file by its
+    (path, size, mtime) too (a run matches it by content)."""
+    from driftdesk.analysis.trend_data import file_key
+
+    keyed = dict(options)
+    if options["upto"] is not None:
+        keyed["upto"] = str(Path(options["upto"]).resolve())
+    suite = options["suite"]
+    if suite is not None and Path(suite).expanduser().is_file():
+        keyed["suite_file"] = file_key(Path(suite).expanduser().resolve())
+    return keyed
+
+
+def _sources(identity: list[Any]) -> list[Any]:
+    """An identity without its runs' aggregate entries (the files read from, per run)."""
+    return [identity[:2], [run[:-2] for run in identity[2]]]
+
+
+def _compute(
+    run_dirs: Sequence[Path],
+    manifests: Sequence[dict[str, Any]] | None,
+    *,
+    suite: str | None,
+    profile: str | None,
+    last: int | None,
+    allowed_pp: float,
+    use_cache: bool,
+    upto: Path | None,
+) -> Trend:
+    found = aggregates(run_dirs, use_cache=use_cache, manifests=manifests)
     if upto is not None:
         target = upto.resolve()
         judged = next((r for r in found if Path(r.run_dir).resolve() == target), None)
@@ -334,33 +473,36 @@ class PairedOutcome:
 
 
 def paired_outcome(base: RunAggregate, run: RunAggregate, allowed_pp: float) -> PairedOutcome:
-    """``check --baseline``'s verdict on the pair (``gate.regression_condition`` over
-    ``compare.compare_runs``), kept in the user's cache by the pair's per-task counts: the
-    exact test costs ~0.25 s at 500 tasks, and a history's pairs rarely change."""
-    from driftdesk.analysis.compare import compare_runs
-    from driftdesk.analysis.gate import regression_condition
-    from driftdesk.analysis.trend_data import load_pair, store_pair
+    """``check --baseline``'s verdict on the pair (``gate.regression_verdict`` on
+    ``compare.success_delta``, the success delta of ``compare.compare_runs``, over the shared
+    tasks by task id), kept in the user's cache by the pair's per-task counts: the exact test
+    is most of a trend's computing, and a history's pairs rarely change."""
+    from driftdesk.analysis.compare import success_delta
+    from driftdesk.analysis.gate import regression_verdict
+    from driftdesk.analysis.trend_data import load_pair, pair_file, store_pair
 
     key = [CACHE_PAIR_VERSION, allowed_pp, base.run_id, run.run_id, base.tasks, run.tasks]
-    known = load_pair(key)
+    path = pair_file(key)  # (a JSON of both runs' tasks: made once)
+    known = load_pair(path)
     if known is not None:
         with contextlib.suppress(TypeError):
             return PairedOutcome(**known)
-    base_report, report = _report(base), _report(run)  # only when not kept: 500 tasks a run
-    comparison = compare_runs(base_report, report)
-    condition = regression_condition(base_report, report, allowed_pp, comparison)
-    delta = comparison.delta["success_rate"]
+    shared = sorted(base.tasks.keys() & run.tasks.keys())
+    pairs = ((base.tasks[t], run.tasks[t]) for t in shared)
+    delta = success_delta([(na, pa, nb, pb) for (na, pa), (nb, pb) in pairs])
+    only_in_a, only_in_b = len(base.tasks) - len(shared), len(run.tasks) - len(shared)
+    condition = regression_verdict(base.run_id, delta, allowed_pp, only_in_a, only_in_b)
     outcome = PairedOutcome(
         condition.passed,
         condition.detail,
         delta.value,
         delta.p_value,
         delta.sentence,
-        comparison.shared_tasks,
-        comparison.only_in_a,
-        comparison.only_in_b,
+        len(shared),
+        only_in_a,
+        only_in_b,
     )
-    store_pair(key, asdict(outcome))
+    store_pair(path, asdict(outcome))
     return outcome
 
 
@@ -430,38 +572,6 @@ def _tokens_changed(before: RunAggregate, run: RunAggregate) -> Flag | None:
         f"({shown.replace('+', '+' if change > 0 else '-')}, "
         f"{'∞' if math.isinf(errors) else f'{errors:.1f}'} standard errors; rule: ≥ "
         f"{TOKENS_MIN_CHANGE:.0%} and > {TOKENS_MIN_SE:g} SE)",
-    )
-
-
-def _report(run: RunAggregate) -> Any:
-    """``run`` as the ``RunReport`` a ``check --baseline`` reads (the tasks with a judged
-    attempt, each its attempts and passes), for the paired comparison."""
-    from driftdesk.analysis.volatility import RunReport, TaskStats
-
-    tasks = [
-        TaskStats(
-            task_id,
-            None,
-            n,
-            passes,
-            n - passes,
-            0,
-            0,
-            passes / n,
-            1.0 if 0 < passes < n else 0.0,
-            c_out=(2 * passes / n - 1) ** 2 if n >= 2 else None,
-        )
-        for task_id, (n, passes) in run.tasks.items()
-    ]
-    return RunReport(
-        run_id=run.run_id,
-        source=run.run_dir,
-        run_dir=run.run_dir,
-        started_at=run.started_at,
-        repeat=run.repeat,
-        tasks=tasks,
-        tasks_judged=len(tasks),
-        tasks_total=len(tasks),
     )
 
 

@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,19 +92,25 @@ def file_key(path: Path) -> FileKey:
 
 def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
     """The (path, size, mtime) of every file a run's aggregate is read from."""
-    from driftdesk.analysis.sources import RunSource
-    from driftdesk.analysis.zero_copy import rows_path
+    rows = run_dir / ATTEMPTS_FILE
+    if manifest.get("imported_from"):  # a zero-copy import reads its rows where they are
+        from driftdesk.analysis.sources import RunSource
+        from driftdesk.analysis.zero_copy import rows_path
 
-    rows = rows_path(RunSource(run_dir / ATTEMPTS_FILE, run_dir, manifest))
+        rows = rows_path(RunSource(rows, run_dir, manifest))
     return [file_key(run_dir / MANIFEST_FILE), file_key(rows), file_key(run_dir / CALLS_FILE)]
 
 
-def user_cache_file(run_dir: Path) -> Path:
-    """Where a read-only run's cache entry goes: the user's cache dir, by the run dir's path."""
+def user_cache_file(
+    run_dir: Path, *, resolved: Path | None = None, root: Path | None = None
+) -> Path:
+    """Where a read-only run's cache entry goes: the user's cache dir (``root``, if the
+    caller has it), by the run dir's path (``resolved``: ``run_dir.resolve()``, likewise)."""
     from driftdesk.paths import cache_dir
 
-    digest = hashlib.sha256(str(run_dir.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
-    return cache_dir() / "trend" / f"{digest[:32]}.json"
+    where = str(resolved or run_dir.resolve())
+    digest = hashlib.sha256(where.encode("utf-8", "surrogatepass")).hexdigest()
+    return (root or cache_dir()) / "trend" / f"{digest[:32]}.json"
 
 
 def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
@@ -125,22 +131,24 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
     from driftdesk.fileio import atomic_write_text
 
     text = json.dumps(
-        {"version": CACHE_VERSION, "keys": keys, "aggregate": asdict(aggregate)},
+        # its fields as they are (JSON already; ``asdict`` deep-copies 500 tasks' lists)
+        {"version": CACHE_VERSION, "keys": keys, "aggregate": vars(aggregate)},
         ensure_ascii=False,
         separators=(",", ":"),
     )
     try:
-        atomic_write_text(run_dir / CACHE_FILE, text, mode=0o600)
+        atomic_write_text(run_dir / CACHE_FILE, text, mode=0o600, durable=False)
         return
     except OSError:
         pass
     with contextlib.suppress(OSError):
         fallback = user_cache_file(run_dir)
         fallback.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(fallback, text, mode=0o600)
+        atomic_write_text(fallback, text, mode=0o600, durable=False)
 
 
-def _pair_file(key: list[Any]) -> Path:
+def pair_file(key: list[Any]) -> Path:
+    """Where a pair's outcome is kept: the user's cache dir, by its ``key`` (JSON-able)."""
     from driftdesk.paths import cache_dir
 
     text = json.dumps(key, sort_keys=True, separators=(",", ":"))
@@ -148,34 +156,42 @@ def _pair_file(key: list[Any]) -> Path:
     return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
 
 
-def load_pair(key: list[Any]) -> dict[str, Any] | None:
-    """A pair's paired-test outcome kept by ``store_pair`` (None: not kept, or unreadable)."""
+def load_pair(path: Path) -> dict[str, Any] | None:
+    """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``; None:
+    not kept, or unreadable)."""
     try:
-        data = json.loads(_pair_file(key).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def store_pair(key: list[Any], outcome: dict[str, Any]) -> None:
+def store_pair(path: Path, outcome: dict[str, Any]) -> None:
     """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test)."""
     from driftdesk.fileio import atomic_write_text
 
-    path = _pair_file(key)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(outcome, separators=(",", ":")), mode=0o600)
+        atomic_write_text(
+            path, json.dumps(outcome, separators=(",", ":")), mode=0o600, durable=False
+        )
 
 
-def aggregates(run_dirs: Sequence[Path], *, use_cache: bool = True) -> list[RunAggregate]:
+def aggregates(
+    run_dirs: Sequence[Path],
+    *,
+    use_cache: bool = True,
+    manifests: Sequence[dict[str, Any]] | None = None,
+) -> list[RunAggregate]:
     """The aggregate of each run dir (in order): from the cache where its files are unchanged,
-    else read (in batches, one DuckDB connection per batch) and cached."""
+    else read (in batches, one DuckDB connection per batch) and cached. ``manifests``: the
+    run dirs' manifests, if the caller has read them."""
     from driftdesk.analysis.sources import read_manifest
 
     found: dict[int, RunAggregate] = {}
     to_read: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
     for index, run_dir in enumerate(run_dirs):
-        manifest = read_manifest(run_dir)
+        manifest = read_manifest(run_dir) if manifests is None else manifests[index]
         keys = source_keys(run_dir, manifest)
         hit = cached(run_dir, keys) if use_cache else None
         if hit is not None:

@@ -7,7 +7,6 @@ The figures and flags are ``analysis.trend``'s; this module finds the runs and f
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,25 +92,27 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
-    from driftdesk.analysis.trend import TrendError, build_trend
+    from driftdesk.analysis.trend import TrendError, build_trend, trend_json
     from driftdesk.paths import runs_dir
 
     paths = [Path(p) for p in args.run_dirs] + list(args.runs or [])
     try:
-        trend = build_trend(
-            find_run_dirs(paths or [runs_dir()]),
+        run_dirs = find_run_dirs(paths or [runs_dir()])
+        make = trend_json if args.json else build_trend
+        made = make(
+            run_dirs,
             suite=args.suite,
             profile=args.profile,
             last=args.last,
             allowed_pp=args.max_regression,
         )
+        if isinstance(made, str):  # a kept trend's JSON as it was kept (nothing rebuilt)
+            sys.stdout.write(made + "\n")
+        else:
+            sys.stdout.write(printable(render_trend(made, args.tasks)))
     except TrendError as exc:
         print(f"driftdesk: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        sys.stdout.write(json.dumps(trend.to_json(), ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(printable(render_trend(trend, args.tasks)))
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Measured side by side in interleaved rounds, each a child process (wall, CPU, peak RSS):
 
-- ``trend, first time``: every run's cache entry deleted first, so every run is read;
+- ``trend, first time``: every trend cache deleted first, so every run is read (round 1
+  from its JSONL; later rounds from the row caches the report's reader kept, ``.rows-cache``);
 - ``trend, nothing changed``: the cache entries kept from the round before;
 - ``duckdb reads the files once``: the floor — DuckDB counting the rows of the same attempts
   files in one ``read_json`` (no aggregation, no Python);
@@ -96,7 +97,8 @@ def make_history(root: Path, runs: int, tasks: int, repeat: int) -> Path:
 
 
 def drop_cache(folder: Path) -> None:
-    """Every cache trend keeps: the runs' aggregates and the pairs' paired-test verdicts."""
+    """Every cache trend keeps: the runs' aggregates, the pairs' paired-test verdicts and the
+    whole trends kept (all under the user's cache dir's trend/ but the first)."""
     import shutil
 
     from driftdesk.analysis.trend_data import CACHE_FILE

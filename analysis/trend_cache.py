@@ -1,0 +1,123 @@
+"""The whole computed trend, kept in the user's cache: a trend over a history where no run
+changed is printed as it was, without reading a run (``driftdesk trend`` answers in a blink).
+
+An entry is keyed by the trend's **identity**: the code version (the sources the figures and
+flags come from), the options (suite, profile, last, allowed pp, the run judged last), and per
+run dir its resolved path and the (path, size, mtime) of every file its aggregate is read
+from (``trend_data.source_keys``) and of its aggregate's own cache entries (a rewritten entry
+is a changed input). Any of them differs, and the trend is computed again (the unchanged runs
+from their aggregates, the unchanged pairs from their kept verdicts) and kept anew.
+
+An entry holds the JSON ``trend --json`` prints (printed as it is) and the trend's full state
+(for the text table, ``check --trend`` and the Trend view). It is derived: deleting it changes
+no figure. The newest ``KEEP`` entries are kept (one per selection of runs and options).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from driftdesk.analysis.trend_data import CACHE_FILE, file_key, source_keys, user_cache_file
+
+CACHE_VERSION = 1
+KEEP = 8  # entries kept: each is about 20 bytes per task × run
+# The modules whose code makes a trend from the runs' aggregates (another version of any of
+# them: computed again).
+CODE = ("trend.py", "trend_data.py", "trend_cache.py", "compare.py", "gate.py", "paired.py")
+
+
+@functools.cache
+def code_version() -> str:
+    digest = hashlib.sha256(str(CACHE_VERSION).encode())
+    folder = Path(__file__).resolve().parent
+    for name in CODE:
+        with contextlib.suppress(OSError):
+            digest.update((folder / name).read_bytes())
+    return digest.hexdigest()
+
+
+def run_identity(run_dir: Path, resolved: Path, manifest: dict[str, Any], root: Path) -> list[Any]:
+    """What a run contributes to a trend's identity (see the module); ``resolved``: the run
+    dir's resolved path; ``root``: the user's cache dir."""
+    return [
+        str(resolved),
+        *source_keys(run_dir, manifest),
+        file_key(run_dir / CACHE_FILE),
+        file_key(user_cache_file(run_dir, resolved=resolved, root=root)),
+    ]
+
+
+def identity(
+    run_dirs: Sequence[Path],
+    resolved: Sequence[Path],
+    manifests: Sequence[dict[str, Any]],
+    options: dict[str, Any],
+) -> list[Any]:
+    """A trend's identity: the code, the options, each run's identity."""
+    from driftdesk.paths import cache_dir
+
+    root = cache_dir()
+    runs = zip(run_dirs, resolved, manifests, strict=True)
+    return [code_version(), options, [run_identity(*run, root) for run in runs]]
+
+
+def entry_file(resolved: Sequence[Path], options: dict[str, Any]) -> Path:
+    """One entry per selection (the same runs, by resolved path, and options): a changed run
+    overwrites it."""
+    from driftdesk.paths import cache_dir
+
+    selection = [options, [str(d) for d in resolved]]
+    text = json.dumps(selection, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return cache_dir() / "trend" / "whole" / f"{digest[:40]}.json"
+
+
+def _key_line(key: list[Any]) -> bytes:
+    return json.dumps(key, sort_keys=True, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def load(path: Path, key: list[Any]) -> tuple[str, bytes] | None:
+    """(the JSON text, the state's JSON) of the entry at ``path`` if kept under ``key``."""
+    try:
+        kept_key, text, state = path.read_bytes().split(b"\n", 2)
+        if kept_key != _key_line(key):
+            return None
+        return text.decode("utf-8"), state
+    except (OSError, ValueError):  # none, or not ours to trust: computed again
+        return None
+
+
+def store(path: Path, key: list[Any], text: str, state: dict[str, Any]) -> None:
+    """Keep an entry (its lines: key, JSON text, state); a cache that cannot be written is
+    left aside. The oldest entries past ``KEEP`` go."""
+    from driftdesk.fileio import atomic_write_bytes
+
+    body = b"\n".join(
+        (
+            _key_line(key),
+            text.encode("utf-8", "surrogatepass"),
+            json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode(
+                "utf-8", "surrogatepass"
+            ),
+        )
+    )
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, body, mode=0o600)
+        _prune(path.parent)
+
+
+def _prune(folder: Path) -> None:
+    entries = []
+    for entry in folder.glob("*.json"):
+        with contextlib.suppress(OSError):
+            entries.append((entry.stat().st_mtime_ns, entry))
+    for _, old in sorted(entries, reverse=True)[KEEP:]:
+        with contextlib.suppress(OSError):
+            old.unlink()

@@ -1,0 +1,154 @@
+"""The exact paired tests' dense convolution against a straightforward one: a dict from each
+value of the sum to its probability, every value of every part added to every value so far,
+and p and the CI read off the sorted values by their definitions (``analysis.paired``)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from driftdesk.analysis.paired import (
+    ALPHA,
+    DENSE_BUDGET,
+    KEY_RESOLUTION,
+    SIGN_FLIP,
+    STRATIFIED,
+    sign_flip,
+    stratified_permutation,
+)
+
+
+def reference_convolution(parts: list[dict[int, float]]) -> dict[int, float]:
+    dist = {0: 1.0}
+    for part in parts:
+        summed: dict[int, float] = {}
+        for key, prob in dist.items():
+            for shift, weight in part.items():
+                summed[key + shift] = summed.get(key + shift, 0.0) + prob * weight
+        dist = summed
+    return dist
+
+
+def reference_p_and_ci(null: dict[int, float], observed: int, scale: int) -> tuple[float, list]:
+    """p = 2 min(F(d), S(d)); CI [d − q_hi, d − q_lo], q_lo the least value with F ≥ α/2,
+    q_hi the largest with S ≥ α/2."""
+    keys = sorted(null)
+    # F summed from the least value up, S from the largest down
+    cdf, sf, total = [], [], 0.0
+    for k in keys:
+        total += null[k]
+        cdf.append(total)
+    total = 0.0
+    for k in reversed(keys):
+        total += null[k]
+        sf.insert(0, total)
+    below = sum(null[k] for k in keys if k <= observed)
+    above = sum(null[k] for k in reversed(keys) if k >= observed)
+    low_q = next(k for k, c in zip(keys, cdf, strict=True) if c >= ALPHA / 2)
+    high_q = max(k for k, s in zip(keys, sf, strict=True) if s >= ALPHA / 2)
+    return min(1.0, 2 * min(below, above)), [
+        (observed - high_q) / scale,
+        (observed - low_q) / scale,
+    ]
+
+
+def reference_stratified(
+    tables: list[tuple[int, int, int, int]], support: list[int] | None = None
+) -> tuple[float, list]:
+    """p and CI; ``support``: given a list, the null's number of values is appended."""
+    informative = [t for t in tables if 0 < t[1] + t[3] < t[0] + t[2]]
+    grid = math.lcm(*(na * nb for na, _, nb, _ in informative)) if informative else 1
+    parts, observed = [], 0
+    for na, pa, nb, pb in informative:
+        total, m, unit = na + nb, pa + pb, grid // (na * nb)
+        ways = math.comb(total, nb)
+        parts.append(
+            {
+                (a * total - m * nb) * unit: math.comb(m, a) * math.comb(total - m, nb - a) / ways
+                for a in range(max(0, m - na), min(nb, m) + 1)
+            }
+        )
+        observed += (pb * total - m * nb) * unit
+    null = reference_convolution(parts)
+    if support is not None:
+        support.append(len(null))
+    return reference_p_and_ci(null, observed, len(tables) * grid)
+
+
+def reference_sign_flip(differences: list[float]) -> tuple[float, list]:
+    keys = [k for k in (round(d * KEY_RESOLUTION) for d in differences) if k]
+    null = reference_convolution([{k: 0.5, -k: 0.5} for k in keys])
+    return reference_p_and_ci(null, sum(keys), len(differences) * KEY_RESOLUTION)
+
+
+def _close(a: list[float], b: list[float]) -> bool:
+    return all(abs(x - y) <= 1e-12 for x, y in zip(a, b, strict=True))
+
+
+def test_the_stratified_test_gives_the_reference_p_and_ci_on_many_random_tables() -> None:
+    rng = random.Random(32)
+    significant = identical = 0
+    for case in range(400):
+        equal_repeats = case % 2 == 0  # one grid step; else steps with gaps between values
+        tables = []
+        for _ in range(rng.choice([1, 2, 3, 5, 8, 13, 25, 40])):
+            na, nb = (5, 5) if equal_repeats else (rng.choice([1, 2, 3, 4]), rng.choice([1, 3, 6]))
+            skill = rng.random()
+            drift = rng.choice([0.0, -0.6, 0.6])
+            pa = sum(rng.random() < skill for _ in range(na))
+            pb = sum(rng.random() < min(1.0, max(0.0, skill + drift)) for _ in range(nb))
+            tables.append((na, pa, nb, pb))
+        test = stratified_permutation(tables)
+        assert test.method == STRATIFIED, tables
+        p_value, ci = reference_stratified(tables)
+        assert abs(test.p_value - p_value) <= 1e-12, (tables, test, p_value)
+        assert _close(test.ci95, ci), (tables, test, ci)
+        significant += test.p_value < 0.05
+        if equal_repeats:  # sums collected in the same order: the same floats
+            identical += (test.p_value, test.ci95) == (p_value, ci)
+    assert 30 < significant < 370, significant  # both verdicts were seen
+    assert identical == 200
+
+
+def test_a_large_null_in_fixed_point_gives_the_reference_p_and_ci() -> None:
+    """Hundreds of tasks of 5 or 10 attempts a run (a nightly suite): past ``DENSE_BUDGET``,
+    so convolved in fixed point; the same p and CI as the float reference."""
+    rng = random.Random(34)
+    support: list[int] = []
+    significant = 0
+    for case in range(10):
+        tables = []
+        for _ in range(rng.choice([100, 200, 300])):
+            na, nb = (10, 10) if case % 2 else (rng.choice([5, 10]), rng.choice([5, 10]))
+            skill = rng.choice([1.0, 0.9, 0.6, 0.2, 0.0])
+            drift = -0.1 if case % 3 == 0 else 0.0
+            pa = sum(rng.random() < skill for _ in range(na))
+            pb = sum(rng.random() < skill + drift for _ in range(nb))
+            tables.append((na, pa, nb, pb))
+        test = stratified_permutation(tables)
+        assert test.method == STRATIFIED
+        p_value, ci = reference_stratified(tables, support)
+        assert abs(test.p_value - p_value) <= 1e-12, (test, p_value)
+        assert _close(test.ci95, ci), (test, ci)
+        significant += test.p_value < 0.05
+    # every null had hundreds of values: its convolution cost past the float path's budget
+    assert min(support) ** 2 / 2 > DENSE_BUDGET, support
+    assert 0 < significant < 10, significant
+
+
+def test_the_sign_flip_test_gives_the_reference_p_and_ci_on_many_random_differences() -> None:
+    rng = random.Random(33)
+    significant = 0
+    for _ in range(300):
+        shift = rng.choice([0, 0, 25, -25])
+        differences = [
+            float(rng.choice([-100, -50, -25, 0, 0, 25, 50, 100]) + shift)
+            for _ in range(rng.choice([1, 2, 4, 9, 20, 50]))
+        ]
+        test = sign_flip(differences)
+        assert test.method == SIGN_FLIP, differences
+        p_value, ci = reference_sign_flip(differences)
+        assert abs(test.p_value - p_value) <= 1e-12, (differences, test, p_value)
+        assert _close(test.ci95, ci), (differences, test, ci)
+        significant += test.p_value < 0.05
+    assert 20 < significant < 280, significant  # both verdicts were seen
