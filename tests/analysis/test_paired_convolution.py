@@ -13,6 +13,7 @@ from driftdesk.analysis.paired import (
     KEY_RESOLUTION,
     SIGN_FLIP,
     STRATIFIED,
+    PairedTest,
     sign_flip,
     stratified_permutation,
 )
@@ -85,6 +86,14 @@ def _close(a: list[float], b: list[float]) -> bool:
     return all(abs(x - y) <= 1e-12 for x, y in zip(a, b, strict=True))
 
 
+def _agrees(test: PairedTest, method: str, reference: tuple[float, list], case: object) -> None:
+    """``test`` took the exact path (``method``) and gives the reference's p and CI."""
+    p_value, ci = reference
+    assert test.method == method, case
+    assert abs(test.p_value - p_value) <= 1e-12, (case, test, p_value)
+    assert _close(test.ci95, ci), (case, test, ci)
+
+
 def test_the_stratified_test_gives_the_reference_p_and_ci_on_many_random_tables() -> None:
     rng = random.Random(32)
     significant = identical = 0
@@ -99,10 +108,8 @@ def test_the_stratified_test_gives_the_reference_p_and_ci_on_many_random_tables(
             pb = sum(rng.random() < min(1.0, max(0.0, skill + drift)) for _ in range(nb))
             tables.append((na, pa, nb, pb))
         test = stratified_permutation(tables)
-        assert test.method == STRATIFIED, tables
-        p_value, ci = reference_stratified(tables)
-        assert abs(test.p_value - p_value) <= 1e-12, (tables, test, p_value)
-        assert _close(test.ci95, ci), (tables, test, ci)
+        p_value, ci = reference = reference_stratified(tables)
+        _agrees(test, STRATIFIED, reference, tables)
         significant += test.p_value < 0.05
         if equal_repeats:  # sums collected in the same order: the same floats
             identical += (test.p_value, test.ci95) == (p_value, ci)
@@ -126,10 +133,7 @@ def test_a_large_null_in_fixed_point_gives_the_reference_p_and_ci() -> None:
             pb = sum(rng.random() < skill + drift for _ in range(nb))
             tables.append((na, pa, nb, pb))
         test = stratified_permutation(tables)
-        assert test.method == STRATIFIED
-        p_value, ci = reference_stratified(tables, support)
-        assert abs(test.p_value - p_value) <= 1e-12, (test, p_value)
-        assert _close(test.ci95, ci), (test, ci)
+        _agrees(test, STRATIFIED, reference_stratified(tables, support), tables)
         significant += test.p_value < 0.05
     # every null had hundreds of values: its convolution cost past the float path's budget
     assert min(support) ** 2 / 2 > DENSE_BUDGET, support
@@ -146,9 +150,6 @@ def test_the_sign_flip_test_gives_the_reference_p_and_ci_on_many_random_differen
             for _ in range(rng.choice([1, 2, 4, 9, 20, 50]))
         ]
         test = sign_flip(differences)
-        assert test.method == SIGN_FLIP, differences
-        p_value, ci = reference_sign_flip(differences)
-        assert abs(test.p_value - p_value) <= 1e-12, (differences, test, p_value)
-        assert _close(test.ci95, ci), (differences, test, ci)
+        _agrees(test, SIGN_FLIP, reference_sign_flip(differences), differences)
         significant += test.p_value < 0.05
     assert 20 < significant < 280, significant  # both verdicts were seen
