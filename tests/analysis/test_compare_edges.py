@@ -307,3 +307,8 @@ def test_the_adaptive_side_is_named_in_its_warning(tmp_path: Path) -> None:
         said = [w for w in compare_runs(a, b).warnings if "adaptive" in w]
         assert len(said) == 1
         assert said[0].startswith(f"{side}'s repeats were adaptive: its tasks have 2..8 attempts")
+    # The same uneven attempts in a fixed run (one cut short): not worth a line.
+    partial = write_run(tmp_path, "partial", rows, tasks=list(outcomes), repeat=8)
+    comparison = compare_runs(partial, fixed)
+    assert comparison.a.unequal_repeats is not None and comparison.a.adaptive is None
+    assert not any("adaptive" in w for w in comparison.warnings)
