@@ -254,14 +254,22 @@ def test_each_side_names_the_models_its_rows_name_else_its_manifests(tmp_path: P
     unnamed_run = write_run(
         tmp_path, "unnamed", list(unnamed), tasks=["t0"], repeat=2, model="claude-sonnet-4"
     )
-    data = compare_runs(served_run, unnamed_run).to_json()
+    comparison = compare_runs(served_run, unnamed_run)
+    data = comparison.to_json()
     assert data["a"]["models"] == ["gpt-4o", "gpt-4o-2024-08-06"]
     assert data["b"]["models"] == ["claude-sonnet-4"]
+    both = "gpt-4o, gpt-4o-2024-08-06"
+    assert comparison.warnings[-1] == f"models differ (A {both}, B claude-sonnet-4)"
+    other_way = compare_runs(unnamed_run, served_run).warnings[-1]
+    assert other_way == f"models differ (A claude-sonnet-4, B {both})"
     # Neither names one (a manifest without a model): no model, not a None one.
     manifest = json.loads((unnamed_run / "manifest.json").read_text())
     del manifest["model"]
     (unnamed_run / "manifest.json").write_text(json.dumps(manifest))
-    assert compare_runs(served_run, unnamed_run).to_json()["b"]["models"] == []
+    comparison = compare_runs(served_run, unnamed_run)
+    assert comparison.to_json()["b"]["models"] == []
+    assert comparison.warnings[-1] == f"models differ (A {both}, B ?)"
+    assert compare_runs(unnamed_run, served_run).warnings[-1] == f"models differ (A ?, B {both})"
 
 
 def test_the_newer_run_is_said_only_when_both_starts_are_known_and_differ(tmp_path: Path) -> None:
