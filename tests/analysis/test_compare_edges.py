@@ -240,3 +240,83 @@ def test_report_options_apply_to_run_dirs_compared(tmp_path: Path) -> None:
             rows.write(json.dumps(attempt_row(run.name, "t0", 0, passed)) + "\n")
     assert compare_runs(a, b).shared_tasks == 3
     assert compare_runs(a, b, min_runs=2).shared_tasks == 2
+
+
+def test_each_side_names_the_models_its_rows_name_else_its_manifests(tmp_path: Path) -> None:
+    # Rows that name two models (a dated snapshot served for some): both, sorted.
+    served = [
+        attempt_row("served", "t0", k, "pass", model=model)
+        for k, model in enumerate(["gpt-4o-2024-08-06", "gpt-4o"])
+    ]
+    served_run = write_run(tmp_path, "served", list(served), tasks=["t0"], repeat=2)
+    # Rows that name none (a command agent's): the model the manifest asked for.
+    unnamed = [attempt_row("unnamed", "t0", k, "pass", model=None) for k in range(2)]
+    unnamed_run = write_run(
+        tmp_path, "unnamed", list(unnamed), tasks=["t0"], repeat=2, model="claude-sonnet-4"
+    )
+    comparison = compare_runs(served_run, unnamed_run)
+    data = comparison.to_json()
+    assert data["a"]["models"] == ["gpt-4o", "gpt-4o-2024-08-06"]
+    assert data["b"]["models"] == ["claude-sonnet-4"]
+    both = "gpt-4o, gpt-4o-2024-08-06"
+    assert comparison.warnings[-1] == f"models differ (A {both}, B claude-sonnet-4)"
+    other_way = compare_runs(unnamed_run, served_run).warnings[-1]
+    assert other_way == f"models differ (A claude-sonnet-4, B {both})"
+    # Neither names one (a manifest without a model): no model, not a None one.
+    manifest = json.loads((unnamed_run / "manifest.json").read_text())
+    del manifest["model"]
+    (unnamed_run / "manifest.json").write_text(json.dumps(manifest))
+    comparison = compare_runs(served_run, unnamed_run)
+    assert comparison.to_json()["b"]["models"] == []
+    assert comparison.warnings[-1] == f"models differ (A {both}, B ?)"
+    assert compare_runs(unnamed_run, served_run).warnings[-1] == f"models differ (A ?, B {both})"
+
+
+def test_the_newer_run_is_said_only_when_both_starts_are_known_and_differ(tmp_path: Path) -> None:
+    older = _run(tmp_path, "older", {"t0": 1}, 1, started_at="2026-11-01T00:00:00Z")
+    newer = _run(tmp_path, "newer", {"t0": 1}, 1, started_at="2026-11-02T00:00:00Z")
+    in_order = compare_runs(older, newer)
+    assert (in_order.newer, in_order.swapped) == ("b", False)
+    assert not any("started after" in w for w in in_order.warnings)
+    assert compare_runs(newer, older).newer == "a"
+    unknown = _run(tmp_path, "unknown", {"t0": 1}, 1, started_at=None)
+    assert compare_runs(unknown, newer).newer is None
+    assert compare_runs(newer, unknown).newer is None
+    together = _run(tmp_path, "together", {"t0": 1}, 1, started_at="2026-11-02T00:00:00Z")
+    assert compare_runs(together, newer).newer is None
+
+
+def test_only_a_run_compared_with_itself_is_the_same_run(tmp_path: Path) -> None:
+    run = _run(tmp_path, "r", {"t0": 1, "t1": 0}, 1, started_at="2026-11-01T00:00:00Z")
+    itself = compare_runs(run, run)
+    assert itself.warnings == ["A and B are the same run (r): every delta is 0 by construction"]
+    # Other runs that started together, or a run id reused by a later run: not the same run.
+    other = _run(tmp_path, "other", {"t0": 1, "t1": 0}, 1, started_at="2026-11-01T00:00:00Z")
+    assert compare_runs(run, other).warnings == []
+    again = _run(tmp_path / "later", "r", {"t0": 1, "t1": 0}, 1, started_at="2026-11-02T00:00:00Z")
+    assert compare_runs(run, again).warnings == []
+
+
+def test_the_adaptive_side_is_named_in_its_warning(tmp_path: Path) -> None:
+    # As --adaptive --target volatile leaves a run: a task that both passed and failed stopped
+    # at its 2nd attempt; the steady ones ran to 8.
+    outcomes = {"t0": ["pass", "fail"], "t1": ["pass"] * 8, "t2": ["fail"] * 8}
+    rows = [
+        attempt_row("adaptive", task, k, outcome)
+        for task, runs in outcomes.items()
+        for k, outcome in enumerate(runs)
+    ]
+    adaptive = write_run(tmp_path, "adaptive", rows, tasks=list(outcomes), repeat=2)
+    manifest = json.loads((adaptive / "manifest.json").read_text())
+    manifest["adaptive"] = {"target": "volatile", "min_repeats": 2, "max_repeats": 8}
+    (adaptive / "manifest.json").write_text(json.dumps(manifest))
+    fixed = _run(tmp_path, "fixed", {"t0": 1, "t1": 2, "t2": 0}, 2)
+    for a, b, side in ((adaptive, fixed, "A"), (fixed, adaptive, "B")):
+        said = [w for w in compare_runs(a, b).warnings if "adaptive" in w]
+        assert len(said) == 1
+        assert said[0].startswith(f"{side}'s repeats were adaptive: its tasks have 2..8 attempts")
+    # The same uneven attempts in a fixed run (one cut short): not worth a line.
+    partial = write_run(tmp_path, "partial", rows, tasks=list(outcomes), repeat=8)
+    comparison = compare_runs(partial, fixed)
+    assert comparison.a.unequal_repeats is not None and comparison.a.adaptive is None
+    assert not any("adaptive" in w for w in comparison.warnings)

@@ -62,6 +62,7 @@ TESTS = [
     "tests/analysis/test_paired_edges.py",
     "tests/analysis/test_compare_edges.py",
     "tests/reruns/test_proxy_link_failure_edges.py",
+    "tests/reruns/test_proxy_attribution_edges.py",  # reaches MeteringProxy.attribute
 ]
 
 
@@ -131,6 +132,18 @@ def _in_scope(name: str) -> bool:
     return any(fnmatch.fnmatch(name, glob) for glob in _mutant_globs())
 
 
+def _narrow(functions: list[str]) -> None:
+    """Keep only ``functions`` in SCOPE (a module mutated whole keeps the ones it names)."""
+    for module, names in list(SCOPE.items()):
+        kept = [f for f in functions if names is None or f in names]
+        if kept:
+            SCOPE[module] = kept
+        else:
+            del SCOPE[module]
+    if not SCOPE:
+        raise SystemExit(f"no module in scope has {', '.join(functions)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=40, help="stop the run after this")
@@ -138,12 +151,18 @@ def main() -> int:
     parser.add_argument("--stage", type=Path, default=Path(tempfile.gettempdir()) / "dd-mutants")
     parser.add_argument("--only", nargs="+", choices=list(SCOPE), help="these modules alone")
     parser.add_argument(
+        "--functions", nargs="+", metavar="NAME",
+        help="these functions alone (as SCOPE names them: _hex, MeteringProxy.attribute…)",
+    )  # fmt: skip
+    parser.add_argument(
         "--resume", action="store_true", help="go on with the stage's last run (not restaged)"
     )
     args = parser.parse_args()
     if args.only:
         for module in set(SCOPE) - set(args.only):
             del SCOPE[module]
+    if args.functions:
+        _narrow(args.functions)
     if not (args.resume and (args.stage / "mutants").is_dir()):
         _stage(args.stage)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
