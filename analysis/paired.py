@@ -8,8 +8,9 @@ one null distribution, so the two can never disagree (p < 0.05 exactly when the 
   B − A, so a task run 25 times weighs its 25 attempts, and one that went from 5/5 to 0/5 is
   strong evidence on its own (the permutation probability of that split is 1/252). Its null
   distribution is the exact convolution of the tasks' hypergeometrics while that is cheap
-  (a large one in fixed point, to ~1e-28), else its normal approximation (same mean 0 and variance; the sum of many independent bounded
-  terms). With one attempt per task in each run it is McNemar's exact test.
+  (a large one in fixed point, to ~1e-28), else its normal approximation (same mean 0 and
+  variance; the sum of many independent bounded terms). With one attempt per task in each run
+  it is McNemar's exact test.
 - Gap: a **sign-flip permutation test** on per-task differences (each task's difference is as
   likely to have either sign), exact by the same convolution, else normal.
 

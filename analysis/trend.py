@@ -350,7 +350,7 @@ def _answer(run_dirs: Sequence[Path], options: dict[str, Any], use_cache: bool) 
     # Kept under the identity after the computation (the runs' aggregate entries were just
     # written), unless a run's files changed meanwhile (then not kept: computed next time).
     after = trend_cache.identity(run_dirs, resolved, manifests, key_options)
-    if _sources(after) == _sources(before):
+    if trend_cache.sources_of(after) == trend_cache.sources_of(before):
         trend_cache.store(path, after, answer.json_text(), trend.to_state())
     return answer
 
@@ -367,11 +367,6 @@ def _key_options(options: dict[str, Any]) -> dict[str, Any]:
     if suite is not None and Path(suite).expanduser().is_file():
         keyed["suite_file"] = file_key(Path(suite).expanduser().resolve())
     return keyed
-
-
-def _sources(identity: list[Any]) -> list[Any]:
-    """An identity without its runs' aggregate entries (the files read from, per run)."""
-    return [identity[:2], [run[:-2] for run in identity[2]]]
 
 
 def _compute(

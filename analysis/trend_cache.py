@@ -5,8 +5,8 @@ An entry is keyed by the trend's **identity**: the code version (the sources the
 flags come from), the options (suite, profile, last, allowed pp, the run judged last), and per
 run dir its resolved path and the (path, size, mtime) of every file its aggregate is read
 from (``trend_data.source_keys``) and of its aggregate's own cache entries (a rewritten entry
-is a changed input). Any of them differs, and the trend is computed again (the unchanged runs
-from their aggregates, the unchanged pairs from their kept verdicts) and kept anew.
+is a changed input). Any of them differs, and the trend is computed again (each unchanged run
+by its kept aggregate, each unchanged pair by its kept verdict) and kept anew.
 
 An entry holds the JSON ``trend --json`` prints (printed as it is) and the trend's full state
 (for the text table, ``check --trend`` and the Trend view). It is derived: deleting it changes
@@ -51,6 +51,12 @@ def run_identity(run_dir: Path, resolved: Path, manifest: dict[str, Any], root: 
         file_key(run_dir / CACHE_FILE),
         file_key(user_cache_file(run_dir, resolved=resolved, root=root)),
     ]
+
+
+def sources_of(identity: list[Any]) -> list[Any]:
+    """An identity without its runs' aggregate entries (the last two of each
+    ``run_identity``): what a trend is read from, which must not change while it is made."""
+    return [identity[:2], [run[:-2] for run in identity[2]]]
 
 
 def identity(
@@ -109,7 +115,7 @@ def store(path: Path, key: list[Any], text: str, state: dict[str, Any]) -> None:
     )
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, body, mode=0o600)
+        atomic_write_bytes(path, body, mode=0o600, durable=False)  # derived, checked on read
         _prune(path.parent)
 
 
