@@ -123,10 +123,21 @@ def remember_success(
 ) -> None:
     """Keep ``success`` as ``run_dir``'s, read from its rows as they were at ``key`` by a
     measurement that began at ``started`` (``time.monotonic()``), here and in the store."""
+    remember_successes([(run_dir, key, success)], started)
+
+
+def remember_successes(
+    measured: Iterable[tuple[Path, RowsKey | None, float | None]], started: float
+) -> None:
+    """``remember_success`` for several runs measured together (``driftdesk trend`` reads a
+    history's rows and keeps what it learnt for the runs list), with one save of the store."""
     now = time.monotonic()
+    entries = list(measured)
+    cost = (now - started) / max(1, len(entries))
     with _lock:
         _load_store()
-        _measured[run_dir.resolve()] = Measured(key, success, now, now - started, time.time())
+        for run_dir, key, success in entries:
+            _measured[run_dir.resolve()] = Measured(key, success, now, cost, time.time())
         _save_store()
 
 

@@ -19,7 +19,8 @@ import contextlib
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 
 CACHE_FILE = ".trend-aggregate.json"
 CACHE_VERSION = 1
-BATCH_RUNS = 50  # runs read into one DuckDB connection (1M rows at most per batch in practice)
+# Runs are read into one DuckDB connection until their rows files hold this much (DuckDB
+# spills past its memory limit; a batch bounds what one scan holds).
+BATCH_BYTES = 128 << 20
 
 FileKey = list[Any]  # [path, size, mtime_ns], or [path, None, None] when absent
 
@@ -186,6 +189,7 @@ def aggregates(
     """The aggregate of each run dir (in order): from the cache where its files are unchanged,
     else read (in batches, one DuckDB connection per batch) and cached. ``manifests``: the
     run dirs' manifests, if the caller has read them."""
+    from driftdesk.analysis.run_success import remember_successes
     from driftdesk.analysis.sources import read_manifest
 
     found: dict[int, RunAggregate] = {}
@@ -198,64 +202,141 @@ def aggregates(
             found[index] = hit
         else:
             to_read.append((index, run_dir, manifest, keys))
-    for start in range(0, len(to_read), BATCH_RUNS):
-        batch = to_read[start : start + BATCH_RUNS]
+    for batch in _batches(to_read):
+        started = time.monotonic()
         read = read_aggregates([(run_dir, manifest) for _, run_dir, manifest, _ in batch])
         for (index, run_dir, _, keys), aggregate in zip(batch, read, strict=True):
             found[index] = aggregate
             if use_cache:
                 store(run_dir, keys, aggregate)
+        if use_cache:  # the runs list's success of each run, read from the same rows
+            remember_successes(
+                ((run_dir, _rows_key(keys), _pooled_success(aggregate)) for
+                 (_, run_dir, _, keys), aggregate in zip(batch, read, strict=True)),
+                started,
+            )  # fmt: skip
     return [found[i] for i in range(len(run_dirs))]
 
 
+def _rows_key(keys: list[FileKey]) -> tuple[int, int] | None:
+    """``run_success``'s key of a run's rows from ``source_keys``' (manifest, rows, calls)."""
+    _, size, mtime = keys[1]
+    return None if size is None else (size, mtime)
+
+
+def _pooled_success(aggregate: RunAggregate) -> float | None:
+    """Passes / judged attempts over the run (the runs list's success)."""
+    judged = sum(n for n, _ in aggregate.tasks.values())
+    return sum(p for _, p in aggregate.tasks.values()) / judged if judged else None
+
+
+def _batches(
+    to_read: list[tuple[int, Path, dict[str, Any], list[FileKey]]],
+) -> Iterator[list[tuple[int, Path, dict[str, Any], list[FileKey]]]]:
+    """``to_read`` in runs of consecutive entries whose rows files hold ``BATCH_BYTES``."""
+    batch: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
+    size = 0
+    for entry in to_read:
+        rows_size = entry[3][1][1] or 0  # keys: manifest, rows, calls; each [path, size, mtime]
+        if batch and size + rows_size > BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(entry)
+        size += rows_size
+    if batch:
+        yield batch
+
+
 def read_aggregates(runs: Sequence[tuple[Path, dict[str, Any]]]) -> list[RunAggregate]:
-    """Read the aggregates of ``runs`` ((run dir, manifest)) from their files, in one
-    connection: the rows by the report's reader, the calls by their two columns."""
+    """Read the aggregates of ``runs`` ((run dir, manifest)) from their files: the rows by the
+    report's row rules and per-task SQL (``analysis.attempt_table``), the calls by their two
+    columns.
+
+    A run's own attempts.jsonl is read with all the others in one scan, and no row cache is
+    written for it: the aggregate kept here is all a trend reads again, and a statement and a
+    cache per run cost four times the scan over a history of small runs. A zero-copy import
+    reads its rows where they are, through the report's reader (``volatility.read_runs``)."""
     from driftdesk.analysis import attempt_table
     from driftdesk.analysis.sources import RunSource
-    from driftdesk.analysis.volatility import read_runs
+    from driftdesk.analysis.zero_copy import linked_source
 
     sources = [RunSource(d / ATTEMPTS_FILE, d, m) for d, m in runs]
     result = [_from_manifest(source) for source in sources]
+    imported = [i for i, s in enumerate(sources) if linked_source(s.manifest) is not None]
+    own = sorted(set(range(len(sources))) - set(imported))
     with attempt_table.connection() as con:
-        extras = read_runs(con, sources, include_link_errors=False)
-        for aggregate, extra in zip(result, extras, strict=True):
-            aggregate.skipped_lines = extra.skipped_line_count
-        for (
-            f,
-            task_id,
-            passes,
-            fails,
-            links,
-            harness,
-            slots,
-            n_tok,
-            tok_sum,
-            tok_std,
-        ) in con.execute(
-            "SELECT f, task_id, passes, fails, link_errors, harness_errors, slots, "
-            "n_tokens, tokens_sum, tokens_std FROM task_aggs ORDER BY f, first_seen"
-        ).fetchall():
-            run = result[f]
-            if passes + fails:
-                run.tasks[str(task_id)] = [int(passes + fails), int(passes)]
-            run.slots += int(slots)
-            run.link_errors += int(links)
-            run.harness_errors += int(harness)
-            if n_tok:
-                total, mean = float(tok_sum), float(tok_sum) / int(n_tok)
-                run.tokens_n += int(n_tok)
-                run.tokens_sum += total
-                # the task's sum of squares from its mean and population deviation
-                run.tokens_sq += int(n_tok) * (float(tok_std or 0.0) ** 2 + mean * mean)
-        for f, p50, p95 in con.execute(
-            "SELECT f, quantile_cont(latency_ms, 0.5), quantile_cont(latency_ms, 0.95) "
-            "FROM attempts WHERE valid AND outcome IN ('pass', 'fail') GROUP BY f"
-        ).fetchall():
-            result[f].latency_p50_ms = None if p50 is None else float(p50)
-            result[f].latency_p95_ms = None if p95 is None else float(p95)
+        if own:
+            _load_own_rows(con, [sources[i] for i in own], part := [result[i] for i in own])
+            _collect(con, part)
         _read_calls(con, [run_dir / CALLS_FILE for run_dir, _ in runs], result)
+    if imported:  # the report's reader numbers its runs' rows from a table of its own
+        with attempt_table.connection() as con:
+            _load_by_report_reader(
+                con, [sources[i] for i in imported], part := [result[i] for i in imported]
+            )
+            _collect(con, part)
     return result
+
+
+def _load_own_rows(con: Any, sources: Sequence[RunSource], result: list[RunAggregate]) -> None:
+    """Every run's attempts.jsonl in one scan (``f``: the run's place in ``sources``), then the
+    report's per-task aggregates (``task_aggs``); an invalid row is a skipped line."""
+    from driftdesk.analysis import attempt_table
+
+    present = [(f, s.attempts_path) for f, s in enumerate(sources) if s.attempts_path.is_file()]
+    attempt_table.load_files(con, present)
+    for f, bad in con.execute(
+        "SELECT f, count(*) FROM attempts WHERE NOT valid GROUP BY f"
+    ).fetchall():
+        result[f].skipped_lines = int(bad)
+    attempt_table.aggregate(con, include_link_errors=False)
+
+
+def _load_by_report_reader(
+    con: Any, sources: Sequence[RunSource], result: list[RunAggregate]
+) -> None:
+    from driftdesk.analysis.volatility import read_runs
+
+    extras = read_runs(con, sources, include_link_errors=False)
+    for aggregate, extra in zip(result, extras, strict=True):
+        aggregate.skipped_lines = extra.skipped_line_count
+
+
+def _collect(con: Any, result: list[RunAggregate]) -> None:
+    """Each run's figures from ``task_aggs`` and the judged attempts' latencies."""
+    for (
+        f,
+        task_id,
+        passes,
+        fails,
+        links,
+        harness,
+        slots,
+        n_tok,
+        tok_sum,
+        tok_std,
+    ) in con.execute(
+        "SELECT f, task_id, passes, fails, link_errors, harness_errors, slots, "
+        "n_tokens, tokens_sum, tokens_std FROM task_aggs ORDER BY f, first_seen"
+    ).fetchall():
+        run = result[f]
+        if passes + fails:
+            run.tasks[str(task_id)] = [int(passes + fails), int(passes)]
+        run.slots += int(slots)
+        run.link_errors += int(links)
+        run.harness_errors += int(harness)
+        if n_tok:
+            total, mean = float(tok_sum), float(tok_sum) / int(n_tok)
+            run.tokens_n += int(n_tok)
+            run.tokens_sum += total
+            # the task's sum of squares from its mean and population deviation
+            run.tokens_sq += int(n_tok) * (float(tok_std or 0.0) ** 2 + mean * mean)
+    for f, p50, p95 in con.execute(
+        "SELECT f, quantile_cont(latency_ms, 0.5), quantile_cont(latency_ms, 0.95) "
+        "FROM attempts WHERE valid AND outcome IN ('pass', 'fail') GROUP BY f"
+    ).fetchall():
+        result[f].latency_p50_ms = None if p50 is None else float(p50)
+        result[f].latency_p95_ms = None if p95 is None else float(p95)
 
 
 def _from_manifest(source: RunSource) -> RunAggregate:

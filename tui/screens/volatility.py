@@ -43,6 +43,7 @@ SORT_KEYS = ("spread", "success", "task")
 SORT_LABELS = {"spread": "max−min", "success": "success", "task": "task id"}
 LIVE_REFRESH_SECONDS = 1.0
 RUNS_RESCAN_SECONDS = 2.0
+SUCCESS_REDRAW_SECONDS = 0.3  # measured successes reach the runs list at most this often
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,7 @@ class VolatilityScreen(WorkbenchScreen):
         self._measuring: Worker[None] | None = None  # the worker measuring runs' success
         self._loading: set[Path] = set()  # runs whose report a worker is building
         self._shown_live = False  # the summary shown is of a live run
+        self._success_redraw_due = False  # a runs-list remake for measured successes is due
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -492,6 +494,14 @@ class VolatilityScreen(WorkbenchScreen):
 
     @on(SuccessKnown)
     def _success_known(self) -> None:
+        # A list of hundreds of runs is measured one run after another: the list is made
+        # again once per burst, not once per run (each remake clears and refills it).
+        if not self._success_redraw_due:
+            self._success_redraw_due = True
+            self.set_timer(SUCCESS_REDRAW_SECONDS, self._show_known_success)
+
+    def _show_known_success(self) -> None:
+        self._success_redraw_due = False
         self._show_runs([replace(r, success=known_success(r.path)) for r in self.runs])
 
     def _show_runs(self, runs: list[RunInfo]) -> None:
