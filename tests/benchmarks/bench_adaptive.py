@@ -209,6 +209,13 @@ def part_simulated(seeds: list[int], concurrency: int) -> None:
         f"   oracle: knowing every task's true rate, the fixed design's sampling variance "
         f"takes at least {_oracle_share():.2f} of its attempts (Neyman allocation)"
     )
+    (kp, kf, share, agree), hull = _volatile_frontier()
+    print(
+        f"   oracle, --target volatile: knowing every task's true rate, the cheapest rule that "
+        f"keeps the fixed run's volatile set on ≥ 95 % of tasks (stop after {kp} agreeing "
+        f"passes, {kf} agreeing fails) takes {share:.3f} of its attempts ({agree:.1%}); a "
+        f"random mix of two such rules, {hull:.3f}"
+    )
 
 
 def _tasks() -> list[str]:
@@ -227,6 +234,44 @@ def _oracle_share() -> float:
     fixed_variance = sum(s * s for s in sigmas) / FIXED_REPEAT
     attempts = sum(sigmas) ** 2 / fixed_variance
     return attempts / (FIXED_REPEAT * len(sigmas))
+
+
+def _volatile_frontier(goal: float = 0.95) -> tuple[tuple[int, int, float, float], float]:
+    """What any rule for ``--target volatile`` can reach on this suite, exactly, knowing
+    every task's true rate p. Both designs see the same draws, so they disagree on a task
+    only when the adaptive one stops on a streak of one outcome that attempts up to the 10th
+    of the fixed one would have broken. What a task's outcomes tell a rule before it stops is
+    the streak's outcome and length, so every rule is a streak length to stop at for passes
+    and one for fails (or a random mix of such rules). Returns the cheapest pair (k_pass,
+    k_fail, share of the fixed design's attempts, agreement) with agreement ≥ ``goal``, and
+    the least share a mix of two pairs reaches at ``goal`` (the lower convex hull)."""
+    from driftdesk.reruns.sandbox import task_skill
+
+    skills = [task_skill(t) for t in _tasks()]
+
+    def task(p: float, k_pass: int, k_fail: int) -> tuple[float, float]:
+        attempts = disagree = 0.0
+        for q, k in ((p, k_pass), (1 - p, k_fail)):  # the first outcome, then its streak
+            # stopped at attempt j by the first other outcome, or at k on the streak
+            attempts += sum(q * q ** (j - 2) * (1 - q) * j for j in range(2, k + 1))
+            attempts += q**k * k
+            disagree += q**k * (1 - q ** max(0, FIXED_REPEAT - k))
+        return attempts, disagree
+
+    points = []
+    for k_pass in range(2, FIXED_REPEAT + 1):
+        for k_fail in range(2, FIXED_REPEAT + 1):
+            figures = [task(p, k_pass, k_fail) for p in skills]
+            share = sum(a for a, _ in figures) / (FIXED_REPEAT * len(skills))
+            points.append((k_pass, k_fail, share, 1 - sum(d for _, d in figures) / len(skills)))
+    best = min((pt for pt in points if pt[3] >= goal), key=lambda pt: pt[2])
+    hull = best[2]
+    for _, _, share_a, agree_a in points:
+        for _, _, share_b, agree_b in points:
+            if agree_a < goal <= agree_b:  # the mix that agrees on exactly ``goal``
+                w = (goal - agree_a) / (agree_b - agree_a)
+                hull = min(hull, (1 - w) * share_a + w * share_b)
+    return best, hull
 
 
 def main() -> int:
