@@ -64,7 +64,9 @@ def _busy(app: DriftdeskApp) -> bool:
     ]
     # DataTables measure new rows on their next idle: until then columns are header-wide.
     tables = [t for t in app.screen.query(DataTable) if t._require_update_dimensions]
-    return bool(workers or tables)
+    # measured successes reach the runs list after a short wait when they come in a burst
+    redraws = [s for s in app.screen_stack if getattr(s, "success_redraw_pending", False)]
+    return bool(workers or tables or redraws)
 
 
 async def _settle(app: DriftdeskApp, pilot) -> None:  # type: ignore[no-untyped-def]

@@ -292,7 +292,8 @@ class VolatilityScreen(WorkbenchScreen):
         self._measuring: Worker[None] | None = None  # the worker measuring runs' success
         self._loading: set[Path] = set()  # runs whose report a worker is building
         self._shown_live = False  # the summary shown is of a live run
-        self._success_redraw_due = False  # a runs-list remake for measured successes is due
+        self.success_redraw_pending = False  # a runs-list remake for measured successes is due
+        self._success_shown_at = 0.0  # time.monotonic() of the last such remake
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -495,13 +496,20 @@ class VolatilityScreen(WorkbenchScreen):
     @on(SuccessKnown)
     def _success_known(self) -> None:
         # A list of hundreds of runs is measured one run after another: the list is made
-        # again once per burst, not once per run (each remake clears and refills it).
-        if not self._success_redraw_due:
-            self._success_redraw_due = True
-            self.set_timer(SUCCESS_REDRAW_SECONDS, self._show_known_success)
+        # again at most every SUCCESS_REDRAW_SECONDS (each remake clears and refills it), a
+        # lone measurement at once.
+        if self.success_redraw_pending:
+            return
+        wait = self._success_shown_at + SUCCESS_REDRAW_SECONDS - time.monotonic()
+        if wait <= 0:
+            self._show_known_success()
+        else:
+            self.success_redraw_pending = True
+            self.set_timer(wait, self._show_known_success)
 
     def _show_known_success(self) -> None:
-        self._success_redraw_due = False
+        self.success_redraw_pending = False
+        self._success_shown_at = time.monotonic()
         self._show_runs([replace(r, success=known_success(r.path)) for r in self.runs])
 
     def _show_runs(self, runs: list[RunInfo]) -> None:
