@@ -164,11 +164,16 @@ class Comparison:
         }
 
 
+def _models(report: RunReport) -> list[str]:
+    """The models a run's rows name, else the one its manifest asked for."""
+    return report.models or ([report.model] if report.model else [])
+
+
 def _side(report: RunReport, repeats: int | None) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
         "repeats": repeats,
-        "models": report.models or ([report.model] if report.model else []),
+        "models": _models(report),
         "started_at": report.started_at,
         "tasks_judged": report.tasks_judged,
     }
@@ -371,8 +376,7 @@ def _warnings(comparison: Comparison) -> list[str]:
                 f"tasks with n ≥ k; the max − min gap grows with n — at k = {uneven['gap_k']} "
                 f"it is {uneven['gap_at_k_pp']} pp)"
             )
-    models_a = a.models or ([a.model] if a.model else [])
-    models_b = b.models or ([b.model] if b.model else [])
+    models_a, models_b = _models(a), _models(b)
     if models_a != models_b:
         warnings.append(
             f"models differ (A {', '.join(models_a) or '?'}, B {', '.join(models_b) or '?'})"
