@@ -47,8 +47,7 @@ def _base64_cores(raw: bytes) -> list[str]:
     return cores
 
 
-@functools.lru_cache(maxsize=256)
-def secret_shapes(secret: str) -> tuple[str, ...]:
+def _shapes(secret: str) -> tuple[str, ...]:
     """``secret`` and its common encodings, longest first (a longer one is replaced whole before
     a shorter one inside it): base64 (padded, unpadded, inside a longer blob), base64url,
     URL-encoded (``%XX`` and ``+``), hex in either case."""
@@ -64,6 +63,12 @@ def secret_shapes(secret: str) -> tuple[str, ...]:
     }
     shapes = {shape for shape in encoded if len(shape) >= _SHORTEST_ENCODED} - {secret}
     return (secret, *sorted(shapes, key=len, reverse=True))
+
+
+# Cached: each line a writer redacts asks again for the same few secrets' shapes. Applied by
+# hand, not as a decorator, so that mutation testing (which skips decorated functions) reaches
+# ``_shapes``.
+secret_shapes = functools.lru_cache(maxsize=256)(_shapes)
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -50,9 +50,11 @@ SCOPE: dict[str, list[str] | None] = {
 # The tests that cover them, run in-process (mutmut follows calls only within its process).
 TESTS = [
     "tests/test_secrets.py",
+    "tests/test_secrets_encodings.py",  # redact's encoded shapes
     "tests/reruns/test_proxy.py",
     "tests/reruns/test_proxy_hardening.py",
     "tests/reruns/test_proxy_escaped_keys.py",
+    "tests/reruns/test_proxy_decoded_values.py",  # the scrubber before the meter decodes
     "tests/reruns/test_proxy_attribution.py",
     "tests/analysis/test_analysis_published_metrics.py",
     "tests/analysis/test_analysis_check.py",
@@ -60,6 +62,7 @@ TESTS = [
     "tests/analysis/test_gate_edges.py",
     "tests/analysis/test_metrics_edges.py",
     "tests/analysis/test_paired_edges.py",
+    "tests/analysis/test_paired_convolution.py",  # _dense, _convolve, _fixed_point, _product
     "tests/analysis/test_compare_edges.py",
     "tests/reruns/test_proxy_link_failure_edges.py",
     "tests/reruns/test_proxy_attribution_edges.py",  # reaches MeteringProxy.attribute
@@ -82,12 +85,14 @@ def _stage(stage: Path) -> None:
         shutil.copytree(ROOT / folder, stage / package.replace(".", "/"), ignore=ignore)
     shutil.copytree(ROOT / "tests", stage / "tests", ignore=ignore)
     shutil.copy2(ROOT / "pyproject.toml", stage / "pyproject.toml")  # pytest's settings
+    shutil.copy2(ROOT / "tests" / "mutants" / "fresh_caches.py", stage / "conftest.py")
     only = "\n    ".join(f"{module.replace('.', '/')}.py" for module in SCOPE)
     # -n 0: mutmut forks a worker per mutant itself. --timeout: a mutant that hangs a test is
     # killed by mutmut's own limit first; this is the backstop.
     (stage / "setup.cfg").write_text(
         "[mutmut]\n"
         "source_paths = driftdesk\n"
+        "also_copy =\n    conftest.py\n"
         f"only_mutate =\n    {only}\n"
         f"pytest_add_cli_args_test_selection =\n    {chr(10).join('    ' + t for t in TESTS).strip()}\n"
         "pytest_add_cli_args =\n    -p no:cacheprovider\n    -p no:xdist\n    --timeout=120\n"
