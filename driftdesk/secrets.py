@@ -55,9 +55,9 @@ def _shapes(secret: str) -> tuple[str, ...]:
     whole = base64.b64encode(raw).decode("ascii")
     encoded = {whole, whole.rstrip("="), *_base64_cores(raw)}
     encoded |= {shape.replace("+", "-").replace("/", "_") for shape in encoded}  # base64url
-    encoded |= {
-        urllib.parse.quote(secret, safe=""),
-        urllib.parse.quote_plus(secret),
+    encoded |= {  # a lone surrogate (a bad byte of an environment variable) as its bytes
+        urllib.parse.quote(secret, safe="", errors="surrogatepass"),
+        urllib.parse.quote_plus(secret, errors="surrogatepass"),
         raw.hex(),
         raw.hex().upper(),
     }

@@ -355,8 +355,8 @@ class KeyScrubber:
                 {
                     key,
                     key.replace("/", "\\/"),
-                    urllib.parse.quote(key, safe=""),
-                    urllib.parse.quote_plus(key),
+                    urllib.parse.quote(key, safe="", errors="surrogatepass"),
+                    urllib.parse.quote_plus(key, errors="surrogatepass"),
                 }
             )
         )
