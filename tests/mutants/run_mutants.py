@@ -191,7 +191,7 @@ def main() -> int:
     print("\nmutation score (killed / tested; 'no tests': no selected test reaches it)")
     for module, counts in sorted(by_module.items()):
         tested = sum(n for status, n in counts.items() if status not in ("no tests", "not checked"))
-        killed = counts["killed"] + counts["timeout"]
+        killed = counts["killed"] + counts["timeout"] + counts["segfault"]  # a crash is a kill
         detail = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
         print(f"  {module:32} {killed:4} / {tested:<4} ({detail})")
     survivors = sorted(n for n, s in statuses.items() if s == "survived")
