@@ -54,6 +54,7 @@ TESTS = [
     "tests/reruns/test_proxy.py",
     "tests/reruns/test_proxy_hardening.py",
     "tests/reruns/test_proxy_escaped_keys.py",
+    "tests/reruns/test_proxy_scrub_edges.py",
     "tests/reruns/test_proxy_decoded_values.py",  # the scrubber before the meter decodes
     "tests/reruns/test_proxy_attribution.py",
     "tests/analysis/test_analysis_published_metrics.py",
@@ -110,7 +111,7 @@ def _mutant_globs() -> list[str]:
             cls, _, method = name.partition(".")
             if method:
                 globs.append(f"{module}.xǁ{cls}ǁ{method}__mutmut_*")
-            elif name[0].isupper():  # a class: all its methods
+            elif name.lstrip("_")[0].isupper():  # a class (_Passthrough too): all its methods
                 globs.append(f"{module}.xǁ{name}ǁ*")
             else:
                 globs.append(f"{module}.x_{name}__mutmut_*")

@@ -18,7 +18,7 @@ import pytest
 from test_proxy_escaped_keys import REAL, SHAPES, EchoingProvider
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.reruns.proxy import KeyScrubber, MeteringProxy, _Passthrough
+from driftdesk.reruns.proxy import _MAX_HELD_LINE, KeyScrubber, MeteringProxy, _Passthrough
 
 
 def test_a_key_with_a_lone_surrogate_is_scrubbed_and_the_proxy_starts_with_it(
@@ -239,3 +239,35 @@ async def test_an_error_body_with_the_key_base64_or_hex_encoded_is_masked(
     provider.body = b'{"error": "bad key: ' + encoded + b'"}'
     status, body = await _answer(proxy)
     assert (status, body) == (401, b'{"error": "bad key: gw\xe2\x80\xa6cdef gw\xe2\x80\xa6cdef"}')
+
+
+@pytest.mark.parametrize("encoding", ["", "gzip"])
+def test_an_answer_is_decoded_one_byte_past_its_limit_and_no_further(encoding: str) -> None:
+    # One byte past the limit is what says an answer is too large; a small gzip body that
+    # would inflate to 10 MB is never inflated whole.
+    answer = b"\0" * 10_000_000
+    passthrough = _Passthrough(KeyScrubber(""), sse=False, encoding=encoding, limit=1000)
+    out = passthrough.feed(gzip.compress(answer) if encoding else answer)
+    assert (len(out), passthrough.too_large) == (1001, True)
+
+
+def test_an_answer_of_exactly_its_limit_is_not_too_large() -> None:
+    passthrough = _Passthrough(KeyScrubber(""), sse=False, encoding="gzip", limit=1000)
+    assert passthrough.feed(gzip.compress(b"y" * 1000)) == b"y" * 1000
+    assert passthrough.flush() == b""
+    assert not passthrough.too_large
+
+
+def test_an_sse_stream_goes_out_in_whole_lines() -> None:
+    passthrough = _Passthrough(KeyScrubber(REAL), sse=True, encoding="", limit=10_000)
+    assert passthrough.feed(b"data: a\n\ndata: b") == b"data: a\n\n"  # nothing of the next
+    assert passthrough.flush() == b"data: b"
+
+
+def test_an_sse_line_is_held_whole_up_to_its_bound_and_past_it_passed_on() -> None:
+    scrubber = KeyScrubber(REAL)
+    held = _Passthrough(scrubber, sse=True, encoding="", limit=2 * _MAX_HELD_LINE)
+    assert held.feed(b"x" * _MAX_HELD_LINE) == b""
+    longer = _Passthrough(scrubber, sse=True, encoding="", limit=2 * _MAX_HELD_LINE)
+    out = longer.feed(b"x" * (_MAX_HELD_LINE + 1))
+    assert len(out) == _MAX_HELD_LINE + 1 - (scrubber.longest - 1)
