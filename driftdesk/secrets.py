@@ -47,8 +47,7 @@ def _base64_cores(raw: bytes) -> list[str]:
     return cores
 
 
-@functools.lru_cache(maxsize=256)
-def secret_shapes(secret: str) -> tuple[str, ...]:
+def _shapes(secret: str) -> tuple[str, ...]:
     """``secret`` and its common encodings, longest first (a longer one is replaced whole before
     a shorter one inside it): base64 (padded, unpadded, inside a longer blob), base64url,
     URL-encoded (``%XX`` and ``+``), hex in either case."""
@@ -56,14 +55,20 @@ def secret_shapes(secret: str) -> tuple[str, ...]:
     whole = base64.b64encode(raw).decode("ascii")
     encoded = {whole, whole.rstrip("="), *_base64_cores(raw)}
     encoded |= {shape.replace("+", "-").replace("/", "_") for shape in encoded}  # base64url
-    encoded |= {
-        urllib.parse.quote(secret, safe=""),
-        urllib.parse.quote_plus(secret),
+    encoded |= {  # a lone surrogate (a bad byte of an environment variable) as its bytes
+        urllib.parse.quote(secret, safe="", errors="surrogatepass"),
+        urllib.parse.quote_plus(secret, errors="surrogatepass"),
         raw.hex(),
         raw.hex().upper(),
     }
     shapes = {shape for shape in encoded if len(shape) >= _SHORTEST_ENCODED} - {secret}
     return (secret, *sorted(shapes, key=len, reverse=True))
+
+
+# Cached: each line a writer redacts asks again for the same few secrets' shapes. Applied by
+# hand, not as a decorator, so that mutation testing (which skips decorated functions) reaches
+# ``_shapes``.
+secret_shapes = functools.lru_cache(maxsize=256)(_shapes)
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -355,8 +355,8 @@ class KeyScrubber:
                 {
                     key,
                     key.replace("/", "\\/"),
-                    urllib.parse.quote(key, safe=""),
-                    urllib.parse.quote_plus(key),
+                    urllib.parse.quote(key, safe="", errors="surrogatepass"),
+                    urllib.parse.quote_plus(key, errors="surrogatepass"),
                 }
             )
         )
@@ -712,6 +712,8 @@ class MeteringProxy:
             try:
                 wbits = 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS
                 raw = zlib.decompressobj(wbits).decompress(raw, _MAX_ERROR_BODY)
+                # decoded up to the bound: cut there like a read would be
+                truncated = truncated or len(raw) >= _MAX_ERROR_BODY
             except zlib.error:
                 raw = b""
         elif encoding not in ("", "identity"):

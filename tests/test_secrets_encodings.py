@@ -12,7 +12,7 @@ import urllib.parse
 import pytest
 
 from driftdesk.reruns.recording import ValueRedactor
-from driftdesk.secrets import redact
+from driftdesk.secrets import mask_key, redact
 
 KEY = "gw/Live+Key-0123456789abcdef?x=1"  # "/", "+" and "?": every encoding differs from it
 RAW = KEY.encode()
@@ -87,3 +87,81 @@ def test_ordinary_text_is_left_alone() -> None:
     text = "base64 of something else: " + _b64(b"an ordinary sentence, nothing secret in it")
     assert redact(text, [KEY]) == text
     assert redact("a wxyz b", ["wxyz"]) == "a …•••• b"  # short secrets: verbatim only
+
+
+# Keys of each length modulo 3 (so the key's last base64 character is whole, or carries 2 or
+# 4 bits of what follows), each with a "+" and a "/" in its base64 at every byte offset (so
+# base64url differs from base64 wherever the key sits).
+KEYS_BY_REMAINDER = [
+    "f?q~+>Tc>W.~vk?/q6kDnQUz?~SWZH",
+    "rDz??j-jYZQFNc.>C84.>dt?~TjY>-r",
+    "7tf?e>spAD?x6r?R2.~~mF6nVkW7QZFQ",
+]
+
+
+def _inside(prefix: int, key: str) -> tuple[str, int, int]:
+    """base64 of ``key`` after ``prefix`` bytes and before one more, and the span of the
+    characters whose six bits all come from the key's bytes."""
+    raw = key.encode()
+    blob = _b64(b"abcde"[:prefix] + raw + b"}")  # "}": its first bits are not all zero
+    first_bit, end_bit = 8 * prefix, 8 * (prefix + len(raw))
+    pure = [i for i in range(len(blob)) if first_bit <= 6 * i and 6 * i + 6 <= end_bit]
+    return blob, pure[0], pure[-1] + 1
+
+
+def test_the_keys_here_have_each_remainder_and_both_base64_only_characters() -> None:
+    assert sorted(len(key) % 3 for key in KEYS_BY_REMAINDER) == [0, 1, 2]
+    for key in KEYS_BY_REMAINDER:
+        for prefix in range(3):
+            blob, start, end = _inside(prefix, key)
+            assert "+" in blob[start:end] and "/" in blob[start:end], (key, prefix)
+
+
+@pytest.mark.parametrize("key", KEYS_BY_REMAINDER)
+@pytest.mark.parametrize("prefix", range(6))
+@pytest.mark.parametrize("url_safe", [False, True])
+def test_a_key_inside_a_blob_loses_exactly_the_characters_made_of_it_alone(
+    key: str, prefix: int, url_safe: bool
+) -> None:
+    blob, start, end = _inside(prefix, key)
+    if url_safe:
+        blob = blob.replace("+", "-").replace("/", "_")
+    expected = blob[:start] + mask_key(key) + blob[end:]
+    assert redact(f"a {blob} b", [key]) == f"a {expected} b"
+
+
+@pytest.mark.parametrize("key", [k for k in KEYS_BY_REMAINDER if len(k) % 3])
+@pytest.mark.parametrize("url_safe", [False, True])
+def test_a_whole_padded_or_unpadded_encoding_is_masked_whole(key: str, url_safe: bool) -> None:
+    # Not its core first, which would leave the last character and the padding behind.
+    whole = (base64.urlsafe_b64encode if url_safe else base64.b64encode)(key.encode()).decode()
+    assert whole.endswith("=")
+    for shape in (whole, whole.rstrip("=")):
+        assert redact(f"a {shape} b", [key]) == f"a {mask_key(key)} b", shape
+
+
+def test_an_encoding_of_eight_characters_is_looked_for_and_a_shorter_one_is_not() -> None:
+    masked = "a …•••• b"
+    assert redact("a 7778797a b", ["wxyz"]) == masked  # hex of a 4-character key
+    assert redact("a 7778797A b", ["wxyz"]) == masked
+    assert redact("a d3h5eg== b", ["wxyz"]) == masked  # its base64, padded
+    # "abcde": base64 "YWJjZGU=" (8, masked), unpadded "YWJjZGU" (7, ordinary text).
+    assert redact("a YWJjZGU= b", ["abcde"]) == "a …•••• b"
+    assert redact("a YWJjZGU b", ["abcde"]) == "a YWJjZGU b"
+
+
+def test_a_key_with_a_lone_surrogate_is_masked_in_each_shape() -> None:
+    # A key read from a non-UTF-8 environment variable holds its bad bytes as surrogates.
+    key = "sec\udcffret-value"
+    raw = key.encode("utf-8", "surrogatepass")
+    url_encoded = urllib.parse.quote(key, safe="", errors="surrogatepass")
+    for shape in (key, raw.hex(), _b64(raw), url_encoded):
+        assert redact(f"a {shape} b", [key]) == "a se…alue b", shape
+
+
+def test_a_key_with_a_space_and_a_slash_is_masked_url_encoded_either_way() -> None:
+    # quote() keeps "/" unless told not to, and quote_plus() writes the space as "+": each
+    # form is a shape of its own.
+    key = "pass word/0123456789"
+    for shape in ("pass%20word%2F0123456789", "pass+word%2F0123456789"):
+        assert redact(f"a {shape} b", [key]) == "a pa…6789 b", shape

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from driftdesk.analysis.paired import (
     ALPHA,
     DENSE_BUDGET,
@@ -14,6 +16,8 @@ from driftdesk.analysis.paired import (
     SIGN_FLIP,
     STRATIFIED,
     PairedTest,
+    _dense,
+    _fixed_point,
     sign_flip,
     stratified_permutation,
 )
@@ -153,3 +157,67 @@ def test_the_sign_flip_test_gives_the_reference_p_and_ci_on_many_random_differen
         _agrees(test, SIGN_FLIP, reference_sign_flip(differences), differences)
         significant += test.p_value < 0.05
     assert 20 < significant < 280, significant  # both verdicts were seen
+
+
+# 13 tasks that went from 5/5 to 0/5 (a tail of ~1e-22) and tasks of 10 attempts a run: the
+# null's exact convolution costs DENSE_BUDGET additions with the first list, one more with the
+# second. The (5, 5) tasks' values lie every other point of the (10, 10) tasks' grid.
+_DROPS = [(5, 5, 5, 0)] * 13
+AT_THE_BUDGET = _DROPS + [(10, 5, 10, 5)] * 7 + [(10, 1, 10, 1), (10, 0, 10, 1), (10, 4, 10, 4)]
+PAST_THE_BUDGET = _DROPS + [(10, 5, 10, 5)] * 6 + [(10, 2, 10, 3), (10, 3, 10, 4), (10, 5, 10, 5)]
+
+
+def _additions(tables: list[tuple[int, int, int, int]]) -> int:
+    """The exact convolution's cost counted on the reference: each part's values times the
+    grid points (of the parts' common step) that the sum so far spans."""
+    informative = [t for t in tables if 0 < t[1] + t[3] < t[0] + t[2]]
+    grid = math.lcm(*(na * nb for na, _, nb, _ in informative))
+    parts = []
+    for na, pa, nb, pb in informative:
+        step = (na + nb) * (grid // (na * nb))
+        parts.append({a * step: 1.0 for a in range(max(0, pa + pb - na), min(nb, pa + pb) + 1)})
+    common = math.gcd(*(min(set(part) - {min(part)}) - min(part) for part in parts))
+    cost, so_far = 0, {0: 1.0}
+    for part in parts:
+        cost += len(part) * ((max(so_far) - min(so_far)) // common + 1)
+        so_far = reference_convolution([so_far, part])
+    return cost
+
+
+def test_at_the_float_budget_the_null_is_in_floats_and_past_it_in_fixed_point() -> None:
+    assert _additions(AT_THE_BUDGET) == DENSE_BUDGET
+    assert _additions(PAST_THE_BUDGET) == DENSE_BUDGET + 1
+    # in floats: the very floats of adding term by term (the tasks' values in key order)
+    exact = stratified_permutation(AT_THE_BUDGET)
+    p_value, ci = reference_stratified(AT_THE_BUDGET)
+    assert (exact.method, exact.p_value, exact.ci95) == (STRATIFIED, p_value, ci)
+    assert 0 < p_value < 1e-20
+    # in fixed point: the far tail short by the probabilities under 2^-96 it leaves out
+    fixed = stratified_permutation(PAST_THE_BUDGET)
+    p_value, ci = reference_stratified(PAST_THE_BUDGET)
+    assert fixed.method == STRATIFIED and _close(fixed.ci95, ci)
+    assert 0 < p_value - fixed.p_value < 1e-25 and 0 < p_value < 1e-20
+
+
+@pytest.mark.parametrize(
+    "spread",
+    [
+        [([0.5, 0.5], 2)],  # one part, a grid point between its values
+        [([0.2, 0.3, 0.5], 2), ([0.6, 0.4], 3), ([0.1, 0.9], 1)],  # an odd number of parts
+        [([0.5, 0.5], 1)] * 100,  # tails of 2^-100: under the fixed point's 2^-96
+    ],
+)
+def test_the_float_and_fixed_point_convolutions_give_the_null_on_its_grid(
+    spread: list[tuple[list[float], int]],
+) -> None:
+    reference = reference_convolution(
+        [{index * stride: prob for index, prob in enumerate(probs)} for probs, stride in spread]
+    )
+    expected = [reference.get(point, 0.0) for point in range(max(reference) + 1)]
+    for name, null in (("float", _dense(spread)), ("fixed point", _fixed_point(spread))):
+        assert len(null) == len(expected), name  # one probability per grid point, no more
+        # a point the sum cannot reach is 0 exactly: never a percentile (_exact)
+        assert all(null[point] == 0.0 for point in range(len(null)) if point not in reference)
+        assert all(abs(a - b) <= 1e-15 for a, b in zip(null, expected, strict=True)), name
+    if len(spread) == 100:
+        assert expected[0] > 0.0 and _fixed_point(spread)[0] == 0.0  # left out, as it says

@@ -50,9 +50,12 @@ SCOPE: dict[str, list[str] | None] = {
 # The tests that cover them, run in-process (mutmut follows calls only within its process).
 TESTS = [
     "tests/test_secrets.py",
+    "tests/test_secrets_encodings.py",  # redact's encoded shapes
     "tests/reruns/test_proxy.py",
     "tests/reruns/test_proxy_hardening.py",
     "tests/reruns/test_proxy_escaped_keys.py",
+    "tests/reruns/test_proxy_scrub_edges.py",
+    "tests/reruns/test_proxy_decoded_values.py",  # the scrubber before the meter decodes
     "tests/reruns/test_proxy_attribution.py",
     "tests/analysis/test_analysis_published_metrics.py",
     "tests/analysis/test_analysis_check.py",
@@ -60,6 +63,7 @@ TESTS = [
     "tests/analysis/test_gate_edges.py",
     "tests/analysis/test_metrics_edges.py",
     "tests/analysis/test_paired_edges.py",
+    "tests/analysis/test_paired_convolution.py",  # _dense, _convolve, _fixed_point, _product
     "tests/analysis/test_compare_edges.py",
     "tests/reruns/test_proxy_link_failure_edges.py",
     "tests/reruns/test_proxy_attribution_edges.py",  # reaches MeteringProxy.attribute
@@ -82,12 +86,14 @@ def _stage(stage: Path) -> None:
         shutil.copytree(ROOT / folder, stage / package.replace(".", "/"), ignore=ignore)
     shutil.copytree(ROOT / "tests", stage / "tests", ignore=ignore)
     shutil.copy2(ROOT / "pyproject.toml", stage / "pyproject.toml")  # pytest's settings
+    shutil.copy2(ROOT / "tests" / "mutants" / "fresh_caches.py", stage / "conftest.py")
     only = "\n    ".join(f"{module.replace('.', '/')}.py" for module in SCOPE)
     # -n 0: mutmut forks a worker per mutant itself. --timeout: a mutant that hangs a test is
     # killed by mutmut's own limit first; this is the backstop.
     (stage / "setup.cfg").write_text(
         "[mutmut]\n"
         "source_paths = driftdesk\n"
+        "also_copy =\n    conftest.py\n"
         f"only_mutate =\n    {only}\n"
         f"pytest_add_cli_args_test_selection =\n    {chr(10).join('    ' + t for t in TESTS).strip()}\n"
         "pytest_add_cli_args =\n    -p no:cacheprovider\n    -p no:xdist\n    --timeout=120\n"
@@ -105,7 +111,7 @@ def _mutant_globs() -> list[str]:
             cls, _, method = name.partition(".")
             if method:
                 globs.append(f"{module}.xǁ{cls}ǁ{method}__mutmut_*")
-            elif name[0].isupper():  # a class: all its methods
+            elif name.lstrip("_")[0].isupper():  # a class (_Passthrough too): all its methods
                 globs.append(f"{module}.xǁ{name}ǁ*")
             else:
                 globs.append(f"{module}.x_{name}__mutmut_*")
@@ -186,7 +192,7 @@ def main() -> int:
     print("\nmutation score (killed / tested; 'no tests': no selected test reaches it)")
     for module, counts in sorted(by_module.items()):
         tested = sum(n for status, n in counts.items() if status not in ("no tests", "not checked"))
-        killed = counts["killed"] + counts["timeout"]
+        killed = counts["killed"] + counts["timeout"] + counts["segfault"]  # a crash is a kill
         detail = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()))
         print(f"  {module:32} {killed:4} / {tested:<4} ({detail})")
     survivors = sorted(n for n, s in statuses.items() if s == "survived")
