@@ -10,15 +10,18 @@ import gzip
 import json
 import urllib.parse
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
-from test_proxy_escaped_keys import REAL, SHAPES, EchoingProvider
+import test_proxy_escaped_keys as escaped_keys
+from test_proxy_escaped_keys import REAL, SHAPES, EchoingProvider, _answer
 
 from driftdesk.fileio import JsonlAppender
 from driftdesk.reruns.proxy import _MAX_HELD_LINE, KeyScrubber, MeteringProxy, _Passthrough
+
+# The provider that echoes what it is told to and a proxy in front of it: those tests' fixtures.
+provider = escaped_keys.provider
+proxy = escaped_keys.proxy
 
 
 def test_a_key_with_a_lone_surrogate_is_scrubbed_and_the_proxy_starts_with_it(
@@ -38,44 +41,6 @@ def test_a_key_with_a_lone_surrogate_is_scrubbed_and_the_proxy_starts_with_it(
         calls_file=JsonlAppender(tmp_path / "calls.jsonl"),
     )
     assert meter.run_key != key
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[EchoingProvider]:
-    server = EchoingProvider()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def proxy(provider: EchoingProvider, tmp_path: Path) -> AsyncIterator[MeteringProxy]:
-    meter = MeteringProxy(
-        run_id="r",
-        upstream_base_url=provider.url + "/v1",
-        protocol="openai",
-        real_key=REAL,
-        calls_file=JsonlAppender(tmp_path / "calls.jsonl"),
-    )
-    await meter.start()
-    yield meter
-    await meter.stop()
-
-
-async def _answer(proxy: MeteringProxy) -> tuple[int, bytes]:
-    token = proxy.open_attempt("t", 0)
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            proxy.base_url_for(token) + "/chat/completions",
-            json={"model": "m"},
-            headers={"Authorization": f"Bearer {proxy.run_key}"},
-        ) as response,
-    ):
-        body = await response.read()
-        status = response.status
-    await proxy.settle(token)
-    return status, body
 
 
 async def test_a_compressed_error_body_cut_at_the_bound_inside_the_key_drops_its_start(
