@@ -264,7 +264,10 @@ def load_files(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path]]
     """Append the rows of several JSONL files ((f, path), in that order) in one scan: a
     history of small runs reads at the speed of one big file instead of paying a statement
     per file. A line too long for DuckDB's reader, or a file name the scan does not give back
-    as it was given, and the files are loaded one at a time instead (``load_file``)."""
+    as it was given, and the files are loaded one at a time instead (``load_file``).
+
+    Rows keep file order in ``rowid``, but after that fallback their rowids do not start at
+    ``table_size``: a caller that numbers a file's records from a base uses ``load_file``."""
     import duckdb
 
     if not files:

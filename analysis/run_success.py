@@ -113,9 +113,17 @@ def measure_success(run_dir: Path) -> None:
             counts = list(pooled_task_outcomes([run_dir]).values())
         except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
             counts = []
-        judged = sum(passes + fails for passes, fails in counts)
-        success = sum(passes for passes, _ in counts) / judged if judged else None
+        success = pooled_success((passes, passes + fails) for passes, fails in counts)
     remember_success(run_dir, key, success, started)
+
+
+def pooled_success(tasks: Iterable[tuple[int, int]]) -> float | None:
+    """Passes over judged attempts of the whole run, from each task's (passes, judged);
+    unknown without a judged attempt."""
+    passes = judged = 0
+    for task_passes, task_judged in tasks:
+        passes, judged = passes + task_passes, judged + task_judged
+    return passes / judged if judged else None
 
 
 def remember_success(

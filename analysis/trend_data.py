@@ -189,7 +189,7 @@ def aggregates(
     """The aggregate of each run dir (in order): from the cache where its files are unchanged,
     else read (in batches, one DuckDB connection per batch) and cached. ``manifests``: the
     run dirs' manifests, if the caller has read them."""
-    from driftdesk.analysis.run_success import remember_successes
+    from driftdesk.analysis.run_success import pooled_success, remember_successes
     from driftdesk.analysis.sources import read_manifest
 
     found: dict[int, RunAggregate] = {}
@@ -211,8 +211,8 @@ def aggregates(
                 store(run_dir, keys, aggregate)
         if use_cache:  # the runs list's success of each run, read from the same rows
             remember_successes(
-                ((run_dir, _rows_key(keys), _pooled_success(aggregate)) for
-                 (_, run_dir, _, keys), aggregate in zip(batch, read, strict=True)),
+                ((run_dir, _rows_key(keys), pooled_success((p, n) for n, p in agg.tasks.values()))
+                 for (_, run_dir, _, keys), agg in zip(batch, read, strict=True)),
                 started,
             )  # fmt: skip
     return [found[i] for i in range(len(run_dirs))]
@@ -224,12 +224,6 @@ def _rows_key(keys: list[FileKey]) -> tuple[int, int] | None:
     return None if size is None else (size, mtime)
 
 
-def _pooled_success(aggregate: RunAggregate) -> float | None:
-    """Passes / judged attempts over the run (the runs list's success)."""
-    judged = sum(n for n, _ in aggregate.tasks.values())
-    return sum(p for _, p in aggregate.tasks.values()) / judged if judged else None
-
-
 def _batches(
     to_read: list[tuple[int, Path, dict[str, Any], list[FileKey]]],
 ) -> Iterator[list[tuple[int, Path, dict[str, Any], list[FileKey]]]]:
@@ -237,7 +231,7 @@ def _batches(
     batch: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
     size = 0
     for entry in to_read:
-        rows_size = entry[3][1][1] or 0  # keys: manifest, rows, calls; each [path, size, mtime]
+        rows_size = (_rows_key(entry[3]) or (0, 0))[0]
         if batch and size + rows_size > BATCH_BYTES:
             yield batch
             batch, size = [], 0
