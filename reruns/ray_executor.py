@@ -556,7 +556,9 @@ class RayCluster:
 
     def nodes_without(self, executable: str) -> list[str]:
         """The alive nodes where ``executable`` is not on the PATH (of the node's workers), by
-        a tiny task pinned to each node."""
+        a tiny task pinned to each node. A node that dies before its probe runs is left out:
+        it is gone, not lacking the client (GCS lists a killed node as alive until its health
+        check gives up on it, so a node lost just before a run is still listed)."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -570,18 +572,21 @@ class RayCluster:
             ).remote(executable)
             for n in nodes
         ]
-        try:
-            found = ray.get(refs, timeout=120)
-        except ray.exceptions.RayError as exc:
-            raise RayUnavailable(
-                f"the cluster's nodes did not say whether `{executable}` is installed: "
-                f"{str(exc).splitlines()[0]}"
-            ) from None
-        return [
-            f"{n.get('NodeManagerAddress')}/{n['NodeID'][:8]}"
-            for n, path in zip(nodes, found, strict=True)
-            if path is None
-        ]
+        ray.wait(refs, num_returns=len(refs), timeout=120)
+        lacking = []
+        for node, ref in zip(nodes, refs, strict=True):
+            try:
+                path = ray.get(ref, timeout=0)
+            except ray.exceptions.RayError as exc:
+                if not _still_alive(node["NodeID"]):
+                    continue
+                raise RayUnavailable(
+                    f"the cluster's nodes did not say whether `{executable}` is installed: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from None
+            if path is None:
+                lacking.append(f"{node.get('NodeManagerAddress')}/{node['NodeID'][:8]}")
+        return lacking
 
     def workspace_ref(self, task: Task) -> Any:
         """The task's workspace, packed and put in the object store once per run."""
@@ -626,6 +631,12 @@ class RayCluster:
                 ray.cancel(generator, force=True)
             raise
         raise NodeLost("the Ray task ended without a result")
+
+
+def _still_alive(node_id: str) -> bool:
+    import ray
+
+    return any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())
 
 
 def _which(executable: str) -> str | None:

@@ -542,6 +542,28 @@ async def test_isolate_on_the_cluster_runs_the_client_under_bubblewrap(
         assert "+hidden" in lines
 
 
+def test_a_node_that_dies_while_asked_for_its_clients_is_left_out(
+    cluster: LoopbackCluster,
+) -> None:
+    """A node listed alive and dead by the time its probe is placed (seen: the node an earlier
+    test killed, still listed for a few seconds) is a node gone, not a node without the
+    client: the run starts on the others instead of refusing the cluster."""
+    from driftdesk.reruns.ray_executor import RayCluster
+
+    doomed = cluster.add_node(num_cpus=1)
+    connection = RayCluster(RaySettings(cluster.address))
+    connection.connect()
+    try:
+        import ray
+
+        assert any(n["NodeID"] == doomed.node_id and n["Alive"] for n in ray.nodes())
+        cluster.kill_node(doomed)  # listed alive until the health check misses it
+        assert connection.nodes_without("sh") == []
+        assert cluster.label(doomed) not in connection.nodes_without("no-such-client-here")
+    finally:
+        connection.close()
+
+
 async def test_a_client_missing_on_a_node_is_refused_naming_the_node(
     cluster: LoopbackCluster, tmp_path: Path
 ) -> None:
