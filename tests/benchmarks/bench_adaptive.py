@@ -216,6 +216,18 @@ def part_simulated(seeds: list[int], concurrency: int) -> None:
         f"passes, {kf} agreeing fails) takes {share:.3f} of its attempts ({agree:.1%}); a "
         f"random mix of two such rules, {hull:.3f}"
     )
+    for planned, prior in ((0.95, "run"), (0.99, "run"), (0.95, "fixed run")):
+        share, agree = _empirical_bayes(seeds, planned, prior)
+        source = (
+            "the fixed 10x run's outcomes (more than any adaptive run has)"
+            if prior == "fixed run"
+            else "the run's own outcomes so far"
+        )
+        print(
+            f"   empirical Bayes, --target volatile: the suite's skills learnt from {source}, "
+            f"stopping to keep {planned:.0%} agreement expected: {share:.3f} of the fixed "
+            f"design's attempts, the same volatile set on {agree:.1%} of tasks"
+        )
 
 
 def _tasks() -> list[str]:
@@ -272,6 +284,106 @@ def _volatile_frontier(goal: float = 0.95) -> tuple[tuple[int, int, float, float
                 w = (goal - agree_a) / (agree_b - agree_a)
                 hull = min(hull, (1 - w) * share_a + w * share_b)
     return best, hull
+
+
+GRID = [i / 100 for i in range(101)]
+
+
+def _fit_skills(counts: dict[tuple[int, int], int]) -> list[float]:
+    """The suite's skill distribution on ``GRID`` that makes the tasks' (attempts, passes)
+    most likely (NPMLE, by EM): the prior an empirical-Bayes rule plugs in."""
+    weights = [1 / len(GRID)] * len(GRID)
+    likelihood = {(n, s): [p**s * (1 - p) ** (n - s) for p in GRID] for n, s in counts}
+    total = sum(counts.values())
+    for _ in range(300):
+        new = [0.0] * len(GRID)
+        for key, many in counts.items():
+            row = likelihood[key]
+            z = sum(w * x for w, x in zip(weights, row, strict=True))
+            for g, (w, x) in enumerate(zip(weights, row, strict=True)):
+                new[g] += many * w * x / z
+        weights = [x / total for x in new]
+    return weights
+
+
+def _streak_plan(
+    weights: list[float], streaks: list[tuple[int, int]], allowed: float
+) -> dict[tuple[int, int], tuple[bool, float]]:
+    """Under the prior ``weights``: for each streak (outcome, length), stop now or not, and
+    the chance that the fixed run would call the task volatile after a stop. The least
+    expected attempts for the open ``streaks`` with at most ``allowed`` expected disagreements
+    (a Lagrangian backward induction over streak lengths, its multiplier by bisection)."""
+
+    def moment(outcome: int, n: int, more: int) -> float:  # E[q^(n+more)] / E[q^n]
+        pairs = [(w, p if outcome else 1 - p) for w, p in zip(weights, GRID, strict=True)]
+        below = sum(w * q**n for w, q in pairs)
+        return sum(w * q ** (n + more) for w, q in pairs) / below if below else 1.0
+
+    def solve(price: float) -> tuple[dict[tuple[int, int], tuple[bool, float]], float]:
+        plan: dict[tuple[int, int], tuple[bool, float]] = {}
+        expected: dict[tuple[int, int], tuple[float, float]] = {}  # (value, disagreement)
+        for outcome in (0, 1):
+            expected[(outcome, FIXED_REPEAT)] = (0.0, 0.0)
+            for n in range(FIXED_REPEAT - 1, 1, -1):
+                risk = 1 - moment(outcome, n, FIXED_REPEAT - n)
+                same = moment(outcome, n, 1)
+                value, disagree = expected[(outcome, n + 1)]
+                if price * risk <= 1 + same * value:
+                    plan[(outcome, n)] = (True, risk)
+                    expected[(outcome, n)] = (price * risk, risk)
+                else:
+                    plan[(outcome, n)] = (False, risk)
+                    expected[(outcome, n)] = (1 + same * value, same * disagree)
+        return plan, sum(expected[s][1] for s in streaks)
+
+    low, high = 0.0, 1e6
+    for _ in range(60):
+        middle = (low + high) / 2
+        if solve(middle)[1] > allowed:
+            low = middle
+        else:
+            high = middle
+    return solve(high)[0]
+
+
+def _empirical_bayes(seeds: list[int], planned: float, prior: str) -> tuple[float, float]:
+    """A rule that, unlike the oracle, does not know the skills: after a first round of 2,
+    each round it fits the skills (``_fit_skills``, from the run's outcomes so far, or from
+    the fixed run's when ``prior`` says so), stops the streaks ``_streak_plan`` says, and
+    gives every open task one more attempt. Returns (share of the fixed design's attempts,
+    agreement with its volatile set), means over ``seeds`` (rounds, no concurrency)."""
+    tasks = _tasks()
+    shares, agreements = [], []
+    for seed in seeds:
+        passes = sandbox_model(seed)
+        fixed = {t: [passes(t, a) for a in range(FIXED_REPEAT)] for t in tasks}
+        seen = {t: fixed[t][:2] for t in tasks}
+        risk_taken = 0.0
+        open_tasks = [t for t in tasks if len(set(seen[t])) == 1]
+        while open_tasks:
+            source = fixed if prior == "fixed run" else seen
+            counts: dict[tuple[int, int], int] = {}
+            for outcomes in source.values():
+                key = (len(outcomes), sum(outcomes))
+                counts[key] = counts.get(key, 0) + 1
+            streaks = [(int(seen[t][0]), len(seen[t])) for t in open_tasks]
+            allowed = (1 - planned) * len(tasks) - risk_taken
+            plan = _streak_plan(_fit_skills(counts), streaks, allowed)
+            still = []
+            for task_id, streak in zip(open_tasks, streaks, strict=True):
+                stop, risk = plan.get(streak, (True, 0.0))
+                if stop:
+                    risk_taken += risk
+                    continue
+                seen[task_id].append(fixed[task_id][len(seen[task_id])])
+                if len(set(seen[task_id])) == 1:
+                    still.append(task_id)
+            open_tasks = still
+        volatile = {t for t in tasks if len(set(seen[t])) == 2}
+        fixed_volatile = {t for t in tasks if len(set(fixed[t])) == 2}
+        shares.append(sum(map(len, seen.values())) / (FIXED_REPEAT * len(tasks)))
+        agreements.append(sum((t in volatile) == (t in fixed_volatile) for t in tasks) / len(tasks))
+    return statistics.mean(shares), statistics.mean(agreements)
 
 
 def main() -> int:
