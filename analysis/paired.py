@@ -21,6 +21,7 @@ the observed difference), with percentiles defined on the same tails, hence the 
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Sequence
@@ -82,15 +83,19 @@ def stratified_permutation(
         return _normal(value, variance / tasks**2, alpha, STRATIFIED_NORMAL)
     parts: list[Part] = []
     observed = 0
+    known: dict[tuple[int, int, int], Part] = {}  # tasks alike share one part
     for na, nb, pa, pb in informative:
         total, m, unit = na + nb, pa + pb, grid // (na * nb)
-        ways = math.comb(total, nb)
-        low = max(0, m - na)
-        probs = [
-            math.comb(m, a) * math.comb(total - m, nb - a) / ways
-            for a in range(low, min(nb, m) + 1)
-        ]
-        parts.append(((low * total - m * nb) * unit, total * unit, probs))
+        part = known.get((na, nb, m))
+        if part is None:
+            ways = math.comb(total, nb)
+            low = max(0, m - na)
+            probs = [
+                math.comb(m, a) * math.comb(total - m, nb - a) / ways
+                for a in range(low, min(nb, m) + 1)
+            ]
+            part = known[(na, nb, m)] = ((low * total - m * nb) * unit, total * unit, probs)
+        parts.append(part)
         observed += (pb * total - m * nb) * unit
     return _exact(value, observed, _convolve(parts), tasks * grid, alpha, STRATIFIED)
 
@@ -164,21 +169,29 @@ def _fixed_point(spread: list[tuple[list[float], int]]) -> list[float]:
     """The same sums by whole-number arithmetic: probabilities as multiples of 2^-96, a
     distribution as one big integer with a coefficient every ``_SLOT`` bytes, two
     distributions' convolution as the product of their integers (Python multiplies big
-    integers in sub-quadratic time), in a balanced tree. Each product is cut back to 96
-    fraction bits, so a probability is off by less than 2^-96 per level (~1e-28, where a float
-    near 0.01 carries ~1e-18), and one below 2^-96 is 0: the far tails, left out of the
-    integers (most of a large null's grid)."""
-    leaves = []
+    integers in sub-quadratic time). Equal parts (tasks with the same attempts and passes:
+    most of a large run's) are raised to their count by squaring, then the powers multiplied
+    in a balanced tree. Each product is cut back to 96 fraction bits, so a probability is off
+    by less than 2^-96 per product (~1e-28, where a float near 0.01 carries ~1e-18), and one
+    below 2^-96 is 0: the far tails, left out of the integers (most of a large null's grid)."""
+    counts: dict[tuple[tuple[float, ...], int], int] = {}
     for probs, stride in spread:
+        key = (tuple(probs), stride)
+        counts[key] = counts.get(key, 0) + 1
+    leaves = []
+    for (probs, stride), count in counts.items():
         vector = [0] * ((len(probs) - 1) * stride + 1)
         vector[::stride] = [int(math.ldexp(p, FIXED_BITS)) for p in probs]
-        leaves.append((0, b"".join(x.to_bytes(_SLOT, "little") for x in vector)))
-    while len(leaves) > 1:
-        leaves = [
-            _product(leaves[i], leaves[i + 1]) if i + 1 < len(leaves) else leaves[i]
-            for i in range(0, len(leaves), 2)
-        ]
-    first, digits = leaves[0]
+        leaves.append(_power((0, b"".join(x.to_bytes(_SLOT, "little") for x in vector)), count))
+    # the two shortest first (as Huffman merges), so long ones are multiplied least often
+    queue = [(len(leaf[1]), order, leaf) for order, leaf in enumerate(leaves)]
+    heapq.heapify(queue)
+    while len(queue) > 1:
+        _, order, a = heapq.heappop(queue)
+        _, _, b = heapq.heappop(queue)
+        merged = _product(a, b)
+        heapq.heappush(queue, (len(merged[1]), order, merged))
+    first, digits = queue[0][2]
     one = 1 << FIXED_BITS
     values = [  # each rounded to the nearest float
         int.from_bytes(digits[at : at + _SLOT], "little") / one
@@ -188,13 +201,28 @@ def _fixed_point(spread: list[tuple[list[float], int]]) -> list[float]:
     return [0.0] * first + values + [0.0] * (size - first - len(values))
 
 
+def _power(base: tuple[int, bytes], count: int) -> tuple[int, bytes]:
+    """``base`` convolved with itself ``count`` (≥ 1) times, by squaring."""
+    result = None
+    while True:
+        if count & 1:
+            result = base if result is None else _product(result, base)
+        count >>= 1
+        if not count:
+            assert result is not None
+            return result
+        base = _product(base, base)
+
+
 def _product(a: tuple[int, bytes], b: tuple[int, bytes]) -> tuple[int, bytes]:
     """The convolution of two fixed-point distributions (each its first grid point and its
     digits), cut back to ``FIXED_BITS``: each coefficient's low ``_DROPPED`` bytes go, byte
     by byte for all coefficients at once (strided slices, no loop over coefficients); then
     the coefficients that are 0 at either end."""
     size = len(a[1]) // _SLOT + len(b[1]) // _SLOT - 1
-    product = int.from_bytes(a[1], "little") * int.from_bytes(b[1], "little")
+    left = int.from_bytes(a[1], "little")
+    # one object squared: CPython's multiplication squares faster than it multiplies
+    product = left * left if a is b else left * int.from_bytes(b[1], "little")
     full = product.to_bytes(size * _SLOT, "little")
     kept = bytearray(size * _SLOT)
     for byte in range(_SLOT - _DROPPED):

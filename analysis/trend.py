@@ -38,7 +38,7 @@ from typing import Any
 from driftdesk.analysis.trend_data import RunAggregate, aggregates, normal_ci95
 from driftdesk.layout import MANIFEST_FILE
 
-CACHE_PAIR_VERSION = 1  # of ``PairedOutcome``: another version is computed again
+CACHE_PAIR_VERSION = 2  # of ``PairedOutcome``: another version is computed again
 
 FLAGS = (
     "regression",
@@ -410,8 +410,10 @@ def _compute(
 def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
     """Figures and flags of ``runs`` (in the order given: oldest first)."""
     from driftdesk.analysis.compare import SIGNIFICANCE
+    from driftdesk.analysis.trend_data import tasks_digest
 
     shown: list[TrendRun] = []
+    digests = [tasks_digest(run.tasks) for run in runs]
     for index, run in enumerate(runs):
         rates = [p / n for n, p in run.tasks.values()]
         spreads = [1.0 if 0 < p < n else 0.0 for n, p in run.tasks.values()]
@@ -431,7 +433,7 @@ def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
         )
         if base_index is not None:
             base = runs[base_index]
-            pair = paired_outcome(base, run, allowed_pp)
+            pair = paired_outcome(base, run, allowed_pp, (digests[base_index], digests[index]))
             current.baseline, current.shared_tasks = base.run_id, pair.shared_tasks
             if not pair.passed:
                 current.flags.append(Flag("regression", f"vs {base.run_id}: {pair.detail}"))
@@ -467,17 +469,24 @@ class PairedOutcome:
     only_in_b: int
 
 
-def paired_outcome(base: RunAggregate, run: RunAggregate, allowed_pp: float) -> PairedOutcome:
+def paired_outcome(
+    base: RunAggregate,
+    run: RunAggregate,
+    allowed_pp: float,
+    digests: tuple[str, str] | None = None,
+) -> PairedOutcome:
     """``check --baseline``'s verdict on the pair (``gate.regression_verdict`` on
     ``compare.success_delta``, the success delta of ``compare.compare_runs``, over the shared
     tasks by task id), kept in the user's cache by the pair's per-task counts: the exact test
-    is most of a trend's computing, and a history's pairs rarely change."""
+    is most of a trend's computing, and a history's pairs rarely change. ``digests``: the two
+    runs' ``tasks_digest``, if the caller has them (a run is in two pairs of a trend)."""
     from driftdesk.analysis.compare import success_delta
     from driftdesk.analysis.gate import regression_verdict
-    from driftdesk.analysis.trend_data import load_pair, pair_file, store_pair
+    from driftdesk.analysis.trend_data import load_pair, pair_file, store_pair, tasks_digest
 
-    key = [CACHE_PAIR_VERSION, allowed_pp, base.run_id, run.run_id, base.tasks, run.tasks]
-    path = pair_file(key)  # (a JSON of both runs' tasks: made once)
+    base_digest, run_digest = digests or (tasks_digest(base.tasks), tasks_digest(run.tasks))
+    key = [CACHE_PAIR_VERSION, allowed_pp, base.run_id, run.run_id, base_digest, run_digest]
+    path = pair_file(key)
     known = load_pair(path)
     if known is not None:
         with contextlib.suppress(TypeError):

@@ -159,6 +159,12 @@ def pair_file(key: list[Any]) -> Path:
     return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
 
 
+def tasks_digest(tasks: dict[str, list[int]]) -> str:
+    """A run's per-task counts in a pair's cache key (``pair_file``)."""
+    text = json.dumps(tasks, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def load_pair(path: Path) -> dict[str, Any] | None:
     """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``; None:
     not kept, or unreadable)."""
@@ -297,34 +303,36 @@ def _load_by_report_reader(
 
 
 def _collect(con: Any, result: list[RunAggregate]) -> None:
-    """Each run's figures from ``task_aggs`` and the judged attempts' latencies."""
-    for (
-        f,
-        task_id,
-        passes,
-        fails,
-        links,
-        harness,
-        slots,
-        n_tok,
-        tok_sum,
-        tok_std,
-    ) in con.execute(
-        "SELECT f, task_id, passes, fails, link_errors, harness_errors, slots, "
-        "n_tokens, tokens_sum, tokens_std FROM task_aggs ORDER BY f, first_seen"
+    """Each run's figures from ``task_aggs`` and the judged attempts' latencies: one row per
+    run (its judged tasks as lists, in first-seen order), its sums done in DuckDB."""
+    for f, ids, judged, passes, slots, links, harness, n_tok, tok_sum, tok_sq in con.execute(
+        """
+        SELECT f,
+               list(task_id ORDER BY first_seen) FILTER (WHERE passes + fails > 0),
+               list(passes + fails ORDER BY first_seen) FILTER (WHERE passes + fails > 0),
+               list(passes ORDER BY first_seen) FILTER (WHERE passes + fails > 0),
+               sum(slots), sum(link_errors), sum(harness_errors),
+               sum(n_tokens) FILTER (WHERE n_tokens > 0),
+               sum(tokens_sum) FILTER (WHERE n_tokens > 0),  -- DECIMAL: exact
+               -- each task's sum of squares from its mean and population deviation (summed
+               -- by ``math.fsum``: correctly rounded, so in no order of DuckDB's threads)
+               list(n_tokens * (coalesce(tokens_std, 0) ^ 2
+                                + (tokens_sum::DOUBLE / n_tokens) ^ 2))
+                   FILTER (WHERE n_tokens > 0)
+        FROM task_aggs GROUP BY f
+        """
     ).fetchall():
         run = result[f]
-        if passes + fails:
-            run.tasks[str(task_id)] = [int(passes + fails), int(passes)]
-        run.slots += int(slots)
-        run.link_errors += int(links)
-        run.harness_errors += int(harness)
+        if ids:
+            pairs = map(list, zip(judged, passes, strict=True))
+            run.tasks.update(zip(map(str, ids), pairs, strict=True))
+        run.slots += int(slots or 0)
+        run.link_errors += int(links or 0)
+        run.harness_errors += int(harness or 0)
         if n_tok:
-            total, mean = float(tok_sum), float(tok_sum) / int(n_tok)
             run.tokens_n += int(n_tok)
-            run.tokens_sum += total
-            # the task's sum of squares from its mean and population deviation
-            run.tokens_sq += int(n_tok) * (float(tok_std or 0.0) ** 2 + mean * mean)
+            run.tokens_sum += float(tok_sum)
+            run.tokens_sq += math.fsum(tok_sq)
     for f, p50, p95 in con.execute(
         "SELECT f, quantile_cont(latency_ms, 0.5), quantile_cont(latency_ms, 0.95) "
         "FROM attempts WHERE valid AND outcome IN ('pass', 'fail') GROUP BY f"
