@@ -179,9 +179,9 @@ def _fixed_point(spread: list[tuple[list[float], int]]) -> list[float]:
         key = (tuple(probs), stride)
         counts[key] = counts.get(key, 0) + 1
     leaves = []
-    for (values, stride), count in counts.items():
-        vector = [0] * ((len(values) - 1) * stride + 1)
-        vector[::stride] = [int(math.ldexp(p, FIXED_BITS)) for p in values]
+    for (part, stride), count in counts.items():
+        vector = [0] * ((len(part) - 1) * stride + 1)
+        vector[::stride] = [int(math.ldexp(p, FIXED_BITS)) for p in part]
         leaves.append(_power((0, b"".join(x.to_bytes(_SLOT, "little") for x in vector)), count))
     # the two shortest first (as Huffman merges), so long ones are multiplied least often
     queue = [(len(leaf[1]), order, leaf) for order, leaf in enumerate(leaves)]
