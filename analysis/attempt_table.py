@@ -411,6 +411,28 @@ def aggregate(
     return result
 
 
+def task_counts(con: duckdb.DuckDBPyConnection) -> str:
+    """SQL (a parenthesised subquery): per (f, task_id), over the winning rows as ``aggregate`` picks them (last row
+    per slot wins), only what a trend keeps of a run: first_seen, passes, fails,
+    link_errors, harness_errors, slots, and the judged attempts' n_tokens, tokens_sum
+    (exact) and tokens_std (population) — the very columns of ``task_aggs`` by the same
+    expressions, without the report's other thirty."""
+    rows = "(SELECT rowid AS ord, * FROM attempts WHERE valid)"
+    winners = _without_superseded(rows)[0] if _find_superseded(con, rows) else rows
+    counted_tokens = "CASE WHEN outcome IN ('pass', 'fail') THEN total_tokens END"
+    return f"""(
+        SELECT f, task_id, min(ord) AS first_seen,
+               count(*) FILTER (WHERE outcome = 'pass') AS passes,
+               count(*) FILTER (WHERE outcome = 'fail') AS fails,
+               count(*) FILTER (WHERE outcome = 'link_error') AS link_errors,
+               count(*) FILTER (WHERE outcome = 'harness_error') AS harness_errors,
+               count(*) AS slots, count(counted_tokens) AS n_tokens,
+               {_exact_sum("counted_tokens")} AS tokens_sum,
+               stddev_pop(counted_tokens) AS tokens_std
+        FROM (SELECT *, {counted_tokens} AS counted_tokens FROM {winners})
+        GROUP BY f, task_id)"""
+
+
 def _touched_sources(con: duckdb.DuckDBPyConnection, since: int) -> tuple[str, str]:
     """The live view's sources after rows were added from ``rowid`` ``since`` on (as
     ``_without_superseded``): ``touched`` lists the tasks with new valid rows, ``merged``

@@ -25,20 +25,20 @@ in one line:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis.trend_data import RunAggregate, aggregates, normal_ci95
 from driftdesk.layout import MANIFEST_FILE
 
-CACHE_PAIR_VERSION = 2  # of ``PairedOutcome``: another version is computed again
+if TYPE_CHECKING:
+    from driftdesk.analysis.trend_pairs import Helper
 
 FLAGS = (
     "regression",
@@ -380,6 +380,24 @@ def _compute(
     use_cache: bool,
     upto: Path | None,
 ) -> Trend:
+    from driftdesk.analysis.trend_pairs import helper_for
+
+    with helper_for(len(run_dirs)) as helper:
+        return _computed(run_dirs, manifests, suite, profile, last, allowed_pp, use_cache, upto,
+                         helper)  # fmt: skip
+
+
+def _computed(
+    run_dirs: Sequence[Path],
+    manifests: Sequence[dict[str, Any]] | None,
+    suite: str | None,
+    profile: str | None,
+    last: int | None,
+    allowed_pp: float,
+    use_cache: bool,
+    upto: Path | None,
+    helper: Helper | None,
+) -> Trend:
     found = aggregates(run_dirs, use_cache=use_cache, manifests=manifests)
     if upto is not None:
         target = upto.resolve()
@@ -399,7 +417,7 @@ def _compute(
     runs, name, notes = select(found, suite=suite, profile=profile, last=last)
     if upto is not None and runs:
         runs = [r for r in runs if r is not newest] + [newest]
-    trend = trend_of(runs, allowed_pp=allowed_pp)
+    trend = trend_of(runs, allowed_pp=allowed_pp, helper=helper)
     trend.suite, trend.notes = name, notes + trend.notes
     return trend
 
@@ -407,13 +425,27 @@ def _compute(
 # --- flags -----------------------------------------------------------------------------------
 
 
-def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
-    """Figures and flags of ``runs`` (in the order given: oldest first)."""
+def trend_of(
+    runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0, helper: Helper | None = None
+) -> Trend:
+    """Figures and flags of ``runs`` (in the order given: oldest first); ``helper``: a second
+    process for the paired verdicts (``trend_pairs.helper_for``)."""
     from driftdesk.analysis.compare import SIGNIFICANCE
     from driftdesk.analysis.trend_data import tasks_digest
+    from driftdesk.analysis.trend_pairs import paired_outcomes
 
-    shown: list[TrendRun] = []
+    bases: list[int | None] = []
+    for index, run in enumerate(runs):
+        bases.append(
+            next((i for i in range(index - 1, -1, -1) if run.tasks.keys() & runs[i].tasks.keys()),
+                 None)
+        )  # fmt: skip
+    wanted = [(base, index) for index, base in enumerate(bases) if base is not None]
     digests = [tasks_digest(run.tasks) for run in runs]
+    verdicts = dict(
+        zip(wanted, paired_outcomes(runs, wanted, digests, allowed_pp, helper), strict=True)
+    )
+    shown: list[TrendRun] = []
     for index, run in enumerate(runs):
         rates = [p / n for n, p in run.tasks.values()]
         spreads = [1.0 if 0 < p < n else 0.0 for n, p in run.tasks.values()]
@@ -427,13 +459,10 @@ def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
         if not run.tasks:
             current.notes.append("no judged attempt: no success to compare")
         earlier = runs[:index]
-        base_index = next(
-            (i for i in range(index - 1, -1, -1) if run.tasks.keys() & earlier[i].tasks.keys()),
-            None,
-        )
+        base_index = bases[index]
         if base_index is not None:
             base = runs[base_index]
-            pair = paired_outcome(base, run, allowed_pp, (digests[base_index], digests[index]))
+            pair = verdicts[(base_index, index)]
             current.baseline, current.shared_tasks = base.run_id, pair.shared_tasks
             if not pair.passed:
                 current.flags.append(Flag("regression", f"vs {base.run_id}: {pair.detail}"))
@@ -453,61 +482,6 @@ def trend_of(runs: Sequence[RunAggregate], *, allowed_pp: float = 0.0) -> Trend:
             current.notes.append("no earlier run judged any of its tasks: nothing to compare")
         _set_flags(current, earlier)
     return Trend(runs[-1].suite if runs else None, shown, task_strips(runs))
-
-
-@dataclass
-class PairedOutcome:
-    """What ``check --baseline`` concludes of a run against its baseline (JSON-able)."""
-
-    passed: bool
-    detail: str
-    delta: float | None
-    p_value: float | None
-    sentence: str
-    shared_tasks: int
-    only_in_a: int
-    only_in_b: int
-
-
-def paired_outcome(
-    base: RunAggregate,
-    run: RunAggregate,
-    allowed_pp: float,
-    digests: tuple[str, str] | None = None,
-) -> PairedOutcome:
-    """``check --baseline``'s verdict on the pair (``gate.regression_verdict`` on
-    ``compare.success_delta``, the success delta of ``compare.compare_runs``, over the shared
-    tasks by task id), kept in the user's cache by the pair's per-task counts: the exact test
-    is most of a trend's computing, and a history's pairs rarely change. ``digests``: the two
-    runs' ``tasks_digest``, if the caller has them (a run is in two pairs of a trend)."""
-    from driftdesk.analysis.compare import success_delta
-    from driftdesk.analysis.gate import regression_verdict
-    from driftdesk.analysis.trend_data import load_pair, pair_file, store_pair, tasks_digest
-
-    base_digest, run_digest = digests or (tasks_digest(base.tasks), tasks_digest(run.tasks))
-    key = [CACHE_PAIR_VERSION, allowed_pp, base.run_id, run.run_id, base_digest, run_digest]
-    path = pair_file(key)
-    known = load_pair(path)
-    if known is not None:
-        with contextlib.suppress(TypeError):
-            return PairedOutcome(**known)
-    shared = sorted(base.tasks.keys() & run.tasks.keys())
-    pairs = ((base.tasks[t], run.tasks[t]) for t in shared)
-    delta = success_delta([(na, pa, nb, pb) for (na, pa), (nb, pb) in pairs])
-    only_in_a, only_in_b = len(base.tasks) - len(shared), len(run.tasks) - len(shared)
-    condition = regression_verdict(base.run_id, delta, allowed_pp, only_in_a, only_in_b)
-    outcome = PairedOutcome(
-        condition.passed,
-        condition.detail,
-        delta.value,
-        delta.p_value,
-        delta.sentence,
-        len(shared),
-        only_in_a,
-        only_in_b,
-    )
-    store_pair(path, asdict(outcome))
-    return outcome
 
 
 def _set_flags(current: TrendRun, earlier: Sequence[RunAggregate]) -> None:

@@ -266,15 +266,14 @@ def read_aggregates(runs: Sequence[tuple[Path, dict[str, Any]]]) -> list[RunAggr
     own = sorted(set(range(len(sources))) - set(imported))
     with attempt_table.connection() as con:
         if own:
-            _load_own_rows(con, [sources[i] for i in own], part := [result[i] for i in own])
-            _collect(con, part)
+            _load_own_rows(con, [sources[i] for i in own], [result[i] for i in own])
         _read_calls(con, [run_dir / CALLS_FILE for run_dir, _ in runs], result)
     if imported:  # the report's reader numbers its runs' rows from a table of its own
         with attempt_table.connection() as con:
             _load_by_report_reader(
                 con, [sources[i] for i in imported], part := [result[i] for i in imported]
             )
-            _collect(con, part)
+            _collect(con, part, "task_aggs")
     return result
 
 
@@ -289,7 +288,7 @@ def _load_own_rows(con: Any, sources: Sequence[RunSource], result: list[RunAggre
         "SELECT f, count(*) FROM attempts WHERE NOT valid GROUP BY f"
     ).fetchall():
         result[f].skipped_lines = int(bad)
-    attempt_table.aggregate(con, include_link_errors=False)
+    _collect(con, result, attempt_table.task_counts(con))
 
 
 def _load_by_report_reader(
@@ -302,11 +301,13 @@ def _load_by_report_reader(
         aggregate.skipped_lines = extra.skipped_line_count
 
 
-def _collect(con: Any, result: list[RunAggregate]) -> None:
-    """Each run's figures from ``task_aggs`` and the judged attempts' latencies: one row per
-    run (its judged tasks as lists, in first-seen order), its sums done in DuckDB."""
+def _collect(con: Any, result: list[RunAggregate], per_task: str) -> None:
+    """Each run's figures from its per-task rows (``per_task``: ``task_aggs``, or the SQL of
+    ``attempt_table.task_counts``, which has the same columns) and the judged attempts'
+    latencies: one row per run (its judged tasks as lists, in first-seen order), its sums
+    done in DuckDB."""
     for f, ids, judged, passes, slots, links, harness, n_tok, tok_sum, tok_sq in con.execute(
-        """
+        f"""
         SELECT f,
                list(task_id ORDER BY first_seen) FILTER (WHERE passes + fails > 0),
                list(passes + fails ORDER BY first_seen) FILTER (WHERE passes + fails > 0),
@@ -319,7 +320,7 @@ def _collect(con: Any, result: list[RunAggregate]) -> None:
                list(n_tokens * (coalesce(tokens_std, 0) ^ 2
                                 + (tokens_sum::DOUBLE / n_tokens) ^ 2))
                    FILTER (WHERE n_tokens > 0)
-        FROM task_aggs GROUP BY f
+        FROM {per_task} GROUP BY f
         """
     ).fetchall():
         run = result[f]

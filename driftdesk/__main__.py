@@ -1,3 +1,5 @@
 from driftdesk.cli.main import main
 
-raise SystemExit(main())
+# Guarded: a process started by ``spawn`` (trend's second process) imports this module again.
+if __name__ == "__main__":
+    raise SystemExit(main())

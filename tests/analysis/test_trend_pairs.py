@@ -1,0 +1,75 @@
+"""Trend's paired verdicts split with a second process (``trend_pairs.Helper``): the same
+verdicts as computed here, whatever happens to the helper, and nothing in its environment."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from driftdesk.analysis import trend_pairs
+from driftdesk.analysis.trend_pairs import Helper, PairInput, compute, helper_for
+
+
+def _inputs(count: int, seed: int = 3) -> list[PairInput]:
+    rng = random.Random(seed)
+    skills = [rng.choice([1.0, 0.9, 0.6, 0.2, 0.0]) for _ in range(60)]
+
+    def run(drop: float = 0.0) -> dict[str, list[int]]:
+        return {
+            f"t{i}": [8, sum(rng.random() < s - drop for _ in range(8))]
+            for i, s in enumerate(skills)
+        }
+
+    # every third pair's second run lost a fifth of its skill: a regression
+    return [(f"run-{i}", run(), run(0.2 * (i % 3 == 0)), 0.0) for i in range(count)]
+
+
+def test_the_helpers_verdicts_are_the_ones_computed_here() -> None:
+    inputs = _inputs(trend_pairs.PARALLEL_FROM + 6)
+    helper = Helper()
+    try:
+        assert helper.give(inputs[1::2])
+        theirs = helper.result(len(inputs[1::2]))
+    finally:
+        helper.close()
+    assert theirs == compute(inputs[1::2])  # computed there, not by a fallback here
+    with helper_for(runs=len(inputs) + 1) as second:
+        assert second is not None
+        split = trend_pairs._compute_all(inputs, second)
+    assert split == compute(inputs)
+    assert {o.passed for o in split} == {True, False}  # both verdicts occur among them
+
+
+def test_a_helper_that_dies_leaves_its_share_to_this_process() -> None:
+    inputs = _inputs(trend_pairs.PARALLEL_FROM + 2, seed=5)
+    helper = Helper()
+    assert helper.process is not None
+    helper.process.kill()
+    helper.process.wait()
+    try:
+        assert trend_pairs._compute_all(inputs, helper) == compute(inputs)
+    finally:
+        helper.close()
+    assert helper.process is None
+
+
+def test_the_helper_gets_no_environment_but_where_python_finds_driftdesk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-in-the-helper-0123456789")
+    monkeypatch.setenv("HOME", "/nowhere-the-helper-needs")
+    with helper_for(runs=trend_pairs.PARALLEL_FROM + 1) as helper:
+        assert helper is not None and helper.process is not None
+        environ = Path(f"/proc/{helper.process.pid}/environ").read_bytes()
+        names = {entry.split(b"=", 1)[0] for entry in environ.split(b"\0") if entry}
+        process = helper.process
+    assert names == {b"PYTHONPATH", b"PYTHONSAFEPATH"}
+    assert b"sk-test-never" not in environ
+    assert process.returncode is not None  # ended on exit, unused: killed and reaped
+
+
+def test_few_runs_start_no_helper() -> None:
+    with helper_for(runs=trend_pairs.PARALLEL_FROM) as helper:
+        assert helper is None
