@@ -215,11 +215,10 @@ def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> 
 
 
 def _warn_skipped(report: RunReport) -> None:
-    for line in report.skipped_lines:
+    from driftdesk.analysis.report_cache import skipped_warnings
+
+    for line in skipped_warnings(report):
         print(f"warning: {line}", file=sys.stderr)
-    hidden = report.skipped_line_count - len(report.skipped_lines)
-    if hidden > 0:
-        print(f"warning: {report.source}: {hidden} more lines skipped", file=sys.stderr)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -248,15 +247,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _report_json(args: argparse.Namespace) -> int:
     """The report JSON, its tasks streamed from DuckDB as they are written (no task list is
-    built in Python; big runs have hundreds of thousands of tasks)."""
+    built in Python; big runs have hundreds of thousands of tasks), or printed as kept for
+    runs reported before and unchanged since (``analysis.report_cache``)."""
     import io
 
-    from driftdesk.analysis.volatility import write_report_json
+    from driftdesk.analysis.report_cache import write_json
 
     out: Any = io.StringIO() if args.out else sys.stdout
-    write_report_json(
+    write_json(
         list(args.runs),
         out,
+        warn=lambda line: print(f"warning: {line}", file=sys.stderr),
         task_curves=args.task_curves,
         min_runs=args.min_runs,
         include_link_errors=args.include_link_errors,
@@ -264,7 +265,6 @@ def _report_json(args: argparse.Namespace) -> int:
         group_by=args.group_by,
         sort=args.sort,
         top=args.top,
-        on_report=_warn_skipped,
     )
     if args.out:
         _emit(out.getvalue(), args.out)

@@ -1,0 +1,247 @@
+"""The report JSON of runs reported before, kept in the user's cache: ``report --format json``
+of unchanged runs with the same options prints what it printed, without reading a row.
+
+An entry is keyed by the report's **identity**: the code version (every module of
+``analysis``, and DuckDB's version), the options (the price table included), and per run its
+resolved attempts path and the identity (``row_cache.source_identity``: path, device, inode,
+size, mtime, ctime) of the file its rows are read from (a zero-copy import's source) and of
+its manifest. Any of them differs, and the report is made again (through the row cache) and
+kept anew. An entry holds the JSON text and the warnings the report gave (skipped lines), so a
+kept report warns as the first did.
+
+It is derived: deleting it changes no figure. The newest ``KEEP`` entries are kept (one per
+selection of runs and options, ``KEEP_BYTES`` at most); a report whose runs changed while it
+was made is not kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from driftdesk.analysis import row_cache, zero_copy
+from driftdesk.analysis.prices import ModelPrice
+from driftdesk.analysis.sources import RunSource
+from driftdesk.layout import MANIFEST_FILE
+
+CACHE_VERSION = 1
+KEEP = 8  # entries kept (a report is ~500 bytes per task)
+KEEP_BYTES = 256 << 20  # and at most this much of them (the newest first)
+STALE_PART_S = 3600.0  # a temp file this old is no writer's work in progress
+
+
+def write_json(
+    sources: Sequence[Path | str],
+    out: IO[str],
+    *,
+    warn: Callable[[str], None],
+    task_curves: bool = False,
+    **options: Any,
+) -> None:
+    """``volatility.write_report_json`` of ``sources`` to ``out``, or the text kept for them
+    (see the module); ``warn`` gets each warning (a skipped line) either way."""
+    from driftdesk.analysis.sources import resolve_sources
+    from driftdesk.analysis.volatility import ReportOptions, write_report_json
+
+    settings = ReportOptions(**options)
+    prices = settings.loaded_prices()  # a broken price table is refused, kept report or not
+    keyed = {"task_curves": task_curves, **{k: v for k, v in options.items() if k != "prices"}}
+    key = identity(resolve_sources(sources), keyed, prices)
+    path = entry_file(key)
+    kept = load(path, key)
+    if kept is not None:
+        warnings, handle = kept
+        with handle:
+            for line in warnings:
+                warn(line)
+            while chunk := handle.read(1 << 20):
+                out.write(chunk.decode("utf-8", "surrogatepass"))
+        return
+    writer = Writer(path, key)
+    warnings = []
+
+    def on_report(report: Any) -> None:
+        for line in skipped_warnings(report):
+            warn(line)
+            warnings.append(line)
+
+    class Tee:
+        def write(self, piece: str) -> int:
+            writer.text(piece)
+            return out.write(piece)
+
+    try:
+        write_report_json(
+            sources, Tee(), task_curves=task_curves, on_report=on_report,  # type: ignore[arg-type]
+            **{**options, "prices": prices},
+        )  # fmt: skip
+    except BaseException:
+        writer.drop()
+        raise
+    writer.keep(warnings, identity(resolve_sources(sources), keyed, prices))
+
+
+def skipped_warnings(report: Any) -> list[str]:
+    """A report's warnings: its skipped lines (the first few by line) and how many more."""
+    lines = [str(line) for line in report.skipped_lines]
+    hidden = report.skipped_line_count - len(report.skipped_lines)
+    if hidden > 0:
+        lines.append(f"{report.source}: {hidden} more lines skipped")
+    return lines
+
+
+@functools.cache
+def code_version() -> str:
+    """A digest of the code that makes a report: every module of this package, and DuckDB's
+    version (read from its metadata: importing DuckDB would take most of a kept report's
+    time)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        duckdb_version = version("duckdb")
+    except PackageNotFoundError:  # not installed as a distribution: the import says
+        import duckdb
+
+        duckdb_version = duckdb.__version__
+    digest = hashlib.sha256(f"{CACHE_VERSION}:{duckdb_version}".encode())
+    folder = Path(__file__).resolve().parent
+    for path in sorted(folder.glob("*.py")):
+        with contextlib.suppress(OSError):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def identity(
+    runs: Sequence[RunSource], options: dict[str, Any], prices: dict[str, ModelPrice]
+) -> list[Any]:
+    """A report's identity (see the module)."""
+    priced = sorted((model, asdict(price)) for model, price in prices.items())
+    return [code_version(), options, priced, [_run_identity(run) for run in runs]]
+
+
+def _run_identity(run: RunSource) -> list[Any]:
+    linked = zero_copy.linked_source(run.manifest)
+    rows_path = run.attempts_path if linked is None else linked.path
+    manifest = None if run.run_dir is None else run.run_dir / MANIFEST_FILE
+    return [
+        str(run.attempts_path.resolve()),
+        row_cache.source_identity(rows_path),
+        None if manifest is None else row_cache.source_identity(manifest),
+    ]
+
+
+def entry_file(key: list[Any]) -> Path:
+    """One entry per selection (the same runs and options): a changed run overwrites it."""
+    from driftdesk.paths import cache_dir
+
+    selection = [key[1], key[2], [run[0] for run in key[3]]]
+    digest = hashlib.sha256(_key_line(selection)).hexdigest()
+    return cache_dir() / "report" / f"{digest[:40]}.json"
+
+
+def _key_line(key: list[Any]) -> bytes:
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def load(path: Path, key: list[Any]) -> tuple[list[str], IO[bytes]] | None:
+    """(the warnings, the open entry positioned at the JSON text) if kept under ``key``."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 — the caller copies the text out of it
+    except OSError:
+        return None
+    try:
+        kept_key = handle.readline().rstrip(b"\n")
+        warnings = json.loads(handle.readline())
+        if kept_key != _key_line(key) or not isinstance(warnings, list):
+            handle.close()
+            return None
+    except (OSError, ValueError):  # not ours to trust: made again
+        handle.close()
+        return None
+    return [str(w) for w in warnings], handle
+
+
+class Writer:
+    """An entry being written beside the report (a temp file in the cache folder, so a
+    report of any size is never held in memory): ``text`` for each piece printed, then
+    ``keep`` (only if the runs did not change meanwhile) or ``drop``."""
+
+    def __init__(self, path: Path, key: list[Any]) -> None:
+        self.path, self.key = path, key
+        self.temp: IO[str] | None = None
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=".part-", suffix=".json")
+            self.temp = open(fd, "w", encoding="utf-8", errors="surrogatepass")  # noqa: SIM115
+            self.temp_path = Path(name)
+
+    def text(self, piece: str) -> None:
+        if self.temp is not None:
+            try:
+                self.temp.write(piece)
+            except OSError:
+                self.drop()
+
+    def keep(self, warnings: list[str], after: list[Any]) -> None:
+        """Keep the entry under its key if ``after`` (the identity now) is still it."""
+        temp = self.temp
+        if temp is None:
+            return
+        if after != self.key:
+            self.drop()
+            return
+        try:
+            temp.close()
+            header = _key_line(self.key) + b"\n" + json.dumps(warnings).encode() + b"\n"
+            final = self.temp_path.with_suffix(".tmp")
+            with open(final, "wb") as out, open(self.temp_path, "rb") as body:
+                out.write(header)
+                while chunk := body.read(1 << 20):
+                    out.write(chunk)
+            os.chmod(final, 0o600)
+            os.replace(final, self.path)  # derived and checked on read: no fsync
+        except OSError:
+            with contextlib.suppress(OSError):
+                final.unlink()
+        finally:
+            self.temp = None
+            with contextlib.suppress(OSError):
+                self.temp_path.unlink()
+        _prune(self.path.parent)
+
+    def drop(self) -> None:
+        temp, self.temp = self.temp, None
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                temp.close()
+            with contextlib.suppress(OSError):
+                self.temp_path.unlink()
+
+
+def _prune(folder: Path) -> None:
+    entries = []
+    for entry in folder.glob("*.json"):
+        if entry.name.startswith("."):  # a writer's temp file: gone once surely abandoned
+            with contextlib.suppress(OSError):
+                if time.time() - entry.stat().st_mtime > STALE_PART_S:
+                    entry.unlink()
+            continue
+        with contextlib.suppress(OSError):
+            stat = entry.stat()
+            entries.append((stat.st_mtime_ns, stat.st_size, entry))
+    total = 0
+    for index, (_, size, old) in enumerate(sorted(entries, reverse=True)):
+        total += size
+        if index >= KEEP or total > KEEP_BYTES:
+            with contextlib.suppress(OSError):
+                old.unlink()
