@@ -431,8 +431,7 @@ def trend_of(
     """Figures and flags of ``runs`` (in the order given: oldest first); ``helper``: a second
     process for the paired verdicts (``trend_pairs.helper_for``)."""
     from driftdesk.analysis.compare import SIGNIFICANCE
-    from driftdesk.analysis.trend_data import tasks_digest
-    from driftdesk.analysis.trend_pairs import paired_outcomes
+    from driftdesk.analysis.trend_pairs import paired_outcomes, tasks_digest
 
     bases: list[int | None] = []
     for index, run in enumerate(runs):

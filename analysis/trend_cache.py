@@ -29,7 +29,10 @@ CACHE_VERSION = 1
 KEEP = 8  # entries kept: each is about 20 bytes per task × run
 # The modules whose code makes a trend from the runs' aggregates (another version of any of
 # them: computed again).
-CODE = ("trend.py", "trend_data.py", "trend_cache.py", "compare.py", "gate.py", "paired.py")
+CODE = (
+    "trend.py", "trend_data.py", "trend_cache.py", "trend_pairs.py", "compare.py", "gate.py",
+    "paired.py",
+)  # fmt: skip
 
 
 @functools.cache

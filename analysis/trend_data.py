@@ -150,42 +150,6 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
         atomic_write_text(fallback, text, mode=0o600, durable=False)
 
 
-def pair_file(key: list[Any]) -> Path:
-    """Where a pair's outcome is kept: the user's cache dir, by its ``key`` (JSON-able)."""
-    from driftdesk.paths import cache_dir
-
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
-
-
-def tasks_digest(tasks: dict[str, list[int]]) -> str:
-    """A run's per-task counts in a pair's cache key (``pair_file``)."""
-    text = json.dumps(tasks, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def load_pair(path: Path) -> dict[str, Any] | None:
-    """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``; None:
-    not kept, or unreadable)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def store_pair(path: Path, outcome: dict[str, Any]) -> None:
-    """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test)."""
-    from driftdesk.fileio import atomic_write_text
-
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(
-            path, json.dumps(outcome, separators=(",", ":")), mode=0o600, durable=False
-        )
-
-
 def aggregates(
     run_dirs: Sequence[Path],
     *,

@@ -10,19 +10,23 @@ machine has two cores or more."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
-from driftdesk.analysis.trend_data import RunAggregate, load_pair, pair_file, store_pair
+from driftdesk.analysis.trend_data import RunAggregate
 
 CACHE_PAIR_VERSION = 2  # of ``PairedOutcome``: another version is computed again
 # Fewer verdicts to compute than this: in this process only (starting a second one, ~0.1 s,
 # costs more than it saves).
 PARALLEL_FROM = 24
+KEEP_PAIRS = 20_000  # verdicts kept (~300 bytes each), the newest written
 
 # What computing a verdict needs of a pair: the baseline's id, both runs' per-task
 # [judged, passes], the allowed drop in pp.
@@ -51,7 +55,7 @@ def paired_outcomes(
     helper: Helper | None = None,
 ) -> list[PairedOutcome]:
     """The verdict of each (baseline index, run index) of ``pairs`` over ``runs``, in order;
-    ``digests``: each run's ``trend_data.tasks_digest``; ``helper``: see ``helper_for``."""
+    ``digests``: each run's ``tasks_digest``; ``helper``: see ``helper_for``."""
     found: list[PairedOutcome | None] = []
     paths = []
     for base, run in pairs:
@@ -75,10 +79,61 @@ def paired_outcomes(
         (runs[pairs[i][0]].run_id, runs[pairs[i][0]].tasks, runs[pairs[i][1]].tasks, allowed_pp)
         for i in missing
     ]
-    for i, outcome in zip(missing, _compute_all(inputs, helper), strict=True):
+    for i, outcome in zip(missing, _compute_all(inputs, helper) if inputs else [], strict=True):
         found[i] = outcome
         store_pair(paths[i], asdict(outcome))
+    if missing:
+        _prune(paths[0].parent)
     return [outcome for outcome in found if outcome is not None]
+
+
+def pair_file(key: list[Any]) -> Path:
+    """Where a pair's outcome is kept: the user's cache dir, by its ``key`` (JSON-able)."""
+    from driftdesk.paths import cache_dir
+
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
+
+
+def tasks_digest(tasks: dict[str, list[int]]) -> str:
+    """A run's per-task counts in a pair's cache key (``pair_file``)."""
+    text = json.dumps(tasks, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def load_pair(path: Path) -> dict[str, Any] | None:
+    """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``; None:
+    not kept, or unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def store_pair(path: Path, outcome: dict[str, Any]) -> None:
+    """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test)."""
+    from driftdesk.fileio import atomic_write_text
+
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(
+            path, json.dumps(outcome, separators=(",", ":")), mode=0o600, durable=False
+        )
+
+
+def _prune(folder: Path) -> None:
+    """The newest ``KEEP_PAIRS`` verdicts kept (a history's pairs are all rewritten when its
+    runs change, so old ones are never read again)."""
+    entries = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                entries.append((entry.stat().st_mtime_ns, entry.path))
+    for _, old in sorted(entries, reverse=True)[KEEP_PAIRS:]:
+        with contextlib.suppress(OSError):
+            os.unlink(old)
 
 
 class Helper:

@@ -73,3 +73,27 @@ def test_the_helper_gets_no_environment_but_where_python_finds_driftdesk(
 def test_few_runs_start_no_helper() -> None:
     with helper_for(runs=trend_pairs.PARALLEL_FROM) as helper:
         assert helper is None
+
+
+def test_verdicts_are_kept_and_the_oldest_go_past_the_limit(
+    home, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from driftdesk.analysis.trend_data import RunAggregate
+    from driftdesk.paths import cache_dir
+
+    inputs = _inputs(6, seed=7)
+    runs = [RunAggregate(f"r{i}", f"/runs/r{i}", tasks=t) for i, (_, t, _, _) in enumerate(inputs)]
+    pairs = [(i - 1, i) for i in range(1, len(runs))]
+    digests = [trend_pairs.tasks_digest(r.tasks) for r in runs]
+    first = trend_pairs.paired_outcomes(runs, pairs, digests, 0.0)
+    folder = cache_dir() / "trend" / "pairs"
+    assert len(list(folder.iterdir())) == len(pairs)
+    # kept: read back, not computed (a computation here would fail)
+    computing = trend_pairs.compute
+    monkeypatch.setattr(trend_pairs, "compute", lambda inputs: pytest.fail("computed again"))
+    assert trend_pairs.paired_outcomes(runs, pairs, digests, 0.0) == first
+    monkeypatch.setattr(trend_pairs, "compute", computing)
+    monkeypatch.setattr(trend_pairs, "KEEP_PAIRS", 2)
+    changed = [*digests[:-1], "another run's counts"]
+    trend_pairs.paired_outcomes(runs, pairs, changed, 0.0)  # one new verdict: the folder pruned
+    assert len(list(folder.iterdir())) == 2
