@@ -382,44 +382,30 @@ def _compute(
 ) -> Trend:
     from driftdesk.analysis.trend_pairs import helper_for
 
+    # the paired tests' second process, started now: its start-up overlaps the read
     with helper_for(len(run_dirs)) as helper:
-        return _computed(run_dirs, manifests, suite, profile, last, allowed_pp, use_cache, upto,
-                         helper)  # fmt: skip
-
-
-def _computed(
-    run_dirs: Sequence[Path],
-    manifests: Sequence[dict[str, Any]] | None,
-    suite: str | None,
-    profile: str | None,
-    last: int | None,
-    allowed_pp: float,
-    use_cache: bool,
-    upto: Path | None,
-    helper: Helper | None,
-) -> Trend:
-    found = aggregates(run_dirs, use_cache=use_cache, manifests=manifests)
-    if upto is not None:
-        target = upto.resolve()
-        judged = next((r for r in found if Path(r.run_dir).resolve() == target), None)
-        if judged is None:
-            raise TrendError(f"{upto}: not among the runs read")
-        newest = judged
-        found = [
-            r
-            for r in found
-            if r.suite == newest.suite
-            and start_key(r) <= start_key(newest)
-            and (r is newest or Path(r.run_dir).resolve() != target)
-        ]
-        found.sort(key=lambda r: (start_key(r), r is newest))  # a tie: the run judged last
-        suite = None
-    runs, name, notes = select(found, suite=suite, profile=profile, last=last)
-    if upto is not None and runs:
-        runs = [r for r in runs if r is not newest] + [newest]
-    trend = trend_of(runs, allowed_pp=allowed_pp, helper=helper)
-    trend.suite, trend.notes = name, notes + trend.notes
-    return trend
+        found = aggregates(run_dirs, use_cache=use_cache, manifests=manifests)
+        if upto is not None:
+            target = upto.resolve()
+            judged = next((r for r in found if Path(r.run_dir).resolve() == target), None)
+            if judged is None:
+                raise TrendError(f"{upto}: not among the runs read")
+            newest = judged
+            found = [
+                r
+                for r in found
+                if r.suite == newest.suite
+                and start_key(r) <= start_key(newest)
+                and (r is newest or Path(r.run_dir).resolve() != target)
+            ]
+            found.sort(key=lambda r: (start_key(r), r is newest))  # a tie: the run judged last
+            suite = None
+        runs, name, notes = select(found, suite=suite, profile=profile, last=last)
+        if upto is not None and runs:
+            runs = [r for r in runs if r is not newest] + [newest]
+        trend = trend_of(runs, allowed_pp=allowed_pp, helper=helper)
+        trend.suite, trend.notes = name, notes + trend.notes
+        return trend
 
 
 # --- flags -----------------------------------------------------------------------------------
