@@ -16,6 +16,7 @@ was made is not kept.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import hashlib
@@ -63,8 +64,11 @@ def write_json(
         with handle:
             for line in warnings:
                 warn(line)
+            # one decoder across chunks: a character may be cut at a chunk's end
+            decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
             while chunk := handle.read(1 << 20):
-                out.write(chunk.decode("utf-8", "surrogatepass"))
+                out.write(decoder.decode(chunk))
+            out.write(decoder.decode(b"", final=True))
         return
     writer = Writer(path, key)
     warnings = []
@@ -134,6 +138,8 @@ def _run_identity(run: RunSource) -> list[Any]:
     manifest = None if run.run_dir is None else run.run_dir / MANIFEST_FILE
     return [
         str(run.attempts_path.resolve()),
+        # the report names its files as they were given (relative to the working folder)
+        [str(run.attempts_path), str(run.run_dir), os.getcwd()],
         row_cache.source_identity(rows_path),
         None if manifest is None else row_cache.source_identity(manifest),
     ]
@@ -200,10 +206,10 @@ class Writer:
         if after != self.key:
             self.drop()
             return
+        final = self.temp_path.with_suffix(".tmp")
         try:
             temp.close()
             header = _key_line(self.key) + b"\n" + json.dumps(warnings).encode() + b"\n"
-            final = self.temp_path.with_suffix(".tmp")
             with open(final, "wb") as out, open(self.temp_path, "rb") as body:
                 out.write(header)
                 while chunk := body.read(1 << 20):
@@ -230,8 +236,12 @@ class Writer:
 
 def _prune(folder: Path) -> None:
     entries = []
+    for entry in folder.glob(".part-*"):  # a writer's temp files: gone once surely abandoned
+        with contextlib.suppress(OSError):
+            if time.time() - entry.stat().st_mtime > STALE_PART_S:
+                entry.unlink()
     for entry in folder.glob("*.json"):
-        if entry.name.startswith("."):  # a writer's temp file: gone once surely abandoned
+        if entry.name.startswith("."):
             with contextlib.suppress(OSError):
                 if time.time() - entry.stat().st_mtime > STALE_PART_S:
                     entry.unlink()

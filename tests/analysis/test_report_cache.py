@@ -123,3 +123,21 @@ def test_the_newest_entries_are_kept(home, tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(report_cache, "KEEP_BYTES", 3 * size)  # room for three, not four
     newest = keep(100)
     assert len(entries()) == 3 and newest in entries()
+
+
+def test_a_kept_report_past_a_chunk_prints_characters_cut_at_the_chunk_end(
+    home, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    from driftdesk.analysis.prices import load_prices
+
+    run_dir, _ = write_golden_runs(tmp_path)
+    key = report_cache.identity(resolve_sources([run_dir]), {"task_curves": False}, load_prices())
+    body = '{"x":"' + "日本" * (1 << 19) + '"}\n'  # 3 MiB: chunk ends fall inside characters
+    writer = report_cache.Writer(report_cache.entry_file(key), key)
+    writer.text(body)
+    writer.keep([], key)
+    out = io.StringIO()
+    report_cache.write_json([run_dir], out, warn=lambda line: None)
+    assert out.getvalue() == body
