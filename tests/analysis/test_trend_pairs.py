@@ -4,6 +4,7 @@ verdicts as computed here, whatever happens to the helper, and nothing in its en
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,11 @@ def test_the_helper_gets_no_environment_but_where_python_finds_driftdesk(
     monkeypatch.setenv("HOME", "/nowhere-the-helper-needs")
     with helper_for(runs=trend_pairs.PARALLEL_FROM + 1) as helper:
         assert helper is not None and helper.process is not None
-        environ = Path(f"/proc/{helper.process.pid}/environ").read_bytes()
+        environ = b""
+        deadline = time.monotonic() + 10
+        while not environ and time.monotonic() < deadline:  # empty until it has exec'd
+            environ = Path(f"/proc/{helper.process.pid}/environ").read_bytes()
+            time.sleep(0.01)
         names = {entry.split(b"=", 1)[0] for entry in environ.split(b"\0") if entry}
         process = helper.process
     assert names == {b"PYTHONPATH", b"PYTHONSAFEPATH"}
