@@ -73,8 +73,10 @@ MEMORY_LIMIT = "400MB"  # DuckDB's own share of a report's memory (the rest is P
 _OUTCOME_LIST = ", ".join(f"'{o}'" for o in OUTCOMES)
 _COLUMNS_ARG = "{" + ", ".join(f"'{k}': '{v}'" for k, v in ATTEMPT_COLUMNS.items()) + "}"
 
+# ``attempts`` is the database's, not the connection's (TEMP): a second connection to it
+# (``cursor()``) writes a run's rows to its cache while this one goes on with the report.
 CREATE_TABLE = """
-CREATE TEMP TABLE attempts (
+CREATE TABLE attempts (
     f INTEGER, task_id VARCHAR, scenario_id VARCHAR, attempt BIGINT, outcome VARCHAR,
     error_code VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT,
     latency_ms DOUBLE, model VARCHAR, retries BIGINT, model_mismatches BIGINT,

@@ -10,7 +10,8 @@ run, the first of these that applies:
 - the cache holds the rows: loaded from their Parquet parts (a grown source first extended,
   and the aggregates kept for these options updated for the tasks the new lines touch), then
   any bytes past the covered end (a torn or unfinished last line) read from the JSONL;
-- neither: the JSONL is read and typed as before, its bad lines named, and the cache written.
+- neither: the JSONL is read and typed as before, its bad lines named, and the cache written
+  (by a report, its rows by a second connection while the report is made).
 
 Each path gives the numbers a read of the JSONL alone gives (``tests/analysis/
 test_row_cache.py`` compares them on the golden runs); a cache that cannot be written or read
@@ -19,7 +20,8 @@ is left aside.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,9 +104,13 @@ def read_runs(
     include_link_errors: bool,
     prices: dict[str, ModelPrice] | None = None,
     need_rows: bool = True,
+    pending: list[Callable[[], bool]] | None = None,
 ) -> list[RunExtras]:
     """``volatility.read_runs``: see there; ``need_rows`` False lets a run's kept aggregates
-    stand in for its rows (the caller reads ``task_aggs`` only, not ``attempts``)."""
+    stand in for its rows (the caller reads ``task_aggs`` only, not ``attempts``). With
+    ``pending`` a run read from its JSONL has its rows written to its cache while the caller
+    goes on: each call in ``pending`` waits for one and says whether it was kept; the caller
+    makes them all before ``con`` closes, and uses a ``cache_ref`` only once it was kept."""
     key = row_cache.options_key(include_link_errors, prices)
     extras = [RunExtras() for _ in runs]
     states = [_open(index, run) for index, run in enumerate(runs)]
@@ -130,7 +136,7 @@ def read_runs(
             assert state.entry is not None
             row_cache.load_aggs(con, state.entry, state.served, state.index)
         else:
-            extras[state.index].cache_ref = _store(con, state, key)
+            extras[state.index].cache_ref = _store(con, state, key, pending)
     return extras
 
 
@@ -247,7 +253,12 @@ def _load_cold(con: duckdb.DuckDBPyConnection, state: _Run, extra: RunExtras) ->
         state.skipped_count, state.skipped = extra.skipped_line_count, extra.skipped_lines
 
 
-def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> row_cache.CiRef | None:
+def _store(
+    con: duckdb.DuckDBPyConnection,
+    state: _Run,
+    key: str,
+    pending: list[Callable[[], bool]] | None,
+) -> row_cache.CiRef | None:
     """Write what was read to the run's cache (best effort: derived data)."""
     import duckdb
 
@@ -267,7 +278,7 @@ def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> row_cache.C
     )
     try:
         if state.cold:
-            return _store_cold(con, state, key, aggs_sql)
+            return _store_cold(con, state, key, aggs_sql, pending)
         elif state.entry is not None and not state.entry.tail:
             entry = state.entry
             with row_cache.writable(state.run, entry) as folder:
@@ -282,7 +293,11 @@ def _store(con: duckdb.DuckDBPyConnection, state: _Run, key: str) -> row_cache.C
 
 
 def _store_cold(
-    con: duckdb.DuckDBPyConnection, state: _Run, key: str, aggs_sql: str
+    con: duckdb.DuckDBPyConnection,
+    state: _Run,
+    key: str,
+    aggs_sql: str,
+    pending: list[Callable[[], bool]] | None,
 ) -> row_cache.CiRef | None:
     identity = state.identity
     if identity is None or row_cache.source_identity(state.rows_path) != identity:
@@ -302,14 +317,19 @@ def _store_cold(
     linked_json = None if state.linked is None else state.linked.to_json()
     with row_cache.writable(state.run, None) as folder:
         meta = row_cache.new_meta(state.rows_path, linked_json, identity)
-        row_cache.write_part(
-            con,
-            meta,
-            folder,
-            f"SELECT {row_cache.ROW_COLUMNS} FROM attempts WHERE f = $f AND valid AND rowid < $end",
-            f=state.index,
-            end=state.base + records,
+        rows_sql = (
+            f"SELECT {row_cache.ROW_COLUMNS} FROM attempts WHERE f = $f AND valid AND rowid < $end"
         )
+        part = None
+        if pending is None:
+            row_cache.write_part(
+                con, meta, folder, rows_sql, f=state.index, end=state.base + records
+            )
+        else:  # waited for before anything can fail here, so ``con`` outlives it
+            part = row_cache.BackgroundPart(
+                con, meta, folder, rows_sql, f=state.index, end=state.base + records
+            )
+            pending.append(part.wait)
         meta.records, meta.lines = records, lines
         row_cache.covered(meta, state.rows_path, identity, offset)
         # the torn last line is the tail's, named each time it is read
@@ -320,7 +340,10 @@ def _store_cold(
             assert state.per_task is not None
             meta.aggs[key] = row_cache.write_aggs(con, folder, aggs_sql, state.per_task)
             ref = row_cache.CiRef(folder, key, meta.aggs[key]["aggs"])
-        row_cache.save(folder, meta)
+        if part is None:
+            row_cache.save(folder, meta)
+        else:
+            part.then = functools.partial(row_cache.save, folder, meta)
     return ref
 
 

@@ -371,35 +371,55 @@ def _assembled(
     prices = options.loaded_prices()
     for run in runs:
         with attempt_table.connection() as con:
-            (extras,) = read_runs(
-                con,
-                [run],
-                include_link_errors=options.include_link_errors,
-                prices=prices,
-                need_rows=False,
-            )
-            kept_ci95 = extras.cached_ci95.get(str(options.min_runs))
-            report = assemble_report(
-                con,
-                0,
-                run,
-                extras,
-                min_runs=options.min_runs,
-                include_link_errors=options.include_link_errors,
-                group_by=options.group_by,
-                sort=options.sort,
-                top=options.top,
-                prices=prices,
-                ci95=kept_ci95,
-                pass_k_convention=options.pass_k_convention,
-                with_tasks=with_tasks,
-            )
-            if kept_ci95 is None and extras.cache_ref is not None:
-                from driftdesk.analysis import row_cache
+            pending: list[Callable[[], bool]] = []  # the run's cache, written meanwhile
+            keep: tuple[Any, RunReport] | None = None  # intervals to keep once it is written
+            try:
+                (extras,) = read_runs(
+                    con,
+                    [run],
+                    include_link_errors=options.include_link_errors,
+                    prices=prices,
+                    need_rows=False,
+                    pending=pending,
+                )
+                kept_ci95 = extras.cached_ci95.get(str(options.min_runs))
+                report = _assembled_report(con, run, extras, options, prices, kept_ci95, with_tasks)
+                if kept_ci95 is None and extras.cache_ref is not None:
+                    keep = (extras.cache_ref, report)
+                yield con, report
+            finally:
+                if all([wait() for wait in pending]) and keep is not None:
+                    from driftdesk.analysis import row_cache
 
-                row_cache.keep_ci95(extras.cache_ref, options.min_runs, report.ci95)
-            report.injection = _injection_of(run)
-            yield con, report
+                    row_cache.keep_ci95(keep[0], options.min_runs, keep[1].ci95)
+
+
+def _assembled_report(
+    con: duckdb.DuckDBPyConnection,
+    run: RunSource,
+    extras: RunExtras,
+    options: ReportOptions,
+    prices: dict[str, ModelPrice],
+    kept_ci95: dict[str, list[float] | None] | None,
+    with_tasks: bool,
+) -> RunReport:
+    report = assemble_report(
+        con,
+        0,
+        run,
+        extras,
+        min_runs=options.min_runs,
+        include_link_errors=options.include_link_errors,
+        group_by=options.group_by,
+        sort=options.sort,
+        top=options.top,
+        prices=prices,
+        ci95=kept_ci95,
+        pass_k_convention=options.pass_k_convention,
+        with_tasks=with_tasks,
+    )
+    report.injection = _injection_of(run)
+    return report
 
 
 def _injection_of(run: RunSource) -> dict[str, Any] | None:
@@ -487,11 +507,13 @@ def read_runs(
     include_link_errors: bool,
     prices: dict[str, ModelPrice] | None = None,
     need_rows: bool = True,
+    pending: list[Callable[[], bool]] | None = None,
 ) -> list[RunExtras]:
     """Fill ``con`` (``attempt_table.connection()``) with the per-task aggregates of every run
     (``task_aggs``, keyed by the run's index ``f``); each run's extras. One parallel scan per
     file, or the run's cache (``analysis.run_reader``); without ``need_rows`` a run's cached
-    aggregates may stand in for its rows in ``attempts``.
+    aggregates may stand in for its rows in ``attempts``; ``pending``: see
+    ``run_reader.read_runs``.
 
     The rows land in one table in file order (``analysis.attempt_table``); per-task aggregates
     keep the last valid row of each (task, attempt) slot, token sums count every valid row
@@ -500,7 +522,12 @@ def read_runs(
     from driftdesk.analysis import run_reader
 
     return run_reader.read_runs(
-        con, runs, include_link_errors=include_link_errors, prices=prices, need_rows=need_rows
+        con,
+        runs,
+        include_link_errors=include_link_errors,
+        prices=prices,
+        need_rows=need_rows,
+        pending=pending,
     )
 
 

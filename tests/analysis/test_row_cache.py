@@ -215,3 +215,51 @@ def test_where_the_run_dir_cannot_hold_it_the_cache_goes_to_the_user_cache_dir(
     assert str(user_folder).startswith(str(Path(os.environ["XDG_CACHE_HOME"])))
     assert read_from(run_dir) == "cached aggregates"
     assert report(run_dir) == want
+
+
+def test_a_cold_report_writes_its_rows_meanwhile_and_its_cache_is_whole_when_it_returns(
+    home, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The rows part is written by a second connection while the report is made: when the
+    report returns (or its caller stops after the first run), the meta names the part, every
+    valid row is in it, and the report's intervals are kept beside the aggregates."""
+    run_dir = finished_run(tmp_path)
+    want = truth(run_dir)
+    meta_path = run_dir / row_cache.CACHE_FOLDER / row_cache.META_FILE
+
+    def cache_is_whole() -> None:
+        meta = json.loads(meta_path.read_text())
+        import duckdb
+
+        (rows,) = (
+            duckdb.connect()
+            .execute(
+                "SELECT count(*) FROM read_parquet("
+                f"{[str(meta_path.parent / p) for p in meta['parts']]})"
+            )
+            .fetchone()
+        )  # type: ignore[misc]
+        valid = (
+            sum(1 for line in (run_dir / "attempts.jsonl").read_text().splitlines() if line.strip())
+            - want["skipped_line_count"]
+        )
+        assert meta["part_rows"] == [rows] and rows == valid
+        (kept,) = meta["aggs"].values()
+        rounded = {
+            name: None if ci is None else [round(v, 6) for v in ci]
+            for name, ci in kept["ci95"]["1"].items()
+        }
+        assert rounded == want["ci95"]
+
+    assert report(run_dir) == want
+    cache_is_whole()
+
+    drop_caches(run_dir)
+    runs = resolve_sources([run_dir, run_dir])
+    from driftdesk.analysis.volatility import ReportOptions, _assembled
+
+    stream = _assembled(runs, ReportOptions())
+    next(stream)
+    stream.close()  # the caller stops after the first run: its cache is finished, not cut off
+    cache_is_whole()
+    assert report(run_dir) == want
