@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from driftdesk.analysis import row_cache, zero_copy
+from driftdesk.analysis.code_version import code_version as shared_code_version
 from driftdesk.analysis.prices import ModelPrice
 from driftdesk.analysis.sources import RunSource
 from driftdesk.layout import MANIFEST_FILE
@@ -103,25 +103,10 @@ def skipped_warnings(report: Any) -> list[str]:
     return lines
 
 
-@functools.cache
 def code_version() -> str:
-    """A digest of the code that makes a report: every module of this package, and DuckDB's
-    version (read from its metadata: importing DuckDB would take most of a kept report's
-    time)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        duckdb_version = version("duckdb")
-    except PackageNotFoundError:  # not installed as a distribution: the import says
-        import duckdb
-
-        duckdb_version = duckdb.__version__
-    digest = hashlib.sha256(f"{CACHE_VERSION}:{duckdb_version}".encode())
-    folder = Path(__file__).resolve().parent
-    for path in sorted(folder.glob("*.py")):
-        with contextlib.suppress(OSError):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    """The code version of a kept report (``analysis.code_version``: it reads DuckDB's version
+    from its metadata; importing DuckDB would take most of a kept report's time)."""
+    return shared_code_version(f"report:{CACHE_VERSION}")
 
 
 def identity(

@@ -22,7 +22,7 @@ The JSONL stays the truth: a source whose identity changed drops the cache, exce
 append-only one (same device, inode and the bytes before the covered end unchanged), which is
 extended from the byte offset it covered with the live view's code (``appended_lines``) and
 its aggregates updated for the tasks the new lines touch. A cache written by other code (any
-change to the files in ``CODE_FILES`` or another DuckDB) is rebuilt, never read. Every failure
+change to the analysis code or another DuckDB, ``analysis.code_version``) is rebuilt, never read. Every failure
 to write one is ignored: the report is read from the JSONL as before.
 """
 
@@ -38,9 +38,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from driftdesk.analysis.code_version import code_version as shared_code_version
 
 if TYPE_CHECKING:
     import duckdb
@@ -50,12 +51,7 @@ if TYPE_CHECKING:
 
 CACHE_FOLDER = ".rows-cache"
 META_FILE = "meta.json"
-FORMAT = 1  # the layout of the folder; the code version below covers the SQL
-# The code a cache's content follows from: any change to it makes every cache stale.
-CODE_FILES = (
-    "attempt_table.py", "sources.py", "jsonl_import.py", "zero_copy.py", "row_cache.py",
-    "imports.py",
-)  # fmt: skip
+FORMAT = 1  # the layout of the folder; the code version covers the SQL
 EDGE_BYTES = 1 << 12  # the bytes before the covered end that must be unchanged to extend
 MAX_NAMED = 1000  # skipped lines named per run (``volatility.MAX_NAMED_SKIPPED_LINES``)
 STALE_PART_S = 60.0  # an unreferenced part this old is no writer's work in progress
@@ -68,20 +64,9 @@ ROW_COLUMNS = (
 _PARQUET = "(FORMAT parquet, COMPRESSION zstd)"
 
 
-@lru_cache(maxsize=1)
-def code_version() -> str | None:
-    """A digest of the code that types and aggregates the rows (None: it cannot be read, and
-    nothing is cached)."""
-    import duckdb
-
-    digest = hashlib.sha256(f"{FORMAT}:{duckdb.__version__}".encode())
-    here = Path(__file__).resolve().parent
-    try:
-        for name in CODE_FILES:
-            digest.update((here / name).read_bytes())
-    except OSError:
-        return None
-    return digest.hexdigest()[:24]
+def code_version() -> str:
+    """The code version of a cache (``analysis.code_version``)."""
+    return shared_code_version(f"rows:{FORMAT}")
 
 
 def source_identity(path: Path) -> dict[str, Any] | None:
@@ -173,7 +158,7 @@ def find(run: RunSource, rows_path: Path, linked: dict[str, Any] | None) -> Entr
     """The run's cache if it holds the start of ``rows_path`` as it is now: the whole file
     unchanged, or (a plain attempts file) the bytes before its covered end unchanged."""
     now = source_identity(rows_path)
-    if now is None or code_version() is None:
+    if now is None:
         return None
     for folder in folders(run):
         meta = _read_meta(folder)
@@ -517,9 +502,7 @@ def keep_ci95(ref: CiRef, min_runs: int, ci95: dict[str, Any]) -> None:
 
 
 def new_meta(rows_path: Path, linked: dict[str, Any] | None, identity: dict[str, Any]) -> Meta:
-    version = code_version()
-    assert version is not None
-    return Meta(version, identity, linked, 0, _edge(rows_path, 0), 0, 0)
+    return Meta(code_version(), identity, linked, 0, _edge(rows_path, 0), 0, 0)
 
 
 def covered(meta: Meta, rows_path: Path, identity: dict[str, Any], offset: int) -> None:

@@ -16,33 +16,22 @@ no figure. The newest ``KEEP`` entries are kept (one per selection of runs and o
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from driftdesk.analysis.code_version import code_version as shared_code_version
 from driftdesk.analysis.trend_data import CACHE_FILE, file_key, source_keys, user_cache_file
 
 CACHE_VERSION = 1
 KEEP = 8  # entries kept: each is about 20 bytes per task × run
-# The modules whose code makes a trend from the runs' aggregates (another version of any of
-# them: computed again).
-CODE = (
-    "trend.py", "trend_data.py", "trend_cache.py", "trend_pairs.py", "compare.py", "gate.py",
-    "paired.py",
-)  # fmt: skip
 
 
-@functools.cache
 def code_version() -> str:
-    digest = hashlib.sha256(str(CACHE_VERSION).encode())
-    folder = Path(__file__).resolve().parent
-    for name in CODE:
-        with contextlib.suppress(OSError):
-            digest.update((folder / name).read_bytes())
-    return digest.hexdigest()
+    """The code version of a trend entry (``analysis.code_version``)."""
+    return shared_code_version(f"trend:{CACHE_VERSION}")
 
 
 def run_identity(run_dir: Path, resolved: Path, manifest: dict[str, Any], root: Path) -> list[Any]:

@@ -20,9 +20,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from driftdesk.analysis.code_version import code_version
 from driftdesk.analysis.trend_data import RunAggregate
 
-CACHE_PAIR_VERSION = 2  # of ``PairedOutcome``: another version is computed again
+CACHE_PAIR_VERSION = 2  # of ``PairedOutcome`` (with the code's: see ``pair_file``)
 # Fewer verdicts to compute than this: in this process only (starting a second one, ~0.1 s,
 # costs more than it saves).
 PARALLEL_FROM = 24
@@ -60,7 +61,7 @@ def paired_outcomes(
     paths = []
     for base, run in pairs:
         key = [
-            CACHE_PAIR_VERSION,
+            code_version(f"pairs:{CACHE_PAIR_VERSION}"),
             allowed_pp,
             runs[base].run_id,
             runs[run].run_id,
