@@ -170,6 +170,7 @@ class Writer:
     def __init__(self, path: Path, key: list[Any]) -> None:
         self.path, self.key = path, key
         self.temp: IO[str] | None = None
+        self.written = 0
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, name = tempfile.mkstemp(dir=path.parent, prefix=".part-", suffix=".json")
@@ -178,6 +179,10 @@ class Writer:
 
     def text(self, piece: str) -> None:
         if self.temp is not None:
+            self.written += len(piece)  # characters: at most the bytes
+            if self.written > KEEP_BYTES:  # never kept (``_prune``): not written further
+                self.drop()
+                return
             try:
                 self.temp.write(piece)
             except OSError:

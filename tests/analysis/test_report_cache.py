@@ -46,10 +46,11 @@ def test_a_kept_report_prints_what_the_jsonl_alone_gives(home, cli, tmp_path: Pa
         drop_all_caches(run_dir)
         first = report(cli, str(run_dir), *options)  # made, and kept
         assert len(entries()) == 1
-        kept = entries()[0].read_bytes()
+        made = entries()[0].stat()
         again = report(cli, str(run_dir), *options)  # printed as kept
         assert first == truth and again == truth, options
-        assert entries()[0].read_bytes() == kept  # read, not made again
+        read = entries()[0].stat()  # read, not made again (that replaces the file)
+        assert (read.st_ino, read.st_mtime_ns) == (made.st_ino, made.st_mtime_ns)
 
 
 def test_a_line_appended_an_option_or_a_price_makes_the_report_again(
@@ -123,6 +124,23 @@ def test_the_newest_entries_are_kept(home, tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(report_cache, "KEEP_BYTES", 3 * size)  # room for three, not four
     newest = keep(100)
     assert len(entries()) == 3 and newest in entries()
+
+
+def test_a_report_too_big_to_keep_is_not_written_past_the_limit(
+    home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    run_dir, _ = write_golden_runs(tmp_path)
+    key = report_cache.identity(resolve_sources([run_dir]), {"top": None}, {})
+    monkeypatch.setattr(report_cache, "KEEP_BYTES", 1000)
+    writer = report_cache.Writer(report_cache.entry_file(key), key)
+    folder = report_cache.entry_file(key).parent
+    writer.text("x" * 600)
+    (temp,) = folder.glob(".part-*")  # written as it streams
+    writer.text("x" * 600)  # past the limit: it would never be kept
+    assert not temp.exists()
+    writer.text("x" * 10)
+    writer.keep([], key)
+    assert not list(folder.iterdir())  # nothing written, nothing kept
 
 
 def test_a_kept_report_past_a_chunk_prints_characters_cut_at_the_chunk_end(
