@@ -572,7 +572,10 @@ class RayCluster:
             ).remote(executable)
             for n in nodes
         ]
-        ray.wait(refs, num_returns=len(refs), timeout=120)
+        _, unanswered = ray.wait(refs, num_returns=len(refs), timeout=120)
+        for ref in unanswered:  # a probe stuck on a node must not hold it after we gave up
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
         lacking = []
         for node, ref in zip(nodes, refs, strict=True):
             try:
@@ -636,7 +639,12 @@ class RayCluster:
 def _still_alive(node_id: str) -> bool:
     import ray
 
-    return any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())
+    try:
+        nodes = ray.nodes()
+    except Exception as exc:  # GCS unreachable: whatever Ray raises for it
+        said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RayUnavailable(f"the cluster did not list its nodes: {said}") from None
+    return any(n["NodeID"] == node_id and n.get("Alive") for n in nodes)
 
 
 def _which(executable: str) -> str | None:
