@@ -21,6 +21,7 @@ is left aside.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -317,34 +318,33 @@ def _store_cold(
     linked_json = None if state.linked is None else state.linked.to_json()
     with row_cache.writable(state.run, None) as folder:
         meta = row_cache.new_meta(state.rows_path, linked_json, identity)
-        rows_sql = (
-            f"SELECT {row_cache.ROW_COLUMNS} FROM attempts WHERE f = $f AND valid AND rowid < $end"
-        )
-        part = None
-        if pending is None:
-            row_cache.write_part(
-                con, meta, folder, rows_sql, f=state.index, end=state.base + records
-            )
-        else:  # waited for before anything can fail here, so ``con`` outlives it
-            part = row_cache.BackgroundPart(
-                con, meta, folder, rows_sql, f=state.index, end=state.base + records
-            )
-            pending.append(part.wait)
         meta.records, meta.lines = records, lines
         row_cache.covered(meta, state.rows_path, identity, offset)
         # the torn last line is the tail's, named each time it is read
         meta.skipped_count = state.skipped_count - torn_bad
         meta.skipped = [[s.line, s.reason, s.torn] for s in state.skipped if not s.torn]
-        ref = None
-        if offset == size:
-            assert state.per_task is not None
-            meta.aggs[key] = row_cache.write_aggs(con, folder, aggs_sql, state.per_task)
-            ref = row_cache.CiRef(folder, key, meta.aggs[key]["aggs"])
-        if part is None:
-            row_cache.save(folder, meta)
-        else:
-            part.then = functools.partial(row_cache.save, folder, meta)
-    return ref
+    # aggregates only of a source read to its end (a torn last line is read each time)
+    per_task, name = (state.per_task, uuid.uuid4().hex) if offset == size else (None, None)
+    rows_sql = (
+        f"SELECT {row_cache.ROW_COLUMNS} FROM attempts WHERE f = $f AND valid AND rowid < $end"
+    )
+
+    def write(db: duckdb.DuckDBPyConnection, aggs_sql: str = aggs_sql) -> None:
+        row_cache.write_part(db, meta, folder, rows_sql, f=state.index, end=state.base + records)
+        if per_task is not None:
+            meta.aggs[key] = row_cache.write_aggs(db, folder, aggs_sql, per_task, name)
+        row_cache.save(folder, meta)
+
+    if pending is None:
+        write(con)
+    else:  # the aggregates kept as they are now in a table the writer's connection sees
+        snapshot = f"cache_aggs_{state.index}"
+        if per_task is not None:
+            con.execute(f"CREATE OR REPLACE TABLE {snapshot} AS {aggs_sql}")
+        pending.append(
+            row_cache.Background(con, functools.partial(write, aggs_sql=f"FROM {snapshot}")).wait
+        )
+    return None if name is None else row_cache.CiRef(folder, key, row_cache.aggs_file(name))
 
 
 def _extend(
