@@ -605,3 +605,35 @@ async def test_a_task_id_that_looks_like_markup_is_shown_as_it_is(
         assert table.row_count == 2
         # the lines under the header: the volatile task first
         assert "[b]x" in table.render_line(1).text and "[/b]y" in table.render_line(2).text
+
+
+async def test_a_run_reached_by_a_symlink_has_its_report_built_once(
+    home, runs_dir, make_app, settle, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A run listed through a symlink (its list entry the path as listed, the screen's run the
+    resolved one) was opened again when its entry was highlighted: two workers built the same
+    report at once, each at half speed (seen: a 1M-row run shown after 1.4 s, not 0.9)."""
+    from tui_runs import RUN_B, write_run
+
+    from driftdesk.analysis import volatility
+
+    built: list[str] = []
+    real_build_report = volatility.build_report
+
+    def counted(sources, **options):  # type: ignore[no-untyped-def]
+        built.extend(str(source) for source in sources)
+        return real_build_report(sources, **options)
+
+    monkeypatch.setattr(volatility, "build_report", counted)
+    elsewhere = home.project / "kept-runs"
+    elsewhere.mkdir()
+    run = write_run(elsewhere, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
+    (runs_dir / run.name).symlink_to(run, target_is_directory=True)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, VolatilityScreen)
+        assert screen.run_dir == run.resolve()  # opened at start
+        assert screen.query_one("#tasks", DataTable).row_count > 0
+        assert len(built) == 1, built

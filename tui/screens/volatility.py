@@ -535,7 +535,8 @@ class VolatilityScreen(WorkbenchScreen):
     @on(OptionList.OptionSelected, "#runs")
     @on(OptionList.OptionHighlighted, "#runs")
     def _run_chosen(self, event: OptionList.OptionHighlighted | OptionList.OptionSelected) -> None:
-        if event.option.id and Path(event.option.id) != self.run_dir:
+        # resolved, as ``run_dir`` is: a run listed through a symlink is the run already open
+        if event.option.id and Path(event.option.id).resolve() != self.run_dir:
             self._open_run(Path(event.option.id))
 
     def _open_run(self, run_dir: Path) -> None:
