@@ -18,6 +18,9 @@ running run writes), against a cold in-process report; each under CPython's coll
 and under the app's (``tui.app.tune_collector``: the live view runs in the TUI's process),
 interleaved.
 
+Every report is cold: the caches a report keeps (``analysis.row_cache``, ``report_cache``) are
+deleted before each; ``bench_row_cache.py`` times the warm ones.
+
 Targets (issue 13): report ≤ 1.5× the floor with peak ≤ 512 MiB; live refresh after 1k lines
 ≤ 0.1× the cold report. Every ratio is printed with the load average beside it.
 
@@ -41,7 +44,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import interleave, load, table, timed_child, verdict
+from benchlib import (
+    Sample,
+    drop_caches,
+    interleave,
+    load,
+    private_home,
+    table,
+    timed_child,
+    verdict,
+)
 
 PYTHON_LOOP = r"""
 import json, sys
@@ -179,6 +191,12 @@ def replicate_run(base: Path, root: Path, name: str, chunks: int, *, flip_first:
     return run_dir
 
 
+def cold(argv: list[str], *runs: Path) -> Sample:
+    """``argv`` timed with every cache of ``runs`` deleted first."""
+    drop_caches(*runs)
+    return timed_child(argv)
+
+
 def scale(args: argparse.Namespace) -> None:
     """--rows past 1M: the report of 1M rows and of ``--rows`` rows (the 1M run copied with
     other task names), and compare of two such big runs, each a fresh process; the big report
@@ -217,7 +235,7 @@ def scale(args: argparse.Namespace) -> None:
                 "json",
             ],
         }
-        runners = {name: (lambda a=a: timed_child(a)) for name, a in argv.items()}
+        runners = {name: (lambda a=a: cold(a, base, big_a, big_b)) for name, a in argv.items()}
         results = interleave(runners, args.rounds)
         table(results)
         small, big = results["report 1M"], results[f"report {chunks}M"]
@@ -242,6 +260,7 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     args, _ = parser.parse_known_args()
+    private_home("bench-report-home-")  # the kept reports and trends go there, not the user's
     if args.rows > BASE_ROWS:
         scale(args)
         return
@@ -271,7 +290,7 @@ def main() -> None:
             "typed load only": [python, "-c", TYPED_LOAD, str(attempts)],
             "python loop": [python, "-c", PYTHON_LOOP, str(attempts)],
         }
-        runners = {name: (lambda a=a: timed_child(a)) for name, a in argv.items()}
+        runners = {name: (lambda a=a: cold(a, run)) for name, a in argv.items()}
         results = interleave(runners, args.rounds)
         table(results)
         floor = results["floor (duckdb one metric)"]
@@ -317,6 +336,7 @@ def main() -> None:
             for name in settings if round_ % 2 == 0 else settings[::-1]:
                 thresholds = tune_collector() if name == settings[1] else None
                 try:
+                    drop_caches(run)
                     start = time.perf_counter()
                     build_report([run])
                     colds[name].append(time.perf_counter() - start)

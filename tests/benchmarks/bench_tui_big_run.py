@@ -6,6 +6,8 @@ a cold start (no success measured yet in this process):
 - how long until the screen shows the run's task table, against the floor measured in the
   same round: a cold ``build_report`` of the run in this process (the report the screen shows);
 - how long until the runs list shows the run's success (measured in a worker of its own);
+- how long until the screen shows the table when the workbench is opened a second time (the
+  run's cache, kept by the first, read);
 - key presses on the task table (from ``SETTLE_S`` after the success is listed), each from the moment the key event is sent to the end of the
   first screen refresh that shows its effect: ``down`` (cursor), ``o`` (sort by the next key:
   all 20,000 tasks sorted again, the first rows listed), ``space`` (mark), and typing a filter
@@ -31,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_report import write_synthetic_run
 from bench_tui_live import Probe
-from benchlib import load, private_home
+from benchlib import drop_caches, load, private_home
 
 FILTER = "task-0001"
 SETTLE_S = 2.0
@@ -43,14 +45,16 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
     from driftdesk.analysis import run_success
     from driftdesk.analysis.volatility import build_report
     from driftdesk.tui.app import DriftdeskApp
-    from driftdesk.tui.screens import volatility
 
-    # a cold start: no success measured, in this process or kept by an earlier one
+    # a cold start: no success measured, in this process or kept by an earlier one, and no
+    # cache of the run's rows or report
     run_success.store_path().unlink(missing_ok=True)
     run_success.forget_measured()
+    drop_caches(run)
     started = time.perf_counter()
     build_report([run])
     floor = time.perf_counter() - started
+    drop_caches(run)
 
     result: dict[str, Any] = {"floor": floor, "keys": {}}
     app = DriftdeskApp(out_dir=runs, runs_dirs=[runs], blink=False)
@@ -66,8 +70,7 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
                 return str(app.screen.query_one("#table-state").render())
 
             def shown() -> bool:
-                screen = app.screen
-                return isinstance(screen, volatility.VolatilityScreen) and table().row_count > 0
+                return task_table_shown(app)
 
             await probe.painted(shown)
             result["open"] = time.perf_counter() - started
@@ -114,7 +117,29 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
             result["keys"] = keys
         finally:
             probe.close()
+    # the workbench opened a second time: the run's cache, written by the first, is read
+    app = DriftdeskApp(out_dir=runs, runs_dirs=[runs], blink=False)
+    started = time.perf_counter()
+    async with app.run_test(size=(160, 48)):
+        probe = Probe(app)
+        try:
+            await probe.painted(lambda: task_table_shown(app))
+            result["again"] = time.perf_counter() - started
+        finally:
+            probe.close()
     return result
+
+
+def task_table_shown(app: Any) -> bool:
+    from textual.widgets import DataTable
+
+    from driftdesk.tui.screens import volatility
+
+    screen = app.screen
+    return (
+        isinstance(screen, volatility.VolatilityScreen)
+        and screen.query_one("#tasks", DataTable).row_count > 0
+    )
 
 
 def main() -> int:
@@ -143,7 +168,8 @@ def main() -> int:
                 for key, times in result["keys"].items()
             )
             print(
-                f"round {number}: screen open {result['open']:.2f} s, cold report "
+                f"round {number}: screen open {result['open']:.2f} s, opened again "
+                f"{result['again']:.2f} s, cold report "
                 f"{result['floor']:.2f} s ({result['open'] / result['floor']:.2f}×), success "
                 f"listed at {result['success']:.2f} s; keys (median of each): {keys}  [{load()}]",
                 flush=True,
@@ -151,7 +177,9 @@ def main() -> int:
         opened = statistics.median(r["open"] / r["floor"] for r in rounds)
         print(
             f"\nmedians of {args.rounds} rounds: screen open {statistics.median(r['open'] for r in rounds):.2f} s, "
-            f"{opened:.2f}× a cold report of the run; success listed at "
+            f"{opened:.2f}× a cold report of the run; opened a second time "
+            f"{statistics.median(r['again'] for r in rounds):.2f} s (target ≤ 0.5 s to its "
+            f"numbers, issue 34); success listed at "
             f"{statistics.median(r['success'] for r in rounds):.2f} s"
         )
         for key in rounds[0]["keys"]:
