@@ -52,7 +52,19 @@ def write_json(
     (see the module); ``warn`` gets each warning (a skipped line) either way."""
     from driftdesk.analysis.sources import resolve_sources
     from driftdesk.analysis.volatility import ReportOptions, write_report_json
+    from driftdesk.paths import caches_enabled
 
+    if not caches_enabled():
+
+        def warn_of(report: Any) -> None:
+            for line in skipped_warnings(report):
+                warn(line)
+
+        write_report_json(
+            sources, out, task_curves=task_curves, on_report=warn_of,  # type: ignore[arg-type]
+            **options,
+        )  # fmt: skip
+        return
     settings = ReportOptions(**options)
     prices = settings.loaded_prices()  # a broken price table is refused, kept report or not
     keyed = {"task_curves": task_curves, **{k: v for k, v in options.items() if k != "prices"}}

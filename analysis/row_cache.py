@@ -159,8 +159,10 @@ def _edge(path: Path, offset: int) -> str:
 def find(run: RunSource, rows_path: Path, linked: dict[str, Any] | None) -> Entry | None:
     """The run's cache if it holds the start of ``rows_path`` as it is now: the whole file
     unchanged, or (a plain attempts file) the bytes before its covered end unchanged."""
+    from driftdesk.paths import caches_enabled
+
     now = source_identity(rows_path)
-    if now is None:
+    if now is None or not caches_enabled():
         return None
     for folder in folders(run):
         meta = _read_meta(folder)
@@ -325,6 +327,10 @@ def lines_covered(entry: Entry, source: Path) -> int:
 def writable(run: RunSource, entry: Entry | None) -> Iterator[Path]:
     """A folder to write the run's cache in: its current one, else beside the run, else the
     user's cache dir; raises ``OSError`` when none can be written."""
+    from driftdesk.paths import caches_enabled
+
+    if not caches_enabled():
+        raise OSError("caches are off (DRIFTDESK_NO_CACHE)")
     candidates = ([entry.folder] if entry else []) + folders(run)
     for folder in candidates:
         try:

@@ -24,6 +24,7 @@ from typing import Any
 
 from driftdesk.analysis.code_version import code_version as shared_code_version
 from driftdesk.analysis.trend_data import CACHE_FILE, file_key, source_keys, user_cache_file
+from driftdesk.paths import caches_enabled
 
 CACHE_VERSION = 1
 KEEP = 8  # entries kept: each is about 20 bytes per task × run
@@ -82,6 +83,8 @@ def _key_line(key: list[Any]) -> bytes:
 
 def load(path: Path, key: list[Any]) -> tuple[str, bytes] | None:
     """(the JSON text, the state's JSON) of the entry at ``path`` if kept under ``key``."""
+    if not caches_enabled():
+        return None
     try:
         kept_key, text, state = path.read_bytes().split(b"\n", 2)
         if kept_key != _key_line(key):
@@ -96,6 +99,8 @@ def store(path: Path, key: list[Any], text: str, state: dict[str, Any]) -> None:
     left aside. The oldest entries past ``KEEP`` go."""
     from driftdesk.fileio import atomic_write_bytes
 
+    if not caches_enabled():
+        return
     body = b"\n".join(
         (
             _key_line(key),

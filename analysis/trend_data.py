@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
+from driftdesk.paths import caches_enabled
 
 if TYPE_CHECKING:
     from driftdesk.analysis.sources import RunSource
@@ -118,6 +119,8 @@ def user_cache_file(
 
 def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
     """The cached aggregate of ``run_dir`` if one was read from files with exactly ``keys``."""
+    if not caches_enabled():
+        return None
     for path in (run_dir / CACHE_FILE, user_cache_file(run_dir)):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -133,6 +136,8 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
     dir); neither writable, it is read again next time."""
     from driftdesk.fileio import atomic_write_text
 
+    if not caches_enabled():
+        return
     text = json.dumps(
         # its fields as they are (JSON already; ``asdict`` deep-copies 500 tasks' lists)
         {"version": CACHE_VERSION, "keys": keys, "aggregate": vars(aggregate)},

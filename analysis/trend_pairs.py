@@ -22,6 +22,7 @@ from typing import Any
 
 from driftdesk.analysis.code_version import code_version
 from driftdesk.analysis.trend_data import RunAggregate
+from driftdesk.paths import caches_enabled
 
 CACHE_PAIR_VERSION = 2  # of ``PairedOutcome`` (with the code's: see ``pair_file``)
 # Fewer verdicts to compute than this: in this process only (starting a second one, ~0.1 s,
@@ -106,6 +107,8 @@ def tasks_digest(tasks: dict[str, list[int]]) -> str:
 def load_pair(path: Path) -> dict[str, Any] | None:
     """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``; None:
     not kept, or unreadable)."""
+    if not caches_enabled():
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -117,6 +120,8 @@ def store_pair(path: Path, outcome: dict[str, Any]) -> None:
     """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test)."""
     from driftdesk.fileio import atomic_write_text
 
+    if not caches_enabled():
+        return
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(

@@ -19,7 +19,7 @@ PROFILE_IMPORT_SOURCES = ("claude", "codex", "env")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from driftdesk.cli import analysis, explain, profiles, runs, trend, workbench
+    from driftdesk.cli import analysis, cache, explain, profiles, runs, trend, workbench
 
     parser = argparse.ArgumentParser(
         prog="driftdesk",
@@ -39,12 +39,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="show the full traceback of an unexpected error (also DRIFTDESK_DEBUG=1; "
         "accepted anywhere before a `--`)",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compute every figure from the runs' files, reading and keeping no cache (a "
+        "run's typed rows, kept reports, trends); also DRIFTDESK_NO_CACHE=1; accepted "
+        "anywhere before a `--`",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     profiles.register(sub)
     runs.register(sub)
     analysis.register(sub)
     trend.register(sub)
     explain.register(sub)
+    cache.register(sub)
     workbench.register(sub)
     _register_import(sub)
     return parser
@@ -127,10 +135,10 @@ def _dispatch_import(args: argparse.Namespace) -> int:
     return cmd_import_results(args)
 
 
-def _debug_flag(argv: list[str]) -> tuple[list[str], bool]:
-    """``--debug`` anywhere before a ``--`` (users add it to the end of the line that failed)."""
+def _global_flag(argv: list[str], flag: str) -> tuple[list[str], bool]:
+    """``flag`` anywhere before a ``--`` (users add it to the end of the line that failed)."""
     cut = argv.index("--") if "--" in argv else len(argv)
-    head = [a for a in argv[:cut] if a != "--debug"]
+    head = [a for a in argv[:cut] if a != flag]
     return head + argv[cut:], len(head) != cut
 
 
@@ -143,8 +151,11 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list, debug = _debug_flag(list(sys.argv[1:] if argv is None else argv))
+    args_list, debug = _global_flag(list(sys.argv[1:] if argv is None else argv), "--debug")
     debug = debug or os.environ.get("DRIFTDESK_DEBUG") == "1"
+    args_list, no_cache = _global_flag(args_list, "--no-cache")
+    if no_cache:  # for this process and what it starts (the workbench's runs' reports too)
+        os.environ["DRIFTDESK_NO_CACHE"] = "1"
     func: Callable[[argparse.Namespace], int] | None
     if len(args_list) == 2 and args_list[0] == "key" and not args_list[1].startswith("-"):
         # The key helper's hot path (Claude Code / Codex run it on every key refresh): building
