@@ -383,7 +383,22 @@ def _assembled(
                     pending=pending,
                 )
                 kept_ci95 = extras.cached_ci95.get(str(options.min_runs))
-                report = _assembled_report(con, run, extras, options, prices, kept_ci95, with_tasks)
+                report = assemble_report(
+                    con,
+                    0,
+                    run,
+                    extras,
+                    min_runs=options.min_runs,
+                    include_link_errors=options.include_link_errors,
+                    group_by=options.group_by,
+                    sort=options.sort,
+                    top=options.top,
+                    prices=prices,
+                    ci95=kept_ci95,
+                    pass_k_convention=options.pass_k_convention,
+                    with_tasks=with_tasks,
+                )
+                report.injection = _injection_of(run)
                 if kept_ci95 is None and extras.cache_ref is not None:
                     keep = (extras.cache_ref, report)
                 yield con, report
@@ -392,34 +407,6 @@ def _assembled(
                     from driftdesk.analysis import row_cache
 
                     row_cache.keep_ci95(keep[0], options.min_runs, keep[1].ci95)
-
-
-def _assembled_report(
-    con: duckdb.DuckDBPyConnection,
-    run: RunSource,
-    extras: RunExtras,
-    options: ReportOptions,
-    prices: dict[str, ModelPrice],
-    kept_ci95: dict[str, list[float] | None] | None,
-    with_tasks: bool,
-) -> RunReport:
-    report = assemble_report(
-        con,
-        0,
-        run,
-        extras,
-        min_runs=options.min_runs,
-        include_link_errors=options.include_link_errors,
-        group_by=options.group_by,
-        sort=options.sort,
-        top=options.top,
-        prices=prices,
-        ci95=kept_ci95,
-        pass_k_convention=options.pass_k_convention,
-        with_tasks=with_tasks,
-    )
-    report.injection = _injection_of(run)
-    return report
 
 
 def _injection_of(run: RunSource) -> dict[str, Any] | None:
