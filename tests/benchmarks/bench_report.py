@@ -191,7 +191,7 @@ def replicate_run(base: Path, root: Path, name: str, chunks: int, *, flip_first:
     return run_dir
 
 
-def cold(argv: list[str], *runs: Path) -> Sample:
+def cold_sample(argv: list[str], *runs: Path) -> Sample:
     """``argv`` timed with every cache of ``runs`` deleted first."""
     drop_caches(*runs)
     return timed_child(argv)
@@ -235,7 +235,9 @@ def scale(args: argparse.Namespace) -> None:
                 "json",
             ],
         }
-        runners = {name: (lambda a=a: cold(a, base, big_a, big_b)) for name, a in argv.items()}
+        runners = {
+            name: (lambda a=a: cold_sample(a, base, big_a, big_b)) for name, a in argv.items()
+        }
         results = interleave(runners, args.rounds)
         table(results)
         small, big = results["report 1M"], results[f"report {chunks}M"]
@@ -290,7 +292,7 @@ def main() -> None:
             "typed load only": [python, "-c", TYPED_LOAD, str(attempts)],
             "python loop": [python, "-c", PYTHON_LOOP, str(attempts)],
         }
-        runners = {name: (lambda a=a: cold(a, run)) for name, a in argv.items()}
+        runners = {name: (lambda a=a: cold_sample(a, run)) for name, a in argv.items()}
         results = interleave(runners, args.rounds)
         table(results)
         floor = results["floor (duckdb one metric)"]
