@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from driftdesk.analysis import row_cache, trend_data
@@ -75,15 +75,18 @@ def of_user() -> list[Cache]:
 def of_runs(run_dirs: Iterable[Path]) -> list[Cache]:
     """Each run's caches: beside it, its own under the user's cache dir, and the kept reports
     and trends that name it."""
-    from driftdesk.analysis.sources import resolve_sources
+    from driftdesk.analysis.sources import RunSource
+    from driftdesk.layout import ATTEMPTS_FILE
 
     found: list[Cache | None] = []
     names: list[str] = []
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
-        for source in resolve_sources([run_dir]):
-            for folder in row_cache.folders(source):
-                found.append(_measured(folder, f"typed rows of {run_dir.name}"))
+        # where its caches are follows from its path alone: a run whose manifest or rows
+        # are broken still has them listed and cleared
+        source = RunSource(run_dir / ATTEMPTS_FILE, run_dir, {})
+        for folder in row_cache.folders(source):
+            found.append(_measured(folder, f"typed rows of {run_dir.name}"))
         for path in (run_dir / trend_data.CACHE_FILE, trend_data.user_cache_file(run_dir)):
             found.append(_measured(path, f"trend figures of {run_dir.name}"))
         names.append(str(run_dir.resolve()))
@@ -121,9 +124,18 @@ def in_runs_folder(folder: Path) -> list[Path]:
     )
 
 
-def clear(caches: Iterable[Cache]) -> tuple[int, int]:
-    """Delete ``caches``; the files and bytes removed (a cache gone meanwhile is skipped)."""
-    files = size = 0
+@dataclass
+class Cleared:
+    caches: int = 0
+    files: int = 0
+    size: int = 0
+    failed: list[tuple[Path, str]] = field(default_factory=list)  # (path, why)
+
+
+def clear(caches: Iterable[Cache]) -> Cleared:
+    """Delete ``caches`` (a cache gone meanwhile is skipped; one that cannot be deleted is
+    named in ``failed`` and the others are deleted still)."""
+    done = Cleared()
     for cache in caches:
         try:
             if cache.path.is_dir() and not cache.path.is_symlink():
@@ -132,5 +144,18 @@ def clear(caches: Iterable[Cache]) -> tuple[int, int]:
                 cache.path.unlink()
         except FileNotFoundError:
             continue
-        files, size = files + cache.files, size + cache.size
-    return files, size
+        except OSError as exc:
+            done.failed.append((cache.path, exc.strerror or type(exc).__name__))
+            continue
+        done.caches, done.files, done.size = (
+            done.caches + 1,
+            done.files + cache.files,
+            done.size + cache.size,
+        )
+    return done
+
+
+def without_nested(caches: Sequence[Cache]) -> list[Cache]:
+    """``caches`` less those inside another of them (a kept report inside ``report/``)."""
+    folders = [c.path for c in caches if c.path.is_dir() and not c.path.is_symlink()]
+    return [c for c in caches if not any(f in c.path.parents for f in folders)]

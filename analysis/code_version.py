@@ -41,7 +41,10 @@ def code_version(kind: str) -> str:
     digest = hashlib.sha256(f"{kind}\0{duckdb_version}".encode())
     try:
         for folder in (_ANALYSIS, _core()):
-            for path in sorted(folder.glob("*.py")):
+            sources = sorted(folder.glob("*.py"))
+            if not sources:  # bytecode only, or frozen: no change could be seen
+                raise OSError(f"no sources in {folder}")
+            for path in sources:
                 digest.update(f"{folder.name}/{path.name}\0".encode() + path.read_bytes())
     except OSError:
         return f"unreadable-{uuid.uuid4().hex}"

@@ -191,7 +191,7 @@ class Writer:
 
     def text(self, piece: str) -> None:
         if self.temp is not None:
-            self.written += len(piece)  # characters: at most the bytes
+            self.written += len(piece.encode("utf-8", "surrogatepass"))
             if self.written > KEEP_BYTES:  # never kept (``_prune``): not written further
                 self.drop()
                 return

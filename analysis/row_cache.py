@@ -380,7 +380,11 @@ class Background:
 
     def wait(self) -> bool:
         """Whether ``work`` was done."""
-        self._thread.join()
+        try:
+            self._thread.join()
+        except BaseException:  # interrupted: the connection must still outlive the work
+            self._thread.join()
+            raise
         return not self._failed
 
 

@@ -20,7 +20,6 @@ is left aside.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -338,12 +337,17 @@ def _store_cold(
     if pending is None:
         write(con)
     else:  # the aggregates kept as they are now in a table the writer's connection sees
-        snapshot = f"cache_aggs_{state.index}"
+        snapshot = f"cache_aggs_{uuid.uuid4().hex}"
         if per_task is not None:
-            con.execute(f"CREATE OR REPLACE TABLE {snapshot} AS {aggs_sql}")
-        pending.append(
-            row_cache.Background(con, functools.partial(write, aggs_sql=f"FROM {snapshot}")).wait
-        )
+            con.execute(f"CREATE TABLE {snapshot} AS {aggs_sql}")
+
+        def write_from_snapshot(db: duckdb.DuckDBPyConnection) -> None:
+            try:
+                write(db, aggs_sql=f"FROM {snapshot}")
+            finally:
+                db.execute(f"DROP TABLE IF EXISTS {snapshot}")
+
+        pending.append(row_cache.Background(con, write_from_snapshot).wait)
     return None if name is None else row_cache.CiRef(folder, key, row_cache.aggs_file(name))
 
 

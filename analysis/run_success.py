@@ -175,7 +175,12 @@ def _load_store() -> None:
 
 
 def _read_store(path: Path) -> dict[str, Measured]:
-    """The store's entries that parse, by run dir (none when the store does not parse)."""
+    """The store's entries that parse, by run dir (none when the store does not parse, or
+    caches are off: ``--no-cache``)."""
+    from driftdesk.paths import caches_enabled
+
+    if not caches_enabled():
+        return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         entries = data["runs"] if data.get("version") == STORE_VERSION else {}
@@ -201,7 +206,10 @@ def _save_store() -> None:
     read."""
     from driftdesk.fileio import atomic_write_json
     from driftdesk.filelock import locked
+    from driftdesk.paths import caches_enabled
 
+    if not caches_enabled():
+        return
     path = store_path()
     # a read-only home: successes are measured again at the next start
     with contextlib.suppress(OSError), locked(STORE_FILE):

@@ -117,6 +117,14 @@ def user_cache_file(
     return (root or cache_dir()) / "trend" / f"{digest[:32]}.json"
 
 
+def _version() -> str:
+    """The code version of a run's trend figures (``analysis.code_version``): they come from
+    the row rules, the per-task SQL and DuckDB, as a report's do."""
+    from driftdesk.analysis.code_version import code_version
+
+    return code_version(f"trend-data:{CACHE_VERSION}")
+
+
 def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
     """The cached aggregate of ``run_dir`` if one was read from files with exactly ``keys``."""
     if not caches_enabled():
@@ -124,7 +132,7 @@ def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
     for path in (run_dir / CACHE_FILE, user_cache_file(run_dir)):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("version") == CACHE_VERSION and data.get("keys") == keys:
+            if data.get("version") == _version() and data.get("keys") == keys:
                 return RunAggregate.from_json(data["aggregate"])
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             continue  # none, stale or not ours to trust: read again, replaced below
@@ -140,7 +148,7 @@ def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
         return
     text = json.dumps(
         # its fields as they are (JSON already; ``asdict`` deep-copies 500 tasks' lists)
-        {"version": CACHE_VERSION, "keys": keys, "aggregate": vars(aggregate)},
+        {"version": _version(), "keys": keys, "aggregate": vars(aggregate)},
         ensure_ascii=False,
         separators=(",", ":"),
     )

@@ -44,11 +44,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
         caches = cache_places.of_runs(args.run_dirs)
     else:
         folder = args.runs or runs_dir()
-        caches = cache_places.of_user() + cache_places.of_runs(cache_places.in_runs_folder(folder))
+        caches = cache_places.without_nested(
+            cache_places.of_user() + cache_places.of_runs(cache_places.in_runs_folder(folder))
+        )
     if args.action == "clear":
-        files, size = cache_places.clear(caches)
-        print(f"removed {len(caches)} caches: {files} files, {_size(size)}")
-        return 0
+        done = cache_places.clear(caches)
+        print(f"removed {done.caches} caches: {done.files} files, {_size(done.size)}")
+        for path, why in done.failed:
+            print(f"driftdesk cache: {printable(str(path))}: not removed: {why}", file=sys.stderr)
+        return 1 if done.failed else 0
     if args.json:
         print(json.dumps([cache.to_json() for cache in caches], indent=2))
         return 0

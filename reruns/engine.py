@@ -916,7 +916,11 @@ def _connect_executor(executor: str, settings: RaySettings, agent: str) -> RayCl
         raise RunSetupError(str(exc)) from None
     if agent in PRESETS:
         preset = PRESETS[agent]
-        lacking = cluster.nodes_without(preset.executable)
+        try:
+            lacking = cluster.nodes_without(preset.executable)
+        except RayUnavailable as exc:  # the cluster failed while asked: refused, left closed
+            cluster.close()
+            raise RunSetupError(str(exc)) from None
         if lacking:
             cluster.close()
             raise RunSetupError(

@@ -12,7 +12,7 @@ from typing import Any
 
 from golden_runs import write_golden_runs
 
-from driftdesk.analysis import row_cache, trend_data
+from driftdesk.analysis import row_cache, run_success, trend_data
 from driftdesk.paths import cache_dir
 
 
@@ -39,6 +39,7 @@ def test_no_cache_reads_the_jsonl_and_keeps_nothing(home, cli, tmp_path: Path) -
     assert trend.returncode == 0, trend.stderr
     assert not (run_dir / trend_data.CACHE_FILE).exists()
     assert not (cache_dir() / "trend").exists()
+    assert not run_success.store_path().exists()  # the successes trend measured, not kept
 
     # A cache that says otherwise (every pass a fail, under this code's version) is believed
     # by a report that reads caches, and ignored by one that does not.
@@ -88,14 +89,24 @@ def test_cache_info_and_clear_of_a_run_and_of_everything(home, cli, tmp_path: Pa
     assert report(cli, str(run_dir)) == truth  # made again from the JSONL
     assert (run_dir / row_cache.CACHE_FOLDER).exists()
 
-    # everything: the user's cache dir and the runs under --runs, nothing else
+    # everything: the user's cache dir and the runs under --runs, each file counted once
+    everything_info = json.loads(
+        cli("cache", "info", "--runs", str(run_dir.parent), "--json").stdout
+    )
+    paths = [Path(c["path"]) for c in everything_info]
+    assert cache_dir() / "report" in paths and run_dir / row_cache.CACHE_FOLDER in paths
+    assert not any(p in q.parents for p in paths for q in paths)
+    broken = run_dir.parent / "broken-run"  # a run whose manifest does not parse
+    (broken / row_cache.CACHE_FOLDER).mkdir(parents=True)
+    (broken / "manifest.json").write_text("{not json")
+    (broken / row_cache.CACHE_FOLDER / "meta.json").write_text("{}")
     keep = tmp_path / "not-a-cache.txt"
     keep.write_text("mine\n")
     everything = cli("cache", "clear", "--runs", str(run_dir.parent))
     assert everything.returncode == 0, everything.stderr
-    for run in (run_dir, other):
+    for run in (run_dir, other, broken):
         assert not (run / row_cache.CACHE_FOLDER).exists()
-        assert (run / "attempts.jsonl").exists()
+    assert (run_dir / "attempts.jsonl").exists() and (broken / "manifest.json").exists()
     assert not kept_reports() and not (cache_dir() / "trend").exists()
     assert keep.read_text() == "mine\n"
     assert cli("cache", "info", "--runs", str(run_dir.parent)).stdout == "no caches\n"

@@ -218,13 +218,24 @@ def test_where_the_run_dir_cannot_hold_it_the_cache_goes_to_the_user_cache_dir(
 
 
 def test_a_cold_report_writes_its_rows_meanwhile_and_its_cache_is_whole_when_it_returns(
-    home, tmp_path: Path
+    home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     """The rows part is written by a second connection while the report is made: when the
     report returns (or its caller stops after the first run), the meta names the part, every
-    valid row is in it, and the report's intervals are kept beside the aggregates."""
+    valid row is in it, and the report's intervals are kept beside the aggregates. The writer
+    is held back half a second, so that a report not waiting for it would end first."""
+    import time
+
     run_dir = finished_run(tmp_path)
+    other = write_golden_runs(tmp_path / "others")[1]
     want = truth(run_dir)
+    real_write_part = row_cache.write_part
+
+    def late_write_part(*args: Any, **kwargs: Any) -> None:
+        time.sleep(0.5)
+        real_write_part(*args, **kwargs)
+
+    monkeypatch.setattr(row_cache, "write_part", late_write_part)
     meta_path = run_dir / row_cache.CACHE_FOLDER / row_cache.META_FILE
 
     def cache_is_whole() -> None:
@@ -255,11 +266,12 @@ def test_a_cold_report_writes_its_rows_meanwhile_and_its_cache_is_whole_when_it_
     cache_is_whole()
 
     drop_caches(run_dir)
-    runs = resolve_sources([run_dir, run_dir])
+    runs = resolve_sources([run_dir, other])
     from driftdesk.analysis.volatility import ReportOptions, _assembled
 
     stream = _assembled(runs, ReportOptions())
     next(stream)
     stream.close()  # the caller stops after the first run: its cache is finished, not cut off
     cache_is_whole()
+    assert not (other / row_cache.CACHE_FOLDER).exists()  # never read
     assert report(run_dir) == want
