@@ -25,11 +25,17 @@ def _core() -> Path:
     return Path(driftdesk.__file__).resolve().parent
 
 
-@functools.cache
 def code_version(kind: str) -> str:
     """The digest for a cache of ``kind`` (its name and format version, e.g. ``"rows:1"``).
     Code that cannot be read gets a version of this process alone: what it caches is never
     read by another."""
+    return hashlib.sha256(f"{kind}\0{_code_digest()}".encode()).hexdigest()[:32]
+
+
+@functools.cache
+def _code_digest() -> str:
+    """The modules and DuckDB's version, read once per process (a report asks for the row
+    cache's version and the kept report's)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -38,7 +44,7 @@ def code_version(kind: str) -> str:
         import duckdb
 
         duckdb_version = duckdb.__version__
-    digest = hashlib.sha256(f"{kind}\0{duckdb_version}".encode())
+    digest = hashlib.sha256(duckdb_version.encode())
     try:
         for folder in (_ANALYSIS, _core()):
             sources = sorted(folder.glob("*.py"))
@@ -48,4 +54,4 @@ def code_version(kind: str) -> str:
                 digest.update(f"{folder.name}/{path.name}\0".encode() + path.read_bytes())
     except OSError:
         return f"unreadable-{uuid.uuid4().hex}"
-    return digest.hexdigest()[:32]
+    return digest.hexdigest()
