@@ -147,11 +147,9 @@ def clear(caches: Iterable[Cache]) -> Cleared:
         except OSError as exc:
             done.failed.append((cache.path, exc.strerror or type(exc).__name__))
             continue
-        done.caches, done.files, done.size = (
-            done.caches + 1,
-            done.files + cache.files,
-            done.size + cache.size,
-        )
+        done.caches += 1
+        done.files += cache.files
+        done.size += cache.size
     return done
 
 

@@ -191,7 +191,10 @@ class Writer:
 
     def text(self, piece: str) -> None:
         if self.temp is not None:
-            self.written += len(piece.encode("utf-8", "surrogatepass"))
+            # bytes: an ASCII piece (most of a report) is not encoded to count them
+            self.written += (
+                len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+            )
             if self.written > KEEP_BYTES:  # never kept (``_prune``): not written further
                 self.drop()
                 return
