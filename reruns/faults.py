@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import struct
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from aiohttp import web
@@ -46,6 +46,12 @@ MODEL_PROTOCOLS = frozenset({"chat", "responses", "messages"})
 _OFF = frozenset({"none", "off", "no", "0", ""})
 _SHARE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(%?)$")
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(ms|s)?$")
+# A spec is kept as whole units, so that its canonical text (plain decimals, never an
+# exponent) reads back as exactly the same spec: shares in millionths (0.0001 %, one call in a
+# million), durations in milliseconds up to an hour (past that no client is still waiting).
+SHARE_UNITS = 1_000_000
+MAX_DURATION_S = 3600.0
+_MAX_DURATION_MS = int(MAX_DURATION_S * 1000)
 
 
 class InjectSpecError(ValueError):
@@ -56,24 +62,57 @@ def _is_server_error(kind: str) -> bool:
     return kind.isdigit() and len(kind) == 3 and 500 <= int(kind) <= 599
 
 
-def _share(text: str, kind: str) -> float:
+def _share_units(text: str, kind: str) -> int:
+    """A share as millionths of the calls (refused when finer, or over 100 %)."""
     match = _SHARE.match(text.strip())
     if match is None:
         raise InjectSpecError(f"--inject {kind}={text!r}: a share is a percentage (5%) or 0..1")
-    value = float(match.group(1)) / (100.0 if match.group(2) else 1.0)
-    if not 0.0 <= value <= 1.0:
+    units = Decimal(match.group(1)) * (SHARE_UNITS // 100 if match.group(2) else SHARE_UNITS)
+    if units > SHARE_UNITS:
         raise InjectSpecError(f"--inject {kind}={text}: a share must be between 0% and 100%")
-    return value
+    if 0 < units < 1:
+        raise InjectSpecError(
+            f"--inject {kind}={text}: the smallest share is 0.0001% (one call in a million)"
+        )
+    if units != units.to_integral_value():
+        raise InjectSpecError(
+            f"--inject {kind}={text}: shares have a resolution of 0.0001% "
+            "(at most four decimals in percent)"
+        )
+    return int(units)
 
 
-def _seconds(text: str, kind: str) -> float:
+def _duration_ms(text: str, kind: str) -> int:
+    """A duration in whole milliseconds, at most ``MAX_DURATION_S``."""
     match = _DURATION.match(text.strip())
     if match is None:
         raise InjectSpecError(f"--inject {kind}=...:{text}: a duration is like 3s or 500ms")
-    value = float(match.group(1)) / (1000.0 if match.group(2) == "ms" else 1.0)
-    if not math.isfinite(value):
-        raise InjectSpecError(f"--inject {kind}=...:{text}: not a finite duration")
-    return value
+    ms = Decimal(match.group(1)) * (1 if match.group(2) == "ms" else 1000)
+    if ms > _MAX_DURATION_MS:
+        raise InjectSpecError(
+            f"--inject {kind}=...:{text}: a duration is at most {MAX_DURATION_S:g}s (an hour)"
+        )
+    if ms != ms.to_integral_value():
+        raise InjectSpecError(f"--inject {kind}=...:{text}: durations have a resolution of 1 ms")
+    return int(ms)
+
+
+def _decimal_text(units: int, per_whole: int) -> str:
+    """``units / per_whole`` written in plain decimals, exactly (no exponent, no trailing 0)."""
+    whole, part = divmod(units, per_whole)
+    if not part:
+        return str(whole)
+    return f"{whole}.{part:0{len(str(per_whole)) - 1}d}".rstrip("0")
+
+
+def share_text(share: float) -> str:
+    """A share as the spec writes it: ``5%``, ``0.0001%``."""
+    return _decimal_text(round(share * SHARE_UNITS), SHARE_UNITS // 100) + "%"
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration as the spec (and a ``Retry-After`` header) writes it: ``3``, ``0.25``."""
+    return _decimal_text(round(seconds * 1000), 1000)
 
 
 @dataclass(frozen=True)
@@ -92,11 +131,11 @@ class InjectionSpec:
         """The canonical spec (what the manifest records, and ``--inject`` reads back)."""
         parts = []
         for kind, share in self.shares:
-            part = f"{kind}={share * 100:g}%"
+            part = f"{kind}={share_text(share)}"
             if kind == "429" and self.retry_after_s != DEFAULT_RETRY_AFTER_S:
-                part += f":{self.retry_after_s:g}s"
+                part += f":{seconds_text(self.retry_after_s)}s"
             if kind == "slow":
-                part += f":{self.slow_s:g}s"
+                part += f":{seconds_text(self.slow_s)}s"
             parts.append(part)
         return ",".join(parts)
 
@@ -126,8 +165,8 @@ def parse_inject(text: str | None) -> InjectionSpec | None:
     """``429=5%,500=2%,slow=5%:3s`` as a spec; None for ``none``/``off`` or nothing."""
     if text is None or text.strip().lower() in _OFF:
         return None
-    shares: dict[str, float] = {}
-    retry_after_s, slow_s = DEFAULT_RETRY_AFTER_S, DEFAULT_SLOW_S
+    shares: dict[str, int] = {}  # in SHARE_UNITS
+    retry_after_ms, slow_ms = round(DEFAULT_RETRY_AFTER_S * 1000), round(DEFAULT_SLOW_S * 1000)
     for raw in text.split(","):
         item = raw.strip()
         if not item:
@@ -143,13 +182,13 @@ def parse_inject(text: str | None) -> InjectionSpec | None:
             )
         if kind in shares:
             raise InjectSpecError(f"--inject: {kind} is given twice")
-        share_text, colon, option = rest.partition(":")
-        shares[kind] = _share(share_text, kind)
+        share_part, colon, option = rest.partition(":")
+        shares[kind] = _share_units(share_part, kind)
         if colon:
             if kind == "429":
-                retry_after_s = _seconds(option, kind)
+                retry_after_ms = _duration_ms(option, kind)
             elif kind == "slow":
-                slow_s = _seconds(option, kind)
+                slow_ms = _duration_ms(option, kind)
             else:
                 raise InjectSpecError(
                     f"--inject {item}: only 429 (its Retry-After) and slow (its delay) take :TIME"
@@ -157,10 +196,15 @@ def parse_inject(text: str | None) -> InjectionSpec | None:
     if not shares:
         raise InjectSpecError("--inject: no fault given (e.g. 429=5%,500=2%; none: no faults)")
     total = sum(shares.values())
-    if total > 1.0 + 1e-9:
-        raise InjectSpecError(f"--inject: the shares add up to {total * 100:g}%, over 100%")
-    ordered = tuple(sorted(shares.items(), key=lambda item: _order(item[0])))
-    return InjectionSpec(ordered, retry_after_s=retry_after_s, slow_s=slow_s)
+    if total > SHARE_UNITS:
+        raise InjectSpecError(
+            f"--inject: the shares add up to {share_text(total / SHARE_UNITS)}, over 100%"
+        )
+    ordered = tuple(
+        (kind, units / SHARE_UNITS)
+        for kind, units in sorted(shares.items(), key=lambda item: _order(item[0]))
+    )
+    return InjectionSpec(ordered, retry_after_s=retry_after_ms / 1000, slow_s=slow_ms / 1000)
 
 
 def inject_problem(text: str | None) -> str | None:
@@ -282,7 +326,7 @@ def fault_response(
     """What a faulty gateway answers for a 429 or 5xx (``Retry-After`` on a 429)."""
     headers = {"x-request-id": request_id}
     if fault.kind == "429":
-        headers["Retry-After"] = f"{retry_after_s:g}"
+        headers["Retry-After"] = seconds_text(retry_after_s)
     return web.Response(
         status=int(fault.kind),
         body=_error_body(fault.kind, protocol),
@@ -303,6 +347,7 @@ def cut_answer(answer: bytes, streamed: bool) -> bytes:
 
 
 __all__ = [
+    "MAX_DURATION_S",
     "MODEL_PROTOCOLS",
     "Fault",
     "FaultInjector",
@@ -314,4 +359,6 @@ __all__ = [
     "inject_problem",
     "injection_figures",
     "parse_inject",
+    "seconds_text",
+    "share_text",
 ]
