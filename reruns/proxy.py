@@ -1,7 +1,9 @@
 """The metering proxy: every provider call of a run goes through it, on 127.0.0.1.
 
-An agent gets a base URL ``http://127.0.0.1:PORT/a/<attempt-token>`` and the run's throwaway
-key (``Authorization: Bearer`` or ``x-api-key``). The proxy refuses any other key with 401,
+An agent gets a base URL ``http://127.0.0.1:PORT/a/<attempt-token>`` (a random secret of its
+try alone, refused once the try is over) and the run's throwaway key (``Authorization: Bearer``
+or ``x-api-key``). The proxy refuses any other key with 401, and a token that is not a live
+try's with 404 (a harness cannot call as another attempt),
 swaps in the real key (OpenAI ``Authorization: Bearer``, Anthropic ``x-api-key``), adds the
 profile's extra headers, forwards to the profile's base URL plus the path after the token, and
 streams the response back chunk by chunk (SSE included). Each call becomes a calls.jsonl row
@@ -568,9 +570,9 @@ class MeteringProxy:
         self._arrivals = dict(self._call_counts)
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
         self._token_prefix = secrets.token_hex(6) + "-"
-        self._attempt_counter = 0
         self._request_numbers = itertools.count(1)
         self._attempts: dict[str, AttemptCalls] = {}
+        self._closed: set[str] = set()  # finished tries' tokens: refused, never reissued
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -607,10 +609,13 @@ class MeteringProxy:
     # --- attempts -------------------------------------------------------------------------
 
     def open_attempt(self, task_id: str, attempt: int, *, deferred: bool = False) -> str:
-        # Unguessable per run, unique per attempt: a random run prefix plus a counter (the
-        # run key, not this token, is what authorises a request).
-        self._attempt_counter += 1
-        token = f"{self._token_prefix}{self._attempt_counter:x}"
+        # A try's identity at the proxy: a random secret of its own (144 bits), not derived
+        # from anything another try sees, so a harness cannot work out a neighbour's URL from
+        # its own. A request needs both the run key and a live token; a closed token is
+        # refused for good (never issued again).
+        token = secrets.token_urlsafe(18)
+        while token in self._attempts or token in self._closed:
+            token = secrets.token_urlsafe(18)
         self._attempts[token] = AttemptCalls(task_id, attempt, deferred=deferred)
         return token
 
@@ -639,6 +644,7 @@ class MeteringProxy:
 
     def close_attempt(self, token: str) -> AttemptCalls | None:
         calls = self._attempts.pop(token, None)
+        self._closed.add(token)
         if calls is not None and self._recorder is not None:
             self._recorder.close(calls.task_id, calls.attempt, deferred=calls.deferred)
         return calls
@@ -657,6 +663,15 @@ class MeteringProxy:
             presented = presented or auth[7:].strip()
         return bool(presented) and hmac.compare_digest(presented, self.run_key)
 
+    def _live_attempt(self, token: str) -> AttemptCalls | None:
+        """The open try whose token this is, compared in constant time (a try's token is its
+        secret: how long a refusal takes must not tell how much of it was right)."""
+        found = None
+        for known, calls in self._attempts.items():
+            if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), known.encode()):
+                found = calls
+        return found
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):
             return _proxy_error(
@@ -665,8 +680,7 @@ class MeteringProxy:
                 "this request does not carry the run's token; the proxy only serves the agents "
                 "of its own run (use the OPENAI_API_KEY / ANTHROPIC_API_KEY it was given)",
             )
-        token = request.match_info["token"]
-        calls = self._attempts.get(token)
+        calls = self._live_attempt(request.match_info["token"])
         if calls is None:
             return _proxy_error(
                 404, "driftdesk_proxy_unknown_attempt", "unknown or finished attempt token"

@@ -1,0 +1,154 @@
+"""Hardening round 4 (issue #46): an ``--isolate``d harness acting as another attempt, or
+reading other tasks' files when the run dir lives outside ``$HOME`` and ``/tmp``.
+
+Real runs: the real engine and metering proxy, real bubblewrap, real harness subprocesses, a
+real loopback provider. The hostile harness is a small Python script that does what the issue's
+abuse pass did.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from recording_helpers import read_records, recording_of
+from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows
+
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns import rundir
+from driftdesk.reruns.engine import RunSpec, execute_run
+
+KEY = "sk-test-REALKEY-round4-0123456789"
+ATTACK_TEXT = "ATTACKER-TEXT-8c1f"
+
+# Victims make one call and stay open a while; the attacker waits for them, then calls under
+# every token it can derive from its own URL (the old scheme: a run prefix plus a hex counter),
+# and under near variants of its own token whatever the scheme.
+NEIGHBOURS = textwrap.dedent(
+    """
+    import json, os, re, sys, time, urllib.error, urllib.request
+    task = os.environ["DRIFTDESK_TASK_ID"]
+    base, key = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+
+    def call(url, text):
+        body = json.dumps({"model": "m", "stream": True, "messages": [
+            {"role": "user", "content": "behave:answer-42 " + text}]}).encode()
+        request = urllib.request.Request(url + "/chat/completions", data=body, headers={
+            "Authorization": "Bearer " + key, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                response.read()
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    if task.startswith("victim"):
+        status = call(base, "the victim's own question")
+        time.sleep(5)  # this try stays open while the attacker calls
+        result = {"success": status == 200}
+    else:
+        time.sleep(1.5)
+        root, token = base.rsplit("/a/", 1)
+        guesses = set()
+        derived = re.fullmatch(r"(.*-)([0-9a-f]+)", token)
+        if derived:
+            for step in range(-8, 9):
+                number = int(derived.group(2), 16) + step
+                if step and number >= 0:
+                    guesses.add(derived.group(1) + format(number, "x"))
+        guesses |= {token[:-1] + c for c in "0123456789abcdefABCDEF-_"} - {token}
+        statuses = {g: call(f"{root}/a/{g}", sys.argv[1]) for g in sorted(guesses)}
+        result = {"success": call(base, "the attacker's own question") == 200,
+                  "statuses": statuses}
+    with open(os.environ["DRIFTDESK_RESULT_PATH"], "w") as fh:
+        json.dump(result, fh)
+    """
+)
+
+
+def _suite(path: Path, task_ids: list[str]) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for task_id in task_ids:
+            task = {"task_id": task_id, "prompt": "What is six times seven?"}
+            fh.write(json.dumps(task) + "\n")
+    return path
+
+
+def _shared_start(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _profile(url: str) -> Profile:
+    return Profile(name="up", protocol="openai", base_url=url, model="m")
+
+
+async def test_an_isolated_harness_cannot_call_the_proxy_as_another_attempt(
+    scripted: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    needs_bwrap()
+    suite_dir = tmp_path / "suite"
+    suite_dir.mkdir()
+    script = suite_dir / "neighbours.py"
+    script.write_text(NEIGHBOURS)
+    outcome = await execute_run(
+        RunSpec(
+            profile=_profile(scripted.url),
+            suite=str(_suite(suite_dir / "suite.jsonl", ["victim-a", "attacker", "victim-b"])),
+            repeat=1,
+            concurrency=3,
+            timeout_s=60,
+            out_dir=tmp_path / "runs",
+            agent="command",
+            command=f"{sys.executable} {script} {ATTACK_TEXT}",
+            api_key=KEY,
+            isolate=True,
+        )
+    )
+    rows = {r["task_id"]: r for r in read_rows(outcome.run_dir / "attempts.jsonl")}
+    assert {t: r["outcome"] for t, r in rows.items()} == dict.fromkeys(rows, "pass")
+    result_file = outcome.run_dir / rows["attacker"]["result_path"]
+    statuses = json.loads(result_file.read_text())["statuses"]
+    assert len(statuses) >= 20
+    assert set(statuses.values()) == {404}, statuses  # every guess refused
+    # Each attempt's row, calls and recording hold its own one call and nothing of the attack.
+    assert {t: r["calls"] for t, r in rows.items()} == dict.fromkeys(rows, 1)
+    calls = read_rows(outcome.run_dir / rundir.CALLS)
+    assert sorted((c["task_id"], c["call_index"]) for c in calls) == [
+        ("attacker", 0),
+        ("victim-a", 0),
+        ("victim-b", 0),
+    ]
+    for victim in ("victim-a", "victim-b"):
+        records, torn = read_records(recording_of(outcome.run_dir, victim, 0))
+        assert not torn and len(records) == 1
+        assert ATTACK_TEXT not in json.dumps(records)
+        assert "the victim's own question" in json.dumps(records)
+    assert scripted.requests["answer-42"] == 3  # the upstream never heard the attack
+
+
+async def test_tokens_share_nothing_and_a_closed_one_is_never_reissued(
+    scripted: ScriptedEndpoint,
+) -> None:
+    from driftdesk.reruns.proxy import MeteringProxy
+
+    proxy = MeteringProxy(
+        run_id="r", upstream_base_url=scripted.url, protocol="openai", real_key=KEY
+    )
+    tokens = [proxy.open_attempt("t", n) for n in range(200)]
+    assert len(set(tokens)) == 200
+    for token in tokens:
+        assert len(token) >= 24  # 144 random bits, URL-safe
+        assert proxy.run_key not in token
+    # No two tokens share a start longer than chance gives (a counter scheme shares most).
+    longest = max(_shared_start(a, b) for a, b in itertools.pairwise(tokens))
+    assert longest <= 4
+    for token in tokens:
+        proxy.close_attempt(token)
+    again = {proxy.open_attempt("t", n) for n in range(200)}
+    assert not again & set(tokens)
