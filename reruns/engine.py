@@ -80,6 +80,7 @@ from driftdesk.reruns.local_tries import LocalTries
 from driftdesk.reruns.preflight import PROBE_TIMEOUT_S, check_endpoint
 from driftdesk.reruns.presets import (
     PRESETS,
+    client_identity,
     preset_problem,
 )
 from driftdesk.reruns.proxy import (
@@ -104,6 +105,7 @@ from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.sandbox import SandboxServer
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
 from driftdesk.reruns.tries import TryHost
+from driftdesk.reruns.workspace import CHECK_RULE
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
@@ -994,11 +996,13 @@ async def _execute_new_run(
     injection: InjectionSpec | None = None,
 ) -> RunOutcome:
     now = rundir.utc_now()
+    made = rundir.missing_folders(Path(spec.out_dir))  # taken back if the run is refused
     try:
         run_id, run_dir = rundir.create_run_dir(
             Path(spec.out_dir), profile.name, profile.model, now
         )
     except OSError as exc:
+        rundir.discard_unstarted_run_dir(None, made)
         raise RunSetupError(_cannot_write(Path(spec.out_dir), exc)) from None
     manifest: dict[str, Any] = {
         "run_id": run_id,
@@ -1015,6 +1019,9 @@ async def _execute_new_run(
         "concurrency": spec.concurrency,
         "timeout_seconds": spec.timeout_s,
         "agent": spec.agent,
+        # the client behind the agent and its version (analysis.agent_identity reads it)
+        "client": await asyncio.to_thread(client_identity, spec.agent),
+        "check_rule": CHECK_RULE,  # how a task's check exit became an outcome
         "command": spec.command,
         "isolate": spec.isolate,
         "executor": cluster.settings.manifest() if cluster is not None else {"kind": "local"},
@@ -1043,12 +1050,12 @@ async def _execute_new_run(
         manifest["injection"] = injection.to_manifest()
     if spec.agent == "inspect":
         manifest["inspect"] = {"sample_ids": spec.tasks}
-    policy = None
-    if spec.adaptive is not None:
-        manifest["adaptive"] = spec.adaptive.to_manifest()
-        policy = _adaptive_policy(manifest, profile, [])
     lock = rundir.lock_run_dir(run_dir)
     try:
+        policy = None
+        if spec.adaptive is not None:
+            manifest["adaptive"] = spec.adaptive.to_manifest()
+            policy = _adaptive_policy(manifest, profile, [])
         return await _write_manifest_and_execute(
             _Execution(
                 run_dir=run_dir,
@@ -1063,6 +1070,10 @@ async def _execute_new_run(
             policy,
             rundir.pending_slots(task_ids, spec.repeat, [], False),
         )
+    except BaseException:
+        # Refused (or interrupted) before its manifest was written: no run dir is left.
+        rundir.discard_unstarted_run_dir(run_dir, made)
+        raise
     finally:
         rundir.unlock_run_dir(lock)
 
@@ -1265,6 +1276,9 @@ async def resume_run(
                     "slots": len(slots) if policy is None else None,  # adaptive: as it goes
                     "pid": os.getpid(),
                     "executor": cluster.settings.manifest() if cluster else {"kind": "local"},
+                    # its attempts' client and check rule (the run's may be older)
+                    "client": await asyncio.to_thread(client_identity, agent),
+                    "check_rule": CHECK_RULE,
                 }
             )
             return await _write_manifest_and_execute(

@@ -59,6 +59,32 @@ def create_run_dir(out_dir: Path, profile: str, model: str, now: dt.datetime) ->
     raise RuntimeError(f"could not find a free run dir name under {out_dir}")
 
 
+def missing_folders(path: Path) -> list[Path]:
+    """The folders of ``path`` (itself included) that do not exist yet, deepest first: what
+    ``create_run_dir`` is about to make for a run that may yet be refused."""
+    missing = []
+    for folder in (Path(path), *Path(path).parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        missing.append(folder)
+    return missing
+
+
+def discard_unstarted_run_dir(run_dir: Path | None, made: list[Path]) -> None:
+    """A run refused before its manifest was written leaves nothing behind: its run dir (only
+    our lock and reserve are in it; no harness has run) and the folders ``made`` for it that
+    are still empty. A run dir with a manifest is a run, and is kept."""
+    if run_dir is not None:
+        if (Path(run_dir) / MANIFEST).exists():
+            return
+        shutil.rmtree(run_dir, ignore_errors=True)
+    for folder in made:
+        try:
+            folder.rmdir()  # only while empty: another run may have started there meanwhile
+        except OSError:
+            break
+
+
 # Never through what a harness may have planted where our file goes: a symlink (O_NOFOLLOW),
 # a FIFO that would block the open (O_NONBLOCK: no reader is ENXIO), a hard link (checked).
 _PRIVATE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
