@@ -15,9 +15,14 @@ counts are recorded beside the proxy-metered ones.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
+import os
+import re
 import shlex
 import shutil
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,6 +280,63 @@ class CodexPreset(ClientPreset):
 CLAUDE_CODE = ClaudeCodePreset("claude-code", "claude", "@anthropic-ai/claude-code", "anthropic")
 CODEX = CodexPreset("codex", "codex", "@openai/codex", "openai")
 PRESETS: dict[str, ClientPreset] = {p.name: p for p in (CLAUDE_CODE, CODEX)}
+
+
+# How long a client may take to print its version (a cold npm shim can be slow).
+VERSION_TIMEOUT_S = 30.0
+_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.-]+)?")
+
+
+def client_version(preset: ClientPreset, executable: str | None = None) -> str | None:
+    """The version the installed client prints (``claude --version`` → ``2.1.332 (Claude
+    Code)``, ``codex --version`` → ``codex-cli 0.171.0``); None when it cannot say. Run in a
+    throwaway config dir with nothing of the user's environment but PATH and the locale: it
+    needs no key, and its updater and telemetry stay off as in a run."""
+    try:
+        executable = executable or preset.locate()
+    except PresetUnavailable:
+        return None
+    with tempfile.TemporaryDirectory(prefix="driftdesk-version-") as home:
+        env = {
+            name: os.environ[name]
+            for name in ("PATH", "LANG", "LC_ALL", "TMPDIR")
+            if name in os.environ
+        }
+        env |= {"HOME": home} | preset.environment(Path(home), "")
+        try:
+            done = subprocess.run(
+                [executable, "--version"],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=home,
+                stdin=subprocess.DEVNULL,
+                timeout=VERSION_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    found = _VERSION.search(done.stdout) if done.returncode == 0 else None
+    return found.group(0) if found else None
+
+
+def client_identity(agent: str) -> dict[str, str | None]:
+    """The manifest's ``client`` of a run with ``--agent agent`` (``analysis.agent_identity``
+    reads it): a preset's client and the version its binary prints, inspect_ai's package
+    version, driftdesk's own for the builtin agent; none for a command (a user's program)."""
+    if agent in PRESETS:
+        return {"name": agent, "version": client_version(PRESETS[agent])}
+    if agent == "inspect":
+        try:
+            version: str | None = importlib.metadata.version("inspect-ai")
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        return {"name": "inspect_ai", "version": version}
+    if agent == "builtin":
+        from driftdesk import __version__
+
+        return {"name": "driftdesk", "version": __version__}
+    return {"name": None, "version": None}
 
 
 def preset_problem(agent: str, protocol: str) -> str | None:

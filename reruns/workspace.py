@@ -4,9 +4,10 @@
 A suite line may carry ``workspace`` (a folder relative to the suite file), ``setup`` and
 ``check`` (shell commands run in the attempt's copy). The copy lives in the attempt's own
 folder (``<attempt>.workspace``, see ``driftdesk.layout``); two attempts never share one, and a
-retried try starts from a fresh copy. The check decides the outcome: exit 0 → pass, 1 → fail,
-anything else or a timeout → harness_error, with its output in the attempt's log and in
-``<attempt>.check.txt``. The diff against the starting state (after setup) goes to
+retried try starts from a fresh copy. The check decides the outcome (``check_outcome``): exit
+0 → pass, 1–124 → fail, 125 ("could not judge"), 126 and above (it could not run, or a signal
+killed it) and the task's ``check_error_codes`` → harness_error ``check_error``, a timeout →
+``check_timeout``; its output goes to the attempt's log and ``<attempt>.check.txt``. The diff against the starting state (after setup) goes to
 ``<attempt>.diff``, ``git diff --no-index`` style, capped.
 """
 
@@ -165,21 +166,42 @@ async def setup(
     return None
 
 
-def check_outcome(step: StepRun) -> AgentResult:
-    """exit 0 → pass, 1 → fail, anything else or a timeout → harness_error."""
-    if step.timed_out:
+# The rule that turns a check's exit into an outcome, as the manifest's ``check_rule`` names
+# it. "exit-v1" (runs without ``check_rule``): 0 pass, 1 fail, anything else check_error;
+# a model failure the check reported as 2 (grep on a missing file) left the denominator.
+CHECK_RULE = "exit-v2"
+OLD_CHECK_RULE = "exit-v1"
+CANNOT_JUDGE = 125  # as ``git bisect run``: the check could not tell
+
+
+def check_outcome(step: StepRun, error_codes: tuple[int, ...] = ()) -> AgentResult:
+    """``CHECK_RULE``: exit 0 → pass; 1–124 → fail; 125, 126 and above (it could not start,
+    or a signal killed it: ``sh`` says 128+N, Python a negative code) and the task's own
+    ``error_codes`` → harness_error check_error; the timeout → harness_error check_timeout."""
+    if step.timed_out or step.returncode is None:
         return AgentResult(
             "harness_error", error_code="check_timeout", error_message="the check timed out"
         )
-    if step.returncode == 0:
+    code = step.returncode
+    if code == 0:
         return AgentResult("pass", success=True, score=1.0)
-    if step.returncode == 1:
+    if 0 < code < CANNOT_JUDGE and code not in error_codes:
         return AgentResult("fail", success=False, score=0.0, error_message=_tail(step.output))
     return AgentResult(
         "harness_error",
         error_code="check_error",
-        error_message=f"the check exited with {step.returncode}: {_tail(step.output)}",
+        error_message=f"the check {_why_unjudged(code)}: {_tail(step.output)}",
     )
+
+
+def _why_unjudged(code: int) -> str:
+    if code < 0:
+        return f"was killed by signal {-code}"
+    if code > 128:
+        return f"exited with {code} (killed by signal {code - 128})"
+    if code in (126, 127):
+        return f"exited with {code} (it could not run)"
+    return f"exited with {code} (it could not judge)"
 
 
 def _tail(text: str, size: int = 500) -> str:
@@ -206,7 +228,7 @@ async def check(
     step.output = redact(step.output, secrets)
     with open_private(ws.check_output, "w") as fh:
         fh.write(f"$ {task.check}\n{step.output}[driftdesk] check {status}\n")
-    return check_outcome(step), step
+    return check_outcome(step, task.check_error_codes), step
 
 
 async def begin(

@@ -19,8 +19,9 @@ A task that changes files (see ``driftdesk.reruns.workspace``)::
      "workspace": "fixtures/calc",            # folder relative to the suite file, copied fresh
                                               # per attempt (none: an empty folder)
      "setup": "git init -q",                  # optional, run in the copy before the agent
-     "check": "python -m pytest -q",          # run in the copy after it: 0 pass, 1 fail, else
-                                              # harness_error
+     "check": "python -m pytest -q",          # run in the copy after it: 0 pass, 1-124 fail,
+                                              # 125, 126+ or a signal: harness_error check_error
+     "check_error_codes": [3, 4],             # optional: more exits meaning "could not judge"
      "simulated": {"commands": ["sed -i s/-/+/ calc.py"], "answer": "Fixed.", "skill": 0.7}}
                                               # optional: what the sandbox's simulated model does
 
@@ -95,6 +96,7 @@ class Task:
     workspace: Path | None = None  # absolute: resolved against the suite file's folder
     setup: str | None = None
     check: str | None = None
+    check_error_codes: tuple[int, ...] = ()  # exits of the check that mean "could not judge"
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -276,8 +278,27 @@ def _parse_task(row: dict[str, Any], where: str, base: Path | None = None) -> Ta
         workspace=_parse_workspace(row, here, base),
         setup=_optional_command(row, "setup", here),
         check=_optional_command(row, "check", here),
+        check_error_codes=_check_error_codes(row, here),
         raw=row,
     )
+
+
+def _check_error_codes(row: dict[str, Any], where: str) -> tuple[int, ...]:
+    """``check_error_codes``: exits from 1 to 124 that mean the check could not judge (e.g.
+    pytest's 3 and 4); 0 passes and 125 and above already mean it."""
+    value = row.get("check_error_codes")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= 124 for c in value
+    ):
+        raise SuiteError(
+            f"{where}: check_error_codes must be a list of exit codes from 1 to 124 (0 passes; "
+            f"125 and above already mean check_error), not {json.dumps(value)[:60]}"
+        )
+    if row.get("check") is None:
+        raise SuiteError(f"{where}: check_error_codes needs a check")
+    return tuple(sorted(set(value)))
 
 
 def _max_turns(value: Any, where: str, task_id: str) -> int:

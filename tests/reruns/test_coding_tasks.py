@@ -81,7 +81,7 @@ async def test_the_check_judges_a_builtin_attempt_and_its_output_is_kept(
             # The answer is right (skill aside, the check reads it) but the check says fail.
             _answer_task("check-fails", "echo 'start.txt is still here'; exit 1"),
             _answer_task("check-passes", 'test -f start.txt && test -n "$DRIFTDESK_ANSWER"'),
-            _answer_task("check-crashes", "echo broken check >&2; exit 3"),
+            _answer_task("check-crashes", "echo broken check >&2; exit 125"),
             _answer_task(
                 "setup-and-check",
                 'test "$(cat state.txt)" = ready',
