@@ -361,7 +361,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
 
 def _injection_line(run_dir: Path) -> str | None:
     """What became of the faults a run injected (None: it injected none)."""
-    from driftdesk.analysis.faults import injection_summary, summary_line
+    from driftdesk.analysis.faults import injection_spec, injection_summary, summary_line
     from driftdesk.reruns import rundir
 
     if not _manifest(run_dir).get("injection"):
@@ -370,7 +370,7 @@ def _injection_line(run_dir: Path) -> str | None:
         rows = rundir.read_attempt_rows(run_dir, [])
     except OSError:
         return None
-    return summary_line(injection_summary(rows))
+    return summary_line(injection_summary(rows, injection_spec(run_dir)))
 
 
 def _sandbox_did_not_know(run_dir: Path) -> str | None:
