@@ -9,11 +9,16 @@ address from driftdesk, but it can look for them (``/proc/<driftdesk>/environ``,
   ``/run`` (session and system buses, ``$XDG_RUNTIME_DIR``), ``/var/tmp``, and the keyring
   folder wherever ``$XDG_DATA_HOME`` puts it;
 - its own ``/proc`` (no other process's environment or command line);
-- the task's folder in the run dir (every attempt's logs, results and workspaces) behind an
-  empty tmpfs too: scratch space whose writes are discarded;
+- wherever they live (``--out /srv/...``, a CI checkout under ``/builds``): the run dir (its
+  manifest, ``attempts.jsonl``, ``calls.jsonl``, recordings, every task's folder), the folder
+  of runs it is in (earlier runs beside it), the configured runs folder
+  (``$DRIFTDESK_RUNS_DIR`` or ``./runs``) and driftdesk's config, data and cache folders,
+  behind empty tmpfs too (scratch space whose writes are discarded); when the suite's folder
+  is one of those folders, it shows, but each run dir in it stays hidden;
 - read-write: the attempt's own files only (its workspace copy, its try's result file, a
-  client's config dir and output); read-only: the paths the caller names (the suite's folder,
-  the try's prompt file, the Python driftdesk runs on).
+  client's config dir and output); read-only: its try's prompt file and the paths the caller
+  names (the suite's folder, a client's installation, the Python driftdesk runs on), unless
+  they would show a hidden folder again or lie in a run dir.
 
 A result file is made empty before the try (a file can only be bound once it exists), so a
 harness writes it in place, not by renaming another file onto it; an empty one counts as none
@@ -30,12 +35,15 @@ reachable: ``check_isolation`` refuses to isolate when the session bus is on one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+from driftdesk.layout import ATTEMPTS_DIR, ATTEMPTS_FILE, MANIFEST_FILE
 
 INSTALL_HINT = (
     "--isolate needs bubblewrap (bwrap): install it (Debian/Ubuntu: apt-get install "
@@ -93,6 +101,57 @@ def _unsafe_to_show(path: Path, hidden: list[Path]) -> bool:
     return any(path == h or h.is_relative_to(path) for h in hidden)
 
 
+def _is_run_dir(folder: Path) -> bool:
+    """A run dir (a harness sees none but its own attempt's files): an attempts file, or a
+    manifest with the run's lock or attempts folder beside it (a bare ``manifest.json`` or
+    ``.lock`` is common elsewhere: a web app's, pytest's)."""
+    try:
+        if (folder / ATTEMPTS_FILE).is_file():
+            return True
+        return (folder / MANIFEST_FILE).is_file() and (
+            (folder / ".lock").exists() or (folder / ATTEMPTS_DIR).is_dir()
+        )
+    except OSError:
+        return False
+
+
+def _in_a_run(path: Path) -> bool:
+    """Whether ``path`` is a run dir or inside one."""
+    return any(_is_run_dir(folder) for folder in (path, *path.parents))
+
+
+def _run_dir_of(conceal: Path | None) -> Path | None:
+    """The run dir a concealed task folder (``<run dir>/attempts/<task>``) belongs to."""
+    if conceal is None:
+        return None
+    for folder in (conceal, *conceal.parents):
+        if folder.name == ATTEMPTS_DIR and folder.parent != folder:
+            return folder.parent
+    return None
+
+
+def runs_folders(run_dir: Path | None) -> list[Path]:
+    """Folders holding runs or what is derived from them, hidden from every harness wherever
+    they live: the run dir, the folder it is in (earlier runs beside it), the configured runs
+    folder (``$DRIFTDESK_RUNS_DIR`` or ``./runs``), and driftdesk's own config, data and cache
+    folders (report caches, write history)."""
+    from driftdesk import paths
+
+    found: list[Path] = []
+    if run_dir is not None:
+        found += [run_dir, run_dir.parent]
+    for where in (paths.runs_dir, paths.config_dir, paths.data_dir, paths.cache_dir):
+        with contextlib.suppress(OSError, ValueError):
+            found.append(where())
+    folders: list[Path] = []
+    for folder in found:
+        with contextlib.suppress(OSError):
+            folder = folder.resolve()
+            if folder.is_dir() and folder not in folders:
+                folders.append(folder)
+    return folders
+
+
 def isolate_argv(
     argv: list[str],
     *,
@@ -104,11 +163,12 @@ def isolate_argv(
     """``argv`` wrapped in bubblewrap (see the module's docstring for what holds).
 
     ``writable``: the folders and files the harness may write (each must exist); ``cwd`` its
-    working directory; ``conceal``: a folder replaced by an empty tmpfs (the task's folder: the
-    other attempts' files), inside which only ``writable`` and ``readable`` paths show;
-    ``readable``: paths it may read (those that would reveal a hidden folder are skipped). The
-    provider calls go to the metering proxy on the host's loopback, which is why the network
-    namespace is shared."""
+    working directory; ``conceal``: the task's folder in a run dir (the other attempts'
+    files), inside which only ``writable`` and ``readable`` paths show; the run dir it is in,
+    the folder of runs that holds it and every configured runs folder are hidden too, wherever
+    they live; ``readable``: paths it may read (those that would reveal a hidden folder, or lie
+    in a run dir other than the attempt's own files, are skipped). The provider calls go to
+    the metering proxy on the host's loopback, which is why the network namespace is shared."""
     hidden = _hidden_dirs()
     args = [
         bwrap_path(),
@@ -125,18 +185,45 @@ def isolate_argv(
         "--proc",
         "/proc",
     ]
-    for folder in sorted(set(hidden), key=lambda p: len(p.parts)):
-        args += ["--tmpfs", str(folder)]
-    python = {Path(sys.prefix), Path(sys.base_prefix)}
-    shown = sorted({Path(p).absolute() for p in [*readable, *python]}, key=str)
     concealed = Path(conceal).absolute() if conceal is not None else None
+    run_dir = _run_dir_of(concealed.resolve() if concealed is not None else None)
+    runs = runs_folders(run_dir)
 
     def inside(path: Path) -> bool:
         return concealed is not None and path.is_relative_to(concealed)
 
-    for path in shown:  # outside the concealed folder first: a tmpfs over them would hide them
-        if not inside(path) and path.exists() and not _unsafe_to_show(path, hidden):
-            args += ["--ro-bind", str(path), str(path)]
+    python = {Path(sys.prefix), Path(sys.base_prefix)}
+    shown = sorted({Path(p).absolute() for p in [*readable, *python]}, key=str)
+    # Mounts apply in order, so each goes in by depth: a folder hidden under one shown again
+    # stays hidden, and a path shown inside a hidden folder shows. At one path, hide first.
+    mounts: list[tuple[int, int, str, list[str]]] = []
+
+    def hide(folder: Path) -> None:
+        if folder != Path("/"):
+            mounts.append((len(folder.parts), 0, str(folder), ["--tmpfs", str(folder)]))
+
+    for folder in hidden:
+        hide(folder)
+    for folder in runs:
+        hide(folder)
+    reshown: set[Path] = set()
+    for path in shown:  # outside the concealed folder: the attempt's own files come last
+        if inside(path) or not path.exists() or _unsafe_to_show(path, hidden):
+            continue
+        if _in_a_run(path.resolve()):
+            continue  # nothing of a run shows but the attempt's own files
+        mounts.append((len(path.parts), 1, str(path), ["--ro-bind", str(path), str(path)]))
+        reshown.add(path.resolve())
+    for folder in runs:
+        if folder in reshown or folder == Path("/"):
+            # A runs folder shown again (the suite lives in it) or that cannot be hidden (/):
+            # each run in it stays hidden.
+            with contextlib.suppress(OSError):
+                for child in folder.iterdir():
+                    if child.is_dir() and not child.is_symlink() and _is_run_dir(child):
+                        hide(child)
+    for _, _, _, mount in sorted(mounts, key=lambda m: m[:3]):
+        args += mount
     if concealed is not None:
         args += ["--tmpfs", str(concealed)]
         args += [

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import sys
 import textwrap
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from recording_helpers import read_records, recording_of
 from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows
 
@@ -152,3 +156,121 @@ async def test_tokens_share_nothing_and_a_closed_one_is_never_reissued(
         proxy.close_attempt(token)
     again = {proxy.open_attempt("t", n) for n in range(200)}
     assert not again & set(tokens)
+
+
+# A harness that looks for everything of the run and of other runs it can: it walks the run
+# dir (its path is in DRIFTDESK_RUN_DIR), the folder of runs around it and the configured runs
+# folder, reads every file but its own, and drops a file beside the run dir.
+SNOOP = textwrap.dedent(
+    """
+    import json, os, sys
+    own = {os.environ["DRIFTDESK_RESULT_PATH"], os.environ["DRIFTDESK_PROMPT_FILE"]}
+    run_dir = os.environ["DRIFTDESK_RUN_DIR"]
+    seen, read = [], {}
+    for top in (run_dir, os.path.dirname(run_dir), *sys.argv[1:]):
+        for folder, _, files in os.walk(top):
+            for name in files:
+                path = os.path.join(folder, name)
+                seen.append(path)
+                if path not in own:
+                    try:
+                        with open(path, errors="replace") as fh:
+                            read[path] = fh.read(300)
+                    except OSError:
+                        pass
+    try:
+        with open(os.path.join(os.path.dirname(run_dir), "dropped-by-harness"), "w") as fh:
+            fh.write("x")
+    except OSError:
+        pass
+    with open(os.environ["DRIFTDESK_PROMPT_FILE"]) as fh:
+        prompt = fh.read()
+    with open(os.environ["DRIFTDESK_RESULT_PATH"], "w") as fh:
+        json.dump({"success": True, "seen": seen, "read": read, "prompt": prompt}, fh)
+    """
+)
+
+
+@pytest.fixture
+def outside_home_and_tmp() -> Iterator[Path]:
+    """A folder right under / (neither $HOME nor /tmp nor /var/tmp), as ``--out /srv/...`` or a
+    CI checkout under /builds would be; removed afterwards."""
+    base = Path(f"/dd-round4-{uuid.uuid4().hex[:10]}")
+    try:
+        base.mkdir(mode=0o700)
+    except OSError as exc:
+        pytest.skip(f"cannot make a folder under /: {exc}")
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _plant_run(folder: Path, secret: str) -> None:
+    """An earlier run's files, holding ``secret``."""
+    (folder / "attempts" / "t-0").mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"run_id": secret}))
+    (folder / "attempts.jsonl").write_text(json.dumps({"answer": secret}) + "\n")
+    (folder / "calls.jsonl").write_text(json.dumps({"said": secret}) + "\n")
+    (folder / "attempts" / "t-0" / "0.log").write_text(secret)
+
+
+@pytest.mark.parametrize("layout", ["suite-apart", "suite-among-runs"])
+async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
+    scripted: ScriptedEndpoint,
+    tmp_path: Path,
+    outside_home_and_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+) -> None:
+    needs_bwrap()
+    base = outside_home_and_tmp
+    if layout == "suite-apart":
+        suite_dir, out_dir = tmp_path / "suite", base / "runs"
+    else:  # --out . in a project folder that holds the suite and the harness
+        suite_dir = out_dir = base / "project"
+    suite_dir.mkdir(parents=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _plant_run(out_dir / "earlier-run", "EARLIER-RUN-SECRET")
+    configured = base / "configured-runs"
+    _plant_run(configured / "old-run", "CONFIGURED-RUN-SECRET")
+    (configured / "notes.txt").write_text("CONFIGURED-FOLDER-NOTE")
+    monkeypatch.setenv("DRIFTDESK_RUNS_DIR", str(configured))
+    script = suite_dir / "snoop.py"
+    script.write_text(SNOOP)
+    with open(suite_dir / "suite.jsonl", "w") as fh:
+        for task_id in ("alpha", "beta"):
+            fh.write(json.dumps({"task_id": task_id, "prompt": f"PROMPT-OF-{task_id}"}) + "\n")
+    outcome = await execute_run(
+        RunSpec(
+            profile=_profile(scripted.url),
+            suite=str(suite_dir / "suite.jsonl"),
+            repeat=2,
+            concurrency=2,
+            timeout_s=60,
+            out_dir=out_dir,
+            agent="command",
+            command=f"{sys.executable} {script} {configured}",
+            api_key=KEY,
+            isolate=True,
+        )
+    )
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")
+    logs = [p.read_text() for p in (outcome.run_dir / "attempts").rglob("*.log")]
+    assert [r["outcome"] for r in rows] == ["pass"] * 4, logs
+    for row in rows:
+        report = json.loads((outcome.run_dir / row["result_path"]).read_text())
+        assert report["prompt"] == f"PROMPT-OF-{row['task_id']}"  # its own prompt: readable
+        # The suite's folder is readable (the harness lives there): all else is its own files.
+        seen = {p for p in report["seen"] if Path(p).parent != suite_dir}
+        read = {p: text for p, text in report["read"].items() if Path(p).parent != suite_dir}
+        own = {str(outcome.run_dir / row["result_path"])}
+        assert {p for p in seen if not p.endswith(".prompt.txt")} <= own, report
+        assert len(seen) <= 2, seen
+        leaked = json.dumps(read)
+        for secret in ("EARLIER-RUN-SECRET", "CONFIGURED-RUN-SECRET", "CONFIGURED-FOLDER-NOTE"):
+            assert secret not in leaked
+        other = "beta" if row["task_id"] == "alpha" else "alpha"
+        assert f"PROMPT-OF-{other}" not in leaked
+        assert read == {}, read
+    assert not (outcome.run_dir.parent / "dropped-by-harness").exists()
