@@ -150,6 +150,28 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
+# Commands that read or control runs (their dirs, caches, the workbench over them): refused
+# to a harness, which a run marks with DRIFTDESK_RUN_CHILD (the real key is refused there too).
+_RUN_COMMANDS = frozenset(
+    {"run", "resume", "report", "compare", "check", "tasks", "plot", "trend", "explain"}
+    | {"cache", "tui", "demo", "import"}
+)
+
+
+_RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"  # reruns.agents.RUN_CHILD_ENV, without its import
+
+
+def _refused_in_run_child(args: argparse.Namespace) -> str | None:
+    command = getattr(args, "command", None)
+    if _RUN_CHILD_ENV not in os.environ or (command is not None and command not in _RUN_COMMANDS):
+        return None
+    return (
+        f"`driftdesk {command or 'tui'}` is refused here: {_RUN_CHILD_ENV} is set, so this "
+        "process was started by a driftdesk run, and a harness reads and controls no run's "
+        "files (its own attempt's files are all it gets)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list, debug = _global_flag(list(sys.argv[1:] if argv is None else argv), "--debug")
     debug = debug or os.environ.get("DRIFTDESK_DEBUG") == "1"
@@ -167,6 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         args = build_parser().parse_args(args_list)
         func = getattr(args, "func", None)
+    refused = _refused_in_run_child(args)
+    if refused:
+        print(f"driftdesk: error: {refused}", file=sys.stderr)
+        return 1
     try:
         if func is None:
             from driftdesk.cli.workbench import open_workbench

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from recording_helpers import read_records, recording_of
@@ -274,3 +276,35 @@ async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
         assert f"PROMPT-OF-{other}" not in leaked
         assert read == {}, read
     assert not (outcome.run_dir.parent / "dropped-by-harness").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "{run}"],
+        ["resume", "{run}"],
+        ["explain", "{run}", "t"],
+        ["cache", "clear"],
+        ["trend", "{runs}"],
+        ["run", "--suite", "basic", "--profile", "p"],
+        ["tui"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_harness_cannot_read_or_control_runs_through_driftdesk(
+    cli: Any, tmp_path: Path, command: list[str]
+) -> None:
+    run = tmp_path / "runs" / "earlier-run"
+    run.mkdir(parents=True)
+    _plant_run(run, "EARLIER-RUN-SECRET")
+    before = sorted((p.relative_to(tmp_path), p.read_bytes()) for p in run.rglob("*.*"))
+    argv = [a.format(run=run, runs=run.parent) for a in command]
+    env = dict(os.environ, DRIFTDESK_RUN_CHILD="up-m-1")
+    refused = cli(*argv, env=env)
+    assert refused.returncode == 1
+    assert "DRIFTDESK_RUN_CHILD is set" in refused.stderr and refused.stdout == ""
+    assert "EARLIER-RUN-SECRET" not in refused.stderr
+    assert sorted((p.relative_to(tmp_path), p.read_bytes()) for p in run.rglob("*.*")) == before
+    if command[0] == "report":  # the same command outside a run reads the run
+        env.pop("DRIFTDESK_RUN_CHILD")
+        assert "DRIFTDESK_RUN_CHILD" not in cli(*argv, env=env).stderr
