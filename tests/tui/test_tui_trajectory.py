@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Label, OptionList, Static
 from tui_runs import write_run
 
 from driftdesk.layout import attempt_folder
-from driftdesk.tui.screens.attempt_pair import AttemptPairScreen
+from driftdesk.tui.screens.attempt_pair import AttemptPairScreen, PairStep
 from driftdesk.tui.screens.task import TaskScreen
 from driftdesk.tui.widgets.trajectory import TrajectoryView
 
@@ -126,22 +126,23 @@ async def test_a_pass_beside_a_fail_marks_where_they_part(home, runs_dir, make_a
         pair = app.screen
         assert isinstance(pair, AttemptPairScreen)
         assert pair.attempts == (0, 3)  # the chosen fail beside the first pass
-        table = pair.query_one("#pair-steps", DataTable)
-        labels = [str(c.label) for c in table.columns.values()]
-        assert labels == ["step", "attempt 0 (pass)", "attempt 3 (fail)"]
-        rows = [[str(cell) for cell in table.get_row(key)] for key in table.rows]
-        assert rows[0][0] == "◆ 1"
-        assert 'get_order({"order_id":7})' in rows[0][1]
-        assert "The total is probably 40." in rows[0][2]
-        assert rows[1][1].startswith("answer") and rows[1][2] == "(ended)"
-        assert table.cursor_row == 0  # it opened at the divergence
+        title = str(pair.query_one("#pair-title", Label).render())
+        assert "A: attempt 0 (pass)" in title and "B: attempt 3 (fail)" in title
+        rows = list(pair.query(PairStep))
+        assert [r.step for r in rows] == [0, 1]
+        first = rows[0].build(120).plain
+        assert first.startswith("◆ 1")
+        assert "get_order(order_id=7)" in first and "answer: The total is" in first
+        assert '→ {"total": 42}' in first  # the lookup's tool result beside it
+        assert "(ended)" in rows[1].build(120).plain
+        assert pair.focused_step() == 0  # it opened at the divergence
         summary = str(pair.query_one("#pair-summary", Static).render())
         assert "attempts 0 and 3 first diverge at step 1" in summary
-        table.move_cursor(row=1)
+        rows[1].focus()
         await pilot.press("d")
-        assert table.cursor_row == 0
+        assert pair.focused_step() == 0
         await pilot.press("x")
         await settle(app, pilot)
         assert pair.attempts == (3, 0)
-        labels = [str(c.label) for c in table.columns.values()]
-        assert labels == ["step", "attempt 3 (fail)", "attempt 0 (pass)"]
+        title = str(pair.query_one("#pair-title", Label).render())
+        assert "A: attempt 3 (fail)" in title and "B: attempt 0 (pass)" in title

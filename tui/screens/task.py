@@ -107,6 +107,7 @@ class TaskScreen(WorkbenchScreen):
         self._selected: dict[str, Any] | None = None
         self._log_shows: int | None = None
         self._trajectory_shows: int | None = None
+        self._log_title: str | None = None  # the heading of the log pane's attempt
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
@@ -270,6 +271,7 @@ class TaskScreen(WorkbenchScreen):
             return
         self._show_text(message.title, message.lines)
         self._log_shows = message.attempt
+        self._log_title = message.title
 
     @on(AttemptTrajectoryLoaded)
     def _trajectory_loaded(self, message: AttemptTrajectoryLoaded) -> None:
@@ -281,6 +283,11 @@ class TaskScreen(WorkbenchScreen):
             "imported conversation)",
         )
         self._trajectory_shows = message.attempt
+        # The pane's heading names the attempt on screen (it named the log's until now).
+        source = getattr(message.trajectory, "source", None)
+        self.query_one("#attempt-log-title", Label).update(
+            f"attempt {message.attempt} — trajectory" + (f" ({source})" if source else "")
+        )
 
     def action_toggle_trajectory(self) -> None:
         log = self.query_one("#attempt-log", RichLog)
@@ -288,6 +295,13 @@ class TaskScreen(WorkbenchScreen):
         showing = not trajectory.display
         trajectory.display, log.display = showing, not showing
         self._load_shown_pane()
+        # The heading follows the pane shown: back to the log's when that one is already read.
+        if not showing and self._log_shows is not None and self._log_title is not None:
+            self.query_one("#attempt-log-title", Label).update(self._log_title)
+        elif showing and self._trajectory_shows is not None:
+            self.query_one("#attempt-log-title", Label).update(
+                f"attempt {self._trajectory_shows} — trajectory"
+            )
         if showing:
             trajectory.options.focus()
 
