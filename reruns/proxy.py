@@ -48,9 +48,10 @@ from driftdesk.reruns.faults import (
     cut_answer,
     fault_response,
 )
+from driftdesk.reruns.key_scrub import KeyScrubber
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
-from driftdesk.secrets import mask_key, redact
+from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
     from driftdesk.reruns.recording import CallCapture, CallRecorder
@@ -291,113 +292,15 @@ def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
 
 
-# JSON's two-character escapes; any character may also be written \uXXXX.
-_JSON_SHORT_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "/": "\\/",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-}
-
-
-def _hex(value: int, digits: int) -> str:
-    """A regex for ``value`` in hex, each letter digit in either case: ``2d`` -> ``2[dD]``."""
-    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{value:0{digits}x}")
-
-
-def _utf16(code: int) -> list[int]:
-    if code <= 0xFFFF:
-        return [code]
-    code -= 0x10000
-    return [0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)]
-
-
-def _char_pattern(char: str) -> tuple[str, int]:
-    """A regex for every shape one key character may reach us in, and the longest shape's
-    length in bytes: itself in either letter case, a JSON ``\\uXXXX`` escape (a surrogate pair
-    past U+FFFF; hex in either case), its short JSON escape, URL-encoded. Letter case is spelt
-    out rather than left to ``re.IGNORECASE``, which makes the scan several times slower."""
-    shapes: dict[str, int] = {}  # regex: the bytes it matches
-    for variant in {char, char.lower(), char.upper()}:
-        if len(variant) != 1:  # "ß".upper() == "SS": not one character of the key
-            continue
-        encoded = variant.encode("utf-8", "surrogatepass")
-        shapes[re.escape(variant)] = len(encoded)
-        units = _utf16(ord(variant))
-        shapes["".join(r"\\u" + _hex(unit, 4) for unit in units)] = 6 * len(units)
-        if variant in _JSON_SHORT_ESCAPES:
-            shapes[re.escape(_JSON_SHORT_ESCAPES[variant])] = 2
-        if variant == " ":
-            shapes[r"\+"] = 1
-        shapes["".join("%" + _hex(byte, 2) for byte in encoded)] = 3 * len(encoded)
-    longest_first = sorted(shapes, key=lambda shape: shapes[shape], reverse=True)
-    return "(?:" + "|".join(longest_first) + ")", max(shapes.values())
-
-
-def _compiled(pattern: str) -> re.Pattern[bytes]:
-    return re.compile(pattern.encode("utf-8", "surrogatepass"))
-
-
-class KeyScrubber:
-    """Masks a key in bytes, in every shape a careless upstream may echo it: verbatim, with any
-    mix of its characters JSON-escaped (``\\uXXXX`` of any of them, upper- or lower-case hex,
-    ``\\/``) or URL-encoded, in any letter case. One JSON or URL decoding of what is left can
-    never give the key back."""
-
-    _SHORTEST_PARTIAL = 4  # key characters: a shorter start of the key at a cut end is kept
-
-    def __init__(self, key: str) -> None:
-        # Whole shapes the recorder looks for first (a cheap substring test) before it scrubs.
-        self.shapes = tuple(
-            sorted(
-                {
-                    key,
-                    key.replace("/", "\\/"),
-                    urllib.parse.quote(key, safe="", errors="surrogatepass"),
-                    urllib.parse.quote_plus(key, errors="surrogatepass"),
-                }
-            )
-        )
-        per_char = [_char_pattern(c) for c in key]
-        groups = [pattern for pattern, _ in per_char]
-        # The start of the key (some characters, any shapes) at the very end of a cut body.
-        partial = ""
-        for group in reversed(groups[self._SHORTEST_PARTIAL :]):
-            partial = f"(?:{group}{partial})?"
-        # It may end inside one character's escape too ("\\u00", "%2").
-        cut_escape = r"(?:\\(?:u[0-9a-fA-F]{0,3})?|%[0-9a-fA-F]?)?"
-        partial = "".join(groups[: self._SHORTEST_PARTIAL]) + partial + cut_escape + r"\Z"
-        never = "(?!)"  # stands for no key: an empty pattern would match everywhere
-        self._pattern = _compiled("".join(groups) if key else never)
-        self._partial_tail = _compiled(partial if len(key) >= self._SHORTEST_PARTIAL else never)
-        self._mask = mask_key(key).encode()
-        # The most bytes one shape of the key can take: a stream holds back one less than this.
-        self.longest = max(sum(size for _, size in per_char), 1)
-
-    def scrub(self, data: bytes) -> bytes:
-        return self._pattern.sub(self._mask, data)
-
-    def found(self, text: str) -> bool:
-        return self._pattern.search(text.encode("utf-8", "surrogateescape")) is not None
-
-    def without_partial_tail(self, data: bytes) -> bytes:
-        """``data`` less a start of the key it ends with (a body cut at a bound)."""
-        match = self._partial_tail.search(data, max(len(data) - self.longest, 0))
-        return data[: match.start()] if match else data
-
-
 class _Passthrough:
     """What goes to the agent from a 200 answer: decoded (bounded), scrubbed of the key even
-    when it straddles two chunks. An SSE stream is passed on in whole lines (a key never spans
-    one), so each event still goes out at once; other bodies hold back a key's length."""
+    when it straddles two chunks. An SSE stream is passed on in whole lines, each event at once,
+    its events' text scrubbed across events too (``StreamScrubber``); other bodies hold back a
+    key's length."""
 
     def __init__(self, scrubber: KeyScrubber, sse: bool, encoding: str, limit: int) -> None:
         self._scrubber = scrubber
-        self._sse = sse
+        self._events = scrubber.stream() if sse else None
         self._held = b""
         self._inflate = zlib.decompressobj(_DECODABLE[encoding]) if encoding else None
         self._budget = limit
@@ -415,20 +318,31 @@ class _Passthrough:
         return out
 
     def feed(self, chunk: bytes) -> bytes:
-        data = self._scrubber.scrub(self._held + self._decoded(chunk))
-        if self._sse and len(data) <= _MAX_HELD_LINE:
-            cut = data.rfind(b"\n") + 1
-        else:
+        data = self._held + self._decoded(chunk)
+        if self._events is None:
+            data = self._scrubber.scrub(data)
             cut = max(len(data) - (self._scrubber.longest - 1), 0)
-        self._held = data[cut:]
-        return data[:cut]
+            self._held = data[cut:]
+            return data[:cut]
+        cut = data.rfind(b"\n") + 1
+        out = self._events.lines(self._scrubber.scrub(data[:cut])) if cut else b""
+        rest = data[cut:]
+        if len(rest) > _MAX_HELD_LINE:
+            # A line this long is passed on without waiting for its end (its events unread).
+            rest = self._scrubber.scrub(rest)
+            keep = len(rest) - (self._scrubber.longest - 1)
+            out += self._events.lines(rest[:keep], ends_mid_line=True)
+            rest = rest[keep:]
+        self._held = rest
+        return out
 
     def flush(self) -> bytes:
         rest = self._held
         if self._inflate is not None and not self.too_large:
             rest += self._inflate.flush()
         self._held = b""
-        return self._scrubber.scrub(rest)
+        rest = self._scrubber.scrub(rest)
+        return self._events.lines(rest) if self._events is not None and rest else rest
 
 
 class _UsageMeter:

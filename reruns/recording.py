@@ -38,7 +38,7 @@ from driftdesk.reruns.call_content import (
     answer_content,
     request_content,
 )
-from driftdesk.reruns.proxy import KeyScrubber
+from driftdesk.reruns.key_scrub import KeyScrubber
 from driftdesk.secrets import redact, secret_shapes
 
 log = logging.getLogger(__name__)
