@@ -159,7 +159,7 @@ def messages_events(field: str, text: str) -> list[bytes]:
         _sse(
             "content_block_delta",
             {"type": "content_block_delta", "index": 0, "delta": {"type": delta_type, field: p}},
-        )  # fmt: skip
+        )
         for p in _pieces(text)
     ]
     if field == "thinking":
@@ -403,3 +403,94 @@ async def test_the_anthropic_client_reads_a_messages_stream_with_the_key_masked(
     tool_use = message.content[0]
     assert tool_use.type == "tool_use"
     assert tool_use.input == {"command": "echo " + mask_key(REAL)}
+
+
+def _through_passthrough(events: list[bytes], key: str = REAL) -> list[dict[str, Any]]:
+    """The events as the proxy's passthrough sends them on, one upstream chunk per event."""
+    from driftdesk.reruns.proxy import KeyScrubber, _Passthrough
+
+    passthrough = _Passthrough(KeyScrubber(key), sse=True, encoding="", limit=1 << 30)
+    out = b"".join(passthrough.feed(event) for event in events) + passthrough.flush()
+    return _events(out)
+
+
+def _chat_text(text: str, size: int) -> str:
+    """``text`` streamed ``size`` characters per event, as the agent joins it."""
+    global PIECE
+    saved, PIECE = PIECE, size
+    try:
+        events = chat_events("content", text)
+    finally:
+        PIECE = saved
+    return _joined("chat", "content", _through_passthrough(events))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 11, 40])
+@pytest.mark.parametrize("lead", ["", "a", "ab", "Here: "])
+def test_the_key_is_masked_however_the_stream_cuts_it(size: int, lead: str) -> None:
+    assert _chat_text(lead + REAL + AFTER, size) == lead + mask_key(REAL) + AFTER
+
+
+def test_a_start_of_the_key_that_goes_on_otherwise_is_released_whole() -> None:
+    text = "keys look like sk-strm-7Qx2 but this one stops there."
+    assert _chat_text(text, 3) == text
+    assert _chat_text("sk-strm sk-strm-7Qx " + REAL, 2) == "sk-strm sk-strm-7Qx " + mask_key(REAL)
+
+
+def test_the_key_in_another_letter_case_or_json_escaped_in_the_text_is_masked() -> None:
+    for shape in (REAL.upper(), REAL.replace("-", "\\u002d"), REAL.replace("s", "\\u0073")):
+        joined = _chat_text(BEFORE + shape + AFTER, 3)
+        assert joined.startswith(BEFORE) and joined.endswith(AFTER), joined
+        assert REAL.lower() not in joined.lower() and "Wn3Jc6" not in joined, joined
+
+
+def test_a_start_of_the_key_left_incomplete_at_the_end_is_withheld() -> None:
+    # All of the key but its last character, then the answer ends: released, it would hand the
+    # agent all but one character of the key.
+    joined = _chat_text(BEFORE + REAL[:-1], 3)
+    shown = joined.removeprefix(BEFORE)
+    assert joined.startswith(BEFORE) and len(shown) <= 3 and REAL.startswith(shown), joined
+    # What the mask shows anyway ("sk-") is never held.
+    assert _chat_text(BEFORE + "sk-", 3) == BEFORE + "sk-"
+
+
+def test_held_text_is_never_more_than_the_key_less_one_character() -> None:
+    from driftdesk.reruns.key_scrub import KeyScrubber, TextField
+
+    scrubber, field = KeyScrubber(REAL), TextField()
+    sent = ""
+    for char in REAL[:-1]:
+        sent += scrubber.scrub_piece(field, char)
+        assert len(field.held) <= len(REAL) - 1
+    assert (sent, field.held) == ("sk-", REAL[3:-1].encode())
+    assert scrubber.scrub_piece(field, REAL[-1] + "!") == mask_key(REAL)[3:] + "!"
+
+
+def test_two_tool_calls_and_two_choices_are_scrubbed_apart() -> None:
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+
+    def chunk(choices: list[dict[str, Any]]) -> bytes:
+        return _sse(None, {**head, "choices": choices})
+
+    half = len(REAL) // 2
+    events = [
+        chunk([{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": REAL[:half]}}]}},
+               {"index": 1, "delta": {"content": REAL[:half]}}]),
+        chunk([{"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"arguments": "x"}}]}}]),
+        chunk([{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": REAL[half:]}}]}},
+               {"index": 1, "delta": {"content": REAL[half:]}}]),
+        b"data: [DONE]\n\n",
+    ]  # fmt: skip
+    out = json.dumps(_through_passthrough(events), ensure_ascii=False)
+    _no_trace(out)
+    assert out.count(mask_key(REAL)[3:]) == 2
+
+
+def test_an_event_written_over_two_reads_and_crlf_lines_still_parse() -> None:
+    event = chat_events("content", BEFORE + REAL)[3].replace(b"\n", b"\r\n")
+    from driftdesk.reruns.proxy import KeyScrubber, _Passthrough
+
+    passthrough = _Passthrough(KeyScrubber(REAL), sse=True, encoding="", limit=1 << 30)
+    out = passthrough.feed(event[:10]) + passthrough.feed(event[10:]) + passthrough.flush()
+    assert out.endswith(b"\r\n\r\n") and out.startswith(b"data: {")
+    assert json.loads(out.split(b"\r\n")[0][5:])["object"] == "chat.completion.chunk"
