@@ -18,6 +18,14 @@ parts are written once under new names and the meta is replaced atomically, so a
 an old or a new cache, whole. Reading them back costs about as much (measured: see
 ``tests/benchmarks/bench_row_cache.py``), and they are a little smaller.
 
+Written crash-safely and checked on read (``analysis.cache_seal``): every part, aggregates and
+extras file is fsynced and its size and sha256 recorded in the meta before the meta naming it
+is replaced (fsynced too), and the meta carries a digest of itself. A meta of the wrong shape
+or types, or whose digest is not its own, and a file missing or of another size, is no cache;
+a file is hashed before it is read (once per process while unchanged), and one that is not
+the file sealed (torn by a power cut, another run's put in its place) makes the run read from
+its JSONL and its cache written again, never an error.
+
 The JSONL stays the truth: a source whose identity changed drops the cache, except an
 append-only one (same device, inode and the bytes before the covered end unchanged), which is
 extended from the byte offset it covered with the live view's code (``appended_lines``) and
@@ -41,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.analysis import cache_seal
 from driftdesk.analysis.code_version import code_version as shared_code_version
 
 if TYPE_CHECKING:
@@ -51,7 +60,8 @@ if TYPE_CHECKING:
 
 CACHE_FOLDER = ".rows-cache"
 META_FILE = "meta.json"
-FORMAT = 1  # the layout of the folder; the code version covers the SQL
+FORMAT = 2  # the layout of the folder; the code version covers the SQL
+LONG_ATTEMPT = 128  # a task with an attempt from here needs its rows (``load_aggs``)
 EDGE_BYTES = 1 << 12  # the bytes before the covered end that must be unchanged to extend
 MAX_NAMED = 1000  # skipped lines named per run (``volatility.MAX_NAMED_SKIPPED_LINES``)
 STALE_PART_S = 60.0  # an unreferenced part this old is no writer's work in progress
@@ -105,11 +115,15 @@ class Meta:
     lines: int | None  # physical lines covered (None: not counted yet)
     parts: list[str] = field(default_factory=list)
     part_rows: list[int] = field(default_factory=list)  # rows of each part
+    part_seals: list[list[Any]] = field(default_factory=list)  # [size, sha256] of each part
     skipped_count: int = 0
     skipped: list[list[Any]] = field(default_factory=list)  # [line, reason, torn]
-    # options key -> {"aggs": file, "extras": file, "tokens": [[model, p, c, t]],
-    #                 "link": [[kind, n]], "harness": [[kind, n]]}
+    # options key -> {"aggs": file, "extras": file, "aggs_seal": seal, "extras_seal": seal,
+    #                 "long": tasks with an attempt from ``LONG_ATTEMPT``,
+    #                 "tokens": [[model, p, c, t]], "link": [[kind, n]], "harness": [[kind, n]],
+    #                 "ci95": {min_runs: {name: [low, high] | None}} (``keep_ci95``)}
     aggs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    digest: str = ""  # ``_meta_digest`` of the rest, set by ``save``
 
     @property
     def extendable(self) -> bool:
@@ -139,12 +153,134 @@ def folders(run: RunSource) -> list[Path]:
 
 
 def _read_meta(folder: Path) -> Meta | None:
+    """The folder's meta if it is whole, of this code, and of the right shape and types."""
     try:
         data = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-        meta = Meta(**data)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError):
         return None
-    return meta if meta.version == code_version() else None
+    if not isinstance(data, dict) or data.get("version") != code_version():
+        return None
+    if data.get("digest") != _meta_digest(data) or not _well_formed(data):
+        return None
+    try:
+        return Meta(**data)
+    except TypeError:
+        return None
+
+
+def _meta_digest(data: dict[str, Any]) -> str:
+    """sha256 of a meta's fields but its digest, in a canonical form."""
+    fields = {k: v for k, v in data.items() if k != "digest"}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _int(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _named(value: Any, prefix: str, suffix: str) -> bool:
+    """A file name this module writes (never a path: nothing outside the folder is read)."""
+    if not isinstance(value, str) or not (value.startswith(prefix) and value.endswith(suffix)):
+        return False
+    middle = value[len(prefix) : len(value) - len(suffix)]
+    return len(middle) == 32 and all(c in "0123456789abcdef" for c in middle)
+
+
+def _pairs(value: Any, width: int, check: Callable[[list[Any]], bool]) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, list) and len(item) == width and check(item) for item in value
+    )
+
+
+def _well_formed(data: dict[str, Any]) -> bool:
+    """Every field of a meta of the types this module writes (a cache written by hand, or by
+    a bug, is no cache: read as one, a wrong type fails deep in a report)."""
+    source = data.get("source")
+    parts, rows, seals = data.get("parts"), data.get("part_rows"), data.get("part_seals")
+    ok = (
+        isinstance(source, dict)
+        and isinstance(source.get("path"), str)
+        and all(_int(source.get(k)) for k in ("dev", "ino", "size", "mtime_ns", "ctime_ns"))
+        and (data.get("zero_copy") is None or isinstance(data["zero_copy"], dict))
+        and _int(data.get("offset"))
+        and isinstance(data.get("edge"), str)
+        and _int(data.get("records"))
+        and (data.get("lines") is None or _int(data["lines"]))
+        and isinstance(parts, list)
+        and all(_named(p, "rows-", ".parquet") for p in parts)
+        and isinstance(rows, list)
+        and len(rows) == len(parts)
+        and all(_int(r) for r in rows)
+        and isinstance(seals, list)
+        and len(seals) == len(parts)
+        and all(cache_seal.is_seal(s) for s in seals)
+        and _int(data.get("skipped_count"))
+        and _pairs(data.get("skipped"), 3, _skipped_line)
+        and isinstance(data.get("aggs"), dict)
+    )
+    return ok and all(
+        isinstance(key, str) and _well_formed_aggs(aggs) for key, aggs in data["aggs"].items()
+    )
+
+
+def _skipped_line(item: list[Any]) -> bool:
+    return _int(item[0]) and isinstance(item[1], str) and isinstance(item[2], bool)
+
+
+def _interval(ci: Any) -> bool:
+    return ci is None or (isinstance(ci, list) and len(ci) == 2 and all(map(_number, ci)))
+
+
+def _well_formed_aggs(aggs: Any) -> bool:
+    def kinds(item: list[Any]) -> bool:
+        return (item[0] is None or isinstance(item[0], str)) and _number(item[1])
+
+    def tokens(item: list[Any]) -> bool:
+        return (item[0] is None or isinstance(item[0], str)) and all(map(_number, item[1:]))
+
+    ci95 = aggs.get("ci95", {}) if isinstance(aggs, dict) else None
+    return (
+        isinstance(aggs, dict)
+        and _named(aggs.get("aggs"), "aggs-", ".parquet")
+        and _named(aggs.get("extras"), "extras-", ".json")
+        and cache_seal.is_seal(aggs.get("aggs_seal"))
+        and cache_seal.is_seal(aggs.get("extras_seal"))
+        and _int(aggs.get("long"))
+        and _pairs(aggs.get("tokens"), 4, tokens)
+        and _pairs(aggs.get("link"), 2, kinds)
+        and _pairs(aggs.get("harness"), 2, kinds)
+        and isinstance(ci95, dict)
+        and all(
+            isinstance(by_name, dict)
+            and all(isinstance(name, str) and _interval(ci) for name, ci in by_name.items())
+            for by_name in ci95.values()
+        )
+    )
+
+
+def _sizes_match(folder: Path, meta: Meta) -> bool:
+    """Every file the meta names is there, of the size sealed (a cheap first check: the
+    digests are checked before each file is read)."""
+    sealed = list(zip(meta.parts, meta.part_seals, strict=True))
+    for aggs in meta.aggs.values():
+        sealed += [(aggs["aggs"], aggs["aggs_seal"]), (aggs["extras"], aggs["extras_seal"])]
+    try:
+        return all((folder / name).stat().st_size == seal[0] for name, seal in sealed)
+    except OSError:
+        return False
+
+
+def _check_parts(entry: Entry) -> None:
+    """Raise ``ValueError`` unless every part is the one sealed (the caller reads the run
+    from its JSONL instead)."""
+    for name, seal in zip(entry.meta.parts, entry.meta.part_seals, strict=False):
+        if not cache_seal.matches(entry.folder / name, seal):
+            raise ValueError(f"{entry.folder / name}: not the part the cache sealed")
 
 
 def _edge(path: Path, offset: int) -> str:
@@ -166,7 +302,7 @@ def find(run: RunSource, rows_path: Path, linked: dict[str, Any] | None) -> Entr
         return None
     for folder in folders(run):
         meta = _read_meta(folder)
-        if meta is None or meta.zero_copy != linked:
+        if meta is None or meta.zero_copy != linked or not _sizes_match(folder, meta):
             continue
         was = meta.source
         same_file = all(was.get(k) == now[k] for k in ("path", "dev", "ino"))
@@ -186,6 +322,7 @@ def load_rows(con: duckdb.DuckDBPyConnection, entry: Entry, f: int) -> int:
     """Append the cached rows to ``attempts`` as run ``f``, in file order; the count."""
     if not entry.meta.parts:
         return 0
+    _check_parts(entry)
     row = con.execute(  # a plain scan keeps the parts' order
         f"INSERT INTO attempts SELECT $f, {ROW_COLUMNS}, TRUE FROM read_parquet($parts)",
         {"f": f, "parts": entry.part_paths()},
@@ -198,6 +335,7 @@ def load_task_rows(con: duckdb.DuckDBPyConnection, entry: Entry, f: int, tasks_f
     ``f``, in file order, and fill ``cached_positions`` (the ``rowid`` of each, from the
     table's first row, and its place among all the cached rows: ``Meta.part_rows``); the
     count. The order is restored by sorting: a semi-join need not keep it."""
+    _check_parts(entry)
     starts = [sum(entry.meta.part_rows[:i]) for i in range(len(entry.meta.parts))]
     con.execute(
         f"""
@@ -223,10 +361,19 @@ def load_task_rows(con: duckdb.DuckDBPyConnection, entry: Entry, f: int, tasks_f
 
 
 def cached_aggs(entry: Entry, key: str) -> dict[str, Any] | None:
-    """The aggregates kept for options ``key`` when they cover the whole source."""
+    """The aggregates kept for options ``key`` when they cover the whole source and their
+    file is the one sealed (with the parts, when ``load_aggs`` will read rows of them)."""
     if entry.tail:
         return None
-    return entry.meta.aggs.get(key)
+    aggs = entry.meta.aggs.get(key)
+    if aggs is None or not cache_seal.matches(entry.folder / aggs["aggs"], aggs["aggs_seal"]):
+        return None
+    if aggs["long"]:
+        try:
+            _check_parts(entry)
+        except ValueError:
+            return None
+    return aggs
 
 
 def load_aggs(con: duckdb.DuckDBPyConnection, entry: Entry, aggs: dict[str, Any], f: int) -> None:
@@ -237,7 +384,9 @@ def load_aggs(con: duckdb.DuckDBPyConnection, entry: Entry, aggs: dict[str, Any]
         "INSERT INTO task_aggs SELECT $f, * FROM read_parquet($path)",
         {"f": f, "path": str(entry.folder / aggs["aggs"])},
     )
-    long_tasks = f"SELECT task_id FROM task_aggs WHERE f = {int(f)} AND max_attempt >= 128"
+    long_tasks = (
+        f"SELECT task_id FROM task_aggs WHERE f = {int(f)} AND max_attempt >= {LONG_ATTEMPT}"
+    )
     if con.execute(f"SELECT count(*) FROM ({long_tasks})").fetchone() != (0,):
         load_task_rows(con, entry, f, long_tasks)
 
@@ -352,8 +501,19 @@ def write_part(con: duckdb.DuckDBPyConnection, meta: Meta, folder: Path, rows_sq
     name = f"rows-{uuid.uuid4().hex}.parquet"
     row = con.execute(f"COPY ({rows_sql}) TO '{quoted(folder / name)}' {_PARQUET}", params)
     written = row.fetchone()
+    seal = _sealed_durable(folder / name)
     meta.parts.append(name)
     meta.part_rows.append(int(written[0]) if written else 0)
+    meta.part_seals.append(seal)
+
+
+def _sealed_durable(path: Path) -> list[Any]:
+    """The seal of a file just written, once it is on disk (before a meta names it)."""
+    from driftdesk.fileio import fsync_file
+
+    seal = cache_seal.file_seal(path)
+    fsync_file(path)
+    return seal
 
 
 class Background:
@@ -402,6 +562,10 @@ def write_aggs(
     name = name or uuid.uuid4().hex
     aggs, extras = aggs_file(name), f"extras-{name}.json"
     con.execute(f"COPY ({aggs_sql}) TO '{quoted(folder / aggs)}' {_PARQUET}")
+    row = con.execute(
+        f"SELECT count(*) FROM read_parquet('{quoted(folder / aggs)}') "
+        f"WHERE max_attempt >= {LONG_ATTEMPT}"
+    ).fetchone()
     tokens, link, harness = totals(per_task)
     text = json.dumps(
         {
@@ -414,6 +578,9 @@ def write_aggs(
     return {
         "aggs": aggs,
         "extras": extras,
+        "aggs_seal": _sealed_durable(folder / aggs),
+        "extras_seal": _sealed_durable(folder / extras),
+        "long": int(row[0]) if row else 0,
         "tokens": [[m, *sums] for m, sums in tokens.items()],
         "link": list(link.items()),
         "harness": list(harness.items()),
@@ -425,15 +592,22 @@ def aggs_file(name: str) -> str:
 
 
 def read_extras(entry: Entry, aggs: dict[str, Any]) -> dict[str, dict[str, dict[Any, Any]]]:
-    """The per-task extras kept with ``aggs`` (``per_task_extras``'s shape)."""
-    data = json.loads((entry.folder / aggs["extras"]).read_text(encoding="utf-8"))
-    return {
-        what: {
-            task: {k: tuple(v) if what == "tokens" else v for k, v in pairs}
-            for task, pairs in table.items()
+    """The per-task extras kept with ``aggs`` (``per_task_extras``'s shape); ``ValueError``
+    when the file is not the one sealed."""
+    path = entry.folder / aggs["extras"]
+    if not cache_seal.matches(path, aggs["extras_seal"]):
+        raise ValueError(f"{path}: not the extras the cache sealed")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return {
+            what: {
+                task: {k: tuple(v) if what == "tokens" else v for k, v in pairs}
+                for task, pairs in table.items()
+            }
+            for what, table in data.items()
         }
-        for what, table in data.items()
-    }
+    except (TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not extras: {exc}") from exc
 
 
 def totals(
@@ -472,11 +646,15 @@ def per_task_extras(
 
 
 def save(folder: Path, meta: Meta) -> None:
-    """Replace the meta atomically, then remove the files it no longer names once they are
-    old enough to be no other writer's work in progress."""
-    from driftdesk.fileio import atomic_write_text
+    """Replace the meta atomically and durably (the files it names were fsynced when
+    written: ``_sealed_durable``; their names now too), then remove the files it no longer
+    names once they are old enough to be no other writer's work in progress."""
+    from driftdesk.fileio import atomic_write_text, fsync_dir
 
-    atomic_write_text(folder / META_FILE, json.dumps(asdict(meta), separators=(",", ":")))
+    data = asdict(meta)
+    meta.digest = data["digest"] = _meta_digest(data)
+    fsync_dir(folder)
+    atomic_write_text(folder / META_FILE, json.dumps(data, separators=(",", ":")))
     named = {META_FILE, *meta.parts}
     for aggs in meta.aggs.values():
         named.update((aggs["aggs"], aggs["extras"]))

@@ -75,6 +75,21 @@ def atomic_write_json(path: Path | str, obj: Any, mode: int | None = None) -> No
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", mode)
 
 
+def fsync_file(path: Path | str) -> None:
+    """Make a file written without fsync durable (a cache's content, before the entry that
+    names it is written); raises ``OSError``."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the names created in ``directory`` durable (best effort)."""
+    _fsync_dir(directory)
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         dir_fd = os.open(directory, os.O_RDONLY)

@@ -12,7 +12,7 @@ from typing import Any
 
 from golden_runs import write_golden_runs
 
-from driftdesk.analysis import row_cache, run_success, trend_data
+from driftdesk.analysis import cache_seal, row_cache, run_success, trend_data
 from driftdesk.paths import cache_dir
 
 
@@ -55,6 +55,8 @@ def test_no_cache_reads_the_jsonl_and_keeps_nothing(home, cli, tmp_path: Path) -
             f" TO '{path}.new' (FORMAT parquet)"
         )
         os.replace(f"{path}.new", path)
+        aggs["aggs_seal"] = cache_seal.file_seal(path)  # sealed again, as a forger could
+    row_cache.save(folder, row_cache.Meta(**meta))
     for entry in kept_reports():
         entry.unlink()
     assert report(cli, str(run_dir)) != truth.stdout

@@ -16,7 +16,7 @@ import pytest
 from analysis_fixtures import attempt_row
 from golden_runs import write_golden_runs
 
-from driftdesk.analysis import attempt_table, row_cache
+from driftdesk.analysis import attempt_table, cache_seal, row_cache
 from driftdesk.analysis.sources import resolve_sources
 from driftdesk.analysis.volatility import read_runs, write_report_json
 
@@ -169,10 +169,17 @@ def test_a_cache_of_other_code_is_rebuilt_never_read(home, tmp_path: Path) -> No
             f"TO '{path}.new' (FORMAT parquet)"
         )
         os.replace(f"{path}.new", path)
+    # sealed again, as a forger holding the user's rights could (``cache_seal``)
+    meta["part_seals"] = [cache_seal.file_seal(folder / p) for p in meta["parts"]]
+    for aggs in meta["aggs"].values():
+        aggs["aggs_seal"] = cache_seal.file_seal(folder / aggs["aggs"])
+    row_cache.save(folder, row_cache.Meta(**meta))
+    meta = json.loads((folder / "meta.json").read_text())
     # With this code's version, the altered cache would be read as it is: the test can fail.
     assert report(run_dir)["success_rate"] != want["success_rate"]
 
     meta["version"] = "0-another-version"
+    meta["digest"] = row_cache._meta_digest(meta)
     (folder / "meta.json").write_text(json.dumps(meta))
     assert read_from(run_dir) == "jsonl"
     assert report(run_dir) == want
