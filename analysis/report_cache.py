@@ -9,6 +9,11 @@ its manifest. Any of them differs, and the report is made again (through the row
 kept anew. An entry holds the JSON text and the warnings the report gave (skipped lines), so a
 kept report warns as the first did.
 
+An entry is its key line, the seal of the rest (size and sha256, ``analysis.cache_seal``), the
+warnings and the JSON text: one cut short (a power cut mid-write), edited, or whose text was
+replaced under its header is no entry (checked by reading it whole before a byte is printed),
+and the report is made again.
+
 It is derived: deleting it changes no figure. The newest ``KEEP`` entries are kept (one per
 selection of runs and options, ``KEEP_BYTES`` at most); a report whose runs changed while it
 was made is not kept.
@@ -28,13 +33,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from driftdesk.analysis import row_cache, zero_copy
+from driftdesk.analysis import cache_seal, row_cache, zero_copy
 from driftdesk.analysis.code_version import code_version as shared_code_version
 from driftdesk.analysis.prices import ModelPrice
 from driftdesk.analysis.sources import RunSource
 from driftdesk.layout import MANIFEST_FILE
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: sealed
 KEEP = 8  # entries kept (a report is ~500 bytes per task)
 KEEP_BYTES = 256 << 20  # and at most this much of them (the newest first)
 STALE_PART_S = 3600.0  # a temp file this old is no writer's work in progress
@@ -157,21 +162,19 @@ def _key_line(key: list[Any]) -> bytes:
 
 
 def load(path: Path, key: list[Any]) -> tuple[list[str], IO[bytes]] | None:
-    """(the warnings, the open entry positioned at the JSON text) if kept under ``key``."""
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 — the caller copies the text out of it
-    except OSError:
+    """(the warnings, the open entry positioned at the JSON text) if kept under ``key`` and
+    whole (``cache_seal.open_sealed``: read once through before anything is printed)."""
+    handle = cache_seal.open_sealed(path, _key_line(key))
+    if handle is None:
         return None
     try:
-        kept_key = handle.readline().rstrip(b"\n")
         warnings = json.loads(handle.readline())
-        if kept_key != _key_line(key) or not isinstance(warnings, list):
-            handle.close()
-            return None
+        if isinstance(warnings, list) and all(isinstance(w, str) for w in warnings):
+            return warnings, handle
     except (OSError, ValueError):  # not ours to trust: made again
-        handle.close()
-        return None
-    return [str(w) for w in warnings], handle
+        pass
+    handle.close()
+    return None
 
 
 class Writer:
@@ -214,13 +217,20 @@ class Writer:
         final = self.temp_path.with_suffix(".tmp")
         try:
             temp.close()
-            header = _key_line(self.key) + b"\n" + json.dumps(warnings).encode() + b"\n"
+            warned = json.dumps(warnings).encode() + b"\n"
+            digest = hashlib.sha256(warned)
+            with open(self.temp_path, "rb") as body:
+                while chunk := body.read(1 << 20):
+                    digest.update(chunk)
+                size = len(warned) + body.tell()
+            seal = cache_seal.seal_line([size, digest.hexdigest()])
             with open(final, "wb") as out, open(self.temp_path, "rb") as body:
-                out.write(header)
+                out.write(_key_line(self.key) + b"\n" + seal + b"\n" + warned)
                 while chunk := body.read(1 << 20):
                     out.write(chunk)
             os.chmod(final, 0o600)
-            os.replace(final, self.path)  # derived and checked on read: no fsync
+            # sealed and checked whole on read: a torn entry is no entry, so no fsync
+            os.replace(final, self.path)
         except OSError:
             with contextlib.suppress(OSError):
                 final.unlink()
