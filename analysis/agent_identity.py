@@ -74,3 +74,19 @@ def identity_differences(a: AgentIdentity, b: AgentIdentity) -> list[str]:
     if a.recorded and b.recorded and (a.client, a.version) != (b.client, b.version):
         return [f"client {a.client_label} vs {b.client_label}"]
     return []
+
+
+def identity_from_json(data: dict[str, Any] | None) -> AgentIdentity:
+    """An ``AgentIdentity.to_json()`` read back (a report's or trend's ``agent``)."""
+    data = data if isinstance(data, dict) else {}
+    return AgentIdentity(
+        _text(data.get("kind")) or UNKNOWN_KIND,
+        _text(data.get("client")),
+        _text(data.get("version")),
+        bool(data.get("recorded")),
+    )
+
+
+def identity_label(data: dict[str, Any] | None) -> str:
+    """The label of an ``AgentIdentity.to_json()``."""
+    return identity_from_json(data).label

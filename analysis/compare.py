@@ -174,6 +174,7 @@ def _side(report: RunReport, repeats: int | None) -> dict[str, Any]:
         "run_id": report.run_id,
         "repeats": repeats,
         "models": _models(report),
+        "agent": report.agent,
         "started_at": report.started_at,
         "tasks_judged": report.tasks_judged,
     }
@@ -376,12 +377,29 @@ def _warnings(comparison: Comparison) -> list[str]:
                 f"tasks with n ≥ k; the max − min gap grows with n — at k = {uneven['gap_k']} "
                 f"it is {uneven['gap_at_k_pp']} pp)"
             )
+    warnings.extend(_agent_warnings(a, b))
     models_a, models_b = _models(a), _models(b)
     if models_a != models_b:
         warnings.append(
             f"models differ (A {', '.join(models_a) or '?'}, B {', '.join(models_b) or '?'})"
         )
     return warnings
+
+
+def _agent_warnings(a: RunReport, b: RunReport) -> list[str]:
+    """A line when the two runs were made by different agents or client versions: their
+    difference is then the agent's as much as the model's."""
+    from driftdesk.analysis.agent_identity import identity_differences, identity_from_json
+
+    who_a, who_b = identity_from_json(a.agent), identity_from_json(b.agent)
+    differ = identity_differences(who_a, who_b)
+    if not differ:
+        return []
+    what = "agents" if who_a.kind != who_b.kind else "client versions"
+    return [
+        f"{what} differ (A {who_a.label}, B {who_b.label}): the deltas measure the agent "
+        "as much as the model"
+    ]
 
 
 def paired_deltas(pairs: list[tuple[TaskOutcome, TaskOutcome]]) -> dict[str, PairedDelta]:

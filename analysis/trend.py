@@ -21,6 +21,12 @@ in one line:
   stratum: given all the link errors of both runs, which run got them is hypergeometric).
 - ``tokens_changed``: tokens per judged attempt moved by at least ``TOKENS_MIN_CHANGE`` of the
   previous run's AND by more than ``TOKENS_MIN_SE`` standard errors (Welch) — beyond noise.
+- ``agent_changed``: the agent kind (``builtin``, ``claude-code``, ``codex``…) differs from the
+  previous run's. A trend keeps one series per agent kind (``agent``: the newest run's kind
+  unless named), so only a mixed trend (``agent="all"``, and ``check --trend``) has it.
+- ``client_changed``: the client or its version differs from the latest earlier run of the
+  same kind that recorded one (a Claude Code upgrade stays in its series, flagged). Runs from
+  before manifests named their client are never flagged against.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from driftdesk.analysis.trend_data import RunAggregate, aggregates, normal_ci95
 from driftdesk.layout import MANIFEST_FILE
 
 if TYPE_CHECKING:
+    from driftdesk.analysis.agent_identity import AgentIdentity
     from driftdesk.analysis.trend_pairs import Helper
 
 FLAGS = (
@@ -47,8 +54,11 @@ FLAGS = (
     "fingerprint_changed",
     "link_errors_up",
     "tokens_changed",
+    "agent_changed",
+    "client_changed",
 )
-GATING_FLAGS = ("regression", "served_model_changed", "link_errors_up")
+GATING_FLAGS = ("regression", "served_model_changed", "link_errors_up", "agent_changed")
+ALL_AGENTS = "all"  # ``agent``: every agent kind in one trend (then flagged agent_changed)
 # A task's success in one run as one character (flip strips): all passed, at least half,
 # some, none; a run that did not judge it is blank.
 STRIP_CELLS = (("█", 1.0), ("▓", 0.5), ("░", 1e-9), ("·", 0.0))
@@ -98,6 +108,7 @@ class TrendRun:
             "status": run.status,
             "profile": run.profile,
             "model": run.model,
+            "agent": run_identity(run).to_json(),
             "success_rate": _round(self.success_rate),
             "success_ci95": None
             if self.success_ci95 is None
@@ -141,10 +152,12 @@ class Trend:
     runs: list[TrendRun]
     tasks: list[TaskStrip]
     notes: list[str] = field(default_factory=list)  # what was left out, and why
+    agent: str | None = None  # the agent kind of the series shown; "all": kinds mixed
 
     def to_json(self) -> dict[str, Any]:
         return {
             "suite": self.suite,
+            "agent": self.agent,
             "runs": [r.to_json() for r in self.runs],
             "tasks": [t.to_json() for t in self.tasks],
             "notes": self.notes,
@@ -158,6 +171,7 @@ class Trend:
         kept trend: ``analysis.trend_cache``)."""
         return {
             "suite": self.suite,
+            "agent": self.agent,
             "notes": self.notes,
             "runs": [
                 {
@@ -184,6 +198,7 @@ class Trend:
             ],
             [TaskStrip(*t) for t in state["tasks"]],
             state["notes"],
+            state.get("agent"),
         )
 
 
@@ -240,15 +255,26 @@ def suite_matches(run: RunAggregate, wanted: str) -> bool:
     return run.suite == wanted
 
 
+def run_identity(run: RunAggregate) -> AgentIdentity:
+    """The agent that made ``run`` (``analysis.agent_identity``), from its trend figures."""
+    from driftdesk.analysis.agent_identity import UNKNOWN_KIND, AgentIdentity
+
+    return AgentIdentity(
+        run.agent or UNKNOWN_KIND, run.client, run.client_version, run.client_known
+    )
+
+
 def select(
     runs: Sequence[RunAggregate],
     *,
     suite: str | None = None,
     profile: str | None = None,
     last: int | None = None,
+    agent: str | None = None,
 ) -> tuple[list[RunAggregate], str | None, list[str]]:
-    """The runs of one suite (``suite``, else the newest run's), of ``profile`` if given, in
-    start order, the newest ``last``; with the suite's name and notes on what was left out."""
+    """The runs of one suite (``suite``, else the newest run's), of ``profile`` if given, of
+    one agent kind (``agent``, else the newest run's; ``"all"``: every kind), in start order,
+    the newest ``last``; with the suite's name and notes on what was left out."""
     ordered = sorted(runs, key=start_key)
     notes: list[str] = []
     if profile is not None:
@@ -270,10 +296,33 @@ def select(
     others = len(ordered) - len(kept)
     if others:
         notes.append(f"left out {others} runs of other suites (--suite picks one)")
+    kept = _of_agent(kept, agent, notes)
     if last is not None and len(kept) > last:
         notes.append(f"showing the newest {last} of {len(kept)} runs (--last)")
         kept = kept[-last:]
     return kept, name, notes
+
+
+def _of_agent(runs: list[RunAggregate], agent: str | None, notes: list[str]) -> list[RunAggregate]:
+    """The runs of one agent kind (``agent``, else the newest run's; ``ALL_AGENTS``: all),
+    noting the others left out: Claude Code and Codex runs of a suite are two series."""
+    if agent == ALL_AGENTS or not runs:
+        return runs
+    from driftdesk.analysis.agent_identity import UNKNOWN_KIND
+
+    wanted = agent if agent is not None else (runs[-1].agent or UNKNOWN_KIND)
+    kept = [r for r in runs if (r.agent or UNKNOWN_KIND) == wanted]
+    if not kept:
+        kinds = sorted({r.agent or UNKNOWN_KIND for r in runs})
+        raise TrendError(f"no run of agent {agent!r} (agents seen: {', '.join(kinds)})")
+    left = [r.agent or UNKNOWN_KIND for r in runs if (r.agent or UNKNOWN_KIND) != wanted]
+    if left:
+        counted = ", ".join(f"{k} {left.count(k)}" for k in sorted(set(left)))
+        notes.append(
+            f"agent {wanted}: left out {len(left)} runs of other agents ({counted}); "
+            f"--agent KIND shows theirs, --agent all mixes them"
+        )
+    return kept
 
 
 def build_trend(
@@ -285,12 +334,16 @@ def build_trend(
     allowed_pp: float = 0.0,
     use_cache: bool = True,
     upto: Path | None = None,
+    agent: str | None = None,
 ) -> Trend:
     """The trend of the runs in ``run_dirs`` (see ``select``); flags as the module says.
     ``upto`` (one of ``run_dirs``): its suite's runs that started no later than it, it the
     newest (``check --trend`` judges it against its history). With ``use_cache``, a trend of
-    runs that did not change since is the one kept (``analysis.trend_cache``)."""
-    options = dict(suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=upto)
+    runs that did not change since is the one kept (``analysis.trend_cache``). ``agent``:
+    the agent kind of the series (``select``; ``"all"`` mixes kinds)."""
+    options = dict(
+        suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=upto, agent=agent
+    )
     return _answer(run_dirs, options, use_cache).trend()
 
 
@@ -302,10 +355,13 @@ def trend_json(
     last: int | None = None,
     allowed_pp: float = 0.0,
     use_cache: bool = True,
+    agent: str | None = None,
 ) -> str:
     """``build_trend(...).to_json()`` as JSON text (what ``trend --json`` prints): a kept
     trend's text as it was kept, without making the trend again."""
-    options = dict(suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=None)
+    options = dict(
+        suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=None, agent=agent
+    )
     return _answer(run_dirs, options, use_cache).json_text()
 
 
@@ -357,7 +413,7 @@ def _answer(run_dirs: Sequence[Path], options: dict[str, Any], use_cache: bool) 
 
 def _key_options(options: dict[str, Any]) -> dict[str, Any]:
     """The options as they enter a kept trend's key: paths resolved, a suite file by its
-    (path, size, mtime) too (a run matches it by content)."""
+    identity (``trend_data.file_key``) too (a run matches it by content)."""
     from driftdesk.analysis.trend_data import file_key
 
     keyed = dict(options)
@@ -379,6 +435,7 @@ def _compute(
     allowed_pp: float,
     use_cache: bool,
     upto: Path | None,
+    agent: str | None = None,
 ) -> Trend:
     from driftdesk.analysis.trend_pairs import helper_for
 
@@ -400,11 +457,12 @@ def _compute(
             ]
             found.sort(key=lambda r: (start_key(r), r is newest))  # a tie: the run judged last
             suite = None
-        runs, name, notes = select(found, suite=suite, profile=profile, last=last)
+        runs, name, notes = select(found, suite=suite, profile=profile, last=last, agent=agent)
         if upto is not None and runs:
             runs = [r for r in runs if r is not newest] + [newest]
         trend = trend_of(runs, allowed_pp=allowed_pp, helper=helper)
         trend.suite, trend.notes = name, notes + trend.notes
+        trend.agent = agent if agent == ALL_AGENTS else (runs[-1].agent if runs else None)
         return trend
 
 
@@ -486,6 +544,7 @@ def _set_flags(current: TrendRun, earlier: Sequence[RunAggregate]) -> None:
                     f"{_counted(getattr(before, attribute))}",
                 )
             )
+    _set_agent_flags(current, earlier)
     previous = next((r for r in reversed(earlier) if r.slots), None)
     if run.slots and previous is not None:
         flag = _link_errors_up(previous, run)
@@ -496,6 +555,32 @@ def _set_flags(current: TrendRun, earlier: Sequence[RunAggregate]) -> None:
         flag = _tokens_changed(previous, run)
         if flag is not None:
             current.flags.append(flag)
+
+
+def _set_agent_flags(current: TrendRun, earlier: Sequence[RunAggregate]) -> None:
+    """``agent_changed`` against the previous run; ``client_changed`` against the latest
+    earlier run of the same kind whose manifest named its client."""
+    run = current.run
+    who = run_identity(run)
+    if earlier and run_identity(earlier[-1]).kind != who.kind:
+        before = earlier[-1]
+        current.flags.append(
+            Flag(
+                "agent_changed",
+                f"agent {who.label}; {before.run_id} agent {run_identity(before).label}",
+            )
+        )
+    same = [r for r in earlier if run_identity(r).kind == who.kind and r.client_known]
+    if who.recorded and same:
+        before_who = run_identity(same[-1])
+        if (before_who.client, before_who.version) != (who.client, who.version):
+            current.flags.append(
+                Flag(
+                    "client_changed",
+                    f"client {who.client_label}; {same[-1].run_id} client "
+                    f"{before_who.client_label}",
+                )
+            )
 
 
 def _counted(calls: dict[str, int]) -> str:

@@ -68,6 +68,12 @@ class RunAggregate:
     latency_p95_ms: float | None = None
     served_models: dict[str, int] = field(default_factory=dict)  # served model -> calls
     fingerprints: dict[str, int] = field(default_factory=dict)  # system_fingerprint -> calls
+    # who made the run (``analysis.agent_identity``): agent kind, client and its version;
+    # client_known False: a manifest from before runs named their client
+    agent: str | None = None
+    client: str | None = None
+    client_version: str | None = None
+    client_known: bool = False
 
     @property
     def tokens_per_attempt(self) -> float | None:
@@ -327,7 +333,10 @@ def _from_manifest(source: RunSource) -> RunAggregate:
     def text(value: Any) -> str | None:
         return value if isinstance(value, str) and value else None
 
+    from driftdesk.analysis.agent_identity import agent_identity
+
     repeat = manifest.get("repeat")
+    who = agent_identity(manifest)
     return RunAggregate(
         run_id=source.run_id,
         run_dir=str(source.run_dir),
@@ -339,6 +348,10 @@ def _from_manifest(source: RunSource) -> RunAggregate:
         model=text(manifest.get("model")),
         status=text(manifest.get("status")),
         repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None,
+        agent=who.kind,
+        client=who.client,
+        client_version=who.version,
+        client_known=who.recorded,
     )
 
 

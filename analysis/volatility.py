@@ -222,6 +222,10 @@ class RunReport:
     adaptive: dict[str, Any] | None = None
     # Tasks with different numbers of attempts: how each metric reads them (metrics.py).
     unequal_repeats: dict[str, Any] | None = None
+    # Who made the run (``analysis.agent_identity``: kind, client, version, recorded).
+    agent: dict[str, Any] | None = None
+    check_rule: str | None = None  # the rule that judged its checks (``analysis.check_rule``)
+    check_warnings: list[str] = field(default_factory=list)
 
     def to_json(self, *, task_curves: bool = False) -> dict[str, Any]:
         """The documented report JSON (docs/report-json.md); ``task_curves`` adds each task's
@@ -235,6 +239,9 @@ class RunReport:
             "started_at": self.started_at,
             "repeat": self.repeat,
             "models": self.models,
+            "agent": self.agent,
+            "check_rule": self.check_rule,
+            "check_warnings": self.check_warnings,
             "group_by": self.group_by,
             "include_link_errors": self.include_link_errors,
             "min_runs": self.min_runs,
@@ -518,6 +525,21 @@ def read_runs(
     )
 
 
+def _apply_identity(
+    report: RunReport, manifest: dict[str, Any], con: duckdb.DuckDBPyConnection, f: int
+) -> None:
+    """The agent that made the run, the rule that judged its checks, and the tasks whose
+    checks mostly could not judge (read only when the run has a check_error)."""
+    from driftdesk.analysis.agent_identity import agent_identity
+    from driftdesk.analysis.check_rule import check_error_warnings, check_rule_of
+
+    report.agent = agent_identity(manifest).to_json()
+    rule, recorded = check_rule_of(manifest)
+    report.check_rule = rule
+    if "check_error" in report.harness_errors_by_kind:
+        report.check_warnings = check_error_warnings(con, f, rule, recorded)
+
+
 def assemble_report(
     con: duckdb.DuckDBPyConnection,
     f: int,
@@ -587,6 +609,7 @@ def assemble_report(
     report.harness_errors = totals["harness_errors"]
     report.link_errors_by_kind = dict(extras.link_errors_by_kind)
     report.harness_errors_by_kind = _merge_counts(extras.harness_errors_by_kind)  # most first
+    _apply_identity(report, run.manifest, con, f)
     slots = totals["slots"]
     report.link_error_rate = report.link_errors / slots if slots else None
     report.retries = totals["retries"]

@@ -154,8 +154,8 @@ def _add_trend_options(p: argparse.ArgumentParser) -> None:
         type=flag_list,
         default=list(GATING_FLAGS),
         metavar="FLAG,…",
-        help="the flags that fail (default regression,served_model_changed,link_errors_up; "
-        "also improvement, fingerprint_changed, tokens_changed)",
+        help="the flags that fail (default regression,served_model_changed,link_errors_up,"
+        "agent_changed; also improvement, fingerprint_changed, tokens_changed, client_changed)",
     )
 
 
@@ -310,11 +310,13 @@ def _curve(curve: dict[int, float], limit: int = 8) -> str:
 
 def render_report_table(report: RunReport) -> str:
     """The human report: run summary, then one line per task."""
+    from driftdesk.analysis.agent_identity import identity_label
     from driftdesk.text import tokens
 
     lines = [
         f"run {_cell(report.run_id)}"
         + (f"  model {_cell(report.model)}" if report.model else "")
+        + (f"  agent {_cell(identity_label(report.agent))}" if report.agent else "")
         + (f"  status {report.status}" if report.status else ""),
         f"  tasks judged {report.tasks_judged}  attempts judged {report.attempts_judged}"
         f"  link errors {report.link_errors}"
@@ -355,6 +357,7 @@ def render_report_table(report: RunReport) -> str:
             "  counted as failures: "
             + ", ".join(f"{k} {v}" for k, v in report.errors_counted_as_failures.items())
         )
+    lines.extend(f"  warning: {_cell(w)}" for w in report.check_warnings)
     lines.extend(unequal_repeats_lines(report))
     lines.extend(noise_floor_lines(report))
     lines.extend(_injection_lines(report))
@@ -507,7 +510,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def render_comparison(comparison: Comparison) -> str:
     a, b = comparison.a, comparison.b
-    lines = [f"A (before) {_cell(a.run_id)}", f"B (after)  {_cell(b.run_id)}"]
+    from driftdesk.analysis.agent_identity import identity_label
+
+    lines = [
+        f"A (before) {_cell(a.run_id)}  agent {_cell(identity_label(a.agent))}",
+        f"B (after)  {_cell(b.run_id)}  agent {_cell(identity_label(b.agent))}",
+    ]
     lines.append(
         f"  shared tasks {comparison.shared_tasks}  left out: {comparison.only_in_a} only in A, "
         f"{comparison.only_in_b} only in B"

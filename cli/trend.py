@@ -30,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "attempt, latency p50/p95, and per task its success in each run. A run is flagged "
         "against the one before it: regression / improvement (the paired test of check "
         "--baseline), served_model_changed, fingerprint_changed, link_errors_up, "
-        "tokens_changed (>= 10 %% and > 3 standard errors).",
+        "tokens_changed (>= 10 %% and > 3 standard errors), client_changed (the agent's client "
+        "or its version), agent_changed (--agent all only). One series per agent kind: Claude "
+        "Code and Codex runs of a suite are two trends.",
     )
     p.add_argument(
         "run_dirs",
@@ -44,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", metavar="NAME_OR_FILE", help="the suite (default: the newest run's)")
     p.add_argument("--profile", metavar="P", help="only runs of this profile")
     p.add_argument("--last", type=_positive, metavar="N", help="only the newest N runs")
+    p.add_argument(
+        "--agent",
+        metavar="KIND",
+        help="the agent kind of the series (builtin, command, claude-code, codex, inspect; "
+        "default: the newest run's); all: every kind mixed, a change flagged agent_changed",
+    )
     p.add_argument(
         "--max-regression",
         type=points,
@@ -105,6 +113,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
             profile=args.profile,
             last=args.last,
             allowed_pp=args.max_regression,
+            agent=args.agent,
         )
         if isinstance(made, str):  # a kept trend's JSON as it was kept (nothing rebuilt)
             sys.stdout.write(made + "\n")
@@ -125,16 +134,19 @@ def _cell(text: str) -> str:
 
 
 def render_trend(trend: Trend, tasks_shown: int = TASKS_SHOWN) -> str:
-    from driftdesk.analysis.trend import strip_cell
+    from driftdesk.analysis.trend import ALL_AGENTS, run_identity, strip_cell
 
     runs = trend.runs
-    lines = [f"suite {_cell(trend.suite or '?')}: {len(runs)} runs, oldest first"]
+    series = "all agents, mixed" if trend.agent == ALL_AGENTS else f"agent {trend.agent or '?'}"
+    lines = [f"suite {_cell(trend.suite or '?')}: {len(runs)} runs, oldest first; {_cell(series)}"]
     lines.extend(f"  note: {_cell(n)}" for n in trend.notes)
     width = max([3, *(len(_cell(r.run_id)) for r in runs)])
+    agents = [_cell(run_identity(r.run).label) for r in runs]
+    agent_width = max([5, *(len(a) for a in agents)])
     lines.append(
         f"  {'#':>3}  {'RUN':<{width}}  {'STARTED':<19}  {'SUCCESS %':>9}  {'95% CI':>11}  "
         f"{'GAP PP':>6}  {'LINK':>4}  {'HARN':>4}  {'TOK/ATT':>7}  {'P50 MS':>7}  "
-        f"{'P95 MS':>7}  SERVED  FLAGS"
+        f"{'P95 MS':>7}  {'AGENT':<{agent_width}}  SERVED  FLAGS"
     )
     for i, r in enumerate(runs, start=1):
         run = r.run
@@ -146,7 +158,8 @@ def render_trend(trend: Trend, tasks_shown: int = TASKS_SHOWN) -> str:
             f"{'—' if r.consistency_gap_pp is None else f'{r.consistency_gap_pp:.1f}':>6}  "
             f"{run.link_errors:>4}  {run.harness_errors:>4}  "
             f"{_num(run.tokens_per_attempt):>7}  {_num(run.latency_p50_ms):>7}  "
-            f"{_num(run.latency_p95_ms):>7}  {_cell(served)}  {' '.join(r.flag_names())}"
+            f"{_num(run.latency_p95_ms):>7}  {agents[i - 1]:<{agent_width}}  {_cell(served)}  "
+            f"{' '.join(r.flag_names())}"
         )
     flagged = [(i, r) for i, r in enumerate(runs, start=1) if r.flags or r.notes]
     if flagged:
@@ -179,13 +192,14 @@ def trend_conditions(args: argparse.Namespace) -> list[Condition]:
     """``check RUN --trend``: one condition per gating flag, on RUN against the runs of its
     suite in ``--runs`` (default: RUN's folder) that started before it."""
     from driftdesk.analysis.gate import Condition
-    from driftdesk.analysis.trend import TrendError, build_trend, gating_flags
+    from driftdesk.analysis.trend import ALL_AGENTS, TrendError, build_trend, gating_flags
 
     run_dir = Path(args.run)
     folders = [Path(p) for p in (args.runs or [run_dir.resolve().parent])]
     try:
         history = find_run_dirs([*folders, run_dir])
-        trend = build_trend(history, upto=run_dir, allowed_pp=args.max_regression)
+        # every agent kind: a run made by another agent than the one before is flagged
+        trend = build_trend(history, upto=run_dir, allowed_pp=args.max_regression, agent=ALL_AGENTS)
     except TrendError as exc:
         from driftdesk.analysis.sources import SourceError
 

@@ -108,12 +108,13 @@ def test_the_comparison_json_names_everything_it_compared(tmp_path: Path) -> Non
     # R_fault over t0, t1, t2: (clean, faulted) success (1, 1), (0, 1), (0.5, 0)
     assert data["r_fault"] == r_fault([(1.0, 1.0), (0.0, 1.0), (0.5, 0.0)]).to_json()
     assert data["r_fault"]["value"] == 4 / 3 and data["r_fault"]["tasks"] == 3
+    unknown = {"kind": "builtin", "client": None, "version": None, "recorded": False}
     assert data["a"] == {
-        "run_id": "clean", "repeats": 2, "models": ["gpt-4o"],
+        "run_id": "clean", "repeats": 2, "models": ["gpt-4o"], "agent": unknown,
         "started_at": "2026-11-02T00:00:00Z", "tasks_judged": 4,
     }  # fmt: skip
     assert data["b"] == {
-        "run_id": "faulted", "repeats": 3, "models": ["gpt-4o-mini"],
+        "run_id": "faulted", "repeats": 3, "models": ["gpt-4o-mini"], "agent": unknown,
         "started_at": "2026-11-01T00:00:00Z", "tasks_judged": 4,
     }  # fmt: skip
     assert (data["shared_tasks"], data["only_in_a"], data["only_in_b"]) == (3, 1, 1)
