@@ -9,10 +9,10 @@ exited 2 on the model's failure took the attempt out of the denominator), and ke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    import duckdb
+from driftdesk.fileio import iter_jsonl
 
 CURRENT_RULE = "exit-v2"  # reruns.workspace.CHECK_RULE (a test holds them equal)
 OLD_RULE = "exit-v1"
@@ -26,31 +26,28 @@ def check_rule_of(manifest: dict[str, Any] | None) -> tuple[str, bool]:
     return OLD_RULE, False
 
 
-def check_error_warnings(
-    con: duckdb.DuckDBPyConnection, f: int, rule: str, recorded: bool
-) -> list[str]:
-    """One line per task of run ``f`` (rows in ``con``'s ``attempts``) where more than half of
-    its attempts ended ``check_error``, and, for a run judged by the old rule, that it was. A
-    check_error row is never superseded (resume retries link errors only), so its count over
-    the task's distinct attempts is its share."""
-    import duckdb
-
-    try:
-        found = con.execute(
-            "SELECT task_id, count(*) FILTER (WHERE outcome = 'harness_error' "
-            "AND error_code = 'check_error'), count(DISTINCT attempt) "
-            "FROM attempts WHERE valid AND f = ? GROUP BY task_id ORDER BY min(rowid)",
-            [f],
-        ).fetchall()
-    except duckdb.Error:  # a table of another shape (an import read another way): no lines
-        return []
+def check_error_warnings(rows_path: Path, rule: str, recorded: bool) -> list[str]:
+    """One line per task of the run whose rows are ``rows_path`` where more than half of its
+    attempts ended ``check_error`` (the last row of a slot wins), and, for a run judged by the
+    old rule, that it was. Read only for a run with a check_error (a report's aggregates may
+    come from a cache that holds no rows)."""
+    latest: dict[tuple[str, Any], dict[str, Any]] = {}
+    for _, row in iter_jsonl(rows_path, []):
+        if "task_id" in row and "attempt" in row:
+            latest[(str(row["task_id"]), row["attempt"])] = row
+    errors: dict[str, int] = {}
+    attempts: dict[str, int] = {}
+    for (task_id, _), row in latest.items():
+        attempts[task_id] = attempts.get(task_id, 0) + 1
+        if row.get("outcome") == "harness_error" and row.get("error_code") == "check_error":
+            errors[task_id] = errors.get(task_id, 0) + 1
     lines = [
-        f"task {task_id}: {errors} of {attempts} attempts are check_error (the check could not "
-        "judge them: they are out of the success denominator)"
-        for task_id, errors, attempts in found
-        if errors * 2 > attempts
+        f"task {task_id}: {count} of {attempts[task_id]} attempts are check_error (the check "
+        "could not judge them: they are out of the success denominator)"
+        for task_id, count in errors.items()
+        if count * 2 > attempts[task_id]
     ]
-    if not recorded and any(errors for _, errors, _ in found):
+    if not recorded and errors:
         lines.append(
             f"checks judged by the old rule {rule} (recorded before driftdesk named its rule): "
             f"any exit but 0 and 1 was check_error; {CURRENT_RULE} fails exits 1-124"

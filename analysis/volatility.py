@@ -525,9 +525,7 @@ def read_runs(
     )
 
 
-def _apply_identity(
-    report: RunReport, manifest: dict[str, Any], con: duckdb.DuckDBPyConnection, f: int
-) -> None:
+def _apply_identity(report: RunReport, manifest: dict[str, Any]) -> None:
     """The agent that made the run, the rule that judged its checks, and the tasks whose
     checks mostly could not judge (read only when the run has a check_error)."""
     from driftdesk.analysis.agent_identity import agent_identity
@@ -537,7 +535,7 @@ def _apply_identity(
     rule, recorded = check_rule_of(manifest)
     report.check_rule = rule
     if "check_error" in report.harness_errors_by_kind:
-        report.check_warnings = check_error_warnings(con, f, rule, recorded)
+        report.check_warnings = check_error_warnings(Path(report.source), rule, recorded)
 
 
 def assemble_report(
@@ -609,7 +607,7 @@ def assemble_report(
     report.harness_errors = totals["harness_errors"]
     report.link_errors_by_kind = dict(extras.link_errors_by_kind)
     report.harness_errors_by_kind = _merge_counts(extras.harness_errors_by_kind)  # most first
-    _apply_identity(report, run.manifest, con, f)
+    _apply_identity(report, run.manifest)
     slots = totals["slots"]
     report.link_error_rate = report.link_errors / slots if slots else None
     report.retries = totals["retries"]

@@ -156,3 +156,43 @@ def test_check_error_codes_need_a_check(tmp_path: Path) -> None:
         load_suite(str(path))
     good = _suite(tmp_path / "good", [_task("t", "exit 3", check_error_codes=[4, 3, 3])])
     assert load_suite(str(good)).tasks[0].check_error_codes == (3, 4)
+
+
+async def test_report_warns_where_most_attempts_are_check_error_and_names_an_old_rule(
+    tmp_path: Path, sandbox_for: Any, cli: Any
+) -> None:
+    from driftdesk.analysis.check_rule import CURRENT_RULE
+    from driftdesk.analysis.volatility import build_report
+
+    assert CURRENT_RULE == CHECK_RULE  # the analysis side names the rule the runs record
+    suite = _suite(
+        tmp_path / "suite",
+        [
+            _task("cannot-judge", "exit 125"),
+            # the first of its two attempts to get here cannot judge (the task's folder holds
+            # the mark): half, not more than half, so no warning
+            _task("half", "mkdir ../half.mark 2>/dev/null && exit 125; exit 0"),
+            _task("passes", "true"),
+        ],
+    )
+    server = sandbox_for(suite)
+    outcome = await _run(server, suite, tmp_path / "runs", repeat=2, timeout_s=20)
+    [report] = build_report([outcome.run_dir])
+    data = report.to_json()
+    assert data["check_rule"] == "exit-v2"
+    assert data["harness_errors_by_kind"] == {"check_error": 3}
+    assert data["check_warnings"] == [
+        "task cannot-judge: 2 of 2 attempts are check_error (the check could not judge them: "
+        "they are out of the success denominator)"
+    ]
+    text = cli("report", str(outcome.run_dir))
+    assert "warning: task cannot-judge: 2 of 2 attempts are check_error" in text.stdout
+
+    # A run recorded before the rule was named: judged by exit-v1, and the report says so.
+    manifest_path = outcome.run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["check_rule"]
+    manifest_path.write_text(json.dumps(manifest))
+    [old] = build_report([outcome.run_dir])
+    assert old.check_rule == "exit-v1"
+    assert old.check_warnings[-1].startswith("checks judged by the old rule exit-v1")
