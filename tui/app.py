@@ -32,6 +32,7 @@ from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.volatility import VolatilityScreen
 from driftdesk.tui.state import LiveRun
 
+FOLLOW_SECONDS = 1.0  # how often the runs folders are looked at for runs started elsewhere
 YOUNG_GC_THRESHOLD = 10_000  # allocations between collections of the youngest generation
 SIMULATED_BANNER = "DEMO — the model is simulated by a local sandbox endpoint (no network, no key)"
 
@@ -39,6 +40,13 @@ SIMULATED_BANNER = "DEMO — the model is simulated by a local sandbox endpoint 
 @dataclass
 class RunEnded(Message):
     """A run's worker finished (completed, interrupted or failed)."""
+
+    live: LiveRun
+
+
+@dataclass
+class RunFollowed(Message):
+    """A run another process executes was found in the runs folders and is followed."""
 
     live: LiveRun
 
@@ -121,6 +129,7 @@ class DriftdeskApp(App[None]):
         self._gc_thresholds: tuple[int, int, int] | None = None  # CPython's, while the app runs
         if demo:
             self.title = "driftdesk demo"
+        self._watch: Any = None  # tui.follow.RunWatch, made on the first look
 
     # -- start-up --------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -130,6 +139,7 @@ class DriftdeskApp(App[None]):
         else:
             self.switch_mode(self.start_mode or "volatility")
         self.call_after_refresh(self._build_screens)
+        self.set_interval(FOLLOW_SECONDS, self._follow_tick)
 
     async def _build_screens(self) -> None:
         """Build the screens not shown yet, once the first one is drawn. Built on its first
@@ -262,8 +272,38 @@ class DriftdeskApp(App[None]):
         return {
             Path(live.run_dir).resolve()
             for live in list(self.live_runs)
-            if live.run_dir is not None and not live.finished
+            if live.run_dir is not None and not live.finished and not live.followed
         }
+
+    # -- runs started elsewhere ----------------------------------------------------------------
+    def _follow_tick(self) -> None:
+        if not any(w.group == "follow" and w.is_running for w in self.workers):
+            own = [live for live in self.live_runs if not live.followed]
+            known = {Path(live.run_dir).resolve() for live in own if live.run_dir is not None}
+            waiting = any(live.run_dir is None and not live.finished for live in own)
+            self.follow_runs(known, waiting)
+
+    @work(thread=True, group="follow", exit_on_error=False, name="following runs")
+    def follow_runs(self, known: set[Path], waiting: bool) -> None:
+        """Look for runs other processes execute and tail the followed ones (``tui.follow``)."""
+        from driftdesk.tui.follow import RunWatch
+
+        if self._watch is None:
+            self._watch = RunWatch(self.runs_dirs)
+        found, ended = self._watch.look(known, waiting)
+        for follower in found:
+            self.post_message(RunFollowed(follower.live))
+        for follower in ended:
+            self.post_message(RunEnded(follower.live))
+
+    @on(RunFollowed)
+    def _run_followed(self, message: RunFollowed) -> None:
+        live = message.live
+        self.live_runs.append(live)
+        self.notify(f"following {live.run_id}: a run started elsewhere", markup=False)
+        screen = self._screen_for_mode("run")
+        if isinstance(screen, RunScreen) and (screen.live is None or screen.live.finished):
+            screen.show_run(live)
 
     def cancel_run(self, live: LiveRun) -> bool:
         return live.request_cancel()
@@ -384,7 +424,8 @@ class DriftdeskApp(App[None]):
         return "  ".join(self.get_key_display(Binding(key, binding.description)) for key in keys)
 
     def unfinished_runs(self) -> list[LiveRun]:
-        return [live for live in self.live_runs if not live.finished]
+        """This app's runs still running (a followed run goes on without the app)."""
+        return [live for live in self.live_runs if not live.finished and not live.followed]
 
     def action_ask_quit(self) -> None:
         """``q``: quit at once when nothing runs; otherwise ask what becomes of the runs."""

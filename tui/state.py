@@ -86,6 +86,12 @@ class LiveRun:
     node_of: dict[AttemptKey, str] = field(default_factory=dict)
     # An adaptive run's target progress and open tasks (the latest AdaptiveProgress).
     adaptive: AdaptiveProgress | None = None
+    # A run another process executes, tailed from its run dir (``tui.follow``): not this
+    # app's to cancel, nor to ask about on quit.
+    followed: bool = False
+    # Calls seen per attempt: the Run screen reads the followed attempt's recording again
+    # (the commands its client ran) only when it has new calls.
+    call_counts: Counter[AttemptKey] = field(default_factory=Counter)
 
     # -- RunListener -------------------------------------------------------------------------
     def on_event(self, event: RunEvent) -> None:
@@ -103,6 +109,7 @@ class LiveRun:
             self.last_started = key
         elif isinstance(event, CallRecorded):
             call = event.call
+            self.call_counts[(event.task_id, event.attempt)] += 1
             self._append(
                 event.task_id,
                 event.attempt,

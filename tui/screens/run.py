@@ -7,6 +7,7 @@ on a timer, touching only the cells and log lines that changed since the last ti
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from textual.widgets import Header, Label, ProgressBar, Static
 from driftdesk.layout import ATTEMPTS_FILE
 from driftdesk.reruns.events import AdaptiveProgress
 from driftdesk.terminal import printable
+from driftdesk.tui.action_text import call_text
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.launch import LaunchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen
@@ -33,6 +35,13 @@ from driftdesk.tui.widgets.run_log import RunLog
 
 REDRAW_SECONDS = 0.3
 COST_SECONDS = 2.0
+
+
+@dataclass
+class CommandsRead(Message):
+    live: LiveRun
+    key: AttemptKey
+    commands: list[str]  # every tool call of the attempt so far, as it reads (raw)
 
 
 @dataclass
@@ -87,6 +96,11 @@ class RunScreen(WorkbenchScreen):
         self._log_key: AttemptKey | None = None
         self._log_seen = 0
         self._live_reports: dict[Path, Any] = {}  # LiveVolatility per run dir (for the cost)
+        self._agents: dict[Path, str] = {}  # run dir -> its agent and client, as shown
+        # The commands the followed attempt's client ran (from its recording), written into
+        # the log after its own lines: how many calls they were read at, how many are shown.
+        self._commands_calls = 0
+        self._commands_shown = 0
         # A replaced (cancelled) cost worker's thread may still be refreshing: one at a time.
         self._cost_lock = threading.Lock()
 
@@ -195,8 +209,13 @@ class RunScreen(WorkbenchScreen):
                 f"{repeats} · concurrency {live.spec.get('concurrency', '?')}",
                 style="dim",
             )
+        agent = self._agent_of(live)
+        if agent:
+            title.append(f"  · {agent}", style="bold")
         if live.run_dir is not None:
             title.append(f"\n→ {live.run_dir}", style="dim")  # where the run is written
+            if live.followed:
+                title.append("  (followed from its files: stop it where it runs)", style="dim")
         show_text(self.query_one("#run-title", Label), title)
         bar = self.query_one("#run-progress", ProgressBar)
         if live.total and (bar.total, bar.progress) != (live.total, live.done):
@@ -212,6 +231,16 @@ class RunScreen(WorkbenchScreen):
         show_text(self.query_one("#run-counters", Static), _counters(live))
         self._draw_grid(live)
         self._draw_log(live)
+
+    def _agent_of(self, live: LiveRun) -> str:
+        """The run's agent and client version, from its manifest once it has one (read once
+        per run: a few hundred bytes)."""
+        if live.run_dir is None:
+            return str(live.spec.get("agent") or "")
+        known = self._agents.get(live.run_dir)
+        if known is None:
+            known = self._agents[live.run_dir] = agent_label(live.run_dir, live.spec)
+        return known
 
     def _draw_grid(self, live: LiveRun) -> None:
         grid = self.query_one("#run-grid", AttemptGrid)
@@ -238,6 +267,7 @@ class RunScreen(WorkbenchScreen):
             log.clear()
             self._log_key = key
             self._log_seen = 0
+            self._commands_calls = self._commands_shown = 0
             heading = "log — no attempt yet" if key is None else f"log — {key[0]} #{key[1]}"
             if self.follow and key is not None:
                 heading += " (following newest; f)"
@@ -247,6 +277,45 @@ class RunScreen(WorkbenchScreen):
         lines, self._log_seen = live.new_log_lines(key, self._log_seen)
         if lines:
             log.write_lines(lines)
+        calls = live.call_counts.get(key, 0)
+        if calls > self._commands_calls and live.run_dir is not None:
+            self._commands_calls = calls
+            self.read_commands(live, key)
+
+    @work(thread=True, exclusive=True, group="run-commands", exit_on_error=False, name="commands")
+    def read_commands(self, live: LiveRun, key: AttemptKey) -> None:
+        """The tool calls the attempt's client made so far, from the proxy's recording
+        (``analysis.trajectory``): its own log (stderr, a result at the end) does not say."""
+        from driftdesk.analysis.trajectory import trajectory_from_run
+
+        assert live.run_dir is not None
+        try:
+            trajectory = trajectory_from_run(live.run_dir, key[0], key[1], row={}, calls=[])
+        except (OSError, ValueError):
+            return
+        if trajectory is None or trajectory.source != "recording":
+            return
+        commands = [
+            call_text(name, arguments)
+            for step in trajectory.model_turns
+            for name, arguments in step.tool_calls
+        ]
+        self.post_message(CommandsRead(live, key, commands))
+
+    @on(CommandsRead)
+    def _commands_read(self, message: CommandsRead) -> None:
+        if message.live is not self.live or message.key != self._log_key:
+            return
+        fresh = message.commands[self._commands_shown :]
+        if not fresh:
+            return
+        self._commands_shown = len(message.commands)
+        lines: list[str] = []
+        for command in fresh:
+            first, *rest = printable(command, keep_newlines=True).split("\n")
+            lines.append(first if command.startswith("$ ") else f"→ {first}")
+            lines.extend(f"  {line}" for line in rest)
+        self.query_one("#run-log", RunLog).write_lines(lines)
 
     # -- events / actions ----------------------------------------------------------------------
     @on(AttemptGrid.Picked)
@@ -276,6 +345,13 @@ class RunScreen(WorkbenchScreen):
         live = self.live
         if live is None or live.finished:
             self.notify("no running run to cancel", severity="warning")
+            return
+        if live.followed:
+            self.notify(
+                f"{live.run_id} was started elsewhere: stop it where it runs (Ctrl-C there)",
+                severity="warning",
+                markup=False,
+            )
             return
 
         def answered(yes: bool | None) -> None:
@@ -345,6 +421,22 @@ def show_text(widget: Static, text: Text) -> None:
         widget.refresh(layout=True)
 
 
+def agent_label(run_dir: Path, spec: dict[str, Any]) -> str:
+    """``codex 0.171.0``, ``builtin (driftdesk 0.1.0)``…: the run's agent and client, from its
+    manifest (``analysis.agent_identity``), or the agent kind alone."""
+    try:
+        manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        return str(spec.get("agent") or "")
+    try:
+        from driftdesk.analysis.agent_identity import agent_identity
+    except ImportError:  # before the identity core: the kind the manifest has
+        return str(manifest.get("agent") or spec.get("agent") or "")
+    return printable(str(agent_identity(manifest).label), keep_newlines=False)
+
+
 def _status_style(status: str) -> str:
     return {
         "running": "bold cyan",
@@ -368,6 +460,9 @@ def _counters(live: LiveRun) -> Text:
     if harness:
         parts.append((f"harness errors {harness}", "bright_red"))
     parts.append((f"retries {live.retries}", "yellow"))
+    if live.stats.model_mismatches:
+        # answers from another model than the one asked for (a gateway routing elsewhere)
+        parts.append((f"model mismatches {live.stats.model_mismatches}", "bold magenta"))
     parts.append((f"calls {live.calls}", ""))
     parts.append((f"tokens {live.tokens:,}", ""))
     parts.append((f"cost {live.cost_text or '…'}", ""))
