@@ -158,14 +158,16 @@ def import_results(
     out: Path = Path("runs"),
     run_id: str | None = None,
     copy: bool = False,
+    max_member_mb: int | None = None,
 ) -> ImportResult:
     """Read ``path`` in ``fmt`` and write ``out/<run_id>/{manifest.json,attempts.jsonl}``.
 
     Generic JSON lines are imported zero-copy unless ``copy``: every line is checked, but the
-    run dir holds only the manifest, which links the source (``analysis.zero_copy``)."""
+    run dir holds only the manifest, which links the source (``analysis.zero_copy``).
+    ``max_member_mb``: an inspect ``.eval`` member decompressing past it is refused."""
     if fmt == "inspect" or (fmt == "auto" and _inspect_log(path)):
         # inspect_ai logs: analysis/inspect_logs.py (its own threshold when none was given)
-        return _import_inspect(path, out, run_id, score_threshold)
+        return _import_inspect(path, out, run_id, score_threshold, max_member_mb)
     if score_threshold is None:
         score_threshold = 1.0
     if not path.is_file():
@@ -890,7 +892,11 @@ def _inspect_log(path: Path) -> bool:
 
 
 def _import_inspect(
-    path: Path, out: Path, run_id: str | None, threshold: float | None
+    path: Path,
+    out: Path,
+    run_id: str | None,
+    threshold: float | None,
+    max_member_mb: int | None = None,
 ) -> ImportResult:
     """inspect_ai logs (a ``.eval`` / ``.json`` file or a folder of them) -> a run dir; a
     score passes at ≥ ``threshold`` (inspect_logs.PASS_THRESHOLD when None)."""
@@ -898,7 +904,9 @@ def _import_inspect(
     from dataclasses import asdict
 
     from driftdesk.analysis.inspect_logs import (
+        DEFAULT_MAX_MEMBER_MB,
         PASS_THRESHOLD,
+        InspectLogRefused,
         InspectMissing,
         InspectMixedModels,
         read_inspect_logs,
@@ -908,8 +916,12 @@ def _import_inspect(
         raise ResultsImportError(f"{path}: no such file or folder")
     threshold = PASS_THRESHOLD if threshold is None else threshold
     try:
-        logs = read_inspect_logs(path, threshold=threshold)
-    except (InspectMissing, InspectMixedModels) as exc:
+        logs = read_inspect_logs(
+            path,
+            threshold=threshold,
+            max_member_mb=DEFAULT_MAX_MEMBER_MB if max_member_mb is None else max_member_mb,
+        )
+    except (InspectMissing, InspectMixedModels, InspectLogRefused) as exc:
         raise ResultsImportError(str(exc)) from None
     if not logs.attempts:
         detail = "; ".join(logs.problems) or "no samples"

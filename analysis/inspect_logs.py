@@ -20,21 +20,35 @@ Mapping of one sample:
 - Tokens from the sample's ``model_usage`` (summed over models); ``retries`` = the retries its
   model events report plus its retried errors (``error_retries``); ``latency_ms`` = its
   ``total_time``.
+
+Refused as a whole (nothing imported, one line naming what): a log yielding two samples of one
+(id, epoch) — a row per slot would silently keep one of them — and a ``.eval`` member that
+decompresses past ``max_member_mb`` (a zip bomb: each member is decompressed as a stream and
+counted before inspect_ai reads any of it; the sizes its headers state are not trusted).
 """
 
 from __future__ import annotations
 
+import copy
 import re
+import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
 
 INSPECT_EXTRA = "pip install 'driftdesk[inspect]'"
 PASS_THRESHOLD = 0.5
+# A member of a .eval (a sample, the header) that decompresses past this is refused: inspect
+# reads a member whole, so this bounds the import's memory (``--max-member-mb``).
+DEFAULT_MAX_MEMBER_MB = 512
+_ZIP_ZSTANDARD = 93  # the zip method number of zstd, as inspect writes its members
+_CHUNK = 1 << 16  # decompressed a chunk at a time
+SHOWN_DUPLICATES = 3
 _GRADE_SCORES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 _WORD_SCORES = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 _HTTP_STATUS = re.compile(
@@ -216,6 +230,88 @@ class InspectMixedModels(ValueError):
     """The logs hold more than one model: a run is one model's attempts."""
 
 
+class InspectLogRefused(ValueError):
+    """A log that is not imported as it is (one line naming why): two samples of one (id,
+    epoch), or a member that decompresses past the bound."""
+
+
+def _raw_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> IO[bytes]:
+    """The member's compressed bytes as they are stored (decompressed by the caller, a chunk
+    at a time; the stdlib's zstd patch would hand out whatever one read expands to)."""
+    stored = copy.copy(info)
+    stored.compress_type = zipfile.ZIP_STORED
+    stored.file_size = info.compress_size
+    stored.CRC = None  # type: ignore[assignment]  # the CRC is of the decompressed bytes
+    return archive.open(stored)
+
+
+def _decompressed_chunks(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    """The member's content, at most ``_CHUNK`` bytes at a time, whatever its compression
+    ratio (a run of zeros expands ~30,000 times in zstd: one unbounded read is a bomb)."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        with archive.open(info) as stream:  # its size is its size on disk
+            while chunk := stream.read(_CHUNK):
+                yield chunk
+    elif info.compress_type == _ZIP_ZSTANDARD:
+        import zstandard
+
+        with (
+            _raw_member(archive, info) as raw,
+            zstandard.ZstdDecompressor().stream_reader(
+                raw, read_size=_CHUNK, read_across_frames=True
+            ) as reader,
+        ):
+            while chunk := reader.read(_CHUNK):
+                yield chunk
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        with _raw_member(archive, info) as raw:
+            while not inflater.eof:
+                data = inflater.unconsumed_tail or raw.read(_CHUNK)
+                if not data:
+                    break
+                if chunk := inflater.decompress(data, _CHUNK):
+                    yield chunk
+    else:
+        raise InspectLogRefused(
+            f"member {info.filename} is compressed with zip method {info.compress_type}, which "
+            "inspect never writes (zstd or deflate): not read"
+        )
+
+
+def check_member_sizes(location: str, max_member_mb: int) -> None:
+    """Refuse the ``.eval`` at ``location`` when a member decompresses past ``max_member_mb``
+    MiB (counted as a stream, a chunk in memory at a time). A member that cannot be
+    decompressed, or a file that is no zip, is left for inspect_ai's reader to report."""
+    limit = max_member_mb << 20
+    try:
+        archive = zipfile.ZipFile(location)
+    except (OSError, zipfile.BadZipFile):
+        return
+    with archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            size = info.file_size  # what the headers say: refused at once when over
+            if size <= limit:
+                size = 0
+                try:
+                    for chunk in _decompressed_chunks(archive, info):
+                        size += len(chunk)
+                        if size > limit:
+                            break
+                except InspectLogRefused as exc:
+                    raise InspectLogRefused(f"{location}: {exc}") from None
+                except Exception:  # a broken member: inspect's reader says what is wrong
+                    continue
+            if size > limit:
+                raise InspectLogRefused(
+                    f"{location}: member {info.filename} decompresses to more than "
+                    f"{max_member_mb} MiB (the bound of --max-member-mb): not imported "
+                    "(a zip bomb, or raise the bound)"
+                )
+
+
 @dataclass
 class InspectLogs:
     attempts: list[SampleAttempt]
@@ -254,20 +350,41 @@ def _planned_slots(header: EvalLog) -> list[tuple[str, int]]:
     return [(str(i), epoch) for i in ids for epoch in range(1, epochs + 1)]
 
 
-def read_inspect_logs(path: Path, *, threshold: float = PASS_THRESHOLD) -> InspectLogs:
+def _duplicates_refused(location: str, twice: list[tuple[str, int]]) -> InspectLogRefused:
+    shown = ", ".join(
+        f"sample {sample_id!r} epoch {epoch}" for sample_id, epoch in twice[:SHOWN_DUPLICATES]
+    )
+    more = len(twice) - SHOWN_DUPLICATES
+    return InspectLogRefused(
+        f"{location}: two samples of one id and epoch ({shown} twice"
+        + (f"; {more} more" if more > 0 else "")
+        + "): a log holds one sample per id and epoch, so which one counts is unknown; "
+        "nothing was imported"
+    )
+
+
+def read_inspect_logs(
+    path: Path, *, threshold: float = PASS_THRESHOLD, max_member_mb: int = DEFAULT_MAX_MEMBER_MB
+) -> InspectLogs:
     """Every sample × epoch of the logs at ``path`` (a file or a folder). An ``eval-retry``
     log redoes samples of an earlier one: per (task, sample, epoch) the latest log wins. An
     eval that ended before all its samples finished (status ``error``, ``cancelled``) gives
     its unfinished samples ``eval_error`` rows, as ``run --agent inspect`` does, unless a
-    later log finished them. Logs of more than one model are refused (a run is one model)."""
+    later log finished them. Logs of more than one model are refused (a run is one model),
+    as is a log with two samples of one (id, epoch) or a member past ``max_member_mb`` MiB
+    decompressed (``InspectLogRefused``)."""
     require_inspect()
     from inspect_ai.log import read_eval_log
 
+    if max_member_mb < 1:
+        raise InspectLogRefused(f"--max-member-mb is at least 1 (MiB), not {max_member_mb}")
     files = _candidates(path) if path.is_dir() else [path]
     problems: list[str] = []
     notes: list[str] = []
     headers = []
     for file in files:
+        if file.suffix.lower() != ".json":
+            check_member_sizes(str(file), max_member_mb)  # before inspect reads any of it
         try:
             header = read_eval_log(str(file), header_only=True)
         except Exception as exc:  # a foreign .json in the folder, a torn file...
@@ -288,14 +405,23 @@ def read_inspect_logs(path: Path, *, threshold: float = PASS_THRESHOLD) -> Inspe
     unfinished: dict[tuple[str, str, int], tuple[EvalLog, str]] = {}
     for _, location, header in headers:
         task, model = header.eval.task, header.eval.model
+        seen: set[tuple[str, int]] = set()  # this log's slots (a later log may redo them)
+        twice: list[tuple[str, int]] = []
         try:
             for sample in _samples_of(location):
+                slot = (str(sample.id), sample.epoch)
+                if slot in seen:
+                    twice.append(slot)
+                    continue
+                seen.add(slot)
                 attempt = sample_attempt(
                     sample, task=task, model=model, several_tasks=several, threshold=threshold
                 )
-                chosen[(task, str(sample.id), sample.epoch)] = attempt
+                chosen[(task, slot[0], slot[1])] = attempt
         except Exception as exc:
             problems.append(f"{location}: samples unreadable ({type(exc).__name__}: {exc})")
+        if twice:
+            raise _duplicates_refused(location, twice)
         if header.status != "success":
             for sample_id, epoch in _planned_slots(header):
                 unfinished[(task, sample_id, epoch)] = (header, location)

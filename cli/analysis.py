@@ -657,6 +657,7 @@ def _import_results(args: argparse.Namespace) -> int:
         out=Path(args.out),
         run_id=args.run_id,
         copy=args.copy,
+        max_member_mb=args.max_member_mb,
     )
     for problem in result.notes + result.problems:  # a note skipped nothing: not counted
         print(f"warning: {args.source}: {problem}", file=sys.stderr)

@@ -112,6 +112,13 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--out", default="runs", help="folder for the new run dir (default ./runs)")
     r.add_argument("--run-id", help="run id to give the imported results")
     r.add_argument(
+        "--max-member-mb",
+        type=int,
+        metavar="MB",
+        help="inspect .eval logs: refuse a log whose member (a sample, the header) decompresses "
+        "to more than MB MiB (default 512; a zip bomb is refused before it is read)",
+    )
+    r.add_argument(
         "--copy",
         action="store_true",
         help="JSONL: write the mapped rows into the run dir (self-contained) instead of "
