@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import bisect
 import functools
 import re
 import urllib.parse
 from collections.abc import Iterable
+from typing import Any
 
 # Bearer tokens and provider-style keys that may appear in error bodies or logs. Each pattern
 # keeps its group 1 (the prefix) and loses the rest. Written in the syntax Python's ``re``
@@ -71,17 +73,218 @@ def _shapes(secret: str) -> tuple[str, ...]:
 secret_shapes = functools.lru_cache(maxsize=256)(_shapes)
 
 
+# --- finding a secret however it is written ---------------------------------------------------
+#
+# Text is looked at in two views besides itself: ``squeezed`` (every whitespace character
+# removed: line breaks of ``base64``/``xxd -p`` output, a wrapped line) and ``decoded`` (the
+# squeezed text with each JSON escape, at any depth, and each run of URL escapes decoded; an
+# escaped line break or space removed too). Each view is searched for the secret's shapes
+# written without whitespace: the secret itself (and, URL-form, with "+" for its spaces), its
+# hex in either case, base64 and base64url whole and at each of the three alignments. A shape
+# found is mapped back to the characters of the text it came from, which are masked.
+
+_ASCII_SPACE = dict.fromkeys((c for c in range(128) if chr(c).isspace()), None)
+_SPACES = re.compile(r"\s+")
+# A JSON escape at any depth (its backslash written 1, 2, 4... times) or a run of URL escapes.
+_ESCAPED = re.compile(r"\\+(?:u[0-9a-fA-F]{4}|.)|(?:%[0-9a-fA-F]{2})+", re.DOTALL)
+
+
+def _squeezed(text: str) -> str:
+    if text.isascii():  # translate's fast path: several times cheaper than split and join
+        return text.translate(_ASCII_SPACE)
+    return "".join(text.split())
+
+
+def _percent_decoded(run: str) -> tuple[str, str]:
+    """A run of URL escapes decoded (a lone surrogate of a key's bad byte as itself), and the
+    error handler that decoded it (which also says how many bytes each character was)."""
+    raw = bytes.fromhex(run.replace("%", ""))
+    try:
+        return raw.decode("utf-8", "surrogatepass"), "surrogatepass"
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape"), "surrogateescape"
+
+
+def _unescaped(unit: str) -> str:
+    """One JSON escape, at any depth, as its character ("" for a space or line break)."""
+    tail = unit.lstrip("\\")
+    if not tail:  # backslashes at the very end
+        return "\\"
+    if len(tail) == 5 and tail[0] == "u":
+        tail = chr(int(tail[1:], 16))
+    elif tail in "nrtbf":
+        return ""
+    return "" if tail.isspace() else tail
+
+
+def _decoded_unit(match: re.Match[str]) -> str:
+    unit = match.group()
+    if unit[0] == "%":
+        return "".join(_percent_decoded(unit)[0].split())
+    return _unescaped(unit)
+
+
+def _decoded(squeezed: str) -> str:
+    if "\\" not in squeezed and "%" not in squeezed:
+        return squeezed
+    return _ESCAPED.sub(_decoded_unit, squeezed)
+
+
+class _View:
+    """A view of a text (``squeezed`` or ``decoded``) that knows where each of its characters
+    came from: built only when a shape was found (rarely), by the same rules as the fast
+    functions above."""
+
+    def __init__(self, text: str, decode: bool) -> None:
+        self.starts: list[int] = []  # per segment: its first character in the view
+        self.spans: list[tuple[int, int, bool]] = []  # its source (start, end), linear or whole
+        parts: list[str] = []
+        at = 0  # the view's length so far
+        done = 0  # the source consumed so far
+        pattern = _ESCAPED if decode else _SPACES
+        for match in pattern.finditer(text):
+            if match.start() > done:  # plain characters, one for one
+                at = self._add(parts, text[done : match.start()], done, match.start(), at, True)
+            done = match.end()
+            if not decode:
+                continue  # whitespace: nothing in the view
+            unit = match.group()
+            if unit[0] == "%":  # each character of the run is its own piece of the source
+                where = match.start()
+                chars, errors = _percent_decoded(unit)
+                for char in chars:
+                    size = 3 * len(char.encode("utf-8", errors))
+                    if not char.isspace():
+                        at = self._add(parts, char, where, where + size, at, False)
+                    where += size
+            else:
+                char = _unescaped(unit)
+                if char:
+                    at = self._add(parts, char, match.start(), match.end(), at, False)
+        if done < len(text):
+            self._add(parts, text[done:], done, len(text), at, True)
+        self.text = "".join(parts)
+
+    def _add(
+        self, parts: list[str], piece: str, start: int, end: int, at: int, linear: bool
+    ) -> int:
+        parts.append(piece)
+        self.starts.append(at)
+        self.spans.append((start, end, linear))
+        return at + len(piece)
+
+    def source(self, first: int, last: int) -> tuple[int, int]:
+        """The source characters that the view's ``first``..``last`` (inclusive) came from."""
+        return self._of(first)[0], self._of(last)[1]
+
+    def _of(self, index: int) -> tuple[int, int]:
+        segment = bisect.bisect_right(self.starts, index) - 1
+        start, end, linear = self.spans[segment]
+        if linear:
+            start += index - self.starts[segment]
+            return start, start + 1
+        return start, end
+
+
+class _SecretShapes:
+    """What ``redact`` looks for of one secret: its shapes written without whitespace (each at
+    least ``_SHORTEST_ENCODED`` characters: shorter, they would match ordinary text), and the
+    secret itself when it is shorter (looked for only as it is)."""
+
+    def __init__(self, secret: str) -> None:
+        raw = secret.encode("utf-8", "surrogatepass")
+        whole = base64.b64encode(raw).decode("ascii")
+        plain = {"".join(secret.split()), "".join(secret.replace(" ", "+").split())}
+        encoded = {whole, whole.rstrip("="), *_base64_cores(raw)}
+        encoded |= {shape.replace("+", "-").replace("/", "_") for shape in encoded}
+        encoded |= {raw.hex(), raw.hex().upper()}
+        self.needles = tuple(s for s in plain | encoded if len(s) >= _SHORTEST_ENCODED)
+        self.exact = secret if len(secret) < _SHORTEST_ENCODED else None
+        self.mask = mask_key(secret)
+
+    def in_view(self, view: str) -> bool:
+        return any(needle in view for needle in self.needles)
+
+    def spans(self, view: _View) -> list[tuple[int, int]]:
+        found = []
+        for needle in self.needles:
+            at = view.text.find(needle)
+            while at >= 0:
+                found.append(view.source(at, at + len(needle) - 1))
+                at = view.text.find(needle, at + 1)
+        return found
+
+
+secret_finder = functools.lru_cache(maxsize=256)(_SecretShapes)
+
+
+def _masked(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """``text`` with each span (merged where they meet) replaced by its mask."""
+    out = []
+    done = 0
+    merged: list[list[Any]] = []
+    for start, end, mask in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end, mask])
+    for start, end, mask in merged:
+        out += [text[done:start], mask]
+        done = end
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _without_secrets(text: str, finders: list[_SecretShapes]) -> str:
+    for finder in finders:
+        if finder.exact is not None and finder.exact in text:
+            text = text.replace(finder.exact, finder.mask)
+    squeezed = _squeezed(text)
+    decoded = _decoded(squeezed)
+    text = _masked_in_view(text, decoded, finders, decode=True)
+    if decoded != squeezed:
+        # Decoding may hide a secret written as it is (after a backslash, or holding "%XX"):
+        # the squeezed view of the text (as masked so far) is looked at too.
+        text = _masked_in_view(text, _squeezed(text), finders, decode=False)
+    return text
+
+
+def _masked_in_view(text: str, fast: str, finders: list[_SecretShapes], decode: bool) -> str:
+    """``text`` with every secret ``fast`` (its squeezed or decoded view) shows masked."""
+    present = [finder for finder in finders if finder.in_view(fast)]
+    if not present:
+        return text
+    # Found: map the view back to the text (decoded is built on squeezed, built on the text).
+    outer = _View(text, decode=False)
+    view = _View(outer.text, decode=True) if decode else outer
+    spans = []
+    for finder in present:
+        for start, end in finder.spans(view):
+            if decode:
+                start, end = outer.source(start, end - 1)
+            spans.append((start, end, finder.mask))
+    return _masked(text, spans)
+
+
+def holds_secret(text: str, secrets: Iterable[str | None]) -> bool:
+    """Whether ``redact`` would find one of ``secrets`` in ``text`` (a cheap test first)."""
+    finders = [secret_finder(s) for s in secrets if s and len(s) >= 4]
+    if not finders:
+        return False
+    if any(f.exact is not None and f.exact in text for f in finders):
+        return True
+    squeezed = _squeezed(text)
+    decoded = _decoded(squeezed)
+    return any(f.in_view(squeezed) or f.in_view(decoded) for f in finders)
+
+
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """Remove the given secrets, verbatim or in a common encoding (``secret_shapes``), then
-    anything that looks like a key."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            # A substring test per shape first: most text holds none, and ``in`` is cheap.
-            found = [shape for shape in secret_shapes(secret) if shape in text]
-            if found:
-                masked = mask_key(secret)
-                for shape in found:
-                    text = text.replace(shape, masked)
+    """Remove the given secrets, however written (verbatim, JSON-escaped at any depth,
+    URL-encoded, hex, base64 or base64url at any alignment, each broken by whitespace or line
+    breaks anywhere), then anything that looks like a key."""
+    finders = [secret_finder(s) for s in secrets if s and len(s) >= 4]
+    if finders:
+        text = _without_secrets(text, finders)
     for pattern in _KEY_PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text

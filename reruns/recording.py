@@ -39,7 +39,7 @@ from driftdesk.reruns.call_content import (
     request_content,
 )
 from driftdesk.reruns.key_scrub import KeyScrubber
-from driftdesk.secrets import redact, secret_shapes
+from driftdesk.secrets import holds_secret, redact, secret_shapes
 
 log = logging.getLogger(__name__)
 
@@ -150,14 +150,19 @@ class ValueRedactor:
         """Whether redacting the value ``json_text`` was dumped from (``ensure_ascii=False``)
         may change it; False means it certainly does not."""
         lowered = json_text.lower()
-        return any(telltale in lowered for telltale in self._telltales_in_json)
+        if any(telltale in lowered for telltale in self._telltales_in_json):
+            return True
+        # A secret broken by line breaks or escaped twice: no telltale above is whole.
+        return holds_secret(json_text, self.secrets)
 
     def text(self, text: str) -> str:
         if len(text) < self._shortest:
             return text
         # Most strings hold nothing to mask: substring tests say so, before regexes would.
         lowered = text.lower()
-        if any(telltale in lowered for telltale in self._telltales):
+        if any(telltale in lowered for telltale in self._telltales) or holds_secret(
+            text, self.secrets
+        ):
             for scrubber in self._scrubbers:
                 text = scrubber.scrub(text.encode("utf-8", "surrogatepass")).decode(
                     "utf-8", "surrogatepass"

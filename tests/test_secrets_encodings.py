@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import random
+import re
 import urllib.parse
 
 import pytest
@@ -165,3 +167,140 @@ def test_a_key_with_a_space_and_a_slash_is_masked_url_encoded_either_way() -> No
     key = "pass word/0123456789"
     for shape in ("pass%20word%2F0123456789", "pass+word%2F0123456789"):
         assert redact(f"a {shape} b", [key]) == "a pa…6789 b", shape
+
+
+# --- line-wrapped and twice-escaped shapes (issue 46, item 4) ---------------------------------
+
+ENV_KEY = "sk-live-Wr4pped+Key/0123456789abcdefXYZ"  # "+" and "/": base64url differs too
+
+
+def _env_file(lead: str) -> bytes:
+    """A ``.env`` file with the key after ``lead`` (its length sets the base64 alignment)."""
+    return f"# settings\nDEBUG=1\n{lead}OPENAI_API_KEY={ENV_KEY}\nREGION=eu-west-1\n".encode()
+
+
+def _wrapped(text: str, width: int) -> str:
+    """What ``base64`` (76 columns) or ``xxd -p`` (60 columns) prints: lines of ``width``."""
+    return "\n".join(text[i : i + width] for i in range(0, len(text), width)) + "\n"
+
+
+def wrapped_shapes(key: str = ENV_KEY) -> dict[str, str]:
+    """The key in each encoding redaction must find, broken over lines as tools print them."""
+    shapes = {}
+    for lead in ("", "x", "xy"):  # the three base64 alignments
+        data = _env_file(lead)
+        shapes[f"base64 -w 76, offset {len(lead)}"] = _wrapped(_b64(data), 76)
+        shapes[f"base64url wrapped, offset {len(lead)}"] = _wrapped(_b64url(data), 76)
+        shapes[f"base64 wrapped at 64 with CRLF, offset {len(lead)}"] = _wrapped(
+            _b64(data), 64
+        ).replace("\n", "\r\n")
+    data = _env_file("")
+    shapes["xxd -p"] = _wrapped(data.hex(), 60)
+    shapes["xxd -p, upper-case"] = _wrapped(data.hex().upper(), 60)
+    shapes["hex in spaced pairs"] = " ".join(
+        data.hex()[i : i + 2] for i in range(0, 2 * len(data), 2)
+    )
+    shapes["verbatim, wrapped"] = _wrapped(f"OPENAI_API_KEY={key} and more text after it", 24)
+    shapes["url-encoded, wrapped"] = _wrapped("k=" + urllib.parse.quote(key, safe=""), 20)
+    shapes["json-escaped once"] = key.replace("-", "\\u002d").replace("/", "\\/")
+    shapes["json-escaped twice"] = key.replace("-", "\\\\u002d").replace("/", "\\\\\\/")
+    shapes["json-escaped once, every character"] = "".join(f"\\u{ord(c):04x}" for c in key)
+    shapes["json-escaped twice, upper-case hex"] = "".join(f"\\\\u{ord(c):04X}" for c in key)
+    return shapes
+
+
+_ESCAPE = re.compile(r"\\+(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
+
+
+def _unescaped(text: str) -> str:
+    """Every JSON escape, at any depth, as its character (a line break as nothing)."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(1):
+            return chr(int(match.group(1), 16))
+        return "" if match.group(2) in "nrtbf" else match.group(2)
+
+    return _ESCAPE.sub(one, text)
+
+
+def key_recoverable(text: str, key: str = ENV_KEY) -> list[str]:
+    """The encodings in which ``text`` still gives ``key`` back, after removing whitespace and
+    line breaks (written or JSON-escaped), at any depth of JSON escaping: verbatim,
+    URL-encoded, hex in either case, base64 or base64url at any alignment. Empty: none."""
+    raw = key.encode("utf-8", "surrogatepass")
+    found = []
+    for view in (text, _unescaped(text)):
+        squeezed = "".join(view.split())
+        if key in squeezed or key in urllib.parse.unquote(squeezed):
+            found.append("verbatim or url-encoded")
+        if raw.hex() in squeezed.lower():
+            found.append("hex")
+        for run in re.findall(r"[A-Za-z0-9+/_=-]{8,}", squeezed):
+            run = run.replace("-", "+").replace("_", "/").replace("=", "")
+            for trim in range(4):
+                piece = run[trim:]
+                piece = piece[: len(piece) - len(piece) % 4]
+                with contextlib.suppress(ValueError):
+                    if raw in base64.b64decode(piece):
+                        found.append("base64")
+    return found
+
+
+def test_each_wrapped_shape_here_gives_the_key_back() -> None:
+    shapes = wrapped_shapes()
+    assert len(shapes) == 18
+    for name, shape in shapes.items():
+        assert ENV_KEY not in shape, name
+        assert key_recoverable(shape), name
+    # Wrapped, no unbroken run holds the key's base64, hex or the key itself.
+    assert all(_b64(ENV_KEY.encode())[4:-4] not in s for s in shapes.values())
+
+
+@pytest.mark.parametrize("name", list(wrapped_shapes()))
+@pytest.mark.parametrize("container", ["plain", "json"])
+def test_redact_finds_the_key_wrapped_or_escaped(name: str, container: str) -> None:
+    text = f"the tool printed:\n{wrapped_shapes()[name]}and then stopped"
+    if container == "json":  # as a transcript or recording stores it: one level of escapes more
+        text = json.dumps({"tool_result": text}, ensure_ascii=False)
+    out = redact(text, [ENV_KEY])
+    assert not key_recoverable(out), out
+    assert mask_key(ENV_KEY) in out
+    assert "the tool printed:" in out and "and then stopped" in out
+    if container == "json":
+        assert json.loads(out)["tool_result"].startswith("the tool printed:")
+
+
+@pytest.mark.parametrize("name", list(wrapped_shapes()))
+def test_the_recording_redactor_finds_the_key_wrapped_or_escaped(name: str) -> None:
+    redactor = ValueRedactor([ENV_KEY])
+    record = {"request": {"items": [{"type": "tool_result", "content": wrapped_shapes()[name]}]}}
+    assert redactor.suspect(json.dumps(record, ensure_ascii=False))
+    cleaned = redactor.value(record)
+    assert not key_recoverable(json.dumps(cleaned, ensure_ascii=False)), cleaned
+
+
+def test_wrapped_ordinary_text_is_left_alone() -> None:
+    other = _wrapped(_b64(b"nothing secret in here at all, " * 8), 76)
+    text = f"listing:\n{other}\nDEBUG=1 and sk-live is a prefix"
+    assert redact(text, [ENV_KEY]) == text
+    assert ValueRedactor([ENV_KEY]).value({"t": text}) == {"t": text}
+
+
+def test_the_views_that_find_a_secret_and_those_that_place_it_agree() -> None:
+    # The cheap views say whether a secret is there; the mapped ones say where. Built by the
+    # same rules, they must spell the same text, or a secret found would not be masked.
+    from driftdesk.secrets import _decoded, _squeezed, _View, holds_secret
+
+    rng = random.Random(46)
+    pieces = [" ", "\n", "\r\n", "\t", "\\n", "\\\\n", "\\u002d", "\\\\u002D", "\\/", "\\\\\\/",
+              "%2F", "%E2%80%A6", "%ED%B3%BF", "%ff", "%0A", "\\", "\\\\", "\\u00", "%2", "+",
+              "é", "…", "\u2028", "a", "Z", "9", "=", "-", "_"]  # fmt: skip
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 30)))
+        squeezed = _View(text, decode=False)
+        assert squeezed.text == _squeezed(text), repr(text)
+        assert _View(squeezed.text, decode=True).text == _decoded(squeezed.text), repr(text)
+        # And around a shape of the key, whatever surrounds it, redaction leaves none.
+        shape = rng.choice(list(wrapped_shapes().values()))
+        out = redact(text + shape + text, [ENV_KEY])
+        assert not holds_secret(out, [ENV_KEY]) and not key_recoverable(out), repr(text)
