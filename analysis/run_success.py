@@ -3,7 +3,9 @@
 Listing runs must not read their rows: a run of a million rows takes about 2 s to read. A
 face lists runs from their manifests and measures each run's success in the background, once,
 and again only when its rows changed (``success_to_measure``). What was measured is kept on
-disk too (``store_path()``), keyed by the size and mtime of the file the rows were read from,
+disk too (``store_path()``), keyed by the identity of the file the rows were read from (device,
+inode, size, mtime and ctime, as the row cache keys it: an edit that keeps the size and puts the
+mtime back still changes the ctime),
 so the next start lists every unchanged run's success at once instead of reading every run
 again.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -27,12 +30,14 @@ from typing import Any
 from driftdesk.layout import ATTEMPTS_FILE
 
 STORE_FILE = "measured-success.json"
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: the rows keyed by device, inode, size, mtime and ctime
 # A run being written is measured again no sooner than this many times its last measurement
 # took: a runs list's share of the CPU stays small however big the run.
 REMEASURE_AFTER_COSTS = 10
 
-RowsKey = tuple[int, int]  # (size, mtime_ns) of the file a run's rows are read from
+# (dev, ino, size, mtime_ns, ctime_ns) of the file a run's rows are read from
+RowsKey = tuple[int, int, int, int, int]
+_KEY_FIELDS = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ def store_path() -> Path:
 
 
 def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey | None:
-    """(size, mtime) of the file a run's rows are read from (``zero_copy.rows_path``: its
+    """The identity (``RowsKey``) of the file a run's rows are read from (``zero_copy.rows_path``: its
     attempts file, or a zero-copy import's source), ``manifest`` read if not given; None when
     there is none."""
     from driftdesk.analysis.sources import RunSource, read_manifest
@@ -69,7 +74,11 @@ def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey |
         stat = rows_path(RunSource(run_dir / ATTEMPTS_FILE, run_dir, manifest)).stat()
     except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
         return None
-    return stat.st_size, stat.st_mtime_ns
+    return stat_key(stat)
+
+
+def stat_key(stat: os.stat_result) -> RowsKey:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 def known_success(run_dir: Path) -> float | None:
@@ -190,12 +199,17 @@ def _read_store(path: Path) -> dict[str, Measured]:
     measured = {}
     for run_dir, entry in items:
         try:
-            key = (int(entry["size"]), int(entry["mtime_ns"]))
-            success = None if entry["success"] is None else float(entry["success"])
-            when = float(entry.get("measured_at", 0.0))
-        except (ValueError, TypeError, KeyError, AttributeError):
+            fields = [entry[name] for name in _KEY_FIELDS]
+            success, when = entry["success"], entry.get("measured_at", 0.0)
+        except (TypeError, KeyError, AttributeError):
             continue  # that run is measured again
-        measured[str(run_dir)] = Measured(key, success, 0.0, 0.0, when)
+        if not all(type(v) is int for v in fields) or not (
+            (success is None or type(success) in (int, float)) and type(when) in (int, float)
+        ):
+            continue  # of the wrong types: measured again
+        key = (fields[0], fields[1], fields[2], fields[3], fields[4])
+        success = None if success is None else float(success)
+        measured[str(run_dir)] = Measured(key, success, 0.0, 0.0, float(when))
     return measured
 
 
@@ -224,8 +238,7 @@ def _save_store() -> None:
                 "version": STORE_VERSION,
                 "runs": {
                     run: {
-                        "size": m.rows_key[0],
-                        "mtime_ns": m.rows_key[1],
+                        **dict(zip(_KEY_FIELDS, m.rows_key, strict=True)),
                         "success": m.success,
                         "measured_at": m.when,
                     }

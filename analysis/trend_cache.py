@@ -3,13 +3,16 @@ changed is printed as it was, without reading a run (``driftdesk trend`` answers
 
 An entry is keyed by the trend's **identity**: the code version (the sources the figures and
 flags come from), the options (suite, profile, last, allowed pp, the run judged last), and per
-run dir its resolved path and the (path, size, mtime) of every file its aggregate is read
-from (``trend_data.source_keys``) and of its aggregate's own cache entries (a rewritten entry
-is a changed input). Any of them differs, and the trend is computed again (each unchanged run
+run dir its resolved path and the identity (path, device, inode, size, mtime and ctime, as the
+row cache keys its source) of every file its aggregate is read from
+(``trend_data.source_keys``) and of its aggregate's own cache entries (a rewritten entry is a
+changed input). Any of them differs, and the trend is computed again (each unchanged run
 by its kept aggregate, each unchanged pair by its kept verdict) and kept anew.
 
-An entry holds the JSON ``trend --json`` prints (printed as it is) and the trend's full state
-(for the text table, ``check --trend`` and the Trend view). It is derived: deleting it changes
+An entry holds its key line, the seal of the rest (size and sha256, ``analysis.cache_seal``),
+the JSON ``trend --json`` prints (printed as it is) and the trend's full state (for the text
+table, ``check --trend`` and the Trend view): one cut short, edited or replaced is no entry,
+and the trend is computed again. It is derived: deleting it changes
 no figure. The newest ``KEEP`` entries are kept (one per selection of runs and options).
 """
 
@@ -22,11 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from driftdesk.analysis import cache_seal
 from driftdesk.analysis.code_version import code_version as shared_code_version
 from driftdesk.analysis.trend_data import CACHE_FILE, file_key, source_keys, user_cache_file
 from driftdesk.paths import caches_enabled
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: sealed, keyed by the files' full identity
 KEEP = 8  # entries kept: each is about 20 bytes per task × run
 
 
@@ -82,15 +86,17 @@ def _key_line(key: list[Any]) -> bytes:
 
 
 def load(path: Path, key: list[Any]) -> tuple[str, bytes] | None:
-    """(the JSON text, the state's JSON) of the entry at ``path`` if kept under ``key``."""
+    """(the JSON text, the state's JSON) of the entry at ``path`` if kept under ``key`` and
+    whole (its seal)."""
     if not caches_enabled():
         return None
+    payload = cache_seal.read_sealed(path, _key_line(key))
+    if payload is None:
+        return None  # none, or not ours to trust: computed again
     try:
-        kept_key, text, state = path.read_bytes().split(b"\n", 2)
-        if kept_key != _key_line(key):
-            return None
+        text, state = payload.split(b"\n", 1)
         return text.decode("utf-8"), state
-    except (OSError, ValueError):  # none, or not ours to trust: computed again
+    except ValueError:
         return None
 
 
@@ -101,18 +107,19 @@ def store(path: Path, key: list[Any], text: str, state: dict[str, Any]) -> None:
 
     if not caches_enabled():
         return
-    body = b"\n".join(
+    payload = b"\n".join(
         (
-            _key_line(key),
             text.encode("utf-8", "surrogatepass"),
             json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode(
                 "utf-8", "surrogatepass"
             ),
         )
     )
+    body = cache_seal.sealed(_key_line(key), payload)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, body, mode=0o600, durable=False)  # derived, checked on read
+        # sealed and checked whole on read: a torn entry is no entry, so no fsync
+        atomic_write_bytes(path, body, mode=0o600, durable=False)
         _prune(path.parent)
 
 

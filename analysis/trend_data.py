@@ -8,9 +8,13 @@ tokens per attempt, latency percentiles, served models and fingerprints, and wha
 says (start, suite, profile).
 
 The cache (``CACHE_FILE`` in the run dir, or under the user's cache dir when the run dir is
-not writable) holds one run's aggregate keyed by (path, size, mtime) of every file it was read
-from: the rows, the calls and the manifest. Any of them changed, and the entry is dropped and
-read again; an entry that does not parse is ignored. Deleting it changes no figure.
+not writable) holds one run's aggregate keyed by the identity of every file it was read from
+(the rows, the calls and the manifest: path, device, inode, size, mtime and ctime, as the row
+cache keys its source; an edit that keeps the size and puts the mtime back changes the ctime).
+Any of them changed, and the entry is dropped and read again. An entry is sealed
+(``analysis.cache_seal``: its key line, the size and sha256 of the aggregate, the aggregate);
+one that is not whole, not the one sealed, of another run's files or of the wrong types is
+read again, never an error. Deleting it changes no figure.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.analysis import cache_seal
 from driftdesk.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 from driftdesk.paths import caches_enabled
 
@@ -32,12 +37,14 @@ if TYPE_CHECKING:
     from driftdesk.analysis.sources import RunSource
 
 CACHE_FILE = ".trend-aggregate.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: sealed, keyed by the files' full identity
 # Runs are read into one DuckDB connection until their rows files hold this much (DuckDB
 # spills past its memory limit; a batch bounds what one scan holds).
 BATCH_BYTES = 128 << 20
 
-FileKey = list[Any]  # [path, size, mtime_ns], or [path, None, None] when absent
+# [path, dev, ino, size, mtime_ns, ctime_ns] (``row_cache.source_identity``'s), or [path]
+# when absent
+FileKey = list[Any]
 
 
 @dataclass
@@ -91,17 +98,61 @@ class RunAggregate:
     def from_json(cls, data: dict[str, Any]) -> RunAggregate:
         return cls(**data)
 
+    def well_formed(self) -> bool:
+        """Every field of the type this module writes (a cached one is checked: a wrong type
+        would fail deep in a trend, or show a wrong figure)."""
+
+        def text(value: Any) -> bool:
+            return value is None or isinstance(value, str)
+
+        def count(value: Any) -> bool:
+            return type(value) is int and value >= 0
+
+        def number(value: Any) -> bool:
+            return type(value) in (int, float)
+
+        def cell_ok(cell: Any) -> bool:  # [judged, passes]
+            return (
+                isinstance(cell, list)
+                and len(cell) == 2
+                and count(cell[0])
+                and count(cell[1])
+                and cell[1] <= cell[0]
+            )
+
+        texts = (self.started_at, self.suite, self.suite_sha256, self.suite_path, self.profile,
+                 self.model, self.status)  # fmt: skip
+        counts = (self.slots, self.link_errors, self.harness_errors, self.skipped_lines,
+                  self.tokens_n)  # fmt: skip
+        return (
+            isinstance(self.run_id, str)
+            and isinstance(self.run_dir, str)
+            and all(map(text, texts))
+            and (self.repeat is None or type(self.repeat) is int)
+            and isinstance(self.tasks, dict)
+            and all(isinstance(task, str) and cell_ok(cell) for task, cell in self.tasks.items())
+            and all(map(count, counts))
+            and number(self.tokens_sum)
+            and number(self.tokens_sq)
+            and all(v is None or number(v) for v in (self.latency_p50_ms, self.latency_p95_ms))
+            and all(
+                isinstance(table, dict)
+                and all(isinstance(k, str) and count(v) for k, v in table.items())
+                for table in (self.served_models, self.fingerprints)
+            )
+        )
+
 
 def file_key(path: Path) -> FileKey:
     try:
         stat = path.stat()
     except OSError:
-        return [str(path), None, None]
-    return [str(path), stat.st_size, stat.st_mtime_ns]
+        return [str(path)]
+    return [str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
 def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
-    """The (path, size, mtime) of every file a run's aggregate is read from."""
+    """The identity (``file_key``) of every file a run's aggregate is read from."""
     rows = run_dir / ATTEMPTS_FILE
     if manifest.get("imported_from"):  # a zero-copy import reads its rows where they are
         from driftdesk.analysis.sources import RunSource
@@ -131,42 +182,49 @@ def _version() -> str:
     return code_version(f"trend-data:{CACHE_VERSION}")
 
 
+def _key_line(keys: list[FileKey]) -> bytes:
+    return json.dumps([_version(), keys], separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
 def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
-    """The cached aggregate of ``run_dir`` if one was read from files with exactly ``keys``."""
+    """The cached aggregate of ``run_dir`` if one was read from files with exactly ``keys``,
+    whole and of the right types."""
     if not caches_enabled():
         return None
+    key_line = _key_line(keys)
     for path in (run_dir / CACHE_FILE, user_cache_file(run_dir)):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("version") == _version() and data.get("keys") == keys:
-                return RunAggregate.from_json(data["aggregate"])
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        payload = cache_seal.read_sealed(path, key_line)
+        if payload is None:
             continue  # none, stale or not ours to trust: read again, replaced below
+        try:
+            aggregate = RunAggregate.from_json(json.loads(payload))
+        except (ValueError, TypeError):
+            continue
+        if aggregate.well_formed():
+            return aggregate
     return None
 
 
 def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
     """Keep ``aggregate`` beside the run, else under the user's cache dir (a read-only run
     dir); neither writable, it is read again next time."""
-    from driftdesk.fileio import atomic_write_text
+    from driftdesk.fileio import atomic_write_bytes
 
     if not caches_enabled():
         return
-    text = json.dumps(
-        # its fields as they are (JSON already; ``asdict`` deep-copies 500 tasks' lists)
-        {"version": _version(), "keys": keys, "aggregate": vars(aggregate)},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    # its fields as they are (JSON already; ``asdict`` deep-copies 500 tasks' lists)
+    payload = json.dumps(vars(aggregate), ensure_ascii=False, separators=(",", ":"))
+    # sealed and checked whole on read: a torn entry is no entry, so no fsync
+    data = cache_seal.sealed(_key_line(keys), payload.encode("utf-8", "surrogatepass"))
     try:
-        atomic_write_text(run_dir / CACHE_FILE, text, mode=0o600, durable=False)
+        atomic_write_bytes(run_dir / CACHE_FILE, data, mode=0o600, durable=False)
         return
     except OSError:
         pass
     with contextlib.suppress(OSError):
         fallback = user_cache_file(run_dir)
         fallback.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(fallback, text, mode=0o600, durable=False)
+        atomic_write_bytes(fallback, data, mode=0o600, durable=False)
 
 
 def aggregates(
@@ -207,10 +265,10 @@ def aggregates(
     return [found[i] for i in range(len(run_dirs))]
 
 
-def _rows_key(keys: list[FileKey]) -> tuple[int, int] | None:
+def _rows_key(keys: list[FileKey]) -> tuple[int, int, int, int, int] | None:
     """``run_success``'s key of a run's rows from ``source_keys``' (manifest, rows, calls)."""
-    _, size, mtime = keys[1]
-    return None if size is None else (size, mtime)
+    rows = keys[1]
+    return None if len(rows) < 6 else (rows[1], rows[2], rows[3], rows[4], rows[5])
 
 
 def _batches(
@@ -220,7 +278,7 @@ def _batches(
     batch: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
     size = 0
     for entry in to_read:
-        rows_size = (_rows_key(entry[3]) or (0, 0))[0]
+        rows_size = (_rows_key(entry[3]) or (0, 0, 0))[2]
         if batch and size + rows_size > BATCH_BYTES:
             yield batch
             batch, size = [], 0

@@ -5,7 +5,12 @@ permutation test over attempts, on the shared tasks by task id).
 The exact tests are most of a trend's first computing (a few ms each; a history of 200 runs
 has 199), so each verdict is kept in the user's cache by the pair's per-task counts, and the
 ones not kept are split between this process and one more when there are many and the
-machine has two cores or more."""
+machine has two cores or more.
+
+A kept verdict is sealed under its key (``analysis.cache_seal``) and checked for its types: one
+cut short, another pair's, or of the wrong shape is computed again. The helper is waited for
+only so long (``helper_wait``: its share takes about as long as this process's): one that
+hangs, dies or answers garbage is ended and its share computed here."""
 
 from __future__ import annotations
 
@@ -15,11 +20,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from driftdesk.analysis import cache_seal
 from driftdesk.analysis.code_version import code_version
 from driftdesk.analysis.trend_data import RunAggregate
 from driftdesk.paths import caches_enabled
@@ -29,6 +37,13 @@ CACHE_PAIR_VERSION = 2  # of ``PairedOutcome`` (with the code's: see ``pair_file
 # costs more than it saves).
 PARALLEL_FROM = 24
 KEEP_PAIRS = 20_000  # verdicts kept (~300 bytes each), the newest written
+CACHE_PAIR_FORMAT = 2  # 2: sealed under its key
+# The helper's share is about this process's: once this process has done its own, the helper
+# is waited for this many times as long, and at least ``MIN_WAIT_S`` (its start-up on a busy
+# machine); ``HELPER_WAIT_ENV`` (seconds) sets the wait instead (tests).
+WAIT_PER_OWN = 4.0
+MIN_WAIT_S = 10.0
+HELPER_WAIT_ENV = "DRIFTDESK_TREND_HELPER_TIMEOUT"
 
 # What computing a verdict needs of a pair: the baseline's id, both runs' per-task
 # [judged, passes], the allowed drop in pp.
@@ -59,10 +74,10 @@ def paired_outcomes(
     """The verdict of each (baseline index, run index) of ``pairs`` over ``runs``, in order;
     ``digests``: each run's ``tasks_digest``; ``helper``: see ``helper_for``."""
     found: list[PairedOutcome | None] = []
-    paths = []
+    paths, keys = [], []
     for base, run in pairs:
         key = [
-            code_version(f"pairs:{CACHE_PAIR_VERSION}"),
+            code_version(f"pairs:{CACHE_PAIR_VERSION}:{CACHE_PAIR_FORMAT}"),
             allowed_pp,
             runs[base].run_id,
             runs[run].run_id,
@@ -70,12 +85,8 @@ def paired_outcomes(
             digests[run],
         ]
         paths.append(path := pair_file(key))
-        known = load_pair(path)
-        outcome = None
-        if known is not None:
-            with contextlib.suppress(TypeError):
-                outcome = PairedOutcome(**known)
-        found.append(outcome)
+        keys.append(key)
+        found.append(outcome_of(load_pair(path, key)))
     missing = [i for i, outcome in enumerate(found) if outcome is None]
     inputs: list[PairInput] = [
         (runs[pairs[i][0]].run_id, runs[pairs[i][0]].tasks, runs[pairs[i][1]].tasks, allowed_pp)
@@ -83,7 +94,7 @@ def paired_outcomes(
     ]
     for i, outcome in zip(missing, _compute_all(inputs, helper) if inputs else [], strict=True):
         found[i] = outcome
-        store_pair(paths[i], asdict(outcome))
+        store_pair(paths[i], keys[i], asdict(outcome))
     if missing:
         _prune(paths[0].parent)
     return [outcome for outcome in found if outcome is not None]
@@ -93,9 +104,36 @@ def pair_file(key: list[Any]) -> Path:
     """Where a pair's outcome is kept: the user's cache dir, by its ``key`` (JSON-able)."""
     from driftdesk.paths import cache_dir
 
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    digest = hashlib.sha256(_key_line(key)).hexdigest()
     return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
+
+
+def _key_line(key: list[Any]) -> bytes:
+    return json.dumps(key, sort_keys=True, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def outcome_of(data: Any) -> PairedOutcome | None:
+    """``data`` (a kept verdict, or one the helper sent) as a verdict if it has exactly the
+    fields and types of one; else None (computed again)."""
+    if not isinstance(data, dict) or set(data) != set(PairedOutcome.__dataclass_fields__):
+        return None
+
+    def share(value: Any) -> bool:
+        return value is None or type(value) in (int, float)
+
+    def count(value: Any) -> bool:
+        return type(value) is int and value >= 0
+
+    if not (
+        isinstance(data["passed"], bool)
+        and isinstance(data["detail"], str)
+        and isinstance(data["sentence"], str)
+        and share(data["delta"])
+        and share(data["p_value"])
+        and all(count(data[k]) for k in ("shared_tasks", "only_in_a", "only_in_b"))
+    ):
+        return None
+    return PairedOutcome(**data)
 
 
 def tasks_digest(tasks: dict[str, list[int]]) -> str:
@@ -104,29 +142,30 @@ def tasks_digest(tasks: dict[str, list[int]]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def load_pair(path: Path) -> dict[str, Any] | None:
-    """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``; None:
-    not kept, or unreadable)."""
+def load_pair(path: Path, key: list[Any]) -> dict[str, Any] | None:
+    """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``) under
+    ``key`` (None: not kept, unreadable, not whole or another pair's)."""
     if not caches_enabled():
         return None
+    payload = cache_seal.read_sealed(path, _key_line(key))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = None if payload is None else json.loads(payload)
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 
 
-def store_pair(path: Path, outcome: dict[str, Any]) -> None:
-    """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test)."""
-    from driftdesk.fileio import atomic_write_text
+def store_pair(path: Path, key: list[Any], outcome: dict[str, Any]) -> None:
+    """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test),
+    sealed under its key (checked whole on read: no fsync)."""
+    from driftdesk.fileio import atomic_write_bytes
 
     if not caches_enabled():
         return
+    data = cache_seal.sealed(_key_line(key), json.dumps(outcome, separators=(",", ":")).encode())
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(
-            path, json.dumps(outcome, separators=(",", ":")), mode=0o600, durable=False
-        )
+        atomic_write_bytes(path, data, mode=0o600, durable=False)
 
 
 def _prune(folder: Path) -> None:
@@ -154,6 +193,8 @@ class Helper:
     def __init__(self) -> None:
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONSAFEPATH": "1"}
         self.process: subprocess.Popen[bytes] | None
+        self._exchange: threading.Thread | None = None
+        self._answer: bytes | None = None
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", __name__],
@@ -166,30 +207,45 @@ class Helper:
             self.process = None
 
     def give(self, inputs: list[PairInput]) -> bool:
-        """Hand it ``inputs``; False: it cannot take them (not started, or died)."""
+        """Hand it ``inputs`` (written, and its answer read, by a thread: a helper that stops
+        reading cannot block this process); False: it cannot take them (not started)."""
         process = self.process
         if process is None or process.stdin is None:
             return False
-        try:
-            process.stdin.write(json.dumps(inputs).encode())
-            process.stdin.close()
-        except OSError:
-            self.close()
-            return False
+        data = json.dumps(inputs).encode()
+
+        def exchange() -> None:
+            try:
+                self._answer, _ = process.communicate(data)
+            except (OSError, ValueError):  # died, or ended by ``close``
+                self._answer = None
+
+        self._exchange = threading.Thread(target=exchange, daemon=True)
+        self._exchange.start()
         return True
 
-    def result(self, count: int) -> list[PairedOutcome] | None:
-        """Its ``count`` verdicts, or None (failed, or said something else)."""
-        process = self.process
-        if process is None or process.stdout is None:
+    def result(self, count: int, wait: float | None = None) -> list[PairedOutcome] | None:
+        """Its ``count`` verdicts, or None (failed, said something else, or gave no answer
+        within ``wait`` seconds, default ``helper_wait(0)``: then it is ended)."""
+        process, exchange = self.process, self._exchange
+        if process is None or exchange is None:
             return None
-        outcomes: list[PairedOutcome] | None
-        try:
-            outcomes = [PairedOutcome(**item) for item in json.loads(process.stdout.read())]
-        except (OSError, ValueError, TypeError):
-            outcomes = None
-        if process.wait() != 0:
-            outcomes = None
+        exchange.join(helper_wait(0.0) if wait is None else wait)
+        if exchange.is_alive():  # hung: ended, which ends the exchange
+            with contextlib.suppress(OSError):
+                process.kill()
+            exchange.join()
+        answer = self._answer
+        outcomes: list[PairedOutcome] | None = None
+        if answer is not None and process.returncode == 0:
+            try:
+                items = json.loads(answer)
+            except ValueError:
+                items = None
+            if isinstance(items, list):
+                found = [outcome_of(item) for item in items]
+                if all(o is not None for o in found):
+                    outcomes = [o for o in found if o is not None]
         self.close()
         return outcomes if outcomes is not None and len(outcomes) == count else None
 
@@ -200,6 +256,8 @@ class Helper:
             return
         if process.poll() is None:
             process.kill()
+        if self._exchange is not None:  # it reaps the process
+            self._exchange.join()
         process.wait()
         for stream in (process.stdin, process.stdout):
             if stream is not None:
@@ -226,11 +284,22 @@ def _compute_all(inputs: list[PairInput], helper: Helper | None) -> list[PairedO
         return compute(inputs)
     theirs, ours = inputs[1::2], inputs[0::2]
     given = helper.give(theirs)
+    started = time.monotonic()
     mine = compute(ours)
-    other = helper.result(len(theirs)) if given else None
+    other = helper.result(len(theirs), helper_wait(time.monotonic() - started)) if given else None
     if other is None:
         other = compute(theirs)
     return [mine[i // 2] if i % 2 == 0 else other[i // 2] for i in range(len(inputs))]
+
+
+def helper_wait(own: float) -> float:
+    """How long to wait for the helper's share once this process took ``own`` seconds for
+    its own (see ``WAIT_PER_OWN``)."""
+    with contextlib.suppress(KeyError, ValueError):
+        set_to = float(os.environ[HELPER_WAIT_ENV])
+        if set_to >= 0:
+            return set_to
+    return max(MIN_WAIT_S, WAIT_PER_OWN * own)
 
 
 def _cores() -> int:

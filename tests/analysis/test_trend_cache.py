@@ -11,6 +11,7 @@ from pathlib import Path
 from analysis_fixtures import attempt_row, write_run
 from trend_history import set_started
 
+from driftdesk.analysis import cache_seal
 from driftdesk.analysis.trend import Trend, build_trend
 from driftdesk.analysis.trend_cache import KEEP, entry_file
 
@@ -50,27 +51,27 @@ def test_an_unchanged_history_is_printed_from_the_kept_trend_without_reading_a_r
     figures = json.loads(first.stdout)
     assert [r["success_rate"] for r in figures["runs"]] == [1.0, 1.0, 0.75]
     (entry,) = _entries(home)
-    # Every attempts file made unreadable as rows, its size and mtime kept: the same answer,
-    # to the byte, so no attempts file was read …
-    for run_dir in runs:
-        _blank_keeping_size_and_mtime(run_dir / "attempts.jsonl")
+    made = entry.stat()
+    # The same answer, to the byte, read from the entry, not made again (that replaces it) …
     again = cli("trend", "--runs", str(folder), "--json")
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout
-    # … and nothing was rebuilt: the kept text is what is printed (a planted figure shows)
-    key, text, state = entry.read_bytes().split(b"\n", 2)
-    assert text.count(b'"success_rate": 0.75') == 1
-    entry.write_bytes(
-        b"\n".join((key, text.replace(b'"success_rate": 0.75', b'"success_rate": 0.5'), state))
-    )
+    read = entry.stat()
+    assert (read.st_ino, read.st_mtime_ns) == (made.st_ino, made.st_mtime_ns)
+    # … and the kept text is what is printed: a planted figure, sealed again as a forger
+    # holding the user's rights could (``cache_seal``), shows
+    key, _, payload = entry.read_bytes().split(b"\n", 2)
+    assert payload.count(b'"success_rate": 0.75') == 1
+    planted_text = payload.replace(b'"success_rate": 0.75', b'"success_rate": 0.5', 1)
+    entry.write_bytes(cache_seal.sealed(key, planted_text))
     planted = json.loads(cli("trend", "--runs", str(folder), "--json").stdout)
     assert [r["success_rate"] for r in planted["runs"]] == [1.0, 1.0, 0.5]
     # The text table and the Trend view read the kept state: the same figures
     assert build_trend(runs).to_json() == figures
-    # One run changed (a new mtime): computed again. That run is read (its rows are now
-    # blank), the others come from their aggregates, unchanged.
-    stat = (runs[2] / "attempts.jsonl").stat()
-    os.utime(runs[2] / "attempts.jsonl", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    # One run's rows blanked, its size and mtime put back: its ctime changed, so it is
+    # computed again. That run is read (its rows are now blank), the others come from their
+    # aggregates, unchanged.
+    _blank_keeping_size_and_mtime(runs[2] / "attempts.jsonl")
     changed = json.loads(cli("trend", "--runs", str(folder), "--json").stdout)
     assert [r["success_rate"] for r in changed["runs"]] == [1.0, 1.0, None]
     assert changed["runs"][2]["skipped_lines"] == 1
@@ -94,9 +95,12 @@ def test_other_options_and_a_rewritten_aggregate_entry_are_computed_again(
     assert len(_entries(home)) == 3
     assert entry_file([d.resolve() for d in runs], {}) not in _entries(home)
     # a run's aggregate entry rewritten is a changed input: what it says shows
-    cached = json.loads((runs[0] / ".trend-aggregate.json").read_text())
-    cached["aggregate"]["harness_errors"] = 5
-    (runs[0] / ".trend-aggregate.json").write_text(json.dumps(cached))
+    # (sealed again, as a forger holding the user's rights could: ``cache_seal``)
+    entry = runs[0] / ".trend-aggregate.json"
+    key, _, payload = entry.read_bytes().split(b"\n", 2)
+    cached = json.loads(payload)
+    cached["harness_errors"] = 5
+    entry.write_bytes(cache_seal.sealed(key, json.dumps(cached).encode()))
     assert build_trend(runs).runs[0].run.harness_errors == 5
     # the kept entries are bounded: the oldest go
     for day in range(4, 4 + KEEP):
