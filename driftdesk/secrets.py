@@ -7,7 +7,7 @@ import bisect
 import functools
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 # Bearer tokens and provider-style keys that may appear in error bodies or logs. Each pattern
@@ -21,6 +21,9 @@ KEY_PATTERN_SOURCES = (
 )
 REDACTED = "…redacted"  # what stands after a kept prefix
 _KEY_PATTERNS = [re.compile(source, re.ASCII) for source in KEY_PATTERN_SOURCES]
+# What each pattern's match must contain, lower-cased: most text holds none of them, and one
+# substring test is far cheaper than a case-insensitive scan of the text.
+_KEY_PATTERN_WORDS = ("sk-", "bearer", "x-api-key")
 
 
 def mask_key(key: str | None) -> str:
@@ -86,11 +89,30 @@ secret_shapes = functools.lru_cache(maxsize=256)(_shapes)
 _ASCII_SPACE = dict.fromkeys((c for c in range(128) if chr(c).isspace()), None)
 _SPACES = re.compile(r"\s+")
 # A JSON escape at any depth (its backslash written 1, 2, 4... times) or a run of URL escapes.
-_ESCAPED = re.compile(r"\\+(?:u[0-9a-fA-F]{4}|.)|(?:%[0-9a-fA-F]{2})+", re.DOTALL)
+_ESCAPED = re.compile(r"\\+(?:u[0-9a-fA-F]{4}|.)|%[0-9a-fA-F]{2}(?:%[0-9a-fA-F]{2})*", re.DOTALL)
+
+
+def _escapes(text: str) -> Iterator[re.Match[str]]:
+    """Each escape (``_ESCAPED``) in ``text``, left to right. Found by ``str.find`` and matched
+    where it stands: in text with few escapes (most), many times cheaper than a regex scan."""
+    find = text.find
+    backslash, percent = find("\\"), find("%")
+    while backslash >= 0 or percent >= 0:
+        at = percent if backslash < 0 or 0 <= percent < backslash else backslash
+        match = _ESCAPED.match(text, at)
+        end = match.end() if match else at + 1
+        if match:
+            yield match
+        if backslash >= 0 and backslash < end:
+            backslash = find("\\", end)
+        if percent >= 0 and percent < end:
+            percent = find("%", end)
 
 
 def _squeezed(text: str) -> str:
-    if text.isascii():  # translate's fast path: several times cheaper than split and join
+    # The same characters either way: translate (its ASCII fast path) is several times cheaper
+    # than split and join on long text, and several times dearer on a short line.
+    if len(text) > 512 and text.isascii():
         return text.translate(_ASCII_SPACE)
     return "".join(text.split())
 
@@ -127,7 +149,13 @@ def _decoded_unit(match: re.Match[str]) -> str:
 def _decoded(squeezed: str) -> str:
     if "\\" not in squeezed and "%" not in squeezed:
         return squeezed
-    return _ESCAPED.sub(_decoded_unit, squeezed)
+    parts = []
+    done = 0
+    for match in _escapes(squeezed):
+        parts += [squeezed[done : match.start()], _decoded_unit(match)]
+        done = match.end()
+    parts.append(squeezed[done:])
+    return "".join(parts)
 
 
 class _View:
@@ -141,8 +169,7 @@ class _View:
         parts: list[str] = []
         at = 0  # the view's length so far
         done = 0  # the source consumed so far
-        pattern = _ESCAPED if decode else _SPACES
-        for match in pattern.finditer(text):
+        for match in _escapes(text) if decode else _SPACES.finditer(text):
             if match.start() > done:  # plain characters, one for one
                 at = self._add(parts, text[done : match.start()], done, match.start(), at, True)
             done = match.end()
@@ -285,8 +312,10 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     finders = [secret_finder(s) for s in secrets if s and len(s) >= 4]
     if finders:
         text = _without_secrets(text, finders)
-    for pattern in _KEY_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    lowered = text.lower()
+    for word, pattern in zip(_KEY_PATTERN_WORDS, _KEY_PATTERNS, strict=True):
+        if word in lowered:
+            text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 

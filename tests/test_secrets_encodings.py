@@ -304,3 +304,10 @@ def test_the_views_that_find_a_secret_and_those_that_place_it_agree() -> None:
         shape = rng.choice(list(wrapped_shapes().values()))
         out = redact(text + shape + text, [ENV_KEY])
         assert not holds_secret(out, [ENV_KEY]) and not key_recoverable(out), repr(text)
+
+
+def test_key_like_values_are_found_in_any_letter_case_of_their_label() -> None:
+    # Each key-like pattern runs only when its label is in the text (any case): a cheap test
+    # that must never skip a match.
+    text = "BEARER tok_ABCDEFGH12345678, X-Api-Key: abcdefgh.12345678, sk-proj-0123456789abcdef"
+    assert redact(text) == "BEARER …redacted, X-Api-Key: …redacted, sk-proj…redacted"
