@@ -202,6 +202,17 @@ def test_suite_and_profile_pick_the_runs(cli, home, tmp_path: Path) -> None:  # 
     assert cli("trend", "--runs", str(tmp_path / "missing")).returncode == 2
 
 
+def _plant(entry: Path, field: str, value: int) -> None:
+    """A figure planted in a run's trend entry, sealed again as a forger holding the user's
+    rights could (``cache_seal``): a sealed entry is read as it is."""
+    from driftdesk.analysis import cache_seal
+
+    key, _, payload = entry.read_bytes().split(b"\n", 2)
+    aggregate = json.loads(payload)
+    aggregate[field] = value
+    entry.write_bytes(cache_seal.sealed(key, json.dumps(aggregate).encode()))
+
+
 def test_the_cache_is_reused_dropped_on_change_and_changes_no_figure(tmp_path: Path) -> None:
     a = _run(tmp_path, "a", 1, _same())
     b = _run(tmp_path, "b", 2, _same())
@@ -210,9 +221,7 @@ def test_the_cache_is_reused_dropped_on_change_and_changes_no_figure(tmp_path: P
     warm = build_trend([a, b]).to_json()
     assert warm == cold
     # the cache is what is read: a planted figure shows (so the test can see it is used) …
-    entry = json.loads((b / CACHE_FILE).read_text())
-    entry["aggregate"]["link_errors"] = 99
-    (b / CACHE_FILE).write_text(json.dumps(entry))
+    _plant(b / CACHE_FILE, "link_errors", 99)
     assert build_trend([a, b]).runs[1].run.link_errors == 99
     # … until a source changes: its entry is dropped and the rows read again
     with (b / "attempts.jsonl").open("a") as fh:
@@ -238,9 +247,7 @@ def test_a_run_dir_the_cache_cannot_be_written_to_is_cached_under_the_user_cache
     assert (a / CACHE_FILE).is_dir()
     fallback = user_cache_file(a)
     assert fallback.is_file() and fallback.is_relative_to(home.root / ".cache")
-    entry = json.loads(fallback.read_text())
-    entry["aggregate"]["harness_errors"] = 7  # read from there next time
-    fallback.write_text(json.dumps(entry))
+    _plant(fallback, "harness_errors", 7)  # read from there next time
     assert build_trend([a]).runs[0].run.harness_errors == 7
     fallback.unlink()
     assert build_trend([a]).to_json() == figures
