@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.terminal import printable, printable_path
+
 if TYPE_CHECKING:
     from driftdesk.reruns.adaptive import AdaptiveDesign
     from driftdesk.reruns.engine import RunOutcome
@@ -100,6 +102,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the harness (or the Claude Code / Codex client) under bubblewrap: no session "
         "bus, keyring files, home or other processes' /proc; writes only to its attempt folder "
         "(see docs/ARCHITECTURE.md)",
+    )
+    p.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        type=_pass_env_name,
+        metavar="NAME",
+        help="pass this variable of yours to the harness (repeatable; a glob such as AWS_* "
+        "too): a harness gets only PATH, HOME, locale, terminal, temp and proxy settings "
+        "otherwise (`driftdesk doctor` lists them). Resume keeps the names, never the values",
     )
     p.add_argument("--max-retries", type=int, default=4, help="link-error retries per attempt")
     p.add_argument(
@@ -248,6 +260,15 @@ def _ray_settings(args: argparse.Namespace, base: Any = None) -> Any:
     )
 
 
+def _pass_env_name(text: str) -> str:
+    from driftdesk.providers.harness_env import pass_env_problem
+
+    problem = pass_env_problem([text])
+    if problem:
+        raise argparse.ArgumentTypeError(problem.removeprefix("pass_env: "))
+    return text
+
+
 def _port(text: str) -> int:
     """A TCP port for argparse: a wrong one is a usage error (exit 2), not a bind() failure."""
     try:
@@ -284,7 +305,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     try:
         outcome = asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        where = progress.run_dir or "the run dir"
+        where = printable_path(progress.run_dir) if progress.run_dir else "the run dir"
         print(
             f"\ninterrupted: in-flight attempts were cancelled and not recorded; finish with:\n"
             f"  driftdesk resume {where}",
@@ -292,7 +313,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         )
         return EXIT_INTERRUPTED
     except SuiteLinesUnreadable as exc:
-        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         print(
             f"nothing was run: fix those lines, or run again with --skip-bad-lines to run the "
             f"other {_plural(exc.tasks_left, 'task')} without them",
@@ -300,18 +321,15 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         )
         return EXIT_SETUP_ERROR
     except EndpointCheckFailed as exc:
-        print(
-            f"driftdesk: the run did not start: profile {exc.profile}'s endpoint failed its check",
-            file=sys.stderr,
-        )
-        for check in exc.checks:
-            print(f"  {check.message}", file=sys.stderr)
+        lines = [
+            f"driftdesk: the run did not start: profile {exc.profile}'s endpoint failed its check"
+        ]
+        for check in exc.checks:  # an endpoint's answer may be quoted: shown inert
+            lines.append(f"  {check.message}")
             if check.fix:
-                print(f"  fix: {check.fix}", file=sys.stderr)
-        print(
-            f"  every check: driftdesk doctor {exc.profile}   (skip this one: --no-probe)",
-            file=sys.stderr,
-        )
+                lines.append(f"  fix: {check.fix}")
+        lines.append(f"  every check: driftdesk doctor {exc.profile}   (skip this one: --no-probe)")
+        print(printable("\n".join(lines)), file=sys.stderr)
         return EXIT_SETUP_ERROR
     except (
         ProfileError,
@@ -323,11 +341,11 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         FileNotFoundError,
         ValueError,
     ) as exc:
-        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         return EXIT_SETUP_ERROR
-    print(f"{outcome.status}: {outcome.run_dir}")
+    print(f"{outcome.status}: {printable_path(outcome.run_dir)}")
     if outcome.reason:
-        print(outcome.reason, file=sys.stderr)
+        print(printable(outcome.reason), file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
     injected = _injection_line(outcome.run_dir)
     if injected:
@@ -340,21 +358,23 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(stats.link_errors.items()))
         profile = _manifest(outcome.run_dir).get("profile", "PROFILE")
         print(
-            f"driftdesk: every attempt ({stats.done}) was a link error ({kinds}): the model was "
-            f"never reached, so this run measures nothing about it.\n"
-            f"  check the endpoint: driftdesk doctor {profile}\n"
-            f"  then retry those attempts: driftdesk resume {_shown(outcome.run_dir)} "
-            "--retry-link-errors",
+            printable(
+                f"driftdesk: every attempt ({stats.done}) was a link error ({kinds}): the model "
+                f"was never reached, so this run measures nothing about it.\n"
+                f"  check the endpoint: driftdesk doctor {profile}\n"
+                f"  then retry those attempts: driftdesk resume {_shown(outcome.run_dir)} "
+                "--retry-link-errors"
+            ),
             file=sys.stderr,
         )
         return EXIT_ALL_LINK_ERRORS
     harness_errors = stats.by_outcome.get("harness_error", 0)
     if harness_errors and link_errors + harness_errors == stats.done:
-        print(_all_harness_errors(outcome.run_dir, stats.done), file=sys.stderr)
+        print(printable(_all_harness_errors(outcome.run_dir, stats.done)), file=sys.stderr)
         return EXIT_ALL_HARNESS_ERRORS
     unknown = _sandbox_did_not_know(outcome.run_dir)
     if unknown:
-        print(unknown, file=sys.stderr)
+        print(printable(unknown), file=sys.stderr)
     print(next_commands(outcome.run_dir))
     return 0
 
@@ -410,11 +430,12 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _shown(path: Path) -> str:
-    """A path as the user would type it: relative to the current folder when under it."""
+    """A path as the user would type it: relative to the current folder when under it; its
+    control characters (a folder can be named anything) escaped, inert on a terminal."""
     try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+        return printable_path(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
-        return str(path)
+        return printable_path(path)
 
 
 def _manifest(run_dir: Path) -> dict[str, Any]:
@@ -444,7 +465,7 @@ def next_commands(run_dir: Path) -> str:
     lines.append(
         f"  driftdesk tui --runs {_shown(Path(run_dir).parent)}   # browse it in the workbench"
     )
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # the manifest's profile name too
 
 
 def _suite_argument(suite: object) -> str | None:
@@ -486,17 +507,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     problem = inject_problem(args.inject)
     if problem is not None:
-        print(f"driftdesk: {problem}", file=sys.stderr)
+        print(printable(f"driftdesk: {problem}"), file=sys.stderr)
         return EXIT_SETUP_ERROR
     try:
         ray = _ray_settings(args, base=True)
     except ValueError as exc:
-        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         return EXIT_SETUP_ERROR
     try:
         design = _adaptive_design(args)
     except ValueError as exc:
-        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         return EXIT_SETUP_ERROR
     spec = RunSpec(
         adaptive=design,
@@ -514,6 +535,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         agent=args.agent,
         command=args.command_template,
         isolate=args.isolate,
+        pass_env=list(args.pass_env),
         retry_policy=RetryPolicy(
             max_retries=args.max_retries,
             max_delay_s=(
@@ -587,13 +609,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     done = _nothing_to_resume(args.run_dir, args.retry_link_errors)
     if done:
-        print(done)
+        print(printable(done))
         return 0
     _say_why_it_stopped(args.run_dir)
     try:
         ray = _ray_settings(args)
     except ValueError as exc:
-        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         return EXIT_SETUP_ERROR
     return _drive(
         lambda progress: resume_run(
@@ -619,7 +641,7 @@ def _say_why_it_stopped(run_dir: Path) -> None:
         return
     if reason:
         why = reason.removeprefix("stopped: ")
-        print(f"driftdesk: resuming; the run had stopped: {why}", file=sys.stderr)
+        print(printable(f"driftdesk: resuming; the run had stopped: {why}"), file=sys.stderr)
 
 
 def _nothing_to_resume(run_dir: Path, retry_link_errors: bool) -> str | None:
@@ -690,7 +712,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             shift_seed=args.shift_seed,
         )
     except SuiteError as exc:
-        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         return EXIT_SETUP_ERROR
     what = "the suites " + ", ".join(args.suites) if args.suites else "the built-in suites"
     # Everything after start() sits inside the try: a Ctrl-C at any point stops cleanly.

@@ -17,6 +17,11 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from driftdesk.providers import locations, status
+from driftdesk.providers.harness_env import (
+    harness_base_environment,
+    pass_env_problem,
+    withheld_names,
+)
 from driftdesk.providers.keys import (
     KeyMissing,
     KeyringUnavailable,
@@ -26,6 +31,7 @@ from driftdesk.providers.keys import (
 )
 from driftdesk.providers.profiles import Profile, ProfileError, ProfileStore
 from driftdesk.secrets import redact
+from driftdesk.terminal import printable
 
 Level = Literal["ok", "warn", "error"]
 SHADOW_PREFIXES = ("ANTHROPIC_", "OPENAI_")
@@ -81,8 +87,11 @@ def run_doctor(
     checks.extend(check_env_keys())
     checks.extend(check_claude_settings())
     checks.extend(check_drift())
+    if not profiles:
+        checks.append(check_harness_env())
     for profile in profiles:
         checks.extend(check_base_url(profile))
+        checks.append(check_harness_env(profile))
         if profile.no_key:
             checks.append(Check(f"{profile.name}: key", "ok", "keyless profile: no key is sent"))
             key = None
@@ -199,6 +208,34 @@ def check_shell_env(environ: dict[str, str] | None = None) -> list[Check]:
             "unset " + " ".join(names) + "  (and remove them from your shell profile)",
         )
     ]
+
+
+def check_harness_env(
+    profile: Profile | None = None, environ: dict[str, str] | None = None
+) -> Check:
+    """Which of this shell's variables a harness of a run would receive (the allow-list, plus
+    what the profile's ``pass_env`` names) and which it would not: names only, never values."""
+    name = f"{profile.name}: harness env" if profile else "harness env"
+    patterns = profile.pass_env if profile else []
+    problem = pass_env_problem(patterns)
+    if problem:
+        return Check(name, "error", problem, "fix pass_env in the profile's table of config.toml")
+    env = os.environ if environ is None else environ
+    passed = sorted(harness_base_environment(patterns, None, env))
+    withheld = withheld_names(patterns, env)
+    named = f" (the profile passes {', '.join(patterns)})" if patterns else ""
+    message = (
+        f"a run's harness receives {len(passed)} of this shell's variables{named}: "
+        f"{', '.join(passed) or 'none'}; withheld ({len(withheld)}): "
+        f"{', '.join(withheld) or 'none'}"
+    )
+    return Check(
+        name,
+        "ok",
+        printable(message, keep_newlines=False),
+        "driftdesk run --pass-env NAME (repeatable, globs too), or pass_env in the profile or "
+        "the suite's task, for a variable a harness needs",
+    )
 
 
 def check_codex_config() -> list[Check]:

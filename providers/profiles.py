@@ -19,6 +19,7 @@ from driftdesk import paths
 from driftdesk.fileio import atomic_write_text
 from driftdesk.filelock import locked
 from driftdesk.providers.errors import ConfigFileError, ProfileError, ProfileNotFound
+from driftdesk.providers.harness_env import pass_env_problem
 
 Protocol = Literal["openai", "anthropic"]
 PROTOCOLS: tuple[str, ...] = ("openai", "anthropic")
@@ -81,6 +82,10 @@ class Profile:
     # ``inject = "429=5%,500=2%"``: runs of this profile inject these faults at the proxy
     # (driftdesk.reruns.faults; ``--inject`` overrides it). None: not set.
     inject: str | None = None
+    # ``pass_env = ["HF_TOKEN", "AWS_*"]``: variables (names or globs) a harness of this
+    # profile's runs gets beyond the allow-list (driftdesk.providers.harness_env). Written
+    # only when set, so a form that does not know the field never drops it.
+    pass_env: list[str] = field(default_factory=list)
 
     @property
     def records_bodies(self) -> bool:
@@ -114,6 +119,9 @@ class Profile:
                 "openai profiles send the key as a bearer token (the openai SDK and Codex know no "
                 "other way): use --auth-header bearer"
             )
+        problem = pass_env_problem(self.pass_env)
+        if problem:
+            raise ProfileError(f"profile {self.name!r}: {problem}")
         for header in self.headers:
             if is_credential_header(header):
                 raise ProfileError(
@@ -143,7 +151,14 @@ def _from_table(name: str, table: dict[str, Any]) -> Profile:
         no_key=bool(table.get("no_key", False)),
         record_bodies=_flag(table["record_bodies"]) if "record_bodies" in table else None,
         inject=str(table["inject"]) if table.get("inject") else None,
+        # kept as written: ``validate`` says what is wrong with it, when it is used
+        pass_env=_written_list(table["pass_env"]) if "pass_env" in table else [],
     )
+
+
+def _written_list(value: Any) -> Any:
+    """A hand-written TOML array as a plain list; anything else as it is (for ``validate``)."""
+    return [v for v in value] if isinstance(value, list) else value
 
 
 def _flag(value: Any) -> bool:
@@ -226,6 +241,8 @@ class ProfileStore:
         if profile.record_bodies is not None:
             table["record_bodies"] = profile.record_bodies
         values["inject"] = profile.inject  # None: no injection (a cleared setting goes)
+        if profile.pass_env:
+            table["pass_env"] = list(profile.pass_env)
         for key, value in values.items():
             if value is None:
                 table.pop(key, None)

@@ -16,13 +16,14 @@ import signal
 import stat
 import string
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 
+from driftdesk.providers.harness_env import harness_base_environment
 from driftdesk.reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
 from driftdesk.reruns.retry import (
     RetryPolicy,
@@ -82,6 +83,9 @@ class AttemptContext:
     emit_output: Callable[[str, str], None]  # (stream, line)
     on_retry: Callable[[int, str, float], None]  # (retry number, error code, delay)
     secrets: tuple[str, ...] = ()  # scrubbed from any message we keep
+    # Variables (names or globs) of ours the harness gets beyond the allow-list: the run's
+    # --pass-env, the profile's and the task's pass_env (``providers.harness_env``).
+    pass_env: tuple[str, ...] = ()
     retries: int = 0
     log_lines: list[str] = field(default_factory=list)
     result_path: str | None = None  # the command agent's last try's, relative to the run dir
@@ -469,19 +473,9 @@ def command_for_try(
     return command, extra
 
 
-# What lets a process reach the OS keyring (the session bus, our service name): a harness,
-# or a Codex / Claude Code it launches, must not run ``driftdesk key`` and get the real key.
-_KEYRING_ACCESS = ("DBUS_SESSION_BUS_ADDRESS", "DRIFTDESK_KEYRING_SERVICE", "GNOME_KEYRING_CONTROL")
 # Set in every harness's environment; ``driftdesk key`` refuses to print a key when it is set.
 RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"
 RUN_DIR_ENV = "DRIFTDESK_RUN_DIR"  # the run dir (absolute), in every harness's environment
-
-
-def _is_credential(name: str) -> bool:
-    upper = name.upper()
-    if upper.endswith(("_API_KEY", "_AUTH_TOKEN")):
-        return True
-    return upper.startswith(("OPENAI_", "ANTHROPIC_")) and ("KEY" in upper or "TOKEN" in upper)
 
 
 def child_environment(
@@ -492,15 +486,14 @@ def child_environment(
     extra: dict[str, str],
     *,
     run_id: str,
+    pass_env: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The harness's environment: ours, minus anything holding the real key, a credential
-    (``*_API_KEY``, ``*_AUTH_TOKEN``…) or a way to the keyring, plus the proxy's URL, the
-    run's throwaway key and ``DRIFTDESK_RUN_CHILD=<run_id>``."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if real_key not in v and k not in _KEYRING_ACCESS and not _is_credential(k)
-    }
+    """The harness's environment, built from an allow-list (``providers.harness_env``: what a
+    shell and the client need) plus what ``pass_env`` names (the run's ``--pass-env``, the
+    profile's and the task's ``pass_env``), never a way to the keyring nor a value holding the
+    real key; then the proxy's URL, the try's throwaway key, ``extra`` and
+    ``DRIFTDESK_RUN_CHILD=<run_id>``."""
+    env = harness_base_environment(pass_env, real_key)
     if protocol == "anthropic":
         env["ANTHROPIC_BASE_URL"] = proxy_base_url
         env["ANTHROPIC_API_KEY"] = throwaway_key
@@ -546,8 +539,9 @@ def kill_leftover_harnesses(run_id: str, run_dir: Path) -> int:
     with no chance to clean up (its guard killed too) left behind. Returns how many. A process
     that scrubbed its environment and re-executed is beyond this (see the threat model in
     docs/ARCHITECTURE.md)."""
-    needle = f"{RUN_CHILD_ENV}={run_id}".encode()
-    where = f"{RUN_DIR_ENV}={Path(run_dir).absolute()}".encode()
+    # As the child's environment holds them: a path's bytes that are no UTF-8 included.
+    needle = os.fsencode(f"{RUN_CHILD_ENV}={run_id}")
+    where = os.fsencode(f"{RUN_DIR_ENV}={Path(run_dir).absolute()}")
     me, uid, killed = os.getpid(), os.getuid(), 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:

@@ -38,6 +38,7 @@ from driftdesk.layout import (
     RECORDING_SUFFIX,
 )
 from driftdesk.paths import rerun_dir, runs_dir
+from driftdesk.providers.harness_env import pass_env_problem
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.adaptive import AdaptiveDesign, AdaptivePolicy, DesignError
@@ -100,6 +101,7 @@ from driftdesk.reruns.recording import (
     CallRecorder,
     RecordingSettings,
     max_recorded_mb_problem,
+    tries_begun,
 )
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.sandbox import SandboxServer
@@ -140,6 +142,9 @@ class RunSpec:
     agent: AgentName = "builtin"
     command: str | None = None
     isolate: bool = False  # run the harness under bubblewrap (reruns/isolation.py)
+    # Variables (names or globs) of ours a harness gets beyond the allow-list (--pass-env;
+    # providers/harness_env.py). The manifest keeps the names, never a value.
+    pass_env: list[str] = field(default_factory=list)
     # In-memory key override (the demo, when no keyring exists). Never written anywhere.
     api_key: str | None = field(default=None, repr=False)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
@@ -199,6 +204,7 @@ class RunSpec:
             agent=agent,
             command=manifest.get("command"),
             isolate=bool(manifest.get("isolate", False)),
+            pass_env=[str(n) for n in manifest.get("pass_env") or []],
             api_key=api_key,
             retry_policy=RetryPolicy.from_manifest(manifest),
             probe=True,
@@ -233,7 +239,11 @@ def _resolve_profile(profile: str | Profile) -> Profile:
     if isinstance(profile, Profile):
         profile.validate()
         return profile
-    return ProfileStore().get(profile)
+    found = ProfileStore().get(profile)
+    problem = pass_env_problem(found.pass_env)  # hand-written in the TOML file
+    if problem:
+        raise RunSetupError(f"profile {found.name!r}: {problem}")
+    return found
 
 
 def _resolve_key(profile: Profile, override: str | None) -> str:
@@ -320,6 +330,7 @@ class _Execution:
         self.profile = profile
         self._real_key = real_key
         self.agent, self.command, self.isolate = _harness_of(manifest)
+        self.pass_env = tuple(str(n) for n in manifest.get("pass_env") or ())
         self.timeout_s = float(manifest.get("timeout_seconds", 120.0))
         self.concurrency = max(1, concurrency or int(manifest.get("concurrency", 2)))
         seed = int(manifest.get("seed") or 0)
@@ -526,6 +537,7 @@ class _Execution:
             calls_file=_BackgroundRows(self._calls_file, self._io, self._watch_write),
             on_call=self._on_call,
             call_counts=rundir.count_calls(self.run_dir),
+            tries=tries_begun(self.run_dir),
             host=self.cluster.node_ip if self.cluster is not None else "127.0.0.1",
             recorder=recorder,
             injector=(
@@ -652,6 +664,7 @@ class _Execution:
             emit_output=output,
             on_retry=retrying,
             secrets=(self._real_key, self.proxy.run_key),
+            pass_env=(*self.pass_env, *self.profile.pass_env, *self.suite.task(task_id).pass_env),
         )
 
     async def _run_slot(self, task_id: str, attempt: int) -> None:
@@ -965,6 +978,8 @@ async def execute_run(spec: RunSpec, listener: RunListener | None = None) -> Run
         task_ids = select_tasks(spec, suite)
     await _checkpoint()
     _check_agent(spec.agent, spec.command, suite, task_ids, spec.isolate)
+    if pass_env_problem(spec.pass_env):
+        raise RunSetupError(str(pass_env_problem(spec.pass_env)))
     _check_executor(spec.executor, spec.agent)
     _check_preset(spec.agent, profile, spec.executor)
     if spec.adaptive is not None:
@@ -1024,6 +1039,7 @@ async def _execute_new_run(
         "check_rule": CHECK_RULE,  # how a task's check exit became an outcome
         "command": spec.command,
         "isolate": spec.isolate,
+        "pass_env": list(spec.pass_env),  # names and globs only, never a value
         "executor": cluster.settings.manifest() if cluster is not None else {"kind": "local"},
         "seed": spec.seed,
         "sample": spec.sample,

@@ -320,6 +320,8 @@ async def run_inspect_eval(host: InspectHost) -> None:
         host._real_key,
         {"DRIFTDESK_BASE_URL": base_url, "DRIFTDESK_API_KEY": proxy.run_key},
         run_id=host.run_id,
+        # one eval for the whole run: the run's --pass-env and the profile's pass_env
+        pass_env=(*(host.manifest.get("pass_env") or ()), *host.profile.pass_env),
     )
     # inspect reads a .env found above its working dir, and lets it override our variables
     # when it believes it runs inside VS Code: it must not believe so.

@@ -49,7 +49,7 @@ class LocalTries:
         if host.agent == "command":
             result, calls = await self._run_command(ctx, log_path)
             return result, calls, {}
-        step_env = workspace.step_environment(host.real_key, host.run_id)
+        step_env = workspace.step_environment(host.real_key, host.run_id, ctx.pass_env)
         ws, failed = await workspace.begin(
             host.run_dir, ctx.task, ctx.attempt, step_env, host.timeout_s
         )
@@ -100,7 +100,7 @@ class LocalTries:
         folder = log_path.parent.absolute()
         folder.mkdir(parents=True, exist_ok=True)
         uses_result_path = "result_path" in template_fields(self.host.command)
-        step_env = workspace.step_environment(self.host.real_key, self.host.run_id)
+        step_env = workspace.step_environment(self.host.real_key, self.host.run_id, ctx.pass_env)
         while True:
             try_id = os.urandom(4).hex()
             result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
@@ -135,6 +135,7 @@ class LocalTries:
                     self.host.real_key,
                     extra,
                     run_id=self.host.run_id,
+                    pass_env=ctx.pass_env,
                 )
                 argv = None
                 if self.host.isolate:

@@ -463,6 +463,7 @@ async def run_client_try(
         real_key,
         preset.environment(home, ctx.model) | {"DRIFTDESK_TASK_ID": task.task_id},
         run_id=ctx.run_id,
+        pass_env=ctx.pass_env,
     )
     argv = preset.argv(executable, task.prompt_text, ctx.model)
     command = (
@@ -535,7 +536,7 @@ async def run_preset_attempt(
     executable = preset.locate()
     task = ctx.task
     all_calls: list[dict[str, Any]] = []
-    step_env = workspace.step_environment(real_key, ctx.run_id)
+    step_env = workspace.step_environment(real_key, ctx.run_id, ctx.pass_env)
     extra: dict[str, Any] = {}
     while True:
         ws, failed = await client_workspace(run_dir, ctx, step_env, isolate=isolate)

@@ -164,6 +164,7 @@ class AttemptJob:
     isolate: bool = False
     workspace_tar: Any = None  # an ObjectRef of the task's packed workspace (None: none)
     seed: str = ""
+    pass_env: tuple[str, ...] = ()  # names (globs) of the node's environment the harness gets
 
 
 def pack_folder(folder: Path, limit: int = MAX_WORKSPACE_BYTES) -> bytes:
@@ -287,9 +288,10 @@ async def _run_in(
         emit_output=emit_output,  # streamed to the driver; the log comes back whole too
         on_retry=lambda number, code, delay: retries.append((number, code, delay)),
         secrets=(job.run_key,),
+        pass_env=job.pass_env,
     )
     # The worker has no real key to look for: the throwaway one stands in for it.
-    step_env = workspace.step_environment(job.run_key, job.run_id)
+    step_env = workspace.step_environment(job.run_key, job.run_id, job.pass_env)
     reply: dict[str, Any] = {"retries": retries}
     if job.kind in PRESETS:  # a client always runs in a workspace folder of its own
         reply.update(await _preset(job, ctx, run_dir, log_path, step_env))
@@ -376,7 +378,13 @@ async def _command(
         workspace=ws.path if ws is not None else None,
     )
     env = child_environment(
-        job.protocol, job.base_url, job.run_key, job.run_key, extra, run_id=job.run_id
+        job.protocol,
+        job.base_url,
+        job.run_key,
+        job.run_key,
+        extra,
+        run_id=job.run_id,
+        pass_env=job.pass_env,
     )
     argv = None
     if job.isolate:

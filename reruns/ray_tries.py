@@ -143,6 +143,7 @@ class RayTries:
                         isolate=self.host.isolate,
                         workspace_tar=self.cluster.workspace_ref(ctx.task),
                         seed=str(self.host.rng.random()),
+                        pass_env=ctx.pass_env,
                     )
                     reply = await self.cluster.run(job, placed, ctx.emit_output)
                 except NodeLost as exc:

@@ -73,10 +73,10 @@ class AttemptWorkspace:
         )
 
 
-def step_environment(real_key: str, run_id: str) -> dict[str, str]:
+def step_environment(real_key: str, run_id: str, pass_env: tuple[str, ...] = ()) -> dict[str, str]:
     """The environment of ``setup`` and ``check``: the harness's (no key, no keyring, marked as
     a run's child) without the provider URL and key: they judge files, they call no model."""
-    env = child_environment("openai", "", "", real_key, {}, run_id=run_id)
+    env = child_environment("openai", "", "", real_key, {}, run_id=run_id, pass_env=pass_env)
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         env.pop(name, None)
     return env

@@ -97,6 +97,9 @@ class Task:
     setup: str | None = None
     check: str | None = None
     check_error_codes: tuple[int, ...] = ()  # exits of the check that mean "could not judge"
+    # Variables (names or globs) the task's harness gets beyond the allow-list (secrets it
+    # needs, e.g. HF_TOKEN): see driftdesk.providers.harness_env.
+    pass_env: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -279,8 +282,21 @@ def _parse_task(row: dict[str, Any], where: str, base: Path | None = None) -> Ta
         setup=_optional_command(row, "setup", here),
         check=_optional_command(row, "check", here),
         check_error_codes=_check_error_codes(row, here),
+        pass_env=_pass_env(row, here),
         raw=row,
     )
+
+
+def _pass_env(row: dict[str, Any], where: str) -> tuple[str, ...]:
+    from driftdesk.providers.harness_env import pass_env_problem
+
+    value = row.get("pass_env")
+    if value is None:
+        return ()
+    problem = pass_env_problem(value)
+    if problem:
+        raise SuiteError(f"{where}: {problem}")
+    return tuple(value)
 
 
 def _check_error_codes(row: dict[str, Any], where: str) -> tuple[int, ...]:
