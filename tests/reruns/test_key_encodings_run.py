@@ -1,0 +1,180 @@
+"""A whole run whose tool result and answer hold the real key in every encoding redaction must
+find leaves none of them anywhere: not in any file of the run dir (recordings decompressed),
+not in ``explain --json``, not in what ``run`` prints.
+
+The real CLI runs the builtin agent against a real upstream on loopback. The task's canned tool
+result is what ``base64`` (76 columns, at each alignment) and ``xxd -p`` (60 columns) print of a
+``.env`` file holding the key; the upstream answers with the key it received (the real one)
+written with each ``-`` as ``\\u002d`` (the six characters, and that escaped once more), in
+upper-case hex, URL-encoded and in wrapped base64, streamed 5 characters per event."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import json
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from reruns_helpers import LoopbackServer, read_rows
+from test_secrets_encodings import key_recoverable
+
+from driftdesk.providers.keys import set_key
+from driftdesk.providers.profiles import Profile, ProfileStore
+
+KEY = "sk-e2e-Wr4p+Key/0123456789-abcdefXYZ"
+TASK = "read-env"
+
+
+def _wrapped(text: str, width: int) -> str:
+    return "\n".join(text[i : i + width] for i in range(0, len(text), width))
+
+
+def _env_file(lead: str, key: str) -> bytes:
+    return f"# app\nDEBUG=1\n{lead}OPENAI_API_KEY={key}\nREGION=eu-west-1\n".encode()
+
+
+def tool_output(key: str) -> str:
+    """What a shell tool prints of the ``.env`` file: base64 at each alignment, xxd -p."""
+    parts = []
+    for lead in ("", "x", "xy"):
+        parts.append(
+            f"$ base64 .env{lead}\n" + _wrapped(base64.b64encode(_env_file(lead, key)).decode(), 76)
+        )
+    parts.append("$ xxd -p .env\n" + _wrapped(_env_file("", key).hex(), 60))
+    return "\n".join(parts) + "\n"
+
+
+def answer(key: str) -> str:
+    """The model's answer holding the key it was sent, in encodings the proxy does not mask."""
+    return (
+        f"Found it: {key.replace('-', chr(92) + 'u002d')} (escaped), "
+        f"{key.replace('-', chr(92) * 2 + 'u002d')} (escaped twice), "
+        f"{key.encode().hex().upper()} (hex), {urllib.parse.quote(key, safe='')} (url), "
+        f"and wrapped:\n{_wrapped(base64.b64encode(key.encode()).decode(), 20)}\nDone."
+    )
+
+
+class EchoingModel(LoopbackServer):
+    """Chat Completions: first the task's tool is called, then the answer holds the key."""
+
+    url_suffix = "/v1"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[str] = []
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/chat/completions", self.chat)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        self.received.append(key)
+        head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            return b"data: " + json.dumps({**head, "choices": [choice]}).encode() + b"\n\n"
+
+        called = any(m.get("role") == "tool" for m in body["messages"])
+        events = [chunk({"role": "assistant", "content": ""})]
+        if not called:
+            call = {"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "read_env", "arguments": "{}"}}  # fmt: skip
+            events += [chunk({"tool_calls": [call]}), chunk({}, "tool_calls")]
+        else:
+            text = answer(key)
+            events += [chunk({"content": text[i : i + 5]}) for i in range(0, len(text), 5)]
+            events.append(chunk({}, "stop"))
+        usage = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+        events += [
+            b"data: " + json.dumps({**head, "choices": [], "usage": usage}).encode() + b"\n\n"
+        ]
+        events.append(b"data: [DONE]\n\n")
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for event in events:
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[EchoingModel]:
+    server = EchoingModel()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def _suite(path: Path) -> Path:
+    task = {
+        "task_id": TASK,
+        "prompt": "Print the .env file and tell me what is in it.",
+        "tools": [
+            {
+                "name": "read_env",
+                "description": "prints the .env file, encoded",
+                "parameters": {"type": "object", "properties": {}},
+                "results": {"*": tool_output(KEY)},
+            }
+        ],
+        "expected": {"equals": "Done."},
+    }
+    path.write_text(json.dumps(task) + "\n")
+    return path
+
+
+def _text_of(path: Path) -> str:
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    return data.decode("utf-8", "replace")
+
+
+def test_the_encodings_here_give_the_key_back() -> None:
+    # The checks below could fail: each input holds the key, recoverably, in its encodings.
+    found = key_recoverable(tool_output(KEY), KEY)
+    assert "base64" in found and "hex" in found
+    assert KEY not in answer(KEY) and key_recoverable(answer(KEY), KEY)
+    assert "verbatim or url-encoded" in key_recoverable(json.dumps(answer(KEY)), KEY)
+
+
+@pytest.mark.keyring
+async def test_a_run_keeps_no_encoding_of_the_key_in_any_file_or_output(
+    home: object, model: EchoingModel, tmp_path: Path, cli: Any
+) -> None:
+    ProfileStore().save(Profile(name="echo", protocol="openai", base_url=model.url, model="m"))
+    set_key("echo", KEY)
+    suite = _suite(tmp_path / "suite.jsonl")
+    out = tmp_path / "runs"
+    run = await asyncio.to_thread(
+        cli, "run", "--profile", "echo", "--suite", str(suite), "--repeat", "2",
+        "--out", str(out), timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert set(model.received) == {KEY}  # the upstream had the real key to echo
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    rows = read_rows(run_dir / "attempts.jsonl")
+    assert len(rows) == 2
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"0.transcript.json", "0.log"} <= {n.split("/")[-1] for n in names}, names
+    assert any(n.endswith(".calls.jsonl.gz") for n in names), names
+    transcript = next(p for p in files if p.name == "0.transcript.json")
+    assert "$ base64 .env" in transcript.read_text()  # the tool result was kept, masked
+    for path in files:
+        assert key_recoverable(_text_of(path), KEY) == [], path
+    explained = await asyncio.to_thread(
+        cli, "explain", str(run_dir), TASK, "--attempts", "0", "1", "--json", "--text"
+    )
+    assert explained.returncode == 0, explained.stderr
+    assert "read_env" in explained.stdout
+    for printed in (explained.stdout, explained.stderr, run.stdout, run.stderr):
+        assert key_recoverable(printed, KEY) == [], printed
