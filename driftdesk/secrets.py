@@ -262,35 +262,41 @@ def _masked(text: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(out)
 
 
-def _without_secrets(text: str, finders: list[_SecretShapes]) -> str:
+def _spans(text: str, finders: list[_SecretShapes]) -> list[tuple[int, int, str]]:
+    """Where ``text`` holds each secret, and the mask for it: the secret itself when short,
+    then whatever its decoded view shows and, when decoding changed anything, its squeezed
+    view (decoding may hide a secret written as it is: after a backslash, or holding "%XX")."""
+    spans = []
     for finder in finders:
-        if finder.exact is not None and finder.exact in text:
-            text = text.replace(finder.exact, finder.mask)
+        if finder.exact is not None:
+            at = text.find(finder.exact)
+            while at >= 0:
+                spans.append((at, at + len(finder.exact), finder.mask))
+                at = text.find(finder.exact, at + 1)
     squeezed = _squeezed(text)
     decoded = _decoded(squeezed)
-    text = _masked_in_view(text, decoded, finders, decode=True)
-    if decoded != squeezed:
-        # Decoding may hide a secret written as it is (after a backslash, or holding "%XX"):
-        # the squeezed view of the text (as masked so far) is looked at too.
-        text = _masked_in_view(text, _squeezed(text), finders, decode=False)
-    return text
+    for fast, decode in ((decoded, True), (squeezed, False)):
+        if not decode and fast == decoded:
+            break
+        present = [finder for finder in finders if finder.in_view(fast)]
+        if not present:
+            continue
+        # Found: map the view back to the text (decoded is built on squeezed, on the text).
+        outer = _View(text, decode=False)
+        view = _View(outer.text, decode=True) if decode else outer
+        for finder in present:
+            for start, end in finder.spans(view):
+                if decode:
+                    start, end = outer.source(start, end - 1)
+                spans.append((start, end, finder.mask))
+    return spans
 
 
-def _masked_in_view(text: str, fast: str, finders: list[_SecretShapes], decode: bool) -> str:
-    """``text`` with every secret ``fast`` (its squeezed or decoded view) shows masked."""
-    present = [finder for finder in finders if finder.in_view(fast)]
-    if not present:
-        return text
-    # Found: map the view back to the text (decoded is built on squeezed, built on the text).
-    outer = _View(text, decode=False)
-    view = _View(outer.text, decode=True) if decode else outer
-    spans = []
-    for finder in present:
-        for start, end in finder.spans(view):
-            if decode:
-                start, end = outer.source(start, end - 1)
-            spans.append((start, end, finder.mask))
-    return _masked(text, spans)
+def secret_spans(text: str, secrets: Iterable[str | None]) -> list[tuple[int, int, str]]:
+    """``(start, end, mask)`` of each place ``redact`` masks one of ``secrets`` in ``text``
+    (spans may overlap): for a writer that must mask text it keeps in pieces."""
+    finders = [secret_finder(s) for s in secrets if s and len(s) >= 4]
+    return _spans(text, finders) if finders else []
 
 
 def holds_secret(text: str, secrets: Iterable[str | None]) -> bool:
@@ -311,7 +317,9 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     breaks anywhere), then anything that looks like a key."""
     finders = [secret_finder(s) for s in secrets if s and len(s) >= 4]
     if finders:
-        text = _without_secrets(text, finders)
+        spans = _spans(text, finders)
+        if spans:
+            text = _masked(text, spans)
     lowered = text.lower()
     for word, pattern in zip(_KEY_PATTERN_WORDS, _KEY_PATTERNS, strict=True):
         if word in lowered:
