@@ -9,12 +9,14 @@ address from driftdesk, but it can look for them (``/proc/<driftdesk>/environ``,
   ``/run`` (session and system buses, ``$XDG_RUNTIME_DIR``), ``/var/tmp``, and the keyring
   folder wherever ``$XDG_DATA_HOME`` puts it;
 - its own ``/proc`` (no other process's environment or command line);
-- wherever they live (``--out /srv/...``, a CI checkout under ``/builds``): the run dir (its
-  manifest, ``attempts.jsonl``, ``calls.jsonl``, recordings, every task's folder), the folder
-  of runs it is in (earlier runs beside it), the configured runs folder
-  (``$DRIFTDESK_RUNS_DIR`` or ``./runs``) and driftdesk's config, data and cache folders,
-  behind empty tmpfs too (scratch space whose writes are discarded); when the suite's folder
-  is one of those folders, it shows, but each run dir in it stays hidden;
+- wherever they live (``--out /srv/...``, a CI checkout under ``/builds``), behind empty
+  tmpfs too (scratch space whose writes are discarded): the run dir (its manifest,
+  ``attempts.jsonl``, ``calls.jsonl``, recordings, every task's folder), the configured runs
+  folder (``$DRIFTDESK_RUNS_DIR`` or ``./runs``), driftdesk's config, data and cache folders,
+  and the folder the run dir is in: whole when it holds nothing but runs, else each run dir
+  in it (and in its sub-folders of runs), so ``--out .`` in a project leaves the project's
+  own files readable; a folder of runs shown again because the suite is in it keeps each of
+  its runs hidden;
 - read-write: the attempt's own files only (its workspace copy, its try's result file, a
   client's config dir and output); read-only: its try's prompt file and the paths the caller
   names (the suite's folder, a client's installation, the Python driftdesk runs on), unless
@@ -130,26 +132,50 @@ def _run_dir_of(conceal: Path | None) -> Path | None:
     return None
 
 
-def runs_folders(run_dir: Path | None) -> list[Path]:
-    """Folders holding runs or what is derived from them, hidden from every harness wherever
-    they live: the run dir, the folder it is in (earlier runs beside it), the configured runs
-    folder (``$DRIFTDESK_RUNS_DIR`` or ``./runs``), and driftdesk's own config, data and cache
-    folders (report caches, write history)."""
+def runs_folders(run_dir: Path | None) -> tuple[list[Path], list[Path]]:
+    """Where runs and what is derived from them live, hidden from every harness wherever that
+    is: ``(whole, beside)``. Hidden whole: the run dir, the configured runs folder
+    (``$DRIFTDESK_RUNS_DIR`` or ``./runs``) and driftdesk's config, data and cache folders
+    (report caches, write history). ``beside``: the folder the run dir is in (earlier runs
+    beside it), hidden whole when it holds nothing but runs, else run by run (``--out .`` in
+    a project: the project's own files stay)."""
     from driftdesk import paths
 
-    found: list[Path] = []
-    if run_dir is not None:
-        found += [run_dir, run_dir.parent]
+    def resolved(found: list[Path]) -> list[Path]:
+        folders: list[Path] = []
+        for folder in found:
+            with contextlib.suppress(OSError):
+                folder = folder.resolve()
+                if folder.is_dir() and folder not in folders:
+                    folders.append(folder)
+        return folders
+
+    whole: list[Path] = [run_dir] if run_dir is not None else []
     for where in (paths.runs_dir, paths.config_dir, paths.data_dir, paths.cache_dir):
         with contextlib.suppress(OSError, ValueError):
-            found.append(where())
-    folders: list[Path] = []
-    for folder in found:
-        with contextlib.suppress(OSError):
-            folder = folder.resolve()
-            if folder.is_dir() and folder not in folders:
-                folders.append(folder)
-    return folders
+            whole.append(where())
+    return resolved(whole), resolved([run_dir.parent] if run_dir is not None else [])
+
+
+def _runs_held(folder: Path, depth: int = 2) -> tuple[bool, list[Path]]:
+    """Whether ``folder`` holds nothing but runs (dot files aside; a sub-folder of runs, such
+    as the demo's history, counts as runs), and the run dirs in it (to ``depth`` levels)."""
+    only, runs = True, []
+    try:
+        children = [c for c in folder.iterdir() if not c.name.startswith(".")]
+    except OSError:
+        return False, []
+    for child in children:
+        is_folder = child.is_dir() and not child.is_symlink()
+        if is_folder and _is_run_dir(child):
+            runs.append(child)
+        elif is_folder and depth > 1:
+            sub_only, sub_runs = _runs_held(child, depth - 1)
+            runs += sub_runs
+            only = only and sub_only and bool(sub_runs)
+        else:
+            only = False
+    return only, runs
 
 
 def isolate_argv(
@@ -187,7 +213,7 @@ def isolate_argv(
     ]
     concealed = Path(conceal).absolute() if conceal is not None else None
     run_dir = _run_dir_of(concealed.resolve() if concealed is not None else None)
-    runs = runs_folders(run_dir)
+    whole, beside = runs_folders(run_dir)
 
     def inside(path: Path) -> bool:
         return concealed is not None and path.is_relative_to(concealed)
@@ -204,24 +230,20 @@ def isolate_argv(
 
     for folder in hidden:
         hide(folder)
-    for folder in runs:
-        hide(folder)
-    reshown: set[Path] = set()
+    for folder in [*whole, *beside]:
+        only_runs, runs = _runs_held(folder)
+        if folder != Path("/") and (only_runs or folder in whole):
+            hide(folder)
+            if folder not in {p.resolve() for p in shown}:  # not shown again (a suite in it)
+                continue
+        for run in runs:  # each run in a folder that shows
+            hide(run)
     for path in shown:  # outside the concealed folder: the attempt's own files come last
         if inside(path) or not path.exists() or _unsafe_to_show(path, hidden):
             continue
         if _in_a_run(path.resolve()):
             continue  # nothing of a run shows but the attempt's own files
         mounts.append((len(path.parts), 1, str(path), ["--ro-bind", str(path), str(path)]))
-        reshown.add(path.resolve())
-    for folder in runs:
-        if folder in reshown or folder == Path("/"):
-            # A runs folder shown again (the suite lives in it) or that cannot be hidden (/):
-            # each run in it stays hidden.
-            with contextlib.suppress(OSError):
-                for child in folder.iterdir():
-                    if child.is_dir() and not child.is_symlink() and _is_run_dir(child):
-                        hide(child)
     for _, _, _, mount in sorted(mounts, key=lambda m: m[:3]):
         args += mount
     if concealed is not None:

@@ -217,7 +217,7 @@ def _plant_run(folder: Path, secret: str) -> None:
     (folder / "attempts" / "t-0" / "0.log").write_text(secret)
 
 
-@pytest.mark.parametrize("layout", ["suite-apart", "suite-among-runs"])
+@pytest.mark.parametrize("layout", ["runs-apart", "out-in-project", "suite-among-runs"])
 async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
     scripted: ScriptedEndpoint,
     tmp_path: Path,
@@ -227,18 +227,21 @@ async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
 ) -> None:
     needs_bwrap()
     base = outside_home_and_tmp
-    if layout == "suite-apart":
-        suite_dir, out_dir = tmp_path / "suite", base / "runs"
-    else:  # --out . in a project folder that holds the suite and the harness
-        suite_dir = out_dir = base / "project"
-    suite_dir.mkdir(parents=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    project = base / "project"
+    if layout == "runs-apart":  # --out /srv/runs, the suite elsewhere
+        suite_dir, tools, out_dir = tmp_path / "suite", tmp_path / "suite", base / "runs"
+    elif layout == "out-in-project":  # --out . in a project: suite and harness in its folders
+        suite_dir, tools, out_dir = project / "evals", project / "tools", project
+    else:  # --out . where the suite and the harness are
+        suite_dir = tools = out_dir = project
+    for folder in (suite_dir, tools, out_dir):
+        folder.mkdir(parents=True, exist_ok=True)
     _plant_run(out_dir / "earlier-run", "EARLIER-RUN-SECRET")
     configured = base / "configured-runs"
     _plant_run(configured / "old-run", "CONFIGURED-RUN-SECRET")
     (configured / "notes.txt").write_text("CONFIGURED-FOLDER-NOTE")
     monkeypatch.setenv("DRIFTDESK_RUNS_DIR", str(configured))
-    script = suite_dir / "snoop.py"
+    script = tools / "snoop.py"
     script.write_text(SNOOP)
     with open(suite_dir / "suite.jsonl", "w") as fh:
         for task_id in ("alpha", "beta"):
@@ -260,21 +263,25 @@ async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     logs = [p.read_text() for p in (outcome.run_dir / "attempts").rglob("*.log")]
     assert [r["outcome"] for r in rows] == ["pass"] * 4, logs
+    runs = (outcome.run_dir, out_dir / "earlier-run", configured)
     for row in rows:
         report = json.loads((outcome.run_dir / row["result_path"]).read_text())
         assert report["prompt"] == f"PROMPT-OF-{row['task_id']}"  # its own prompt: readable
-        # The suite's folder is readable (the harness lives there): all else is its own files.
-        seen = {p for p in report["seen"] if Path(p).parent != suite_dir}
-        read = {p: text for p, text in report["read"].items() if Path(p).parent != suite_dir}
-        own = {str(outcome.run_dir / row["result_path"])}
-        assert {p for p in seen if not p.endswith(".prompt.txt")} <= own, report
-        assert len(seen) <= 2, seen
-        leaked = json.dumps(read)
+        # Of the runs, it sees its own files only (the project's other files are its to read).
+        own = outcome.run_dir / row["result_path"]
+        seen = {Path(p) for p in report["seen"] if any(Path(p).is_relative_to(r) for r in runs)}
+        assert {p for p in seen if not p.name.endswith(".prompt.txt")} == {own}, seen
+        assert len(seen) == 2, seen
+        read = {p: text for p, text in report["read"].items() if Path(p) in seen}
+        assert read == {}, read
+        leaked = json.dumps(report["read"])
         for secret in ("EARLIER-RUN-SECRET", "CONFIGURED-RUN-SECRET", "CONFIGURED-FOLDER-NOTE"):
             assert secret not in leaked
         other = "beta" if row["task_id"] == "alpha" else "alpha"
-        assert f"PROMPT-OF-{other}" not in leaked
-        assert read == {}, read
+        leaked_outside_suite = json.dumps(
+            {p: t for p, t in report["read"].items() if Path(p).parent != suite_dir}
+        )
+        assert f"PROMPT-OF-{other}" not in leaked_outside_suite
     assert not (outcome.run_dir.parent / "dropped-by-harness").exists()
 
 
