@@ -33,7 +33,7 @@ from driftdesk.reruns.retry import (
 )
 from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Task, judge
-from driftdesk.secrets import redact
+from driftdesk.secrets import redact, secret_spans
 
 if TYPE_CHECKING:  # openai is imported lazily: it takes long to import, `run --help` must not
     import openai
@@ -683,6 +683,7 @@ async def run_command_once(
     with open_private(log_path, "a") as log:
         log.write(f"$ {command}\n")
         log.flush()
+        log_start = log.tell()
         try:
             process = await asyncio.create_subprocess_exec(
                 *guarded_argv(argv if argv is not None else ["/bin/sh", "-c", command]),
@@ -740,7 +741,50 @@ async def run_command_once(
             log.write(f"[driftdesk] killed after {ctx.timeout_s:g}s (process tree)\n")
         else:
             log.write(f"[driftdesk] exit code {process.returncode}\n")
+    await asyncio.to_thread(redact_log_streams, log_path, log_start, ctx.secrets)
     return CommandTry(process.returncode, timed_out, in_flight)
+
+
+def redact_log_streams(log_path: Path, start: int, secrets: tuple[str, ...]) -> None:
+    """Each output line was redacted alone (and logged at once): a secret a harness printed
+    over several lines (``base64``'s 76 columns, ``xxd -p``'s 60) is found in each stream's
+    lines of this try joined, and masked where it lies in the log."""
+    if not secrets:
+        return
+    with open(log_path, "rb") as fh:
+        fh.seek(start)
+        text = fh.read().decode("utf-8", "surrogateescape")
+    edits: list[tuple[int, int, str]] = []
+    for label in ("[stdout] ", "[stderr] "):
+        pieces: list[str] = []
+        places: list[tuple[int, int]] = []  # each piece: where it starts, joined and in text
+        joined_at = line_at = 0
+        for line in text.split("\n"):
+            if line.startswith(label):
+                pieces.append(line[len(label) :])
+                places.append((joined_at, line_at + len(label)))
+                joined_at += len(line) - len(label) + 1
+            line_at += len(line) + 1
+        for first, end, mask in secret_spans("\n".join(pieces), secrets):
+            for (joined, at), piece in zip(places, pieces, strict=True):
+                low, high = max(first, joined), min(end, joined + len(piece))
+                if low < high:  # the mask where the secret starts, the rest of it dropped
+                    edits.append((at + low - joined, at + high - joined, mask))
+                    mask = ""
+    if not edits:
+        return
+    out, done = [], 0
+    for first, end, mask in sorted(edits):
+        if first < done:  # overlaps a span already masked: that one grows
+            done = max(done, end)
+            continue
+        out += [text[done:first], mask]
+        done = end
+    out.append(text[done:])
+    with open(log_path, "r+b") as fh:
+        fh.seek(start)
+        fh.write("".join(out).encode("utf-8", "surrogateescape"))
+        fh.truncate()
 
 
 MAX_RESULT_BYTES = 1024 * 1024

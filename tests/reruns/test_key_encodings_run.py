@@ -14,6 +14,7 @@ import asyncio
 import base64
 import gzip
 import json
+import sys
 import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -132,10 +133,17 @@ def _suite(path: Path) -> Path:
 
 
 def _text_of(path: Path) -> str:
+    """A file's text; a log's, each stream's lines joined without their "[stdout] " labels
+    after the file as it is (a reader strips them as easily)."""
     data = path.read_bytes()
     if path.suffix == ".gz":
         data = gzip.decompress(data)
-    return data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace")
+    if path.suffix == ".log":
+        lines = text.splitlines()
+        for label in ("[stdout] ", "[stderr] "):
+            text += "\n" + "\n".join(x[len(label) :] for x in lines if x.startswith(label))
+    return text
 
 
 def test_the_encodings_here_give_the_key_back() -> None:
@@ -178,3 +186,61 @@ async def test_a_run_keeps_no_encoding_of_the_key_in_any_file_or_output(
     assert "read_env" in explained.stdout
     for printed in (explained.stdout, explained.stderr, run.stdout, run.stderr):
         assert key_recoverable(printed, KEY) == [], printed
+
+
+HARNESS = """
+import base64, json, os, sys, urllib.request
+env_file, result_path = sys.argv[1:3]
+data = open(env_file, "rb").read()
+print("$ base64 .env")  # what base64 prints: 76 columns
+sys.stdout.write(base64.encodebytes(data).decode())
+print("$ xxd -p .env", file=sys.stderr)  # what xxd -p prints: 60 columns
+hexed = data.hex()
+sys.stderr.write("".join(hexed[i : i + 60] + "\\n" for i in range(0, len(hexed), 60)))
+for turn in range(2):  # the tool call, then the answer (after a tool message)
+    messages = [{"role": "user", "content": "read .env"}]
+    if turn:
+        messages.append({"role": "tool", "tool_call_id": "call_1", "content": "ok"})
+    body = json.dumps({"model": "m", "stream": True, "messages": messages}).encode()
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                 "Content-Type": "application/json"})
+    text = ""
+    for line in urllib.request.urlopen(request, timeout=20).read().decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:])["choices"]:
+                text += choice["delta"].get("content") or ""
+print("model said:", text)
+json.dump({"success": True}, open(result_path, "w"))
+"""
+
+
+@pytest.mark.keyring
+async def test_a_command_harness_printing_the_key_wrapped_leaves_it_in_no_file(
+    home: object, model: EchoingModel, tmp_path: Path, cli: Any
+) -> None:
+    # The harness prints base64 and xxd -p of a .env file with the key (each line logged
+    # apart), and the model's answer holding it in other encodings.
+    ProfileStore().save(Profile(name="echo", protocol="openai", base_url=model.url, model="m"))
+    set_key("echo", KEY)
+    env_file = tmp_path / "project.env"
+    env_file.write_bytes(_env_file("", KEY))
+    script = tmp_path / "harness.py"
+    script.write_text(HARNESS)
+    suite = _suite(tmp_path / "suite.jsonl")
+    out = tmp_path / "runs"
+    command = f"{sys.executable} {script} {env_file} {{result_path}}"
+    run = await asyncio.to_thread(
+        cli, "run", "--profile", "echo", "--suite", str(suite), "--agent", "command",
+        "--command", command, "--out", str(out), timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    (log,) = run_dir.glob("attempts/*/0.log")
+    logged = log.read_text()
+    assert "[stdout] $ base64 .env" in logged and "[stderr] $ xxd -p .env" in logged
+    assert "model said: Found it" in logged
+    for path in [p for p in run_dir.rglob("*") if p.is_file()]:
+        assert key_recoverable(_text_of(path), KEY) == [], (path, _text_of(path))
+    assert key_recoverable(run.stdout + run.stderr, KEY) == []
