@@ -63,6 +63,7 @@ async def test_a_run_started_from_the_command_line_is_followed(
                 screen.redraw()
                 title = str(screen.query_one("#run-title").render())
                 assert live.run_id in title and "started elsewhere" in title
+                assert "· builtin" in title  # the run's agent (and client, when recorded)
                 assert "No run yet" not in title
                 assert live.total == len(live.task_ids) * 3
                 assert any(c in ("pass", "fail") for c in live.cells.values())

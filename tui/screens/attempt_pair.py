@@ -38,6 +38,8 @@ OUTCOME_STYLES = {"pass": "green", "fail": "red", "link_error": "magenta"}
 STACK_BELOW = 100  # columns: narrower, the two sides stack
 COMMAND_LINES = 6  # an action's lines shown until Enter unfolds its step
 RESULT_LINES = 3  # a tool result's lines shown at the divergence until Enter
+# Lines Codex puts around a command's output; the preview leaves them out (Enter shows all).
+BOOKKEEPING = ("Chunk ID: ", "Wall time: ", "Original token count: ")
 FILE_LINES = 12  # check output and diff lines shown per side with o
 NUMBER_WIDTH = 5  # "◆ 12 "
 SIDE_LABEL_WIDTH = 11  # "A #12 fail "
@@ -139,6 +141,10 @@ def _side_lines(
     lines += _capped(_lines(side.texts[step], width), limit)
     shown = side.results[step] if step < len(side.results) else None
     if (result or whole) and shown is not None:
+        if not whole:  # the preview: what the command said, not the client's bookkeeping
+            shown = "\n".join(
+                line for line in shown.split("\n") if not line.startswith(BOOKKEEPING)
+            )
         body = _lines(shown.strip("\n") or "(no output)", width - 2, style="green")
         for n, line in enumerate(_capped(body, None if whole else RESULT_LINES)):
             lines.append(Text("→ " if n == 0 else "  ", style="green") + line)

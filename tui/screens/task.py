@@ -5,7 +5,7 @@ trajectory, or its transcript or log, check output, workspace diff and proxied c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -75,6 +75,7 @@ class ExplanationLoaded(Loaded):
     sentences: list[str]
     groups: dict[str, list[int]]  # pass / fail -> attempts with a trajectory
     problem: str | None = None  # why there is no explanation
+    events: list[str] = field(default_factory=list)  # the link events, as explain says them
 
 
 class TaskScreen(WorkbenchScreen):
@@ -137,7 +138,9 @@ class TaskScreen(WorkbenchScreen):
         except (LookupError, OSError, ValueError) as exc:
             self.post_message(ExplanationLoaded([], {}, str(exc)))
             return
-        self.post_message(ExplanationLoaded(explanation.sentences(), explanation.groups))
+        events = [e.sentence for e in explanation.events]
+        findings = [s for s in explanation.sentences() if s not in events]
+        self.post_message(ExplanationLoaded(findings, explanation.groups, events=events))
 
     @on(ExplanationLoaded)
     def _explained(self, message: ExplanationLoaded) -> None:
@@ -156,8 +159,16 @@ class TaskScreen(WorkbenchScreen):
                 fallback = f"every attempt with a trajectory {steady}: nothing to tell apart"
             else:
                 fallback = "the passing and failing attempts took the same actions"
-            for sentence in message.sentences[:EXPLANATION_LINES] or [fallback]:
+            # The link events always (explain prints them too), the findings in the room left.
+            events = message.events[:EVENT_LINES]
+            findings = message.sentences[: EXPLANATION_LINES - len(events)] or [fallback]
+            for sentence in findings:
                 text.append("\n  " + printable(sentence, keep_newlines=False))
+            for sentence in events:
+                text.append("\n  ⚡ " + printable(sentence, keep_newlines=False), style="magenta")
+            hidden = len(message.sentences) - len(findings) + len(message.events) - len(events)
+            if hidden > 0:
+                text.append(f"\n  (+{hidden} more: driftdesk explain)", style="dim")
         self.query_one("#task-explain", Static).update(text)
 
     @work(
@@ -370,7 +381,8 @@ class TaskScreen(WorkbenchScreen):
         ]
 
 
-EXPLANATION_LINES = 4  # sentences shown above the attempts (the CLI's explain has them all)
+EXPLANATION_LINES = 5  # sentences shown above the attempts (the CLI's explain has them all)
+EVENT_LINES = 3  # of which link events at most
 
 
 def _trajectory(run_dir: Path, row: dict[str, Any]) -> Any:

@@ -16,7 +16,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Label, Static
 
 from driftdesk.terminal import printable
@@ -47,11 +47,24 @@ def success_cell(success: float | None) -> Text:
     return Text(strip_cell(success) * 2, style=style)
 
 
+def _series_agent(trend: Any) -> str:
+    """The agent of the series shown: its newest run's agent and client version, or "all
+    (mixed)" when the trend mixes agent kinds."""
+    from driftdesk.analysis.trend import ALL_AGENTS, run_identity
+
+    if trend.agent == ALL_AGENTS:
+        return "all (mixed)"
+    if not trend.runs:
+        return trend.agent or "?"
+    return str(run_identity(trend.runs[-1].run).label)
+
+
 class TrendScreen(WorkbenchScreen):
     DEFAULT_CSS = """
     #trend-title { padding: 0 1; height: 1; }
     #trend-chart { height: auto; }
-    #trend-flags { height: auto; max-height: 4; padding: 0 1; }
+    #trend-flags-scroll { height: auto; max-height: 6; }
+    #trend-flags { height: auto; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     #trend-matrix { height: 1fr; }
     """
     SCREEN_NAME = "Trend"
@@ -60,7 +73,8 @@ class TrendScreen(WorkbenchScreen):
         "consistency gap per run, flagged runs marked ▼ (regression / improvement by the paired "
         "test of check --baseline, served model or fingerprint changed, link errors up, tokens "
         "changed). Below, each task's success in each run, the most flipped first: Enter opens "
-        "that task in that run."
+        "that task in that run. One series per agent kind (the run's own): a shows every "
+        "agent's runs together, a change of agent flagged agent_changed."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="trend.back"),
@@ -73,6 +87,13 @@ class TrendScreen(WorkbenchScreen):
             tooltip="Open the task under the cursor in that run",
         ),
         Binding("r", "reload", "Reload", id="trend.reload", show=False),
+        Binding(
+            "a",
+            "toggle_agents",
+            "All agents",
+            id="trend.all_agents",
+            tooltip="This run's agent only, or every agent's runs in one series",
+        ),
     ]
 
     def __init__(self, run_dir: Path, run_dirs: list[Path]) -> None:
@@ -80,13 +101,15 @@ class TrendScreen(WorkbenchScreen):
         self.run_dir = Path(run_dir).resolve()
         self.run_dirs = list(dict.fromkeys(Path(d).resolve() for d in [*run_dirs, self.run_dir]))
         self.trend: Any = None
+        self.all_agents = False  # one series per agent kind unless asked (a)
 
     def compose(self) -> ComposeResult:
         yield Header(icon=HEADER_ICON)
         with Vertical(id="trend-body"):
             yield Label(f"reading the runs of {self.run_dir.name}'s suite…", id="trend-title")
             yield Static("", id="trend-chart")
-            yield Static("", id="trend-flags")
+            with VerticalScroll(id="trend-flags-scroll", can_focus=False):
+                yield Static("", id="trend-flags")
             matrix: DataTable[Any] = DataTable(id="trend-matrix", cursor_type="cell")
             yield matrix
         yield BindingsFooter()
@@ -103,21 +126,37 @@ class TrendScreen(WorkbenchScreen):
     def action_reload(self) -> None:
         self.load()
 
+    def action_toggle_agents(self) -> None:
+        self.all_agents = not self.all_agents
+        self.notify(
+            "every agent's runs in one series (flagged agent_changed)"
+            if self.all_agents
+            else "this run's agent only",
+            markup=False,
+        )
+        self.load()
+
     @work(thread=True, exclusive=True, group="trend", exit_on_error=False, name="reading runs")
     def load(self) -> None:
         from driftdesk.analysis.sources import read_manifest
-        from driftdesk.analysis.trend import TrendError, build_trend
+        from driftdesk.analysis.trend import ALL_AGENTS, TrendError, build_trend
         from driftdesk.analysis.trend_plot import trend_plot
 
         width, height = self.chart_size()
         try:
-            suite = (read_manifest(self.run_dir).get("suite") or {}).get("name")
+            from driftdesk.analysis.agent_identity import UNKNOWN_KIND, agent_identity
+
+            manifest = read_manifest(self.run_dir)
+            suite = (manifest.get("suite") or {}).get("name")
             same_suite = [
                 d
                 for d in self.run_dirs
                 if (read_manifest(d).get("suite") or {}).get("name") == suite
             ]
-            trend = build_trend(same_suite)
+            # The series of the run it was opened from (one per agent kind), or every kind.
+            kind = agent_identity(manifest).kind
+            agent = ALL_AGENTS if self.all_agents else (None if kind == UNKNOWN_KIND else kind)
+            trend = build_trend(same_suite, agent=agent)
         except (TrendError, OSError, ValueError) as exc:
             self.post_message(TrendReady(None, "", str(exc)))
             return
@@ -137,6 +176,8 @@ class TrendScreen(WorkbenchScreen):
             Text.assemble(
                 ("suite ", "dim"),
                 (printable(trend.suite or "?", keep_newlines=False), "bold"),
+                ("  agent ", "dim"),
+                (printable(_series_agent(trend), keep_newlines=False), "bold"),
                 f"  {len(trend.runs)} runs, oldest first  ",
                 (
                     f"{len(flagged)} flagged" if flagged else "none flagged",
@@ -145,15 +186,19 @@ class TrendScreen(WorkbenchScreen):
             )
         )
         self.query_one("#trend-chart", Static).update(Text.from_ansi(message.chart))
+        # One line per flagged run, cut at the edge: the count above is of runs, and each
+        # run names all its flags first, then what the first one found (the CLI's trend
+        # prints every flag's evidence).
         lines = Text()
         for i, run in flagged:
-            for flag in run.flags:
-                if lines:
-                    lines.append("\n")
-                lines.append(f"▼ {i} ", style="bold red")
-                lines.append(f"{flag.name}: ", style="bold")
-                lines.append(printable(flag.evidence, keep_newlines=False))
-        self.query_one("#trend-flags", Static).update(lines)
+            if lines:
+                lines.append("\n")
+            lines.append(f"▼ {i} ", style="bold red")
+            lines.append(" · ".join(flag.name for flag in run.flags), style="bold")
+            lines.append(" — " + printable(run.flags[0].evidence, keep_newlines=False))
+        flags = self.query_one("#trend-flags", Static)
+        flags.update(lines)
+        flags.display = bool(flagged)
         self._fill_matrix(trend)
 
     def _fill_matrix(self, trend: Any) -> None:
@@ -203,4 +248,9 @@ class TrendScreen(WorkbenchScreen):
                 self.action_open_cell,
             ),
             PaletteCommand("trend: reload", "Read the runs again", self.action_reload),
+            PaletteCommand(
+                "trend: all agents or this one",
+                "Every agent's runs in one series, or this run's agent only",
+                self.action_toggle_agents,
+            ),
         ]

@@ -68,12 +68,19 @@ class RunInfo:
         suite = self.manifest.get("suite")
         name = suite.get("name") if isinstance(suite, dict) else None
         repeat = self.manifest.get("repeat")
-        parts = [f"{name or '?'} ×{repeat or '?'}", self.model or "?"]
+        parts = [f"{name or '?'} ×{repeat or '?'}", self.model or "?", self.agent]
         # pooled over attempts, and named so: the detail pane's "success" is a mean of tasks
         parts.append(
             "attempts passed -" if self.success is None else f"attempts passed {self.success:.0%}"
         )
         return " · ".join(parts)
+
+    @property
+    def agent(self) -> str:
+        """The agent and its client's version (``codex 0.171.0``), from the manifest."""
+        from driftdesk.analysis.agent_identity import agent_identity
+
+        return printable(agent_identity(self.manifest).label, keep_newlines=False)
 
     @property
     def label(self) -> str:
@@ -96,6 +103,23 @@ TASK_COLUMNS = (
     ("tokens", "tokens"),
     ("error kinds", "errors"),
 )
+
+
+class FilterBox(Input):
+    """The task filter: reached with / (or a click), never by Tab or Shift-Tab. Landed in by
+    a Shift-Tab, a later q was typed into it as a filter instead of quitting."""
+
+    can_focus = False
+
+    def open(self) -> None:
+        self.can_focus = True
+        self.focus()
+
+    def on_blur(self) -> None:
+        self.can_focus = False
+
+    def on_mouse_down(self) -> None:
+        self.open()
 
 
 def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) -> list[RunInfo]:
@@ -307,7 +331,7 @@ class VolatilityScreen(WorkbenchScreen):
                     yield Static("", id="plot")
                     yield Static("", id="histogram")
                 with Horizontal(id="filter-row"):
-                    yield Input(placeholder="filter tasks (/)", id="filter")
+                    yield FilterBox(placeholder="filter tasks (/)", id="filter")
                     yield Label("", id="table-state")
                 table: DataTable[Any] = DataTable(id="tasks", cursor_type="row")
                 fill_table(table, TASK_COLUMNS, [], fixed={"mark": 1})
@@ -767,7 +791,7 @@ class VolatilityScreen(WorkbenchScreen):
         return None if row_key.value is None else str(row_key.value)
 
     def action_filter(self) -> None:
-        self.query_one("#filter", Input).focus()
+        self.query_one("#filter", FilterBox).open()
 
     def action_leave_filter(self) -> None:
         self.query_one("#tasks", DataTable).focus()
