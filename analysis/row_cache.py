@@ -318,13 +318,18 @@ def find(run: RunSource, rows_path: Path, linked: dict[str, Any] | None) -> Entr
 # -- reading ---------------------------------------------------------------------------------
 
 
+# A run under a folder named like ``k=v`` would have DuckDB add a column ``k`` to every part
+# read (its Hive partitions, guessed from the path): never.
+NO_HIVE = "hive_partitioning = false"
+
+
 def load_rows(con: duckdb.DuckDBPyConnection, entry: Entry, f: int) -> int:
     """Append the cached rows to ``attempts`` as run ``f``, in file order; the count."""
     if not entry.meta.parts:
         return 0
     _check_parts(entry)
     row = con.execute(  # a plain scan keeps the parts' order
-        f"INSERT INTO attempts SELECT $f, {ROW_COLUMNS}, TRUE FROM read_parquet($parts)",
+        f"INSERT INTO attempts SELECT $f, {ROW_COLUMNS}, TRUE FROM read_parquet($parts, {NO_HIVE})",
         {"f": f, "parts": entry.part_paths()},
     ).fetchone()
     return int(row[0]) if row else 0
@@ -341,7 +346,7 @@ def load_task_rows(con: duckdb.DuckDBPyConnection, entry: Entry, f: int, tasks_f
         f"""
         CREATE OR REPLACE TEMP TABLE task_rows AS
         SELECT list_position($parts, filename) AS part, file_row_number AS r, {ROW_COLUMNS}
-        FROM read_parquet($parts, filename = true, file_row_number = true)
+        FROM read_parquet($parts, filename = true, file_row_number = true, {NO_HIVE})
         WHERE task_id IN ({tasks_from})
         """,
         {"parts": entry.part_paths()},
@@ -381,7 +386,7 @@ def load_aggs(con: duckdb.DuckDBPyConnection, entry: Entry, aggs: dict[str, Any]
     whose missing slots need their rows (an attempt from 128 on: ``task_report.prepare``) are
     loaded into ``attempts`` too."""
     con.execute(
-        "INSERT INTO task_aggs SELECT $f, * FROM read_parquet($path)",
+        f"INSERT INTO task_aggs SELECT $f, * FROM read_parquet($path, {NO_HIVE})",
         {"f": f, "path": str(entry.folder / aggs["aggs"])},
     )
     long_tasks = (

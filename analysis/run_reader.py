@@ -442,7 +442,9 @@ def _merged_aggs(
                 else:
                     table.pop(task_id, None)
         old = row_cache.quoted(entry.folder / kept["aggs"])
-        con.execute(f"CREATE TEMP TABLE kept_aggs AS FROM read_parquet('{old}')")
+        con.execute(
+            f"CREATE TEMP TABLE kept_aggs AS FROM read_parquet('{old}', {row_cache.NO_HIVE})"
+        )
         # a touched task's first winning row: an earlier row's place among the cached rows,
         # or a new row's after all of them
         aggs_sql = f"""

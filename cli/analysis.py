@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.cli.thresholds import at_least_one, k_rate, points, rate
-from driftdesk.terminal import printable
+from driftdesk.terminal import json_printable, printable, printable_path
 
 if TYPE_CHECKING:
     from driftdesk.analysis.compare import Comparison
@@ -193,7 +193,7 @@ def _guarded(handler: Handler) -> Handler:
         try:
             return handler(args)
         except (SourceError, PriceTableError, ResultsImportError) as exc:
-            print(f"driftdesk: {exc}", file=sys.stderr)
+            print(printable(f"driftdesk: {exc}"), file=sys.stderr)
             return 2
 
     return run
@@ -218,7 +218,7 @@ def _warn_skipped(report: RunReport) -> None:
     from driftdesk.analysis.report_cache import skipped_warnings
 
     for line in skipped_warnings(report):
-        print(f"warning: {line}", file=sys.stderr)
+        print(printable(f"warning: {line}"), file=sys.stderr)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -232,7 +232,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from driftdesk.analysis.export import write_parquet
 
         write_parquet(reports, Path(args.out))
-        print(f"wrote {args.out}", file=sys.stderr)
+        print(f"wrote {printable_path(args.out)}", file=sys.stderr)
         return 0
     if args.format == "csv":
         from driftdesk.analysis.export import tasks_csv
@@ -257,7 +257,7 @@ def _report_json(args: argparse.Namespace) -> int:
     write_json(
         list(args.runs),
         out,
-        warn=lambda line: print(f"warning: {line}", file=sys.stderr),
+        warn=lambda line: print(printable(f"warning: {line}"), file=sys.stderr),
         task_curves=args.task_curves,
         min_runs=args.min_runs,
         include_link_errors=args.include_link_errors,
@@ -502,7 +502,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     ):
         _warn_skipped(report)  # in the order the runs were given
     if args.format == "json":
-        sys.stdout.write(json.dumps(comparison.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json_printable(json.dumps(comparison.to_json(), ensure_ascii=False)) + "\n"
+        )
     else:
         sys.stdout.write(printable(render_comparison(comparison)))
     return 0
@@ -591,7 +593,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         result.conditions.extend(trend_conditions(args))
     if args.format == "json":
-        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.write(json_printable(json.dumps(result.to_json(), ensure_ascii=False)) + "\n")
     else:
         lines = [f"check {_cell(result.run_id)}"]
         names = [_cell(c.name) for c in result.conditions]
@@ -646,7 +648,9 @@ def _import_results(args: argparse.Namespace) -> int:
         from driftdesk.analysis.zero_copy import relink
 
         linked = relink(Path(args.relink), Path(args.source))
-        print(f"{args.relink} now reads its rows from {linked.path}")
+        print(
+            f"{printable_path(args.relink)} now reads its rows from {printable_path(linked.path)}"
+        )
         return 0
     result = import_results(
         Path(args.source),
@@ -660,16 +664,17 @@ def _import_results(args: argparse.Namespace) -> int:
         max_member_mb=args.max_member_mb,
     )
     for problem in result.notes + result.problems:  # a note skipped nothing: not counted
-        print(f"warning: {args.source}: {problem}", file=sys.stderr)
+        print(printable(f"warning: {args.source}: {problem}"), file=sys.stderr)
     print(
         f"imported {plural(result.attempts, 'attempt')} of {plural(result.tasks, 'task')} "
         f"({article(result.format)} file) "
-        f"into {result.run_dir}"
+        f"into {printable_path(result.run_dir)}"
         + (f"; {plural(len(result.problems), 'record')} skipped" if result.problems else "")
     )
     if result.zero_copy:
         print(
-            f"the run reads its rows from {Path(args.source).resolve()} in place (zero-copy): "
+            f"the run reads its rows from {printable_path(Path(args.source).resolve())} in place "
+            "(zero-copy): "
             "keep that file there and unchanged, or import with --copy for a run dir that "
             "holds its own rows"
         )

@@ -51,7 +51,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         done = cache_places.clear(caches)
         print(f"removed {done.caches} caches: {done.files} files, {_size(done.size)}")
         for path, why in done.failed:
-            print(f"driftdesk cache: {printable(str(path))}: not removed: {why}", file=sys.stderr)
+            print(printable(f"driftdesk cache: {path}: not removed: {why}"), file=sys.stderr)
         return 1 if done.failed else 0
     if args.json:
         print(json.dumps([cache.to_json() for cache in caches], indent=2))

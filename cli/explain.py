@@ -12,7 +12,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from driftdesk.terminal import printable
+from driftdesk.terminal import json_printable, printable
 
 if TYPE_CHECKING:
     from driftdesk.analysis.explain import AttemptView, TaskExplanation
@@ -61,7 +61,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(printable(f"driftdesk: {exc}", keep_newlines=False), file=sys.stderr)
         return 1
     if args.json:
-        sys.stdout.write(json.dumps(explanation.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json_printable(json.dumps(explanation.to_json(), ensure_ascii=False)) + "\n"
+        )
     else:
         sys.stdout.write(printable(render_explanation(explanation)))
     return 0
@@ -73,7 +75,9 @@ def render_explanation(e: TaskExplanation) -> str:
     lines = [f"task {e.task_id} in {e.run_dir}", "  " + _groups_line(e)]
     if e.text:
         lines.append("  actions: tool calls and every model turn's text")
-    lines.append("  (steps count the actions from 1)")
+    lines.append("  (steps count the actions from 1; each attempt's final try)")
+    if e.tries_note:
+        lines.append(f"  note: {e.tries_note}")
     if e.two is not None:
         lines += ["", *_two_lines(e)]
     if e.differences:
@@ -101,7 +105,11 @@ def render_explanation(e: TaskExplanation) -> str:
                 f"tokens {_pair(figure['tokens'], ',.0f')}  "
                 f"latency {_pair(figure['latency_ms'], ',.0f')} ms"
             )
-    lines += ["", "attempts:"] + [f"  {_attempt_line(v)}" for v in e.views]
+    lines += ["", "attempts:"]
+    for view in e.views:
+        # Abandoned tries folded above the attempt's line: never compared, only named.
+        lines += [f"      {t.summary}" for t in view.earlier_tries]
+        lines.append(f"  {_attempt_line(view)}")
     return "\n".join(lines) + "\n"
 
 

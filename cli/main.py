@@ -198,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         func = getattr(args, "func", None)
     refused = _refused_in_run_child(args)
     if refused:
-        print(f"driftdesk: error: {refused}", file=sys.stderr)
+        from driftdesk.terminal import printable
+
+        print(printable(f"driftdesk: error: {refused}"), file=sys.stderr)
         return 1
     try:
         if func is None:
@@ -220,9 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         from driftdesk.secrets import redact
+        from driftdesk.terminal import printable
 
         message = redact(str(exc)).strip() or type(exc).__name__
-        print(f"driftdesk: error: {message}", file=sys.stderr)
+        print(printable(f"driftdesk: error: {message}"), file=sys.stderr)
         print(
             "(this was not expected; `driftdesk --debug ...` shows where it came from)",
             file=sys.stderr,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from driftdesk.cli.thresholds import points
-from driftdesk.terminal import printable
+from driftdesk.terminal import json_printable, printable
 
 if TYPE_CHECKING:
     from driftdesk.analysis.gate import Condition
@@ -116,11 +116,11 @@ def cmd_trend(args: argparse.Namespace) -> int:
             agent=args.agent,
         )
         if isinstance(made, str):  # a kept trend's JSON as it was kept (nothing rebuilt)
-            sys.stdout.write(made + "\n")
+            sys.stdout.write(json_printable(made) + "\n")
         else:
             sys.stdout.write(printable(render_trend(made, args.tasks)))
     except TrendError as exc:
-        print(f"driftdesk: {exc}", file=sys.stderr)
+        print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         return 2
     return 0
 
