@@ -76,8 +76,7 @@ async def _real_runs(server: SandboxServer, suite: Path, out: Path) -> dict[str,
                 profile=profile,
                 suite=str(suite),
                 agent=agent,
-                repeat=2,
-                concurrency=2,
+                repeat=1,
                 timeout_s=180,
                 out_dir=out,
                 api_key=KEY,
@@ -89,6 +88,7 @@ async def _real_runs(server: SandboxServer, suite: Path, out: Path) -> dict[str,
 
 
 async def test_real_claude_code_and_codex_runs_are_two_series_and_compare_warns(
+    home: Any,
     clients_on_path: dict[str, Path],
     coding_sandbox: tuple[SandboxServer, Path],
     tmp_path: Path,
@@ -152,7 +152,7 @@ def _builtin_run(out: Path, server: SandboxServer, seed: int) -> Path:
 
 
 def test_a_client_upgrade_stays_in_its_series_flagged_and_old_runs_read_as_unknown(
-    tmp_path: Path, cli: Any
+    home: Any, tmp_path: Path, cli: Any
 ) -> None:
     out = tmp_path / "runs"
     with SandboxServer(seed=3) as server:

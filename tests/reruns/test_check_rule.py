@@ -159,7 +159,7 @@ def test_check_error_codes_need_a_check(tmp_path: Path) -> None:
 
 
 async def test_report_warns_where_most_attempts_are_check_error_and_names_an_old_rule(
-    tmp_path: Path, sandbox_for: Any, cli: Any
+    home: Any, tmp_path: Path, sandbox_for: Any, cli: Any
 ) -> None:
     from driftdesk.analysis.check_rule import CURRENT_RULE
     from driftdesk.analysis.volatility import build_report
