@@ -597,11 +597,13 @@ def aggs_file(name: str) -> str:
 
 
 def read_extras(entry: Entry, aggs: dict[str, Any]) -> dict[str, dict[str, dict[Any, Any]]]:
-    """The per-task extras kept with ``aggs`` (``per_task_extras``'s shape); ``ValueError``
-    when the file is not the one sealed."""
+    """The per-task extras kept with ``aggs`` (``per_task_extras``'s shape), read to merge new
+    rows into the kept aggregates; ``ValueError`` when the extras or the aggregates file is
+    not the one sealed (both are read)."""
+    for name, seal in ((aggs["aggs"], aggs["aggs_seal"]), (aggs["extras"], aggs["extras_seal"])):
+        if not cache_seal.matches(entry.folder / name, seal):
+            raise ValueError(f"{entry.folder / name}: not the file the cache sealed")
     path = entry.folder / aggs["extras"]
-    if not cache_seal.matches(path, aggs["extras_seal"]):
-        raise ValueError(f"{path}: not the extras the cache sealed")
     data = json.loads(path.read_text(encoding="utf-8"))
     try:
         return {

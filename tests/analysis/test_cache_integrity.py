@@ -122,6 +122,25 @@ def test_another_runs_aggregates_dropped_into_a_runs_cache_are_not_its_numbers(
     assert report(cli, run_dir) == truth
 
 
+@pytest.mark.parametrize("swapped", ["aggs", "extras"])
+def test_another_runs_kept_aggregates_are_not_merged_with_lines_appended_since(
+    home, cli, tmp_path: Path, swapped: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A run's cache extended by lines appended since merges them into its kept aggregates:
+    another run's file in their place is no part of the merge."""
+    run_dir, other = finished_runs(tmp_path)
+    report(cli, run_dir)
+    report(cli, other)
+    (mine,) = read_meta(run_dir)["aggs"].values()
+    (theirs,) = read_meta(other)["aggs"].values()
+    source = cache_folder(other) / theirs[swapped]
+    shutil.copyfile(source, cache_folder(run_dir) / mine[swapped])
+    with open(run_dir / "attempts.jsonl", "a") as fh:
+        fh.write(json.dumps(attempt_row("golden-a", "suite/task-001", 9, "pass")) + "\n")
+    drop_kept_reports()
+    assert report(cli, run_dir) == report(cli, run_dir, "--no-cache")
+
+
 @pytest.mark.parametrize("damage", ["cut short", "body replaced"])
 def test_a_kept_report_cut_short_or_replaced_under_its_header_is_not_printed(
     home, cli, tmp_path: Path, damage: str
@@ -189,6 +208,26 @@ def test_trend_and_check_trend_see_a_same_size_edit_with_its_mtime_put_back(
     assert "regression" in judged.stdout
 
 
+def test_the_runs_lists_measured_success_sees_a_same_size_edit_with_its_mtime_put_back(
+    home, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from driftdesk.analysis import run_success
+
+    run_success.forget_measured()
+    run_dir = _run(tmp_path, "a", 1, 4)
+    run_success.measure_success(run_dir)
+    assert run_success.known_success(run_dir) == 1.0
+    later = time.monotonic() + 3600  # any measurement due again by then
+    assert run_success.success_to_measure([(run_dir, None)], later) == []
+    _edit_keeping_size_and_mtime(
+        run_dir / "attempts.jsonl", b'"outcome": "pass"', b'"outcome": "fail"'
+    )
+    assert run_success.success_to_measure([(run_dir, None)], later) == [run_dir]
+    run_success.forget_measured()  # the next start reads the store: the same
+    assert run_success.success_to_measure([(run_dir, None)], later) == [run_dir]
+    run_success.forget_measured()
+
+
 def test_a_forged_whole_trend_entry_is_not_printed(home, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / "runs"
     for name, day, passes in (("a", 1, 4), ("b", 2, 4), ("c", 3, 3)):
@@ -226,6 +265,34 @@ def test_a_trend_figures_entry_of_wrong_types_or_another_runs_is_read_again(
     data = a_entry.read_bytes()
     assert data.count(b'"slots":24') == 1
     a_entry.write_bytes(data.replace(b'"slots":24', b'"slots":"2"'))  # a wrong type
+    done = cli("trend", "--runs", str(folder), "--json")
+    assert done.returncode == 0 and done.stdout == truth, done.stderr
+
+
+def test_a_pair_verdict_of_another_pair_or_of_wrong_types_is_computed_again(
+    home, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from driftdesk.analysis import cache_seal
+
+    folder = tmp_path / "runs"
+    for name, day, passes in (("a", 1, 4), ("b", 2, 1), ("c", 3, 4)):
+        _run(folder, name, day, passes)
+    truth = cli("--no-cache", "trend", "--runs", str(folder), "--json").stdout
+    assert '"regression"' in truth and '"improvement"' in truth  # two verdicts that differ
+    assert cli("trend", "--runs", str(folder), "--json").stdout == truth
+    pairs = sorted((cache_dir() / "trend" / "pairs").glob("*.json"))
+    assert len(pairs) == 2
+    first, second = (p.read_bytes() for p in pairs)
+    pairs[0].write_bytes(second)  # each the other's verdict
+    pairs[1].write_bytes(first)
+    shutil.rmtree(cache_dir() / "trend" / "whole")
+    assert cli("trend", "--runs", str(folder), "--json").stdout == truth
+    for path in pairs:  # the right key and seal, a wrong type
+        key, _, payload = path.read_bytes().split(b"\n", 2)
+        verdict = json.loads(payload)
+        verdict["shared_tasks"] = str(verdict["shared_tasks"])
+        path.write_bytes(cache_seal.sealed(key, json.dumps(verdict).encode()))
+    shutil.rmtree(cache_dir() / "trend" / "whole")
     done = cli("trend", "--runs", str(folder), "--json")
     assert done.returncode == 0 and done.stdout == truth, done.stderr
 
