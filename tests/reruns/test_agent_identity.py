@@ -185,3 +185,42 @@ def test_a_client_upgrade_stays_in_its_series_flagged_and_old_runs_read_as_unkno
     missing = cli("trend", "--runs", str(out), "--agent", "codex")
     assert missing.returncode == 2 and "no run of agent 'codex'" in missing.stderr
     shutil.rmtree(old)
+
+
+def test_each_agent_kind_names_its_client(clients_on_path: dict[str, Path], tmp_path: Path) -> None:
+    import importlib.metadata
+
+    from driftdesk import __version__
+    from driftdesk.reruns.presets import CLAUDE_CODE, client_identity, client_version
+
+    for agent, binary in clients_on_path.items():
+        assert client_identity(agent) == {"name": agent, "version": _version_of(binary)}
+    assert client_identity("inspect") == {
+        "name": "inspect_ai",
+        "version": importlib.metadata.version("inspect-ai"),
+    }
+    assert client_identity("builtin") == {"name": "driftdesk", "version": __version__}
+    assert client_identity("command") == {"name": None, "version": None}
+    # A binary that says no version, or fails: unknown, never an error.
+    for name, body in (("mute", "echo no version here"), ("broken", "exit 3")):
+        script = tmp_path / name
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(0o755)
+        assert client_version(CLAUDE_CODE, str(script)) is None
+
+
+def test_the_version_is_asked_without_the_users_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from driftdesk.reruns.presets import CODEX, client_version
+
+    secret = "sk-user-own-key-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", secret)
+    seen = tmp_path / "env.txt"
+    script = tmp_path / "codex"
+    script.write_text(f"#!/bin/sh\nenv > {seen}\necho codex-cli 9.8.7\n")
+    script.chmod(0o755)
+    assert client_version(CODEX, str(script)) == "9.8.7"
+    assert secret not in seen.read_text()
+    assert f"HOME={Path.home()}" not in seen.read_text().splitlines()
