@@ -137,7 +137,9 @@ class KeyScrubber:
         window = field.sent + new
         out = bytearray()
         at = base
-        for match in self._pattern.finditer(window):
+        # Mostly there is no key: one search says so, cheaper than setting up finditer.
+        first = self._pattern.search(window)
+        for match in self._pattern.finditer(window, first.start()) if first else ():
             if match.end() <= base:
                 continue
             if match.start() < base:
@@ -181,11 +183,16 @@ _RESPONSES_ENDS = frozenset({"response.completed", "response.incomplete", "respo
 _RESPONSES_WHERE = ("item_id", "output_index", "content_index", "summary_index")
 
 
+# Built once: json.dumps with arguments builds an encoder per call (half its cost here).
+_UTF8_EVENT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ASCII_EVENT = json.JSONEncoder(separators=(",", ":"))
+
+
 def _dumped(event: dict[str, Any]) -> bytes:
     try:
-        return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return _UTF8_EVENT.encode(event).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate from a \\uXXXX escape: keep it escaped
-        return json.dumps(event, separators=(",", ":")).encode("ascii")
+        return _ASCII_EVENT.encode(event).encode("ascii")
 
 
 class StreamScrubber:
