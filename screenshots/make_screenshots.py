@@ -127,7 +127,101 @@ def _to_png(svg: Path) -> None:
     cairosvg.svg2png(url=str(svg), write_to=str(png))
 
 
-async def _shoot() -> list[Path]:
+# A coding task whose right and wrong paths differ in one command (as issue 45 tried it),
+# for the side-by-side: the sandbox plays it through the real Codex's own shell tool.
+CODING_TASK = {
+    "task_id": "fix-add",
+    "prompt": "In calc.py, add() multiplies. Make it add.",
+    "workspace": "fix-add",
+    "check": "python3 -c 'import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)'",
+    "simulated": {
+        "commands": [
+            "cat calc.py",
+            "sed -i 's/a \\* b/a + b/' calc.py",
+            "python3 -c 'import calc; print(calc.add(2, 3))'",
+        ],
+        "wrong": [
+            "cat calc.py",
+            "sed -i 's/a \\* b/a - b/' calc.py",
+            "python3 -c 'import calc; print(calc.add(2, 3))'",
+        ],
+        "answer": "add() now adds.",
+        "skill": 0.5,
+    },
+}
+CODING_SEED = 4  # the sandbox's draws: attempts 0-2 take the right sed, 3 the wrong one
+
+
+def _coding_run(root: Path) -> Path:
+    """Four attempts of ``CODING_TASK`` by the real Codex (installed by ``./run tests`` under
+    .tools/npm) against the sandbox, one at a time: the same outcomes every time."""
+    import json
+
+    from driftdesk.providers.profiles import Profile
+    from driftdesk.reruns.engine import RunSpec, execute_run
+    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+
+    clients = HERE.parent / ".tools" / "npm" / "node_modules" / ".bin"
+    os.environ["PATH"] = f"{clients}{os.pathsep}{os.environ['PATH']}"
+    if shutil.which("codex") is None:
+        raise SystemExit(f"the real Codex is not installed in {clients}: run ./run tests first")
+    suite_dir = root / "coding-suite"
+    (suite_dir / "fix-add").mkdir(parents=True)
+    (suite_dir / "fix-add" / "calc.py").write_text("def add(a, b):\n    return a * b\n")
+    suite = suite_dir / "coding.jsonl"
+    suite.write_text(json.dumps(CODING_TASK) + "\n")
+
+    class Quiet:
+        def on_event(self, event: object) -> None:
+            pass
+
+    with SandboxServer(seed=CODING_SEED, suites=[suite], linger_s=0.3) as server:
+        profile = Profile("codex-sandbox", "openai", server.base_url, SIM_MODEL)
+        spec = RunSpec(
+            profile=profile, suite=str(suite), repeat=4, concurrency=1, agent="codex",
+            out_dir=root / "coding-runs", api_key="sk-demo-" + "codex", timeout_s=120,
+        )  # fmt: skip
+        outcome = asyncio.run(execute_run(spec, Quiet()))
+    print(f"  (a Codex run of fix-add for the side-by-side: {outcome.run_dir.name})")
+    return Path(outcome.run_dir)
+
+
+def _pass_and_fail(run_dir: Path, task_id: str) -> tuple[int, int]:
+    import json
+
+    rows = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    outcomes = {r["attempt"]: r["outcome"] for r in rows if r["task_id"] == task_id}
+    passes = [a for a, o in sorted(outcomes.items()) if o == "pass"]
+    fails = [a for a, o in sorted(outcomes.items()) if o == "fail"]
+    assert passes and fails, f"the coding run needs a pass and a fail: {outcomes}"
+    return passes[0], fails[0]
+
+
+async def _shoot_small(coding_run: Path) -> list[Path]:
+    """The side-by-side at 80×24: the two sides stacked, each diverging command whole."""
+    from driftdesk.tui.app import DriftdeskApp
+    from driftdesk.tui.screens.attempt_pair import AttemptPairScreen
+
+    app = DriftdeskApp(runs_dirs=[coding_run.parent], out_dir=coding_run.parent, blink=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.5)
+        app.push_screen(
+            AttemptPairScreen(coding_run, "fix-add", *_pass_and_fail(coding_run, "fix-add"))
+        )
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if not [w for w in app.workers if w.is_running and w.group == "pair"]:
+                break
+        await pilot.pause(0.5)
+        app.clear_notifications()
+        await pilot.pause(0.2)
+        app.save_screenshot("side-by-side-80x24.svg", str(HERE))
+        print("  side-by-side-80x24.svg")
+        await pilot.press("ctrl+q")
+    return [HERE / "side-by-side-80x24.svg"]
+
+
+async def _shoot(coding_run: Path) -> list[Path]:
     from textual.pilot import Pilot
     from textual.widgets import Log
 
@@ -195,13 +289,17 @@ async def _shoot() -> list[Path]:
         await pilot.press("t")
         await idle(pilot)
         shot("trajectory")
-        await pilot.press("t")
-        app.screen.query_one("#attempts").focus()
-        await pilot.press("v")
+        await pilot.press("escape")
+        # A coding task's pass beside its fail (the real Codex's commands and tool results).
+        app.push_screen(
+            AttemptPairScreen(coding_run, "fix-add", *_pass_and_fail(coding_run, "fix-add"))
+        )
         await idle(pilot)
         assert isinstance(app.screen, AttemptPairScreen)
+        await pilot.press("down", "enter")  # the next step unfolded too: what each sed did
+        app.clear_notifications()
+        await pilot.pause(0.2)
         shot("side-by-side")
-        await pilot.press("escape")
         await pilot.press("escape")
 
         # A second run of the same suite: the sandbox's model drifts like a real one.
@@ -250,8 +348,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="driftdesk-shots-") as tmp:
         _throwaway_home(Path(tmp))
         _seed_profiles()
+        coding_run = _coding_run(Path(tmp))
         print(f"screenshots at {SIZE[0]}×{SIZE[1]} in {HERE}:")
-        svgs = asyncio.run(_shoot())
+        svgs = asyncio.run(_shoot(coding_run))
+        svgs += asyncio.run(_shoot_small(coding_run))
     for svg in svgs:
         _to_png(svg)
     return 0

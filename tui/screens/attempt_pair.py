@@ -451,7 +451,9 @@ class AttemptPairScreen(WorkbenchScreen):
             return
         row = rows[self.divergence_step]
         row.focus(scroll_visible=False)
-        steps.scroll_to_widget(row, animate=False, top=True, immediate=True)
+        # The row's place in the list (its margin-less top), not a region the last layout
+        # may not have settled yet.
+        steps.scroll_to(y=row.virtual_region.y, animate=False, immediate=True)
         if say:
             self.notify(
                 f"first divergence: step {self.divergence_step + 1}, at the top",

@@ -278,7 +278,9 @@ class RunScreen(WorkbenchScreen):
         if lines:
             log.write_lines(lines)
         calls = live.call_counts.get(key, 0)
-        if calls > self._commands_calls and live.run_dir is not None:
+        # The builtin agent's turn log says its tool calls already; a client's does not.
+        client = live.spec.get("agent") not in (None, "builtin")
+        if client and calls > self._commands_calls and live.run_dir is not None:
             self._commands_calls = calls
             self.read_commands(live, key)
 
