@@ -247,6 +247,7 @@ class StreamScrubber:
     def _event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         choices = event.get("choices")
+        where: tuple[Any, ...]
         if isinstance(choices, list):  # Chat Completions
             for position, choice in enumerate(choices):
                 if not isinstance(choice, dict):
