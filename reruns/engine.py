@@ -414,6 +414,9 @@ class _Execution:
     async def run(self, slots: list[tuple[str, int]], *, total: int | None = None) -> RunOutcome:
         self.stats.total = len(slots) if total is None else total
         task_ids = tuple(self.manifest["tasks"])
+        # the client of this execution (a resume's may be newer than the run's)
+        resumes = self.manifest.get("resumes") or [{}]
+        client = resumes[-1].get("client") or self.manifest.get("client")
         self.emit(
             RunStarted(
                 run_id=self.run_id,
@@ -425,6 +428,7 @@ class _Execution:
                     "base_url": self.profile.base_url,
                     "suite": self.suite.name,
                     "agent": self.agent,
+                    "client": client,
                     "concurrency": self.concurrency,
                     "timeout_seconds": self.timeout_s,
                     "resumed": bool(self.manifest.get("resumes")),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from driftdesk.reruns.events import AdaptiveProgress, RunEvent, RunFinished, RunStarted, RunStats
 from driftdesk.terminal import printable
@@ -77,6 +77,13 @@ def adaptive_headline(event: AdaptiveProgress) -> str:
     return " · ".join(parts)
 
 
+def _agent_label(spec: dict[str, Any]) -> str:
+    """The agent and its client as the run's first line names them: ``claude-code 2.1.332``."""
+    from driftdesk.analysis.agent_identity import agent_identity
+
+    return agent_identity({"agent": spec.get("agent"), "client": spec.get("client")}).label
+
+
 class TextProgress:
     """A ``RunListener`` that draws progress on a text stream (stderr by default)."""
 
@@ -123,7 +130,7 @@ class TextProgress:
                     f"{verb} {event.run_id}: {plural(len(event.task_ids), 'task')} x "
                     f"{repeats}, {to_make}"
                     f"{plural(event.total_attempts, 'attempt')} to make; {spec.get('model')} at "
-                    f"{spec.get('base_url')} (agent {spec.get('agent')}, concurrency "
+                    f"{spec.get('base_url')} (agent {_agent_label(spec)}, concurrency "
                     f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
                 )
             )

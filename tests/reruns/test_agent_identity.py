@@ -64,13 +64,21 @@ def _set_manifest(run_dir: Path, **changes: Any) -> None:
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
-async def _real_runs(server: SandboxServer, suite: Path, out: Path) -> dict[str, Path]:
-    made = {}
+async def _real_runs(
+    server: SandboxServer, suite: Path, out: Path
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """The two real runs, and what each printed first (``driftdesk run``'s progress)."""
+    import io
+
+    from driftdesk.reruns.progress import TextProgress
+
+    made, printed = {}, {}
     for agent, protocol, url in (
         ("claude-code", "anthropic", server.root_url),
         ("codex", "openai", server.base_url),
     ):
         profile = Profile(name=f"sim-{agent}", protocol=protocol, base_url=url, model=SIM_MODEL)
+        progress = TextProgress(io.StringIO(), is_tty=False)
         outcome = await execute_run(
             RunSpec(
                 profile=profile,
@@ -80,11 +88,14 @@ async def _real_runs(server: SandboxServer, suite: Path, out: Path) -> dict[str,
                 timeout_s=180,
                 out_dir=out,
                 api_key=KEY,
-            )
+            ),
+            progress,
         )
         assert outcome.status == "completed", outcome.reason
         made[agent] = outcome.run_dir
-    return made
+        assert isinstance(progress.stream, io.StringIO)
+        printed[agent] = progress.stream.getvalue().splitlines()[0]
+    return made, printed
 
 
 async def test_real_claude_code_and_codex_runs_are_two_series_and_compare_warns(
@@ -96,7 +107,7 @@ async def test_real_claude_code_and_codex_runs_are_two_series_and_compare_warns(
 ) -> None:
     server, suite = coding_sandbox
     out = tmp_path / "runs"
-    runs = await _real_runs(server, suite, out)
+    runs, printed = await _real_runs(server, suite, out)
     claude, codex = runs["claude-code"], runs["codex"]
 
     # The manifest names the client and the version its binary prints.
@@ -105,6 +116,9 @@ async def test_real_claude_code_and_codex_runs_are_two_series_and_compare_warns(
         assert client == {"name": agent, "version": _version_of(clients_on_path[agent])}
     claude_label = agent_identity(_manifest(claude)).label
     assert claude_label == f"claude-code {_version_of(clients_on_path['claude-code'])}"
+    # the run's first line names it too
+    assert f"(agent {claude_label}, concurrency" in printed["claude-code"]
+    assert f"(agent codex {_version_of(clients_on_path['codex'])}, " in printed["codex"]
 
     # trend: one series per agent kind, the newest run's by default.
     default = build_trend([claude, codex], use_cache=False)
