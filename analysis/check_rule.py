@@ -19,11 +19,18 @@ OLD_RULE = "exit-v1"
 
 
 def check_rule_of(manifest: dict[str, Any] | None) -> tuple[str, bool]:
-    """(the rule, whether the manifest recorded it): an old run reads as ``OLD_RULE``."""
-    rule = manifest.get("check_rule") if isinstance(manifest, dict) else None
-    if isinstance(rule, str) and rule:
-        return rule, True
-    return OLD_RULE, False
+    """(the rule, whether the manifest recorded it): an old run reads as ``OLD_RULE``. An old
+    run resumed since was judged by two rules, named in order: ``exit-v1+exit-v2``."""
+    manifest = manifest if isinstance(manifest, dict) else {}
+    rule = manifest.get("check_rule")
+    recorded = isinstance(rule, str) and bool(rule)
+    rules = [rule if recorded else OLD_RULE]
+    resumes = manifest.get("resumes")
+    for resume in resumes if isinstance(resumes, list) else []:
+        later = resume.get("check_rule") if isinstance(resume, dict) else None
+        if isinstance(later, str) and later and later not in rules:
+            rules.append(later)
+    return "+".join(rules), recorded
 
 
 def check_error_warnings(rows_path: Path, rule: str, recorded: bool) -> list[str]:
@@ -48,8 +55,10 @@ def check_error_warnings(rows_path: Path, rule: str, recorded: bool) -> list[str
         if count * 2 > attempts[task_id]
     ]
     if not recorded and errors:
+        first, _, later = rule.partition("+")
+        then = f" until it was resumed (then {later})" if later else ""
         lines.append(
-            f"checks judged by the old rule {rule} (recorded before driftdesk named its rule): "
-            f"any exit but 0 and 1 was check_error; {CURRENT_RULE} fails exits 1-124"
+            f"checks judged by the old rule {first}{then} (recorded before driftdesk named its "
+            f"rule): any exit but 0 and 1 was check_error; {CURRENT_RULE} fails exits 1-124"
         )
     return lines

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from reruns_helpers import read_rows
 
+from driftdesk import __version__
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunOutcome, RunSpec, execute_run
+from driftdesk.reruns.engine import RunOutcome, RunSpec, execute_run, resume_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import SuiteError, load_suite
 from driftdesk.reruns.workspace import CHECK_RULE, StepRun, check_outcome
@@ -195,4 +196,22 @@ async def test_report_warns_where_most_attempts_are_check_error_and_names_an_old
     manifest_path.write_text(json.dumps(manifest))
     [old] = build_report([outcome.run_dir])
     assert old.check_rule == "exit-v1"
-    assert old.check_warnings[-1].startswith("checks judged by the old rule exit-v1")
+    assert old.check_warnings[-1].startswith("checks judged by the old rule exit-v1 (")
+    # ... and resumed since (for real: two rows lost): the resume judges by the current rule
+    # and says so in its entry, with its client
+    attempts = outcome.run_dir / "attempts.jsonl"
+    attempts.write_text("".join(attempts.read_text().splitlines(keepends=True)[:-2]))
+    manifest["status"] = "interrupted"
+    manifest_path.write_text(json.dumps(manifest))
+    profile = Profile(name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL)
+    resumed_run = await resume_run(outcome.run_dir, api_key=KEY, profile=profile)
+    assert resumed_run.status == "completed", resumed_run.reason
+    [entry] = json.loads(manifest_path.read_text())["resumes"]
+    assert entry["check_rule"] == CHECK_RULE
+    assert entry["client"] == {"name": "driftdesk", "version": __version__}
+    assert "check_rule" not in json.loads(manifest_path.read_text())
+    [resumed] = build_report([outcome.run_dir])
+    assert resumed.check_rule == "exit-v1+exit-v2"
+    assert resumed.check_warnings[-1].startswith(
+        "checks judged by the old rule exit-v1 until it was resumed (then exit-v2)"
+    )
