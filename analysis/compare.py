@@ -377,7 +377,7 @@ def _warnings(comparison: Comparison) -> list[str]:
                 f"tasks with n ≥ k; the max − min gap grows with n — at k = {uneven['gap_k']} "
                 f"it is {uneven['gap_at_k_pp']} pp)"
             )
-    warnings.extend(_agent_warnings(a, b))
+    warnings.extend(agent_warnings(a, b))
     models_a, models_b = _models(a), _models(b)
     if models_a != models_b:
         warnings.append(
@@ -386,7 +386,7 @@ def _warnings(comparison: Comparison) -> list[str]:
     return warnings
 
 
-def _agent_warnings(a: RunReport, b: RunReport) -> list[str]:
+def agent_warnings(a: RunReport, b: RunReport) -> list[str]:
     """A line when the two runs were made by different agents or client versions: their
     difference is then the agent's as much as the model's."""
     from driftdesk.analysis.agent_identity import identity_differences, identity_from_json

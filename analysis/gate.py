@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from driftdesk.analysis.compare import SIGNIFICANCE, Comparison, PairedDelta, compare_runs
+from driftdesk.analysis.compare import (
+    SIGNIFICANCE,
+    Comparison,
+    PairedDelta,
+    agent_warnings,
+    compare_runs,
+)
 from driftdesk.analysis.volatility import RunReport
 
 
@@ -154,13 +160,16 @@ def regression_condition(
     ``compare_runs(baseline, report)`` if the caller has it."""
     if comparison is None:
         comparison = compare_runs(baseline, report)
-    return regression_verdict(
+    condition = regression_verdict(
         baseline.run_id,
         comparison.delta["success_rate"],
         allowed_pp,
         comparison.only_in_a,
         comparison.only_in_b,
     )
+    # another agent or client than the baseline's: the drop may be the agent's, say so
+    condition.detail += "".join(f"; {w}" for w in agent_warnings(baseline, report))
+    return condition
 
 
 def regression_verdict(

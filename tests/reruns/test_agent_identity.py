@@ -149,6 +149,8 @@ async def test_real_claude_code_and_codex_runs_are_two_series_and_compare_warns(
     comparison = compare_runs(claude, codex)
     assert any(w.startswith("agents differ (A claude-code") for w in comparison.warnings)
     assert comparison.to_json()["b"]["agent"]["kind"] == "codex"
+    gated = cli("check", str(codex), "--baseline", str(claude))
+    assert "; agents differ (A claude-code" in gated.stdout, gated.stdout + gated.stderr
     shown = cli("compare", str(claude), str(codex))
     assert "warning: agents differ" in shown.stdout, shown.stdout + shown.stderr
     [report] = build_report([codex])
