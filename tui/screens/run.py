@@ -297,11 +297,16 @@ class RunScreen(WorkbenchScreen):
             return
         if trajectory is None or trajectory.source != "recording":
             return
-        commands = [
-            call_text(name, arguments)
-            for step in trajectory.model_turns
-            for name, arguments in step.tool_calls
-        ]
+        # Every try in order (an earlier try's commands were shown while it ran), each ended
+        # by a line saying what ended it: the list only grows as the attempt goes on.
+        commands: list[str] = []
+        for earlier in trajectory.earlier_tries:
+            commands += _calls_of(earlier.steps)
+            commands.append(
+                f"— try {earlier.number} ended ({earlier.ended_by or 'ended'}): its workspace "
+                "discarded, the next try starts afresh"
+            )
+        commands += _calls_of(trajectory.steps)
         self.post_message(CommandsRead(live, key, commands))
 
     @on(CommandsRead)
@@ -315,7 +320,7 @@ class RunScreen(WorkbenchScreen):
         lines: list[str] = []
         for command in fresh:
             first, *rest = printable(command, keep_newlines=True).split("\n")
-            lines.append(first if command.startswith("$ ") else f"→ {first}")
+            lines.append(first if command.startswith(("$ ", "— ")) else f"→ {first}")
             lines.extend(f"  {line}" for line in rest)
         self.query_one("#run-log", RunLog).write_lines(lines)
 
@@ -421,6 +426,16 @@ def show_text(widget: Static, text: Text) -> None:
         or widget.get_content_height(widget.size, widget.app.size, width) != height
     ):
         widget.refresh(layout=True)
+
+
+def _calls_of(steps: list[Any]) -> list[str]:
+    """The tool calls of ``steps`` (model turns), each as it reads (``action_text``)."""
+    return [
+        call_text(name, arguments)
+        for step in steps
+        if step.kind == "model"
+        for name, arguments in step.tool_calls
+    ]
 
 
 def agent_label(run_dir: Path, spec: dict[str, Any]) -> str:

@@ -68,6 +68,23 @@ def step_unfolded(step: Step) -> Text:
     return text
 
 
+def try_line(earlier: Any) -> Text:
+    """An earlier try folded: "▸ try 1 — 429 at call 3, discarded (4 steps)"."""
+    line = Text("  ▸ ", style="dim")
+    line.append(printable(str(earlier.summary), keep_newlines=False), style="yellow")
+    return line
+
+
+def try_unfolded(earlier: Any) -> Text:
+    """An earlier try unfolded: its steps, a line each."""
+    text = Text("  ▾ ", style="dim")
+    text.append(printable(str(earlier.summary), keep_newlines=False), style="yellow")
+    for step in earlier.steps:
+        text.append("\n    ")
+        text.append_text(step_line(step))
+    return text
+
+
 class TrajectoryView(Vertical):
     """A trajectory's steps with a search box (hidden until ``/``)."""
 
@@ -81,6 +98,8 @@ class TrajectoryView(Vertical):
         super().__init__(**kwargs)
         self.steps: list[Step] = []
         self.unfolded: set[int] = set()
+        self.tries: dict[int, Any] = {}  # earlier tries by number (analysis.steps.Try)
+        self.unfolded_tries: set[str] = set()
         self.query_text = ""
 
     def compose(self) -> ComposeResult:
@@ -98,33 +117,58 @@ class TrajectoryView(Vertical):
     def show(self, trajectory: Trajectory | None, empty: str) -> None:
         self.steps = list(trajectory.steps) if trajectory is not None else []
         self.unfolded.clear()
+        self.unfolded_tries.clear()
+        self.tries = {}
         options = self.options
         options.clear_options()
         if not self.steps:
             options.add_option(Option(Text(empty, style="dim"), disabled=True))
             return
+        assert trajectory is not None
         header = Text(
-            f"{trajectory.source if trajectory else ''}: {len(self.steps)} steps, "
-            f"{len(trajectory.model_turns) if trajectory else 0} model turns"
-            + (
-                f"  ({'; '.join(trajectory.problems)})"
-                if trajectory and trajectory.problems
-                else ""
-            ),
+            f"{trajectory.source}: {len(self.steps)} steps, "
+            f"{len(trajectory.model_turns)} model turns"
+            + (f"  ({'; '.join(trajectory.problems)})" if trajectory.problems else ""),
             style="dim",
         )
+        tries = list(getattr(trajectory, "earlier_tries", []) or [])
+        number = getattr(trajectory, "try_number", None)
+        if tries and number is not None:
+            header.append(f"  — its final try, try {number}; earlier tries folded above it")
+        if not getattr(trajectory, "tries_known", True):
+            header.append("  (recorded before tries were kept: read as one try)")
         options.add_option(Option(header, disabled=True))
+        self.tries = {t.number: t for t in tries}
+        # Earlier tries first, each folded to one line (Enter unfolds): thrown away with
+        # their workspace, they never enter the steps below nor the divergence.
+        options.add_options(Option(try_line(t), id=f"try-{t.number}") for t in tries)
         options.add_options(Option(step_line(s), id=str(s.index)) for s in self.steps)
-        options.highlighted = 1
+        options.highlighted = 1 + len(tries) if self.steps else 1
 
-    def _selected(self) -> Step | None:
+    def _selected_id(self) -> str | None:
         highlighted = self.options.highlighted
         if highlighted is None:
             return None
-        option_id = self.options.get_option_at_index(highlighted).id
-        return self.steps[int(option_id)] if option_id is not None else None
+        return self.options.get_option_at_index(highlighted).id
+
+    def _selected(self) -> Step | None:
+        option_id = self._selected_id()
+        if option_id is None or option_id.startswith("try-"):
+            return None
+        return self.steps[int(option_id)]
 
     def action_toggle_step(self) -> None:
+        option_id = self._selected_id()
+        if option_id is not None and option_id.startswith("try-"):
+            number = int(option_id[len("try-") :])
+            if option_id in self.unfolded_tries:
+                self.unfolded_tries.discard(option_id)
+                prompt = try_line(self.tries[number])
+            else:
+                self.unfolded_tries.add(option_id)
+                prompt = try_unfolded(self.tries[number])
+            self.options.replace_option_prompt(option_id, prompt)
+            return
         step = self._selected()
         if step is None:
             return
@@ -174,5 +218,5 @@ class TrajectoryView(Vertical):
         current = self._selected()
         after = [i for i in found if current is None or i > current.index]
         target = after[0] if after else found[0]
-        self.options.highlighted = target + 1  # the header is option 0
+        self.options.highlighted = self.options.get_option_index(str(target))
         self.options.focus()
