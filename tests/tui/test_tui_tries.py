@@ -105,3 +105,24 @@ async def test_earlier_tries_fold_above_the_final_trys_steps(
         assert pair.sides is not None
         longest = max(len(side.view.actions) for side in pair.sides)
         assert len(list(pair.query(PairStep))) in (longest, longest + 1)
+
+
+async def test_a_recording_from_before_tries_says_it_reads_as_one_try(
+    home, runs_dir, make_app, settle
+) -> None:
+    from coding_runs import TASK as CODING_TASK
+    from coding_runs import write_coding_run
+
+    run_dir = write_coding_run(runs_dir)  # recordings without a try per call
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.push_screen(TaskScreen(run_dir, CODING_TASK))
+        await settle(app, pilot)
+        why = str(app.screen.query_one("#task-explain").render())
+        assert "first diverge at step 2" in why
+        assert "each reads as one try" in why
+        await pilot.press("t")
+        await settle(app, pilot)
+        options = app.screen.query_one("#trajectory-steps", OptionList)
+        assert "read as one try" in str(options.get_option_at_index(0).prompt)

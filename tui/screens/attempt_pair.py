@@ -393,6 +393,9 @@ class AttemptPairScreen(WorkbenchScreen):
             if letter == "B":
                 text.append("   ")
             figures = [f"{len(view.actions)} actions", f"{view.turns} turns"]
+            earlier = len(getattr(view, "earlier_tries", None) or [])
+            if earlier:  # thrown away: never in these steps (the trajectory view shows them)
+                figures.append(f"final try {view.try_number}, {earlier} earlier discarded")
             if view.tokens is not None:
                 figures.append(f"{view.tokens} tok")
             if view.latency_ms:

@@ -76,6 +76,7 @@ class ExplanationLoaded(Loaded):
     groups: dict[str, list[int]]  # pass / fail -> attempts with a trajectory
     problem: str | None = None  # why there is no explanation
     events: list[str] = field(default_factory=list)  # the link events, as explain says them
+    note: str | None = None  # explain's note on recordings that predate tries
 
 
 class TaskScreen(WorkbenchScreen):
@@ -140,7 +141,8 @@ class TaskScreen(WorkbenchScreen):
             return
         events = [e.sentence for e in explanation.events]
         findings = [s for s in explanation.sentences() if s not in events]
-        self.post_message(ExplanationLoaded(findings, explanation.groups, events=events))
+        note = getattr(explanation, "tries_note", None)  # old recordings: read as one try
+        self.post_message(ExplanationLoaded(findings, explanation.groups, events=events, note=note))
 
     @on(ExplanationLoaded)
     def _explained(self, message: ExplanationLoaded) -> None:
@@ -161,7 +163,8 @@ class TaskScreen(WorkbenchScreen):
                 fallback = "the passing and failing attempts took the same actions"
             # The link events always (explain prints them too), the findings in the room left.
             events = message.events[:EVENT_LINES]
-            findings = message.sentences[: EXPLANATION_LINES - len(events)] or [fallback]
+            room = EXPLANATION_LINES - len(events) - (1 if message.note else 0)
+            findings = message.sentences[: max(room, 1)] or [fallback]
             for sentence in findings:
                 text.append("\n  " + printable(sentence, keep_newlines=False))
             for sentence in events:
@@ -169,6 +172,8 @@ class TaskScreen(WorkbenchScreen):
             hidden = len(message.sentences) - len(findings) + len(message.events) - len(events)
             if hidden > 0:
                 text.append(f"\n  (+{hidden} more: driftdesk explain)", style="dim")
+            if message.note:
+                text.append("\n  " + printable(message.note, keep_newlines=False), style="dim")
         self.query_one("#task-explain", Static).update(text)
 
     @work(
