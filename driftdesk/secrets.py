@@ -146,13 +146,24 @@ def _decoded_unit(match: re.Match[str]) -> str:
     return _unescaped(unit)
 
 
+# Escapes as common as "\\n" or '\\"' in JSON text, decoded once, not once per occurrence.
+_DECODED_UNITS: dict[str, str] = {}
+
+
 def _decoded(squeezed: str) -> str:
     if "\\" not in squeezed and "%" not in squeezed:
         return squeezed
     parts = []
     done = 0
+    known = _DECODED_UNITS
     for match in _escapes(squeezed):
-        parts += [squeezed[done : match.start()], _decoded_unit(match)]
+        unit = match.group()
+        decoded = known.get(unit)
+        if decoded is None:
+            decoded = _decoded_unit(match)
+            if len(unit) <= 8 and len(known) < 4096:
+                known[unit] = decoded
+        parts += [squeezed[done : match.start()], decoded]
         done = match.end()
     parts.append(squeezed[done:])
     return "".join(parts)
