@@ -241,7 +241,7 @@ class _SecretShapes:
         self.mask = mask_key(secret)
 
     def in_view(self, view: str) -> bool:
-        return any(needle in view for needle in self.needles)
+        return any(map(view.__contains__, self.needles))
 
     def spans(self, view: _View) -> list[tuple[int, int]]:
         found = []
