@@ -24,7 +24,7 @@ def check_rule_of(manifest: dict[str, Any] | None) -> tuple[str, bool]:
     manifest = manifest if isinstance(manifest, dict) else {}
     rule = manifest.get("check_rule")
     recorded = isinstance(rule, str) and bool(rule)
-    rules = [rule if recorded else OLD_RULE]
+    rules: list[str] = [str(rule) if recorded else OLD_RULE]
     resumes = manifest.get("resumes")
     for resume in resumes if isinstance(resumes, list) else []:
         later = resume.get("check_rule") if isinstance(resume, dict) else None
