@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.terminal import printable
+
 if TYPE_CHECKING:
     from driftdesk.providers.profiles import Profile
 
@@ -228,7 +230,7 @@ def _guarded(handler: Handler) -> Handler:
         except BrokenPipeError:
             raise  # the reader left (`| head`): main ends quietly
         except EXPECTED as exc:
-            print(f"driftdesk: error: {exc}", file=sys.stderr)
+            print(printable(f"driftdesk: error: {exc}"), file=sys.stderr)
             # A profile named or given wrongly is bad input, as in `run`; the rest failed.
             return EXIT_BAD_INPUT if isinstance(exc, ProfileError) else 1
 
@@ -237,7 +239,7 @@ def _guarded(handler: Handler) -> Handler:
 
 
 def _err(message: str) -> None:
-    print(message, file=sys.stderr)
+    print(printable(message), file=sys.stderr)  # it may name a path, or quote a file
 
 
 # --- key ------------------------------------------------------------------------------------
@@ -573,7 +575,7 @@ def _offer_reapply(profile: Profile, reapply: bool) -> None:
     for plan in stale_switches(profile):
         where = f"{plan.target} ({plan.scope}) {plan.path}"
         if not reapply and sys.stdin.isatty():
-            sys.stdout.write(plan.diff)
+            sys.stdout.write(printable(plan.diff))
             answer = input(
                 f"{where} still has the old settings of {profile.name}; re-apply? [y/N] "
             )
@@ -582,12 +584,14 @@ def _offer_reapply(profile: Profile, reapply: bool) -> None:
             reapply_this = reapply
         if reapply_this:
             apply_switch(plan)
-            print(f"re-applied {profile.name} to {where}")
+            print(printable(f"re-applied {profile.name} to {where}"))
         else:
             args = f" --env-file {plan.path}" if plan.target == "env" else f" --scope {plan.scope}"
             print(
-                f"note: {where} is stale (old settings of {profile.name}): re-apply with "
-                f"driftdesk switch {profile.name} --target {plan.target}{args}"
+                printable(
+                    f"note: {where} is stale (old settings of {profile.name}): re-apply with "
+                    f"driftdesk switch {profile.name} --target {plan.target}{args}"
+                )
             )
 
 
@@ -600,7 +604,7 @@ def cmd_profile_rm(args: argparse.Namespace) -> int:
     in_use = [row for row in collect_status() if row.profile == args.name]
     if in_use and not args.yes:
         for row in in_use:
-            print(f"{row.target} ({row.scope}) {row.path} points at {args.name}")
+            print(printable(f"{row.target} ({row.scope}) {row.path} points at {args.name}"))
         question = (
             f"those files would be left asking `driftdesk key {args.name}` for a key that is "
             "gone (switch them to another profile, or restore them, first)"
@@ -661,18 +665,18 @@ def cmd_switch(args: argparse.Namespace) -> int:
             from driftdesk.providers.envkeys import move_env_keys
 
             for done in move_env_keys(plan.path, profile):
-                print(f"note: {done}")
+                print(printable(f"note: {done}"))
             plan = plan_switch(profile, args.target, scope=args.scope, env_file=args.env_file)
         if plan.diff:
-            sys.stdout.write(plan.diff)
+            sys.stdout.write(printable(plan.diff))
         for note in plan.notes:
-            print(f"note: {note}")
+            print(printable(f"note: {note}"))
         if plan.unsaved_keys:
             _err(f"driftdesk: warning: {unsaved_keys_message(plan)}")
         if plan.stale_keys:
             _err(f"driftdesk: warning: {stale_keys_message(plan)}")
         if args.dry_run:
-            print(f"dry run: {plan.path} not written")
+            print(printable(f"dry run: {plan.path} not written"))
             return 0
         damaged_before = state.damaged_indexes(plan.path)
         apply_switch(plan, force=args.force)
@@ -681,9 +685,9 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
             _err(f"driftdesk: warning: {file_history(plan.path).damage_warning()}")
     if plan.changed:
-        print(f"switched {plan.target} to {profile.name}: wrote {plan.path}")
+        print(printable(f"switched {plan.target} to {profile.name}: wrote {plan.path}"))
     else:
-        print(f"{plan.target} already points at {profile.name}: {plan.path} unchanged")
+        print(printable(f"{plan.target} already points at {profile.name}: {plan.path} unchanged"))
     return 0
 
 
@@ -715,7 +719,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not histories:
         print("driftdesk has not written any config file yet")
     for history in histories:
-        print(f"{history.target}  {history.path}")
+        print(printable(f"{history.target}  {history.path}"))
         if not history.writes:
             kept = "a copy of the original is kept" if history.has_original else "no backup"
             print(f"  no writes recorded ({kept})")
@@ -739,14 +743,14 @@ def cmd_restore(args: argparse.Namespace) -> int:
     with locked(state.backup_folder(path).name):
         plan = plan_restore(args.target, args.scope, args.env_file, to=args.to)
         if plan.diff:
-            sys.stdout.write(plan.diff)
+            sys.stdout.write(printable(plan.diff))
         for note in plan.notes:
-            print(f"note: {note}")
+            print(printable(f"note: {note}"))
         if not plan.changed:
-            print(f"{plan.path} already is as it was {plan.label}: nothing to restore")
+            print(printable(f"{plan.path} already is as it was {plan.label}: nothing to restore"))
             return 0
         if args.dry_run:
-            print(f"dry run: {plan.path} not written (would restore {plan.label})")
+            print(printable(f"dry run: {plan.path} not written (would restore {plan.label})"))
             return 0
         if not args.yes:
             if not sys.stdin.isatty():
@@ -758,8 +762,10 @@ def cmd_restore(args: argparse.Namespace) -> int:
                 return 1
         apply_restore(plan, force=args.force)
     print(
-        f"restored {plan.path} to {plan.label} (undo: driftdesk restore {args.target}"
-        f"{_file_flags(args)})"
+        printable(
+            f"restored {plan.path} to {plan.label} (undo: driftdesk restore {args.target}"
+            f"{_file_flags(args)})"
+        )
     )
     return 0
 
@@ -785,7 +791,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             drift += f": {row.drifted_keys}"
         if row.path in stale:
             drift += f"  STALE: {stale[row.path]}"
-        print(f"{row.target:<6} {row.scope:<7} {active:<20} {row.path}{drift}")
+        print(printable(f"{row.target:<6} {row.scope:<7} {active:<20} {row.path}{drift}"))
         if row.detail:
             print(f"{'':<15}{row.detail}")
     return 0
@@ -875,11 +881,15 @@ def _import_profile(args: argparse.Namespace) -> int:
             move_key = answer.strip().lower() in ("y", "yes")
     result = import_profile(args.source, args.path, args.name, move_key=move_key, scope=args.scope)
     profile = result.profile
-    print(f"imported {found.path} as profile {profile.name} ({profile.protocol}, {profile.model})")
+    print(
+        printable(
+            f"imported {found.path} as profile {profile.name} ({profile.protocol}, {profile.model})"
+        )
+    )
     if result.key_stored:
         print(f"key stored in the OS keyring: {result.key_masked}")
     for note in result.notes:
-        print(f"note: {note}")
+        print(printable(f"note: {note}"))
     if result.diff:
-        sys.stdout.write(result.diff)
+        sys.stdout.write(printable(result.diff))
     return 0

@@ -204,3 +204,24 @@ def test_printable_shows_a_raw_byte_of_a_path_as_its_escape() -> None:
     assert printable("a\udc9bb") == "a\\x9bb"
     assert printable("a\ud800b") == "a\\ud800b"
     assert printable(HOSTILE) == SHOWN
+
+
+def test_switch_history_status_and_restore_print_config_paths_escaped(
+    home: object, hostile_text: Path
+) -> None:
+    # (A path that is no UTF-8 is refused earlier there: the switch history is JSON text.)
+    ProfileStore().save(
+        Profile(
+            name="sim", protocol="openai", base_url="http://127.0.0.1:9/v1", model=SIM_MODEL,
+            no_key=True,
+        )
+    )  # fmt: skip
+    env_file = str(hostile_text / ".env")
+    code, stdout, stderr = driftdesk("switch", "sim", "--target", "env", "--env-file", env_file)
+    assert code == 0, stderr
+    assert stdout.count(SHOWN_TEXT) >= 2, stdout  # the diff's header, "wrote <path>"
+    for args in (("history",), ("status",)):
+        code, stdout, stderr = driftdesk(*args)
+        assert code == 0 and SHOWN_TEXT in stdout, (args, stdout, stderr)
+    code, stdout, stderr = driftdesk("restore", "env", "--env-file", env_file, "--yes")
+    assert code == 0 and SHOWN_TEXT in stdout, stdout + stderr
