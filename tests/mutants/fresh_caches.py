@@ -12,10 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from driftdesk.secrets import secret_shapes
+from driftdesk.secrets import _DECODED_UNITS, secret_finder, secret_shapes
 
 
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> Iterator[None]:
     secret_shapes.cache_clear()
+    secret_finder.cache_clear()
+    _DECODED_UNITS.clear()
     yield

@@ -32,10 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # Module (as imported) -> the functions mutated there; None: every function of the module.
 SCOPE: dict[str, list[str] | None] = {
     "driftdesk.secrets": None,
+    "driftdesk.reruns.key_scrub": None,  # the key's redaction in what the proxy forwards
     "driftdesk.reruns.proxy": [
-        # the key's redaction in what the proxy forwards
-        "_hex", "_utf16", "_char_pattern", "_compiled", "KeyScrubber", "_Passthrough",
-        "_scrubbed_error_headers", "MeteringProxy._scrub_error_body",
+        "_Passthrough", "_scrubbed_error_headers", "MeteringProxy._scrub_error_body",
         # attribution: which attempt a call belongs to, and what its calls say
         "MeteringProxy.open_attempt", "MeteringProxy.attribute", "MeteringProxy.attempt_calls",
         "MeteringProxy.close_attempt", "MeteringProxy._next_call_index",
@@ -56,6 +55,7 @@ TESTS = [
     "tests/reruns/test_proxy_escaped_keys.py",
     "tests/reruns/test_proxy_scrub_edges.py",
     "tests/reruns/test_proxy_decoded_values.py",  # the scrubber before the meter decodes
+    "tests/reruns/test_stream_scrub.py",  # the key across SSE events
     "tests/reruns/test_proxy_attribution.py",
     "tests/analysis/test_analysis_published_metrics.py",
     "tests/analysis/test_analysis_check.py",
