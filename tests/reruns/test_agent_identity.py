@@ -197,6 +197,10 @@ def test_a_client_upgrade_stays_in_its_series_flagged_and_old_runs_read_as_unkno
     assert cli("check", str(after), "--trend").returncode == 0
     asked = cli("check", str(after), "--trend", "--trend-flags", "client_changed")
     assert asked.returncode == 1, asked.stdout
+    as_json = json.loads(cli("trend", "--runs", str(out), "--json").stdout)
+    assert as_json["agent"] == "builtin"
+    assert [r["flags"][0]["name"] for r in as_json["runs"] if r["flags"]] == ["client_changed"]
+    assert as_json["runs"][2]["agent"]["version"] == _manifest(after)["client"]["version"]
     # a kind never seen is one clear line
     missing = cli("trend", "--runs", str(out), "--agent", "codex")
     assert missing.returncode == 2 and "no run of agent 'codex'" in missing.stderr
