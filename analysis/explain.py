@@ -13,6 +13,12 @@ trajectory (``analysis.trajectory``) and its actions, and says:
   in 1/3");
 - turns, tokens and latency per group (mean and median).
 
+Only each attempt's final try is compared (its actions, steps, link events): an attempt whose
+try ended on a retryable link error was run again from scratch, and the abandoned try's
+actions are no part of what it did. Earlier tries are listed apart (``earlier_tries``), and
+their link events are summed as "ended a try" / "in a discarded try". An attempt recorded
+before calls said their try reads as one try and is named (``tries_unknown``).
+
 Steps in sentences count the actions from 1; in JSON ``step`` is the 0-based index.
 """
 
@@ -29,7 +35,9 @@ from driftdesk.analysis.sources import MANIFEST_FILE, SourceError
 from driftdesk.analysis.trajectory import (
     Action,
     Divergence,
+    Step,
     Trajectory,
+    Try,
     action_sequence,
     described_pair,
     first_divergence,
@@ -60,9 +68,16 @@ class LinkEvent:
     before: int  # the 0-based index of the action it came before (= actions so far)
     retried: bool  # an answered call followed it
     status: int | None = None
+    # Of an abandoned try: "ended" (its last failure, after which the try was run again) or
+    # "during" (another failure of that try); None: of the final try.
+    earlier: str | None = None
 
     @property
     def phrase(self) -> str:
+        if self.earlier == "ended":
+            return f"{self.kind} ended a try (run again from scratch)"
+        if self.earlier is not None:
+            return f"{self.kind} in a discarded try"
         verb = "retried" if self.retried else "not retried"
         if self.kind == "model_mismatch":
             verb = "(another model answered)"
@@ -80,15 +95,31 @@ class AttemptView:
     tokens: int | None = None
     latency_ms: float | None = None
     problems: list[str] = field(default_factory=list)
+    # The final try's steps (what ``actions`` are taken from), its number, the abandoned
+    # tries before it, and whether the calls said their try (False: read as one try).
+    steps: list[Step] = field(default_factory=list)
+    try_number: int | None = None
+    earlier_tries: list[Try] = field(default_factory=list)
+    tries_known: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
             "attempt": self.attempt,
             "outcome": self.outcome,
             "source": self.source,
+            "try": self.try_number,
+            "tries_recorded": self.tries_known,
             "actions": [a.to_json() for a in self.actions],
+            "steps": [s.summary_json() for s in self.steps],
+            "earlier_tries": [t.to_json() for t in self.earlier_tries],
             "link_events": [
-                {"kind": e.kind, "before_step": e.before, "retried": e.retried, "status": e.status}
+                {
+                    "kind": e.kind,
+                    "before_step": e.before,
+                    "retried": e.retried,
+                    "status": e.status,
+                    **({"earlier_try": e.earlier} if e.earlier else {}),
+                }
                 for e in self.events
             ],
             "turns": self.turns,
@@ -158,6 +189,21 @@ class TaskExplanation:
     two: tuple[AttemptView, AttemptView] | None = None  # --attempts A B
     two_divergence: Divergence | None = None
 
+    @property
+    def tries_unknown(self) -> list[int]:
+        """Attempts recorded before calls said their try: each read as one try."""
+        return [v.attempt for v in self.views if v.source is not None and not v.tries_known]
+
+    @property
+    def tries_note(self) -> str | None:
+        unknown = self.tries_unknown
+        if not unknown:
+            return None
+        return (
+            f"{plural(len(unknown), 'attempt')} ({_ranges(unknown)}) recorded before calls said "
+            "their try: each reads as one try (a retried try's calls are mixed in)"
+        )
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "run_dir": str(self.run_dir),
@@ -167,6 +213,7 @@ class TaskExplanation:
             "groups": self.groups,
             "apart": [{"attempt": v.attempt, "outcome": v.outcome} for v in self.apart],
             "without_trajectory": self.without_trajectory,
+            "tries_unknown": self.tries_unknown,
             "pair_divergences": [
                 {
                     "pass": p,
@@ -334,7 +381,7 @@ def _view(attempt: int, row: dict[str, Any], traj: Trajectory | None, text: bool
     if traj is None:
         return AttemptView(attempt, outcome, None)
     actions = action_sequence(traj, text)
-    events = []
+    events = _earlier_events(traj.earlier_tries)
     position = 0  # actions before the current step
     for step in traj.steps:
         while position < len(actions) and actions[position].step < step.index:
@@ -359,7 +406,31 @@ def _view(attempt: int, row: dict[str, Any], traj: Trajectory | None, text: bool
         tokens=traj.tokens,
         latency_ms=traj.latency_ms,
         problems=traj.problems,
+        steps=traj.steps,
+        try_number=traj.try_number,
+        earlier_tries=traj.earlier_tries,
+        tries_known=traj.tries_known,
     )
+
+
+def _earlier_events(tries: list[Try]) -> list[LinkEvent]:
+    """The link events of abandoned tries: the one that ended each, and any before it."""
+    events = []
+    for attempt_try in tries:
+        found = [s for s in attempt_try.steps if s.kind == "link_event"]
+        for position, step in enumerate(found):
+            status = step.detail.get("status")
+            ended = position == len(found) - 1 and not step.detail.get("retried")
+            events.append(
+                LinkEvent(
+                    str(step.detail.get("kind")),
+                    0,
+                    bool(step.detail.get("retried")),
+                    status if isinstance(status, int) else None,
+                    earlier="ended" if ended else "during",
+                )
+            )
+    return events
 
 
 def _explain(

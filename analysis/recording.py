@@ -7,8 +7,17 @@ leading ones it shares with the previous call's full list, so the full item list
 reported, never raised, and every whole record before it is read. A line that is not a
 record is named by its record number and skipped.
 
+Each record names its try (``try``, 1-based; a record from before tries were kept has none
+and reads as try 1): a try starts its conversation afresh, so the chain of ``base`` restarts
+with it.
+
 ``recorded_steps`` turns the records into steps: the model turn of each call's response, and
-before it the tool results and user turns that were new in that call's request.
+before it the tool results and user turns that were new in that call's request. New means not
+re-sent: clients send the conversation again with every call, and not always byte for byte
+(Claude Code moves its ``cache_control`` marker to the newest message and sends a message's
+text as a string one time and as a list of text blocks the next), so an item is re-sent when
+it equals one of the previous call's once its cache markers are dropped and its text content
+is written one way (``same_item``).
 """
 
 from __future__ import annotations
@@ -40,6 +49,12 @@ class RecordedCall:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
+    def try_number(self) -> int | None:
+        """The record's try (1-based); None: recorded before tries were kept."""
+        value = self.record.get("try")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
     def protocol(self) -> str | None:
         protocol = self.record.get("protocol")
         return protocol if isinstance(protocol, str) else None
@@ -56,6 +71,7 @@ class _Chain:
 
     items: list[Any] = field(default_factory=list)
     known: bool = True
+    try_number: int | None = None
 
 
 def read_recording(path: Path | str) -> tuple[list[RecordedCall], list[str]]:
@@ -75,6 +91,9 @@ def read_recording(path: Path | str) -> tuple[list[RecordedCall], list[str]]:
             problems.append(f"record {number}: expected an object, got {type(record).__name__}")
             chain.known = False
             continue
+        number_of_try = record.get("try")
+        if number_of_try != chain.try_number:  # a new try: a conversation of its own
+            chain.items, chain.known, chain.try_number = [], True, number_of_try
         calls.append(_reconstruct(number, record, chain, problems))
     return calls, problems
 
@@ -132,13 +151,43 @@ def _reconstruct(
     if not isinstance(items, list):  # cut by the cap, or an unknown protocol's body
         items, known = [], False
     full = previous[:base] + items
-    if base >= len(previous):
+    # The writer's base counts items equal byte for byte; a client re-sends some with another
+    # cache marker or text shape, which are the same items all the same.
+    shared = min(base, len(previous))
+    while (
+        shared < len(previous) and shared < len(full) and same_item(previous[shared], full[shared])
+    ):
+        shared += 1
+    if shared >= len(previous):
         new = full[len(previous) :]
-    else:  # the conversation was rewritten from ``base`` on: only what it did not hold
-        earlier = previous[base:]
-        new = [item for item in items if item not in earlier]
+    else:  # the conversation was rewritten from ``shared`` on: only what it did not hold
+        earlier = {_item_key(item) for item in previous[shared:]}
+        new = [item for item in full[shared:] if _item_key(item) not in earlier]
     chain.items, chain.known = full, known
     return RecordedCall(number, record, full, new, known)
+
+
+def same_item(a: Any, b: Any) -> bool:
+    """Whether two conversation items are one item sent twice: equal, or equal once their
+    ``cache_control`` markers are dropped and their text content is written one way."""
+    return a == b or canonical_item(a) == canonical_item(b)
+
+
+def canonical_item(value: Any) -> Any:
+    """``value`` without ``cache_control`` keys (at any depth), a string ``content`` written as
+    the one text block it stands for (``[{"type": "text", "text": ...}]``)."""
+    if isinstance(value, dict):
+        out = {k: canonical_item(v) for k, v in value.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str):
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(value, list):
+        return [canonical_item(v) for v in value]
+    return value
+
+
+def _item_key(item: Any) -> str:
+    return json.dumps(canonical_item(item), sort_keys=True, ensure_ascii=False, default=str)
 
 
 def recorded_steps(call: RecordedCall, *, first: bool) -> list[Step]:

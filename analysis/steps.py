@@ -15,6 +15,11 @@ OpenAI chat (``tool_calls[].function.{name,arguments}``), Anthropic Messages con
 (``tool_use`` / ``tool_result``), tau2 (``tool_calls[].{name,arguments}``) and inspect_ai
 (``tool_calls[].{function,arguments}``, content as a string or a list of typed parts).
 
+A live run's attempt may have had several tries (a try that ended on a retryable link error is
+run again from scratch, in a fresh workspace): its ``steps`` are its final try's, and the
+earlier tries are kept apart in ``earlier_tries`` (``Try``), never mixed into the steps that
+attempts are compared by.
+
 An import keeps each attempt's trajectory as ``<attempt>.trajectory.json`` in its run dir
 (``write_trajectory``: this model as JSON, every string redacted).
 """
@@ -37,6 +42,7 @@ TRAJECTORY_VERSION = 1
 # Where a generic JSON-lines row may carry its conversation, in the order looked at.
 MESSAGE_FIELDS = ("messages", "traj", "trajectory")
 TEXT_PART_TYPES = (None, "text", "input_text", "output_text")
+SUMMARY_WIDTH = 120  # a step's one-line summary
 
 
 @dataclass
@@ -66,6 +72,25 @@ class Step:
             "detail": self.detail,
         }
 
+    def summary(self, width: int = SUMMARY_WIDTH) -> str:
+        """The step in one line: a model turn's tool calls (``call NAME(ARGS)``) or its text, a
+        tool result's or user turn's text, a link event's words; cut at ``width``."""
+        if self.kind == "model" and self.tool_calls:
+            said = "; ".join(f"call {name}({arguments})" for name, arguments in self.tool_calls)
+        else:
+            said = self.text
+        said = " ".join(said.split()) or "(no text)"
+        return said if len(said) <= width else said[: width - 1] + "…"
+
+    def summary_json(self) -> dict[str, Any]:
+        """What ``explain --json`` says of the step."""
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "summary": self.summary(),
+            "call_index": self.call_index,
+        }
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Step:
         kind = data.get("kind")
@@ -86,6 +111,40 @@ class Step:
 
 
 @dataclass
+class Try:
+    """One abandoned try of an attempt: its own steps, apart from the final try's."""
+
+    number: int  # 1-based, as the proxy numbered the slot's tries
+    steps: list[Step]
+    ended_by: str | None = None  # what ended it: "429 at call 3"; None: not known
+    calls: int = 0  # the calls it made
+
+    @property
+    def summary(self) -> str:
+        """One line for a folded try: "try 1 — 429 at call 3, discarded (4 steps)"."""
+        ended = self.ended_by or "ended"
+        return f"try {self.number} — {ended}, discarded ({len(self.steps)} steps)"
+
+    def to_json(self, *, full: bool = False) -> dict[str, Any]:
+        """``full``: every step as ``Step.to_json``; else each as its one-line summary."""
+        return {
+            "try": self.number,
+            "ended_by": self.ended_by,
+            "calls": self.calls,
+            "steps": [s.to_json() if full else s.summary_json() for s in self.steps],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Try:
+        return cls(
+            number=int(data.get("try") or 1),
+            steps=numbered(Step.from_json(s) for s in data.get("steps") or []),
+            ended_by=_str_or_none(data.get("ended_by")),
+            calls=int(data.get("calls") or 0),
+        )
+
+
+@dataclass
 class Trajectory:
     task_id: str
     attempt: int
@@ -95,6 +154,12 @@ class Trajectory:
     tokens: int | None = None  # the attempt's total, from its row
     latency_ms: float | None = None  # the attempt's wall time, from its row
     problems: list[str] = field(default_factory=list)  # what could not be read, one line each
+    # The try ``steps`` are from (1-based; None: a source without tries, e.g. an import),
+    # the abandoned tries before it (oldest first), and whether the calls said their try
+    # (False: recorded before tries were kept, every call read as one try).
+    try_number: int | None = None
+    earlier_tries: list[Try] = field(default_factory=list)
+    tries_known: bool = True
 
     @property
     def model_turns(self) -> list[Step]:
@@ -110,12 +175,19 @@ class Trajectory:
             "tokens": self.tokens,
             "latency_ms": self.latency_ms,
             "steps": [s.to_json() for s in self.steps],
+            **({"try": self.try_number} if self.try_number is not None else {}),
+            **(
+                {"earlier_tries": [t.to_json(full=True) for t in self.earlier_tries]}
+                if self.earlier_tries
+                else {}
+            ),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trajectory:
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
             raise ValueError("not a trajectory (no steps)")
+        earlier = data.get("earlier_tries")
         return cls(
             task_id=str(data.get("task_id")),
             attempt=int(data.get("attempt") or 0),
@@ -124,6 +196,10 @@ class Trajectory:
             source=str(data.get("source") or "import"),
             tokens=_int_or_none(data.get("tokens")),
             latency_ms=_float_or_none(data.get("latency_ms")),
+            try_number=_int_or_none(data.get("try")),
+            earlier_tries=[Try.from_json(t) for t in earlier if isinstance(t, dict)]
+            if isinstance(earlier, list)
+            else [],
         )
 
 

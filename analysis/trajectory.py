@@ -9,6 +9,11 @@ Sources, tried in this order for one (task, attempt) of a run dir:
    JSON-lines row's ``messages``/``traj``/``trajectory``);
 4. a zero-copy import's source line (``analysis.zero_copy``), read when asked.
 
+A slot's calls each say their try (``try``, 1-based, in the recording's records and the
+calls.jsonl rows; a call from before tries were kept reads as try 1): the trajectory's steps
+are its final try's, the earlier tries are kept apart (``Trajectory.earlier_tries``), each with
+its own steps and link events. Only the final try's actions are compared.
+
 The run's ``calls.jsonl`` rows of the slot add the link events (a failed call, a cut stream,
 another model answering) before the model turn they held up, and each model turn's tokens,
 latency and served model (joined by ``call_index``); the outcome is the slot's last row.
@@ -34,6 +39,7 @@ from driftdesk.analysis.steps import (
     MESSAGE_FIELDS,
     Step,
     Trajectory,
+    Try,
     numbered,
     steps_from_messages,
     trajectory_from_messages,
@@ -54,6 +60,7 @@ __all__ = [
     "RecordedCall",
     "Step",
     "Trajectory",
+    "Try",
     "action_sequence",
     "described_pair",
     "first_divergence",
@@ -315,11 +322,20 @@ def trajectory_from_run(
     recording = attempt_file(run_dir, task_id, attempt, RECORDING_SUFFIX)
     transcript = attempt_file(run_dir, task_id, attempt, TRANSCRIPT_SUFFIX)
     problems: list[str] = []
+    if calls is None:
+        calls = task_calls(run_dir, task_id).get(attempt, [])
+    rows_by_try: dict[int, list[dict[str, Any]]] = {}
+    for call_row in calls:
+        rows_by_try.setdefault(try_of(call_row), []).append(call_row)
+    steps_by_try: dict[int, list[Step]] = {}
     if recording.is_file():
         records, problems = read_recording(recording)
-        steps: list[Step] = []
-        for position, call in enumerate(records):
-            steps.extend(recorded_steps(call, first=position == 0))
+        for call in records:
+            number = call.try_number or 1
+            steps_by_try.setdefault(number, []).extend(
+                recorded_steps(call, first=number not in steps_by_try)
+            )
+        tries_known = all(call.try_number is not None for call in records)
         source = "recording"
     elif transcript.is_file():
         try:
@@ -327,19 +343,43 @@ def trajectory_from_run(
         except (OSError, ValueError) as exc:
             problems.append(f"{transcript.name}: unreadable ({exc})")
             messages = []
-        steps, source = steps_from_messages(messages), "transcript"
+        # A transcript is the final try's own conversation.
+        final_of_rows = max(rows_by_try, default=1)
+        steps_by_try[final_of_rows] = steps_from_messages(messages)
+        tries_known = all(isinstance(c.get("try"), int) for c in calls)
+        source = "transcript"
     else:
         return None
     if row is None:
         row = _last_row(run_dir, task_id, attempt)
-    if calls is None:
-        calls = task_calls(run_dir, task_id).get(attempt, [])
-    traj = _from_row(task_id, attempt, row, numbered(steps), source)
-    traj.steps = _with_link_events(traj.steps, calls)
+    final = max([*steps_by_try, *rows_by_try], default=1)
+    traj = _from_row(task_id, attempt, row, numbered(steps_by_try.get(final, [])), source)
+    traj.steps = _with_link_events(traj.steps, rows_by_try.get(final, []))
+    traj.try_number = final
+    traj.tries_known = tries_known
+    for number in sorted({*steps_by_try, *rows_by_try} - {final}):
+        rows = rows_by_try.get(number, [])
+        steps = _with_link_events(numbered(steps_by_try.get(number, [])), rows)
+        traj.earlier_tries.append(Try(number, steps, _ended_by(rows), len(rows)))
     traj.problems = [
         f"{recording.name if source == 'recording' else transcript.name}: {p}" for p in problems
     ]
     return traj
+
+
+def try_of(row: dict[str, Any]) -> int:
+    """The try of a calls.jsonl row or a record (1-based; a row without one: try 1)."""
+    number = row.get("try")
+    return number if isinstance(number, int) and not isinstance(number, bool) else 1
+
+
+def _ended_by(rows: list[dict[str, Any]]) -> str | None:
+    """What ended an abandoned try: its last failed call ("429 at call 3")."""
+    failed = [r for r in rows if _failed(r)]
+    if not failed:
+        return None
+    last = failed[-1]
+    return f"{_event_kind(last)} at call {last.get('call_index')}"
 
 
 def load_trajectory(

@@ -436,6 +436,7 @@ class AttemptCalls:
     # Deferred: the rows are kept here, unwritten, until ``attribute`` names their attempt
     # (one token serves a whole inspect_ai eval, whose calls are sorted out from its log).
     deferred: bool = False
+    try_number: int = 1  # the slot's try this token serves, 1-based (every row says it)
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -455,6 +456,7 @@ class MeteringProxy:
         calls_file: RowSink | None = None,
         on_call: Callable[[dict[str, Any]], None] | None = None,
         call_counts: dict[tuple[str, int], int] | None = None,
+        tries: dict[tuple[str, int], int] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         auth_header: str | None = None,
         host: str = "127.0.0.1",
@@ -477,6 +479,8 @@ class MeteringProxy:
         self._calls_file = calls_file
         self._on_call = on_call
         self._call_counts = dict(call_counts or {})
+        # Tries already begun per slot (a resume's from calls.jsonl): each token is the next.
+        self._tries = dict(tries or {})
         self._recorder = recorder  # what each call said (reruns/recording.py); None: not kept
         # Injected faults (reruns/faults.py), decided per (task, attempt, arrival index): the
         # index counts every call of the slot, across its tries and resumes.
@@ -530,7 +534,11 @@ class MeteringProxy:
         token = secrets.token_urlsafe(18)
         while token in self._attempts or token in self._closed:
             token = secrets.token_urlsafe(18)
-        self._attempts[token] = AttemptCalls(task_id, attempt, deferred=deferred)
+        number = 1
+        if not deferred:
+            number = self._tries.get((task_id, attempt), 0) + 1
+            self._tries[(task_id, attempt)] = number
+        self._attempts[token] = AttemptCalls(task_id, attempt, deferred=deferred, try_number=number)
         return token
 
     def attribute(self, row: dict[str, Any], task_id: str | None, attempt: int | None) -> None:
@@ -538,6 +546,7 @@ class MeteringProxy:
         row["task_id"], row["attempt"] = task_id, attempt
         if task_id is not None and attempt is not None:
             row["call_index"] = self._next_call_index(task_id, attempt)
+            row["try"] = max(1, self._tries.get((task_id, attempt), 0))
         self._write(row)
         if self._recorder is not None:
             self._recorder.attribute(row)
@@ -885,6 +894,7 @@ class MeteringProxy:
             "task_id": calls.task_id,
             "attempt": calls.attempt,
             "call_index": None if calls.deferred else self._next_call_index(*slot),
+            "try": calls.try_number,
             "method": request.method,
             "path": "/" + request.match_info["tail"],
             "status": status,

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import RECORDING_SUFFIX, attempt_file
+from driftdesk.fileio import iter_jsonl
+from driftdesk.layout import CALLS_FILE, RECORDING_SUFFIX, attempt_file
 from driftdesk.reruns.call_content import (
     RECORDED_PROTOCOLS,
     RequestContent,
@@ -43,7 +44,8 @@ from driftdesk.secrets import holds_secret, redact, secret_shapes
 
 log = logging.getLogger(__name__)
 
-RECORD_VERSION = 1
+# 2: every record says its ``try`` (1-based, as the call's calls.jsonl row); 1: no tries.
+RECORD_VERSION = 2
 DEFAULT_MAX_RECORDED_MB = 8.0
 MIB = 1024 * 1024
 # An answer is kept for its record up to this many bytes (the proxy meters a body up to it).
@@ -334,7 +336,14 @@ class _RecordingWriter:
         self._held[key] = (call, cost)
         self._held_bytes += cost
 
-    def release(self, key: int, slot: tuple[str, int] | None, call_index: int | None, rid: Any):
+    def release(
+        self,
+        key: int,
+        slot: tuple[str, int] | None,
+        call_index: int | None,
+        rid: Any,
+        try_number: int = 1,
+    ) -> None:
         held = self._held.pop(key, None)
         if held is None:
             return
@@ -342,7 +351,7 @@ class _RecordingWriter:
         self._held_bytes -= cost
         if slot is not None and call_index is not None:
             self._deferred_slots.add(slot)
-            self.write(slot, call_index, rid, call)
+            self.write(slot, call_index, rid, call, try_number)
 
     def drop_deferred(self) -> None:
         self._held.clear()
@@ -367,7 +376,14 @@ class _RecordingWriter:
     # --- one record --------------------------------------------------------------------------
 
     def record(
-        self, slot: tuple[str, int], call: _Call, call_index: int, rid: Any, *, slim: bool = False
+        self,
+        slot: tuple[str, int],
+        call: _Call,
+        call_index: int,
+        rid: Any,
+        *,
+        slim: bool = False,
+        try_number: int = 1,
     ) -> dict[str, Any]:
         """The call's record (``slim``: past the cap, see ``_slim``); the slot's state becomes
         this call's."""
@@ -375,6 +391,7 @@ class _RecordingWriter:
         record: dict[str, Any] = {
             "v": RECORD_VERSION,
             "call_index": call_index,
+            "try": try_number,
             "request_id": rid,
             "protocol": call.protocol,
             "request": {"raw_request_bytes": call.raw_request_bytes},
@@ -410,10 +427,19 @@ class _RecordingWriter:
         self._slots[slot] = _SlotState(hashes, system_hash, tools_hash)
         return shared
 
-    def write(self, slot: tuple[str, int], call_index: int, rid: Any, call: _Call) -> None:
+    def write(
+        self, slot: tuple[str, int], call_index: int, rid: Any, call: _Call, try_number: int = 1
+    ) -> None:
         fd, size = self._files.get(slot) or self._open(slot)
         capped = self._max_bytes > 0
-        record = self.record(slot, call, call_index, rid, slim=capped and size >= self._max_bytes)
+        record = self.record(
+            slot,
+            call,
+            call_index,
+            rid,
+            slim=capped and size >= self._max_bytes,
+            try_number=try_number,
+        )
         line = _json_line(record)
         if self._redactor.suspect(line):  # rarely: only then is every string walked
             record = self._redactor.value(record)
@@ -527,9 +553,9 @@ class CallRecorder:
             key = id(row)  # the row lives in its attempt's list until ``attribute`` names it
             self._queue_job(lambda: writer.hold(key, capture, status, streamed))
             return
-        slot, index = (row["task_id"], row["attempt"]), row["call_index"]
+        slot, index, number = (row["task_id"], row["attempt"]), row["call_index"], _try_of(row)
         self._queue_job(
-            lambda: writer.write(slot, index, rid, writer.read(capture, status, streamed))
+            lambda: writer.write(slot, index, rid, writer.read(capture, status, streamed), number)
         )
 
     def attribute(self, row: dict[str, Any]) -> None:
@@ -537,8 +563,8 @@ class CallRecorder:
         key, rid, index = id(row), row["request_id"], row.get("call_index")
         task_id, attempt = row.get("task_id"), row.get("attempt")
         slot = (task_id, attempt) if task_id is not None and attempt is not None else None
-        writer = self._writer
-        self._queue_job(lambda: writer.release(key, slot, index, rid))
+        writer, number = self._writer, _try_of(row)
+        self._queue_job(lambda: writer.release(key, slot, index, rid, number))
 
     def close(self, task_id: str, attempt: int, *, deferred: bool = False) -> None:
         """The attempt's token is closed: its slot's state and open file go (a deferred
@@ -581,6 +607,27 @@ class CallRecorder:
             raise write_error
 
 
+def _try_of(row: dict[str, Any]) -> int:
+    number = row.get("try")
+    return number if isinstance(number, int) and not isinstance(number, bool) else 1
+
+
+def tries_begun(run_dir: Path) -> dict[tuple[str, int], int]:
+    """The tries each slot has begun, from its calls.jsonl rows (a row from before tries were
+    kept counts as try 1): a resumed run numbers a slot's next try after them."""
+    path = Path(run_dir) / CALLS_FILE
+    begun: dict[tuple[str, int], int] = {}
+    if not path.exists():
+        return begun
+    for _, row in iter_jsonl(path, []):
+        task_id, attempt = row.get("task_id"), row.get("attempt")
+        if task_id is None or not isinstance(attempt, int) or isinstance(attempt, bool):
+            continue
+        slot = (str(task_id), attempt)
+        begun[slot] = max(begun.get(slot, 0), _try_of(row))
+    return begun
+
+
 __all__ = [
     "DEFAULT_MAX_RECORDED_MB",
     "CallCapture",
@@ -588,5 +635,6 @@ __all__ = [
     "RecordingSettings",
     "ValueRedactor",
     "max_recorded_mb_problem",
+    "tries_begun",
     "whole_members_end",
 ]
