@@ -103,18 +103,18 @@ def _unsafe_to_show(path: Path, hidden: list[Path]) -> bool:
     return any(path == h or h.is_relative_to(path) for h in hidden)
 
 
-def _is_run_dir(folder: Path) -> bool:
+def _is_run_dir(folder: Path | str) -> bool:
     """A run dir (a harness sees none but its own attempt's files): an attempts file, or a
     manifest with the run's lock or attempts folder beside it (a bare ``manifest.json`` or
-    ``.lock`` is common elsewhere: a web app's, pytest's)."""
-    try:
-        if (folder / ATTEMPTS_FILE).is_file():
-            return True
-        return (folder / MANIFEST_FILE).is_file() and (
-            (folder / ".lock").exists() or (folder / ATTEMPTS_DIR).is_dir()
-        )
-    except OSError:
-        return False
+    ``.lock`` is common elsewhere: a web app's, pytest's). Plain ``os.path`` calls: a folder
+    of 10,000 runs is scanned for every try."""
+    where = os.fspath(folder)
+    if os.path.isfile(os.path.join(where, ATTEMPTS_FILE)):
+        return True
+    return os.path.isfile(os.path.join(where, MANIFEST_FILE)) and (
+        os.path.lexists(os.path.join(where, ".lock"))
+        or os.path.isdir(os.path.join(where, ATTEMPTS_DIR))
+    )
 
 
 def _in_a_run(path: Path) -> bool:
@@ -157,25 +157,47 @@ def runs_folders(run_dir: Path | None) -> tuple[list[Path], list[Path]]:
     return resolved(whole), resolved([run_dir.parent] if run_dir is not None else [])
 
 
-def _runs_held(folder: Path, depth: int = 2) -> tuple[bool, list[Path]]:
-    """Whether ``folder`` holds nothing but runs (dot files aside; a sub-folder of runs, such
-    as the demo's history, counts as runs), and the run dirs in it (to ``depth`` levels)."""
-    only, runs = True, []
+def _scan_runs(folder: Path) -> tuple[list[str], list[os.DirEntry[str]]]:
+    """What ``folder`` holds: its runs (run dirs, and sub-folders holding nothing but runs,
+    such as the demo's history) and everything else (dot files aside)."""
+    runs: list[str] = []  # paths as strings: a Path each costs more than the scan
+    others: list[os.DirEntry[str]] = []
     try:
-        children = [c for c in folder.iterdir() if not c.name.startswith(".")]
+        with os.scandir(folder) as entries:
+            children = [e for e in entries if not e.name.startswith(".")]
     except OSError:
-        return False, []
+        return [], []
     for child in children:
-        is_folder = child.is_dir() and not child.is_symlink()
-        if is_folder and _is_run_dir(child):
-            runs.append(child)
-        elif is_folder and depth > 1:
-            sub_only, sub_runs = _runs_held(child, depth - 1)
-            runs += sub_runs
-            only = only and sub_only and bool(sub_runs)
+        try:
+            is_folder = child.is_dir(follow_symlinks=False)
+        except OSError:
+            is_folder = False
+        if is_folder and (_is_run_dir(child.path) or _holds_only_runs(child.path)):
+            runs.append(child.path)
         else:
-            only = False
-    return only, runs
+            others.append(child)
+    return runs, others
+
+
+def _holds_only_runs(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            children = [e for e in entries if not e.name.startswith(".")]
+    except OSError:
+        return False
+    return bool(children) and all(
+        e.is_dir(follow_symlinks=False) and _is_run_dir(e.path) for e in children
+    )
+
+
+def _show_entry(
+    entry: os.DirEntry[str], depth: int, mounts: list[tuple[int, int, str, list[str]]]
+) -> None:
+    """One entry of a folder hidden whole, shown again read-only (a link as the same link)."""
+    if entry.is_symlink():
+        mounts.append((depth, 1, entry.path, ["--symlink", os.readlink(entry.path), entry.path]))
+    elif entry.is_dir() or entry.is_file():
+        mounts.append((depth, 1, entry.path, ["--ro-bind", entry.path, entry.path]))
 
 
 def isolate_argv(
@@ -224,27 +246,45 @@ def isolate_argv(
     # stays hidden, and a path shown inside a hidden folder shows. At one path, hide first.
     mounts: list[tuple[int, int, str, list[str]]] = []
 
-    def hide(folder: Path) -> None:
-        if folder != Path("/"):
-            mounts.append((len(folder.parts), 0, str(folder), ["--tmpfs", str(folder)]))
+    def hide(folder: Path | str) -> None:
+        where = os.fspath(folder)
+        if where != "/":
+            depth = where.count("/") + 1  # as len(Path(where).parts), for absolute paths
+            mounts.append((depth, 0, where, ["--tmpfs", where]))
+
+    def show(path: Path) -> None:
+        mounts.append((len(path.parts), 1, str(path), ["--ro-bind", str(path), str(path)]))
 
     for folder in hidden:
         hide(folder)
-    for folder in [*whole, *beside]:
-        only_runs, runs = _runs_held(folder)
-        if folder != Path("/") and (only_runs or folder in whole):
+    shown_resolved = {p.resolve() for p in shown}
+    children_shown: set[Path] = set()  # folders hidden whole whose other entries show again
+    for folder in dict.fromkeys([*whole, *beside]):  # each once (./runs is often both)
+        reshown = folder in shown_resolved  # the suite's folder is this folder of runs
+        if folder != Path("/") and folder in whole and not reshown:
             hide(folder)
-            if folder not in {p.resolve() for p in shown}:  # not shown again (a suite in it)
-                continue
-        for run in runs:  # each run in a folder that shows
-            hide(run)
+            continue
+        runs, others = _scan_runs(folder)
+        if folder != Path("/") and not others:
+            hide(folder)
+        elif len(runs) <= len(others) or folder == Path("/"):
+            for run in runs:  # few runs among other files: each run hidden
+                hide(run)
+        else:  # many runs (an argv holds only so many mounts): hidden whole, the rest shown
+            hide(folder)
+            children_shown.add(folder)
+            for entry in others:
+                with contextlib.suppress(OSError):
+                    _show_entry(entry, len(folder.parts) + 1, mounts)
     for path in shown:  # outside the concealed folder: the attempt's own files come last
         if inside(path) or not path.exists() or _unsafe_to_show(path, hidden):
             continue
+        if path.resolve() in children_shown:
+            continue  # its entries show one by one, its runs not
         if _in_a_run(path.resolve()):
             continue  # nothing of a run shows but the attempt's own files
-        mounts.append((len(path.parts), 1, str(path), ["--ro-bind", str(path), str(path)]))
-    for _, _, _, mount in sorted(mounts, key=lambda m: m[:3]):
+        show(path)
+    for mount in dict.fromkeys(tuple(m[3]) for m in sorted(mounts, key=lambda m: m[:3])):
         args += mount
     if concealed is not None:
         args += ["--tmpfs", str(concealed)]

@@ -217,7 +217,9 @@ def _plant_run(folder: Path, secret: str) -> None:
     (folder / "attempts" / "t-0" / "0.log").write_text(secret)
 
 
-@pytest.mark.parametrize("layout", ["runs-apart", "out-in-project", "suite-among-runs"])
+@pytest.mark.parametrize(
+    "layout", ["runs-apart", "out-in-project", "out-in-project-many-runs", "suite-among-runs"]
+)
 async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
     scripted: ScriptedEndpoint,
     tmp_path: Path,
@@ -230,13 +232,17 @@ async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
     project = base / "project"
     if layout == "runs-apart":  # --out /srv/runs, the suite elsewhere
         suite_dir, tools, out_dir = tmp_path / "suite", tmp_path / "suite", base / "runs"
-    elif layout == "out-in-project":  # --out . in a project: suite and harness in its folders
+    elif layout.startswith("out-in-project"):  # --out . in a project: suite, harness in it
         suite_dir, tools, out_dir = project / "evals", project / "tools", project
     else:  # --out . where the suite and the harness are
         suite_dir = tools = out_dir = project
     for folder in (suite_dir, tools, out_dir):
         folder.mkdir(parents=True, exist_ok=True)
     _plant_run(out_dir / "earlier-run", "EARLIER-RUN-SECRET")
+    if layout.endswith("many-runs"):  # more runs than other entries: hidden another way
+        for n in range(4):
+            _plant_run(out_dir / f"earlier-run-{n}", "EARLIER-RUN-SECRET")
+        (out_dir / "tools-link").symlink_to("tools")
     configured = base / "configured-runs"
     _plant_run(configured / "old-run", "CONFIGURED-RUN-SECRET")
     (configured / "notes.txt").write_text("CONFIGURED-FOLDER-NOTE")
@@ -263,7 +269,7 @@ async def test_an_isolated_harness_sees_nothing_of_runs_outside_home_and_tmp(
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
     logs = [p.read_text() for p in (outcome.run_dir / "attempts").rglob("*.log")]
     assert [r["outcome"] for r in rows] == ["pass"] * 4, logs
-    runs = (outcome.run_dir, out_dir / "earlier-run", configured)
+    runs = (outcome.run_dir, *out_dir.glob("earlier-run*"), configured)
     for row in rows:
         report = json.loads((outcome.run_dir / row["result_path"]).read_text())
         assert report["prompt"] == f"PROMPT-OF-{row['task_id']}"  # its own prompt: readable
