@@ -117,6 +117,29 @@ async def test_credentials_in_our_environment_never_reach_a_command_harness(
     assert env["DRIFTDESK_TASK_ID"] == "t"
 
 
+async def test_a_tasks_setup_and_check_get_the_same_environment(
+    scripted: ScriptedEndpoint, tmp_path: Path, credentials: dict[str, str]
+) -> None:
+    (tmp_path / "suite" / "ws").mkdir(parents=True)
+    task = {
+        "task_id": "t",
+        "workspace": "ws",
+        "setup": "env > setup-env.txt",
+        "check": "env > check-env.txt",
+        "pass_env": ["GH_TOKEN"],
+    }
+    suite = _suite(tmp_path / "suite", [task])
+    outcome = await execute_run(_spec(scripted.url, suite, tmp_path / "runs"))
+    copy = attempt_file(outcome.run_dir, "t", 0, WORKSPACE_SUFFIX)
+    for dump in ("setup-env.txt", "check-env.txt"):
+        text = (copy / dump).read_text()
+        names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
+        assert "PATH" in names and "DRIFTDESK_RUN_CHILD" in names
+        assert f"GH_TOKEN={credentials['GH_TOKEN']}" in text  # the task names it
+        for name in set(credentials) - {"GH_TOKEN"}:
+            assert name not in names, (dump, name)
+
+
 async def test_pass_env_names_what_passes_and_resume_keeps_the_names(
     scripted: ScriptedEndpoint, tmp_path: Path, credentials: dict[str, str]
 ) -> None:
