@@ -187,7 +187,7 @@ class RunWatch:
                 follower = self.followers[run_dir] = RunFollower(run_dir)
                 found.append(follower)
         self._candidates = fresh
-        ended = []
+        ended: list[RunFollower] = []
         for follower in self.followers.values():
             if not follower.live.finished:
                 follower.poll()
