@@ -10,6 +10,11 @@ A script is a list of turns: ``("call", name, arguments, result)`` (a tool call 
 tool's answer), ``("say", text, user_reply)`` (model text, then the user's reply) and
 ``("answer", text)``. ``failures`` maps a model turn's position to the failed calls made
 before it (status, error_kind); ``mismatch`` names the turns answered by another model.
+``earlier`` plays abandoned tries first (each a script cut by a 429, as a try the proxy
+answered 429 and driftdesk ran again), every call then saying its ``try`` (records v2); without
+it the slot is recorded as before tries were kept (v1, no ``try``). ``cache_marker`` sends each
+messages call as Claude Code does: a ``cache_control`` marker on the newest item only, so every
+earlier item is re-sent once with its marker moved.
 """
 
 from __future__ import annotations
@@ -141,6 +146,12 @@ class SlotRecorder:
         self.previous: list[Any] = []
         self.call_index = 0
         self.tokens = 0
+        self.try_number: int | None = None  # None: recorded before tries were kept
+
+    def new_try(self, number: int) -> None:
+        """The proxy's next token for the slot: a conversation of its own (base 0)."""
+        self.try_number = number
+        self.previous = []
 
     def call(
         self,
@@ -171,7 +182,8 @@ class SlotRecorder:
                 request["system_same"] = True
         failed = response is None
         record = {
-            "v": 1,
+            "v": 1 if self.try_number is None else 2,
+            **({} if self.try_number is None else {"try": self.try_number}),
             "call_index": self.call_index,
             "request_id": f"dd-{self.task_id}-{self.attempt}-{self.call_index}",
             "protocol": self.protocol,
@@ -189,6 +201,7 @@ class SlotRecorder:
                 "task_id": self.task_id,
                 "attempt": self.attempt,
                 "call_index": self.call_index,
+                **({} if self.try_number is None else {"try": self.try_number}),
                 "method": "POST",
                 "path": {"chat": "/v1/chat/completions", "responses": "/v1/responses"}.get(
                     self.protocol, "/v1/messages"
@@ -224,38 +237,28 @@ def write_slot(
     mismatch: set[int] | None = None,
     trailing_failures: list[tuple[int, str]] | None = None,
     row: bool = True,
+    earlier: list[list[tuple[Any, ...]]] | None = None,
+    tries: bool = False,
+    cache_marker: bool = False,
 ) -> SlotRecorder:
-    """Play ``script`` (see the module doc) and record it; the attempts row unless ``row``."""
-    failures = failures or {}
+    """Play ``script`` (see the module doc) and record it; the attempts row unless ``row``.
+    ``tries``: every call says its try even without ``earlier`` ones."""
     recorder = SlotRecorder(run_dir, task_id, attempt, protocol)
-    full = _first_items(protocol, prompt)
-    for turn, step in enumerate(script):
-        for status, kind in failures.get(turn, []):
-            recorder.call(full, None, status=status, error_kind=kind)
-        served = "model-y" if mismatch and turn in mismatch else MODEL
-        call_id = f"call_{turn}"
-        if step[0] == "call":
-            _, name, arguments, result = step
-            response = {
-                "text": "",
-                "tool_calls": [{"id": call_id, "name": name, "arguments": json.dumps(arguments)}],
-                "reasoning": None,
-                "stop_reason": "tool_calls",
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20},
-            }
-            recorder.call(full, response, served_model=served)
-            full = full + _after_call(protocol, call_id, name, arguments, result)
-        elif step[0] == "say":
-            _, text, reply = step
-            response = {"text": text, "tool_calls": [], "reasoning": None, "stop_reason": "stop"}
-            recorder.call(full, response, served_model=served)
-            full = full + _after_say(protocol, text, reply)
-        else:
-            _, text = step
-            response = {"text": text, "tool_calls": [], "reasoning": None, "stop_reason": "stop"}
-            recorder.call(full, response, served_model=served)
-    for status, kind in trailing_failures or []:
-        recorder.call(full, None, status=status, error_kind=kind)
+    for number, abandoned in enumerate(earlier or [], start=1):
+        recorder.new_try(number)
+        _play(recorder, abandoned, protocol, prompt, {}, None, [(429, "429")], cache_marker)
+    if earlier or tries:
+        recorder.new_try(len(earlier or []) + 1)
+    _play(
+        recorder,
+        script,
+        protocol,
+        prompt,
+        failures or {},
+        mismatch,
+        trailing_failures or [],
+        cache_marker,
+    )
     if row:
         append_jsonl(
             run_dir / "attempts.jsonl",
@@ -268,6 +271,65 @@ def write_slot(
             ),
         )
     return recorder
+
+
+def _play(
+    recorder: SlotRecorder,
+    script: list[tuple[Any, ...]],
+    protocol: str,
+    prompt: str,
+    failures: dict[int, list[tuple[int, str]]],
+    mismatch: set[int] | None,
+    trailing_failures: list[tuple[int, str]],
+    cache_marker: bool,
+) -> None:
+    full = _first_items(protocol, prompt)
+
+    def sent(items: list[Any]) -> list[Any]:
+        return _with_moving_cache_marker(items) if cache_marker else items
+
+    for turn, step in enumerate(script):
+        for status, kind in failures.get(turn, []):
+            recorder.call(sent(full), None, status=status, error_kind=kind)
+        served = "model-y" if mismatch and turn in mismatch else MODEL
+        # An earlier try's ids differ from the final try's, as a client's fresh ones do.
+        number = recorder.try_number
+        call_id = f"call_{turn}" if number is None else f"call_{number}_{turn}"
+        if step[0] == "call":
+            _, name, arguments, result = step
+            response = {
+                "text": "",
+                "tool_calls": [{"id": call_id, "name": name, "arguments": json.dumps(arguments)}],
+                "reasoning": None,
+                "stop_reason": "tool_calls",
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20},
+            }
+            recorder.call(sent(full), response, served_model=served)
+            full = full + _after_call(protocol, call_id, name, arguments, result)
+        elif step[0] == "say":
+            _, text, reply = step
+            response = {"text": text, "tool_calls": [], "reasoning": None, "stop_reason": "stop"}
+            recorder.call(sent(full), response, served_model=served)
+            full = full + _after_say(protocol, text, reply)
+        else:
+            _, text = step
+            response = {"text": text, "tool_calls": [], "reasoning": None, "stop_reason": "stop"}
+            recorder.call(sent(full), response, served_model=served)
+    for status, kind in trailing_failures:
+        recorder.call(sent(full), None, status=status, error_kind=kind)
+
+
+def _with_moving_cache_marker(items: list[Any]) -> list[Any]:
+    """Claude Code's way: the newest item's last content block carries ``cache_control``, and
+    its text as a list of blocks; the earlier ones are sent without it."""
+    out = json.loads(json.dumps(items))
+    last = out[-1] if out else None
+    if isinstance(last, dict):
+        if isinstance(last.get("content"), str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        if isinstance(last.get("content"), list) and last["content"]:
+            last["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    return out
 
 
 LOOKUP = ("call", "get_user_details", {"user_id": "u1"}, '{"name": "Ada", "orders": ["#W1"]}')

@@ -335,3 +335,53 @@ def test_an_inspect_log_keeps_its_samples_conversations(tmp_path: Path) -> None:
     ((_, _, split),) = e.pairs
     assert split is not None and split.step == 0
     assert split.a is not None and split.a.shown() == 'call lookup({"user_id":"u1"})'
+
+
+def test_abandoned_tries_are_shown_apart_and_never_compared(tmp_path: Path) -> None:
+    """Two passes, two fails; pass 1 and fail 3 were each run again after a try cut by a 429
+    that had taken the other group's path. Pairs part at step 1 between the final tries only;
+    the abandoned tries are listed folded, with what ended them."""
+    run = tmp_path / "run"
+    write_manifest(run)
+    write_slot(run, "t", 0, [LOOKUP, GOOD_ANSWER], outcome="pass", tries=True)
+    write_slot(run, "t", 1, [LOOKUP, GOOD_ANSWER], outcome="pass", earlier=[[RASH_ANSWER]])
+    write_slot(run, "t", 2, [RASH_ANSWER], outcome="fail", tries=True)
+    write_slot(run, "t", 3, [RASH_ANSWER], outcome="fail", earlier=[[LOOKUP]])
+    e = explain_task(run, "t")
+    assert {(p, f): d.step if d else None for p, f, d in e.pairs} == {
+        (p, f): 0 for p in (0, 1) for f in (2, 3)
+    }
+    assert e.differences[0].sentence == "step 1: passes call get_user_details 2/2; fails answer 2/2"
+    assert "fails: 429 ended a try (run again from scratch) in 1/2" in e.sentences()
+    data = e.to_json()
+    assert data["tries_unknown"] == []
+    by_attempt = {v["attempt"]: v for v in data["attempts"]}
+    assert by_attempt[3]["try"] == 2 and by_attempt[3]["tries_recorded"] is True
+    assert by_attempt[3]["actions"] == [{"kind": "answer", "text": "Your order is on its way."}]
+    assert [s["kind"] for s in by_attempt[3]["steps"]] == ["user", "model"]
+    assert by_attempt[3]["steps"][1]["summary"] == "Your order is on its way."
+    [earlier] = by_attempt[3]["earlier_tries"]
+    assert earlier["try"] == 1 and earlier["ended_by"] == "429 at call 1"
+    assert [(s["kind"], s["summary"]) for s in earlier["steps"]] == [
+        ("user", "Where is my order #W1?"),
+        ("model", 'call get_user_details({"user_id":"u1"})'),
+        ("tool_result", '{"name": "Ada", "orders": ["#W1"]}'),
+        ("link_event", "429 (status 429)"),
+    ]
+    result = driftdesk("explain", str(run), "t", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "      try 1 — 429 at call 1, discarded (4 steps)\n    3 fail" in result.stdout
+    assert "note:" not in result.stdout
+
+
+def test_a_run_recorded_before_tries_says_so(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_wobbly_task(run)  # v1 records, rows without "try"
+    data = explain_task(run, "retail-7").to_json()
+    assert data["tries_unknown"] == [0, 1, 2, 3, 4, 5]
+    assert all(v["tries_recorded"] is False for v in data["attempts"])
+    result = driftdesk("explain", str(run), "retail-7", home=tmp_path)
+    assert (
+        "  note: 6 attempts (0-5) recorded before calls said their try: each reads as one try"
+        in result.stdout
+    )

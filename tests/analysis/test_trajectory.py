@@ -452,3 +452,95 @@ def test_divergence_of_recorded_attempts(tmp_path: Path) -> None:
     assert split is not None and split.step == 1
     assert split.a is not None and split.a.name == "get_order_details"
     assert split.b is not None and split.b.value == "Your order is on its way."
+
+
+# --- tries and re-sent items ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["chat", "responses", "messages"])
+def test_an_attempt_is_its_final_try_and_earlier_tries_are_kept_apart(
+    tmp_path: Path, protocol: str
+) -> None:
+    """A try cut by a 429 had looked the order up first; the final try looked the user up.
+    The trajectory is the final try's alone; the abandoned try keeps its own steps and the 429
+    that ended it (named by its call_index, as in calls.jsonl)."""
+    write_manifest(tmp_path)
+    write_slot(
+        tmp_path,
+        "t",
+        0,
+        [LOOKUP, ORDER, GOOD_ANSWER],
+        outcome="pass",
+        protocol=protocol,
+        earlier=[[ORDER]],
+    )
+    traj = trajectory_from_run(tmp_path, "t", 0)
+    assert traj is not None and not traj.problems and traj.tries_known
+    assert traj.try_number == 2
+    assert [a.shown() for a in action_sequence(traj)] == [
+        'call get_user_details({"user_id":"u1"})',
+        'call get_order_details({"order_id":"#W1"})',
+        'answer "Your order #W1 was delivered yesterday."',
+    ]
+    assert [s.kind for s in traj.steps] == [
+        "user", "model", "tool_result", "model", "tool_result", "model"
+    ]  # fmt: skip
+    [earlier] = traj.earlier_tries
+    assert earlier.number == 1 and earlier.ended_by == "429 at call 1" and earlier.calls == 2
+    assert [s.kind for s in earlier.steps] == ["user", "model", "tool_result", "link_event"]
+    assert earlier.summary == "try 1 — 429 at call 1, discarded (4 steps)"
+    # The final try's link events are its own: none here.
+    assert all(s.kind != "link_event" for s in traj.steps)
+
+
+def test_a_recording_from_before_tries_reads_as_one_try(tmp_path: Path) -> None:
+    write_manifest(tmp_path)
+    write_slot(tmp_path, "t", 0, [LOOKUP, GOOD_ANSWER], outcome="pass")  # v1: no "try"
+    traj = trajectory_from_run(tmp_path, "t", 0)
+    assert traj is not None
+    assert (traj.try_number, traj.earlier_tries, traj.tries_known) == (1, [], False)
+    assert [s.kind for s in traj.steps] == ["user", "model", "tool_result", "model"]
+
+
+@pytest.mark.parametrize("tries", [False, True], ids=["v1", "v2"])
+def test_a_moving_cache_marker_re_sends_no_step(tmp_path: Path, tries: bool) -> None:
+    """Claude Code marks only its newest message with cache_control (and sends its text as
+    blocks): every earlier message is sent once more with the marker gone, which the writer's
+    byte-equal base does not share. Re-sent items are no new steps: the prompt and each tool
+    result appear once (old recordings included)."""
+    write_manifest(tmp_path)
+    write_slot(
+        tmp_path,
+        "t",
+        0,
+        [LOOKUP, ORDER, GOOD_ANSWER],
+        outcome="pass",
+        protocol="messages",
+        cache_marker=True,
+        tries=tries,
+    )
+    traj = trajectory_from_run(tmp_path, "t", 0)
+    assert traj is not None and not traj.problems
+    assert [s.kind for s in traj.steps] == [
+        "user", "model", "tool_result", "model", "tool_result", "model"
+    ]  # fmt: skip
+    assert [s.text for s in traj.steps if s.kind == "tool_result"] == [LOOKUP[3], ORDER[3]]
+
+
+def test_chat_history_sent_whole_and_rewritten_is_no_new_step(tmp_path: Path) -> None:
+    """Chat Completions sends the whole history each call; a client that drops a tool
+    result's cache marker or sends a message's text as blocks re-sends the same items."""
+    from driftdesk.analysis.recording import same_item
+
+    assert same_item(
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {}}]},
+    )
+    assert not same_item({"role": "user", "content": "hi"}, {"role": "user", "content": "ho"})
+    write_manifest(tmp_path)
+    write_slot(
+        tmp_path, "t", 0, [LOOKUP, GOOD_ANSWER], outcome="pass", protocol="chat", cache_marker=True
+    )
+    traj = trajectory_from_run(tmp_path, "t", 0)
+    assert traj is not None
+    assert [s.kind for s in traj.steps] == ["user", "model", "tool_result", "model"]

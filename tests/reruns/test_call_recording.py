@@ -595,3 +595,59 @@ async def test_deferred_calls_wait_in_bounded_memory(
     assert "items" not in records[1]["request"]
     assert records[1]["request"]["params"] == {"model": SIM_MODEL}
     assert path.stat().st_size < 4096
+
+
+# --- tries -------------------------------------------------------------------------------------
+
+
+async def test_every_call_says_its_try_and_a_resume_numbers_after_the_tries_begun(
+    sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    """Each token the proxy opens for a slot is its next try: rows and records say it, the
+    second try's conversation starts afresh (base 0), and a later proxy on the run dir (a
+    resume) numbers the slot's next try after the ones in calls.jsonl."""
+    from driftdesk.reruns.recording import RECORD_VERSION, tries_begun
+
+    async def one_try(proxy: MeteringProxy, turns: int) -> None:
+        token = proxy.open_attempt("chatty", 0)
+        url = proxy.base_url_for(token) + "/chat/completions"
+        headers = {"Authorization": f"Bearer {proxy.run_key}"}
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "hello"}]
+        async with aiohttp.ClientSession() as session:
+            for _ in range(turns):
+                body = {"model": SIM_MODEL, "messages": messages}
+                async with session.post(url, json=body, headers=headers) as response:
+                    messages.append((await response.json())["choices"][0]["message"])
+                messages.append({"role": "user", "content": "again"})
+        proxy.close_attempt(token)
+
+    proxy = await _proxy(sandbox.base_url, "openai", tmp_path)
+    await one_try(proxy, 2)
+    await one_try(proxy, 3)
+    await proxy.stop()
+    assert tries_begun(tmp_path) == {("chatty", 0): 2}
+    resumed = MeteringProxy(
+        run_id="rec",
+        upstream_base_url=sandbox.base_url,
+        protocol="openai",
+        real_key=KEY,
+        calls_file=JsonlAppender(tmp_path / rundir.CALLS),
+        call_counts=rundir.count_calls(tmp_path),
+        tries=tries_begun(tmp_path),
+        recorder=CallRecorder(tmp_path, KEY),
+    )
+    await resumed.start()
+    await one_try(resumed, 1)
+    await resumed.stop()
+    rows = [json.loads(line) for line in (tmp_path / rundir.CALLS).read_text().splitlines()]
+    assert [(r["call_index"], r["try"]) for r in rows] == [
+        (0, 1), (1, 1), (2, 2), (3, 2), (4, 2), (5, 3)
+    ]  # fmt: skip
+    records, torn = read_records(recording_of(tmp_path, "chatty", 0))
+    assert not torn
+    assert RECORD_VERSION == 2 and {r["v"] for r in records} == {2}
+    assert [(r["call_index"], r["try"]) for r in records] == [
+        (r["call_index"], r["try"]) for r in rows
+    ]
+    # A new try shares nothing with the last one's conversation.
+    assert [r["request"]["base"] for r in records] == [0, 1, 0, 1, 3, 0]
