@@ -75,8 +75,10 @@ def load_side(run_dir: Path, task_id: str, view: Any) -> Side:
     from driftdesk.analysis.trajectory import load_trajectory
 
     side = Side(view)
-    trajectory = load_trajectory(run_dir, task_id, view.attempt) if view.source else None
-    steps = trajectory.steps if trajectory is not None else []
+    steps = getattr(view, "steps", None)  # the final try's steps, as explain read them
+    if steps is None:
+        trajectory = load_trajectory(run_dir, task_id, view.attempt) if view.source else None
+        steps = trajectory.steps if trajectory is not None else []
     calls_seen: dict[int, int] = {}  # model step -> its calls so far
     for action in view.actions:
         turn = steps[action.step] if action.step < len(steps) else None
