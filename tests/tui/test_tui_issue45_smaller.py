@@ -198,7 +198,7 @@ async def test_runs_list_and_trend_name_the_agent_and_client_version(
         assert isinstance(trend, TrendScreen)
         title = str(trend.query_one("#trend-title").render())
         # One series per agent: the Codex run's own, not the newer Claude Code run's.
-        assert "agent codex 0.171.0" in title and "1 runs" in title
+        assert "agent codex 0.171.0" in title and "1 run," in title
         await pilot.press("a")
         await settle(app, pilot)
         title = str(trend.query_one("#trend-title").render())

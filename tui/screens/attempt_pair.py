@@ -176,7 +176,9 @@ class PairStep(Widget, can_focus=True):
     ]
 
     def __init__(self, step: int, sides: tuple[Side, Side], divergence: bool) -> None:
-        super().__init__(id=f"step-{step}", classes="pair-step")
+        super().__init__(
+            id=f"step-{step}", classes="pair-step -divergence" if divergence else "pair-step"
+        )
         self.step = step
         self.sides = sides
         self.divergence = divergence

@@ -20,6 +20,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Label, Static
 
 from driftdesk.terminal import printable
+from driftdesk.text import plural
 from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
 
@@ -178,7 +179,7 @@ class TrendScreen(WorkbenchScreen):
                 (printable(trend.suite or "?", keep_newlines=False), "bold"),
                 ("  agent ", "dim"),
                 (printable(_series_agent(trend), keep_newlines=False), "bold"),
-                f"  {len(trend.runs)} runs, oldest first  ",
+                f"  {plural(len(trend.runs), 'run')}, oldest first  ",
                 (
                     f"{len(flagged)} flagged" if flagged else "none flagged",
                     "bold red" if flagged else "green",
