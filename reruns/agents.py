@@ -745,17 +745,23 @@ async def run_command_once(
     return CommandTry(process.returncode, timed_out, in_flight)
 
 
-def redact_log_streams(log_path: Path, start: int, secrets: tuple[str, ...]) -> None:
+def redact_log_streams(
+    log_path: Path,
+    start: int,
+    secrets: tuple[str, ...],
+    labels: tuple[str, ...] = ("[stdout] ", "[stderr] "),
+) -> None:
     """Each output line was redacted alone (and logged at once): a secret a harness printed
     over several lines (``base64``'s 76 columns, ``xxd -p``'s 60) is found in each stream's
-    lines of this try joined, and masked where it lies in the log."""
+    lines since ``start`` joined, and masked where it lies in the log. A stream is the lines
+    starting with one of ``labels`` (``("",)``: every line, one stream)."""
     if not secrets:
         return
     with open(log_path, "rb") as fh:
         fh.seek(start)
         text = fh.read().decode("utf-8", "surrogateescape")
     edits: list[tuple[int, int, str]] = []
-    for label in ("[stdout] ", "[stderr] "):
+    for label in labels:
         pieces: list[str] = []
         places: list[tuple[int, int]] = []  # each piece: where it starts, joined and in text
         joined_at = line_at = 0

@@ -33,7 +33,7 @@ from driftdesk.analysis.inspect_logs import INSPECT_EXTRA, SampleAttempt, sample
 from driftdesk.layout import INSPECT_LOG_DIR
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns import rundir
-from driftdesk.reruns.agents import child_environment
+from driftdesk.reruns.agents import child_environment, redact_log_streams
 from driftdesk.reruns.events import AttemptEnded, AttemptStarted, RunEvent, RunStats
 from driftdesk.reruns.proxy import MeteringProxy, call_figures, link_failure_verdict
 from driftdesk.reruns.retry import RetryPolicy
@@ -297,12 +297,15 @@ async def _pump_output(stream: asyncio.StreamReader | None, path: Path, secrets:
     if stream is None:
         return ""
     with rundir.open_private(path, "a") as log:
+        start = log.tell()
         while line := await stream.readline():
             text = redact(line.decode("utf-8", "replace"), secrets)
             log.write(text)
             log.flush()
             tail = [*tail, text][-20:]
-    return "".join(tail)
+    # A key printed over several lines (base64, xxd -p) passed the line-by-line redaction.
+    await asyncio.to_thread(redact_log_streams, path, start, tuple(secrets), ("",))
+    return redact("".join(tail), secrets)
 
 
 async def run_inspect_eval(host: InspectHost) -> None:

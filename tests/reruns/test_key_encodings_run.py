@@ -244,3 +244,32 @@ async def test_a_command_harness_printing_the_key_wrapped_leaves_it_in_no_file(
     for path in [p for p in run_dir.rglob("*") if p.is_file()]:
         assert key_recoverable(_text_of(path), KEY) == [], (path, _text_of(path))
     assert key_recoverable(run.stdout + run.stderr, KEY) == []
+
+
+async def test_inspects_output_printing_the_key_wrapped_leaves_it_in_no_log_line(
+    tmp_path: Path,
+) -> None:
+    """inspect's own output is logged line by line as it comes (``inspect.log``); a key it
+    prints over several lines (base64, xxd -p) is masked once the output ends, and the tail
+    shown when inspect fails holds none of it either."""
+    from driftdesk.reruns.inspect_harness import _pump_output
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "import sys; sys.stdout.write(sys.stdin.read())",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    log = tmp_path / "inspect.log"
+    pumped = asyncio.create_task(_pump_output(process.stdout, log, (KEY, "dd-run-throwaway")))
+    process.stdin.write(("inspect started\n" + tool_output(KEY) + "inspect ended\n").encode())
+    await process.stdin.drain()
+    process.stdin.close()
+    tail = await pumped
+    await process.wait()
+    text = log.read_text()
+    assert "inspect started" in text and "inspect ended" in text
+    assert not key_recoverable(text, KEY), text
+    assert not key_recoverable(tail, KEY), tail
