@@ -544,3 +544,43 @@ def test_chat_history_sent_whole_and_rewritten_is_no_new_step(tmp_path: Path) ->
     traj = trajectory_from_run(tmp_path, "t", 0)
     assert traj is not None
     assert [s.kind for s in traj.steps] == ["user", "model", "tool_result", "model"]
+
+
+def test_responses_chained_by_previous_response_id_send_only_new_items(tmp_path: Path) -> None:
+    """A Responses client that chains calls with ``previous_response_id`` sends only the new
+    items (the tool's output), not the history: each is one new step, none is lost or
+    repeated."""
+    write_manifest(tmp_path)
+    path = attempt_file(tmp_path, "t", 0, RECORDING_SUFFIX)
+    prompt = {"type": "message", "role": "user", "content": "Where is my order #W1?"}
+    output = {"type": "function_call_output", "call_id": "c0", "output": "delivered"}
+    call = {"id": "c0", "name": "get_order_details", "arguments": '{"order_id": "#W1"}'}
+    for index, (items, params, response) in enumerate(
+        [
+            ([prompt], {}, {"text": "", "tool_calls": [call]}),
+            (
+                [output],
+                {"previous_response_id": "resp_1"},
+                {"text": "Delivered.", "tool_calls": []},
+            ),
+        ]
+    ):
+        append_record(
+            path,
+            {
+                "v": 2,
+                "call_index": index,
+                "try": 1,
+                "protocol": "responses",
+                "request": {"base": 0, "items": items, "params": params},
+                "response": response,
+            },
+        )
+    traj = trajectory_from_run(tmp_path, "t", 0)
+    assert traj is not None and not traj.problems
+    assert [(s.kind, s.text) for s in traj.steps] == [
+        ("user", "Where is my order #W1?"),
+        ("model", ""),
+        ("tool_result", "delivered"),
+        ("model", "Delivered."),
+    ]
