@@ -26,6 +26,7 @@ An import keeps each attempt's trajectory as ``<attempt>.trajectory.json`` in it
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -215,14 +216,25 @@ def canonical_arguments(arguments: Any) -> str:
     """Tool-call arguments as canonical JSON (sorted keys, no spaces), so the same call made
     twice compares equal; a string that is not JSON is kept as it is."""
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except (json.JSONDecodeError, ValueError):
-            return arguments
+        return _canonical_text(arguments)
     try:
         return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError):
         return str(arguments)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_text(arguments: str) -> str:
+    # Attempts of one task call the same tools with the same arguments again and again: each
+    # string is parsed and dumped once.
+    try:
+        parsed = json.loads(arguments)
+    except (json.JSONDecodeError, ValueError):
+        return arguments
+    try:
+        return json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(parsed)
 
 
 def content_text(content: Any) -> str:

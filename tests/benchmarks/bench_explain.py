@@ -83,8 +83,10 @@ def read_the_files(run: Path) -> int:
 
 
 def explain(run: Path) -> int:
+    from driftdesk.analysis import steps
     from driftdesk.analysis.explain import explain_task
 
+    steps._canonical_text.cache_clear()  # each round as cold as a new process's first
     e = explain_task(run, TASK)
     assert e.pairs and e.differences, "the explanation found nothing"
     # The abandoned tries are read and kept apart: the divergence is the final tries' (turn 20).
