@@ -44,6 +44,7 @@ TRAJECTORY_VERSION = 1
 MESSAGE_FIELDS = ("messages", "traj", "trajectory")
 TEXT_PART_TYPES = (None, "text", "input_text", "output_text")
 SUMMARY_WIDTH = 120  # a step's one-line summary
+_CACHED_ARGUMENTS_CHARS = 4096  # longer tool-call arguments are made canonical uncached
 
 
 @dataclass
@@ -216,6 +217,8 @@ def canonical_arguments(arguments: Any) -> str:
     """Tool-call arguments as canonical JSON (sorted keys, no spaces), so the same call made
     twice compares equal; a string that is not JSON is kept as it is."""
     if isinstance(arguments, str):
+        if len(arguments) > _CACHED_ARGUMENTS_CHARS:  # a file's contents: not kept in memory
+            return _canonical_text.__wrapped__(arguments)
         return _canonical_text(arguments)
     try:
         return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
