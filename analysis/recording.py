@@ -33,6 +33,7 @@ from driftdesk.analysis.steps import Step, content_text, model_step, user_steps
 
 GZIP_WBITS = 31  # zlib's gzip framing
 _CHUNK = 1 << 16  # fed to the decompressor at a time: keeps each member's leftover small
+_RECENT_CALLS = 8  # earlier calls of a try a call may continue the conversation of
 
 
 @dataclass
@@ -72,6 +73,9 @@ class _Chain:
     items: list[Any] = field(default_factory=list)
     known: bool = True
     try_number: int | None = None
+    # The try's last calls' full lists: a call that does not extend the previous one (it
+    # followed a side request: a title, a summary) may extend an earlier one.
+    recent: list[list[Any]] = field(default_factory=list)
 
 
 def read_recording(path: Path | str) -> tuple[list[RecordedCall], list[str]]:
@@ -94,6 +98,7 @@ def read_recording(path: Path | str) -> tuple[list[RecordedCall], list[str]]:
         number_of_try = record.get("try")
         if number_of_try != chain.try_number:  # a new try: a conversation of its own
             chain.items, chain.known, chain.try_number = [], True, number_of_try
+            chain.recent = []
         calls.append(_reconstruct(number, record, chain, problems))
     return calls, problems
 
@@ -160,11 +165,29 @@ def _reconstruct(
         shared += 1
     if shared >= len(previous):
         new = full[len(previous) :]
-    else:  # the conversation was rewritten from ``shared`` on: only what it did not hold
-        earlier = {_item_key(item) for item in previous[shared:]}
-        new = [item for item in full[shared:] if _item_key(item) not in earlier]
+    else:
+        extended = _longest_extended(chain.recent[:-1], full)
+        if extended is not None:  # the conversation of an earlier call goes on
+            new = full[extended:]
+        else:  # the conversation was rewritten from ``shared`` on: only what it did not hold
+            earlier = {_item_key(item) for item in previous[shared:]}
+            new = [item for item in full[shared:] if _item_key(item) not in earlier]
     chain.items, chain.known = full, known
+    chain.recent = [*chain.recent[-(_RECENT_CALLS - 1) :], full]
     return RecordedCall(number, record, full, new, known)
+
+
+def _longest_extended(candidates: list[list[Any]], full: list[Any]) -> int | None:
+    """The length of the longest non-empty candidate list that ``full`` starts with (items
+    compared by ``same_item``); None when it extends none of them."""
+    best: int | None = None
+    for candidate in candidates:
+        size = len(candidate)
+        if not size or size > len(full) or (best is not None and size <= best):
+            continue
+        if all(same_item(a, b) for a, b in zip(candidate, full, strict=False)):
+            best = size
+    return best
 
 
 def same_item(a: Any, b: Any) -> bool:

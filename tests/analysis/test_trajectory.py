@@ -584,3 +584,45 @@ def test_responses_chained_by_previous_response_id_send_only_new_items(tmp_path:
         ("tool_result", "delivered"),
         ("model", "Delivered."),
     ]
+
+
+def test_a_side_request_between_turns_doubles_nothing(tmp_path: Path) -> None:
+    """Claude Code may ask for a title or a summary between two turns of the conversation:
+    the next turn's request extends the turn before the side request, not the side request,
+    and its history is not taken as new again."""
+    write_manifest(tmp_path)
+    path = attempt_file(tmp_path, "t", 0, RECORDING_SUFFIX)
+    prompt = {"role": "user", "content": [{"type": "text", "text": "Fix calc.py."}]}
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "u0", "name": "Bash",
+                                              "input": {"command": "cat calc.py"}}]}  # fmt: skip
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u0",
+                                           "content": "def add(a, b): ..."}]}  # fmt: skip
+    side = {"role": "user", "content": "Write a 5-word title for: Fix calc.py."}
+    calls = [
+        ([prompt], 0, {"text": "", "tool_calls": [
+            {"id": "u0", "name": "Bash", "arguments": '{"command": "cat calc.py"}'}]}),
+        ([side], 0, {"text": "Fixing calc", "tool_calls": []}),
+        ([prompt, use, result], 0, {"text": "Done.", "tool_calls": []}),
+    ]  # fmt: skip
+    for index, (items, base, response) in enumerate(calls):
+        append_record(
+            path,
+            {
+                "v": 2,
+                "call_index": index,
+                "try": 1,
+                "protocol": "messages",
+                "request": {"base": base, "items": items},
+                "response": response,
+            },
+        )
+    traj = trajectory_from_run(tmp_path, "t", 0)
+    assert traj is not None
+    assert [(s.kind, s.text) for s in traj.steps] == [
+        ("user", "Fix calc.py."),
+        ("model", ""),
+        ("user", "Write a 5-word title for: Fix calc.py."),  # the side request, as it was
+        ("model", "Fixing calc"),
+        ("tool_result", "def add(a, b): ..."),
+        ("model", "Done."),
+    ]
