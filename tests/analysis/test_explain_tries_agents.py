@@ -1,14 +1,18 @@
 """Tries in the step model for the agents that are not client presets: a command harness (a
 small agent loop of its own, over the proxy, against the sandbox's simulated model) whose
 tries an injected 429 cuts and driftdesk runs again from a fresh workspace, and the builtin
-agent, whose attempt is one try. (Claude Code and Codex: test_explain_tries_real_clients.py.)"""
+agent, whose attempt is one try; the same harness on a Ray cluster, where each try is a Ray
+task. (Claude Code and Codex: test_explain_tries_real_clients.py.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from driftdesk.analysis.explain import explain_task
 from driftdesk.analysis.trajectory import action_sequence, load_trajectory
@@ -71,7 +75,7 @@ def _commands(actions: list) -> list[str]:
     return [json.loads(a.value)["command"] for a in actions if a.kind == "call"]
 
 
-async def test_a_command_harness_attempt_is_its_final_try(tmp_path: Path) -> None:
+async def _command_run(tmp_path: Path, **more: object) -> Path:
     suite = _suite(tmp_path / "suite")
     script = tmp_path / "harness.py"
     script.write_text(HARNESS)
@@ -92,9 +96,32 @@ async def test_a_command_harness_attempt_is_its_final_try(tmp_path: Path) -> Non
                 command=f"{sys.executable} {script}",
                 api_key=REAL_KEY,
                 retry_policy=RetryPolicy(max_retries=6, base_delay_s=0.01, max_delay_s=1.0),
+                **more,  # type: ignore[arg-type]
             )
         )
-    run_dir = outcome.run_dir
+    assert outcome.status == "completed", outcome.reason
+    return outcome.run_dir
+
+
+async def test_a_command_harness_attempt_is_its_final_try(tmp_path: Path) -> None:
+    _check_command_run(await _command_run(tmp_path))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
+@pytest.mark.xdist_group("ray")
+@pytest.mark.timeout(600)
+async def test_on_a_ray_cluster_each_try_is_numbered_as_here(tmp_path: Path) -> None:
+    from driftdesk.reruns.ray_executor import RaySettings
+    from tests.reruns.ray_helpers import loopback_cluster
+
+    with loopback_cluster(nodes=2) as cluster:
+        run_dir = await _command_run(
+            tmp_path, executor="ray", ray=RaySettings(address=cluster.address)
+        )
+    _check_command_run(run_dir)
+
+
+def _check_command_run(run_dir: Path) -> None:
     rows = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     calls = [json.loads(line) for line in (run_dir / "calls.jsonl").read_text().splitlines()]
     outcomes = {r["attempt"]: r["outcome"] for r in rows}
