@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import (
+from driftdesk.rundir import (
     CALLS_FILE,
     CHECK_OUTPUT_SUFFIX,
     WORKSPACE_DIFF_SUFFIX,

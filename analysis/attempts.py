@@ -14,7 +14,7 @@ from driftdesk.analysis.sources import (
     read_manifest,
     row_problem,
 )
-from driftdesk.layout import attempt_folder, result_file
+from driftdesk.rundir import attempt_folder, result_file
 
 
 def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:

@@ -76,7 +76,7 @@ def of_runs(run_dirs: Iterable[Path]) -> list[Cache]:
     """Each run's caches: beside it, its own under the user's cache dir, and the kept reports
     and trends that name it."""
     from driftdesk.analysis.sources import RunSource
-    from driftdesk.layout import ATTEMPTS_FILE
+    from driftdesk.rundir import ATTEMPTS_FILE
 
     found: list[Cache | None] = []
     names: list[str] = []

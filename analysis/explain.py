@@ -45,7 +45,7 @@ from driftdesk.analysis.trajectory import (
     task_calls,
     zero_copy_lines,
 )
-from driftdesk.layout import ATTEMPTS_FILE
+from driftdesk.rundir import ATTEMPTS_FILE
 from driftdesk.text import plural
 
 GROUPS = ("pass", "fail")

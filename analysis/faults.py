@@ -27,7 +27,7 @@ from typing import Any
 
 from driftdesk.analysis.sources import SourceError, read_manifest
 from driftdesk.fileio import iter_jsonl
-from driftdesk.layout import ATTEMPTS_FILE
+from driftdesk.rundir import ATTEMPTS_FILE
 
 FIGURES = ("injected_faults", "injected_recovered", "injected_surfaced", "injected_misattributed")
 R_FAULT_METHOD = "delta-method-over-tasks"

@@ -44,7 +44,7 @@ from driftdesk.analysis.sources import (
     field_problem,
     row_problem,
 )
-from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
+from driftdesk.rundir import ATTEMPTS_FILE, MANIFEST_FILE
 from driftdesk.secrets import redact
 from driftdesk.text import article
 

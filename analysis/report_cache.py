@@ -37,7 +37,7 @@ from driftdesk.analysis import cache_seal, row_cache, zero_copy
 from driftdesk.analysis.code_version import code_version as shared_code_version
 from driftdesk.analysis.prices import ModelPrice
 from driftdesk.analysis.sources import RunSource
-from driftdesk.layout import MANIFEST_FILE
+from driftdesk.rundir import MANIFEST_FILE
 
 CACHE_VERSION = 2  # 2: sealed
 KEEP = 8  # entries kept (a report is ~500 bytes per task)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import ATTEMPTS_FILE
+from driftdesk.rundir import ATTEMPTS_FILE
 
 STORE_FILE = "measured-success.json"
 STORE_VERSION = 2  # 2: the rows keyed by device, inode, size, mtime and ctime

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from driftdesk.layout import ATTEMPTS_FILE, MANIFEST_FILE
+from driftdesk.rundir import ATTEMPTS_FILE, MANIFEST_FILE
 
 OUTCOMES = ("pass", "fail", "link_error", "harness_error")
 # The limits a row must keep (checked at import and at read, by the same rules): beyond them a

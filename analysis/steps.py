@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from driftdesk.layout import TRAJECTORY_SUFFIX, attempt_file
+from driftdesk.rundir import TRAJECTORY_SUFFIX, attempt_file
 from driftdesk.secrets import redact
 
 StepKind = Literal["model", "tool_result", "user", "link_event"]

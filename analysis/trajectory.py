@@ -45,7 +45,7 @@ from driftdesk.analysis.steps import (
     trajectory_from_messages,
     write_trajectory,
 )
-from driftdesk.layout import (
+from driftdesk.rundir import (
     CALLS_FILE,
     RECORDING_SUFFIX,
     TRAJECTORY_SUFFIX,

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis.trend_data import RunAggregate, aggregates, normal_ci95
-from driftdesk.layout import MANIFEST_FILE
+from driftdesk.rundir import MANIFEST_FILE
 
 if TYPE_CHECKING:
     from driftdesk.analysis.agent_identity import AgentIdentity

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis import cache_seal
-from driftdesk.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 from driftdesk.paths import caches_enabled
+from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 
 if TYPE_CHECKING:
     from driftdesk.analysis.sources import RunSource

@@ -247,7 +247,7 @@ def relink(run_dir: Path, new_path: Path) -> LinkedSource:
     atomically, and nothing changes when the check fails."""
     from driftdesk.analysis.sources import read_manifest
     from driftdesk.fileio import atomic_write_json
-    from driftdesk.layout import MANIFEST_FILE
+    from driftdesk.rundir import MANIFEST_FILE
 
     manifest = read_manifest(run_dir)
     linked = linked_source(manifest)

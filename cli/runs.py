@@ -483,7 +483,7 @@ def _suite_argument(suite: object) -> str | None:
 
 def _earlier_run(run_dir: Path) -> Path | None:
     """The newest other run dir beside ``run_dir`` (by its manifest's start time)."""
-    from driftdesk.layout import MANIFEST_FILE
+    from driftdesk.rundir import MANIFEST_FILE
 
     best: tuple[str, Path] | None = None
     try:

@@ -33,10 +33,6 @@ import aiohttp
 
 from driftdesk import __version__
 from driftdesk.fileio import JsonlAppender, JsonlProblem
-from driftdesk.layout import (
-    INSPECT_LOG_DIR,
-    RECORDING_SUFFIX,
-)
 from driftdesk.paths import rerun_dir, runs_dir
 from driftdesk.providers.harness_env import pass_env_problem
 from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
@@ -108,6 +104,10 @@ from driftdesk.reruns.sandbox import SandboxServer
 from driftdesk.reruns.suites import Suite, SuiteError, builtin_suites, load_suite
 from driftdesk.reruns.tries import TryHost
 from driftdesk.reruns.workspace import CHECK_RULE
+from driftdesk.rundir import (
+    INSPECT_LOG_DIR,
+    RECORDING_SUFFIX,
+)
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from driftdesk.analysis.inspect_logs import INSPECT_EXTRA, SampleAttempt, sample_attempt
-from driftdesk.layout import INSPECT_LOG_DIR
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import child_environment, redact_log_streams
@@ -38,6 +37,7 @@ from driftdesk.reruns.events import AttemptEnded, AttemptStarted, RunEvent, RunS
 from driftdesk.reruns.proxy import MeteringProxy, call_figures, link_failure_verdict
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Suite, SuiteError
+from driftdesk.rundir import INSPECT_LOG_DIR
 from driftdesk.secrets import redact
 
 POLL_S = 0.5  # how often the log is read while inspect runs

@@ -45,7 +45,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from driftdesk.layout import ATTEMPTS_DIR, ATTEMPTS_FILE, MANIFEST_FILE
+from driftdesk.rundir import ATTEMPTS_DIR, ATTEMPTS_FILE, MANIFEST_FILE
 
 INSTALL_HINT = (
     "--isolate needs bubblewrap (bwrap): install it (Debian/Ubuntu: apt-get install "

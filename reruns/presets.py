@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import CLIENT_HOME_SUFFIX, CLIENT_OUTPUT_SUFFIX, attempt_file
 from driftdesk.reruns import workspace
 from driftdesk.reruns.agents import (
     AgentResult,
@@ -42,6 +41,7 @@ from driftdesk.reruns.proxy import AttemptCalls, MeteringProxy
 from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Task, judge
 from driftdesk.reruns.tries import link_failure_overrides, retry_the_try
+from driftdesk.rundir import CLIENT_HOME_SUFFIX, CLIENT_OUTPUT_SUFFIX, attempt_file
 from driftdesk.secrets import redact
 
 # Client tools the non-interactive Claude Code run may use without asking: a throwaway

@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file
 from driftdesk.reruns import rundir, workspace
 from driftdesk.reruns.agents import (
     AgentResult,
@@ -57,6 +56,7 @@ from driftdesk.reruns.presets import (
 from driftdesk.reruns.proxy import AttemptCalls
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Task
+from driftdesk.rundir import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file
 
 EXECUTORS = ("local", "ray")
 INSTALL_HINT = "--executor ray needs the ray extra: pip install 'driftdesk[ray]'"

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import attempt_file
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import AgentResult, AttemptContext, command_outcome, template_fields
 from driftdesk.reruns.events import AttemptPlaced
@@ -26,6 +25,7 @@ from driftdesk.reruns.ray_executor import (
     unpack_folder,
 )
 from driftdesk.reruns.tries import TryHost, link_failure_overrides, retry_the_try
+from driftdesk.rundir import attempt_file
 from driftdesk.secrets import redact
 
 

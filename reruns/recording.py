@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.fileio import iter_jsonl
-from driftdesk.layout import CALLS_FILE, RECORDING_SUFFIX, attempt_file
 from driftdesk.reruns.call_content import (
     RECORDED_PROTOCOLS,
     RequestContent,
@@ -40,6 +39,7 @@ from driftdesk.reruns.call_content import (
     request_content,
 )
 from driftdesk.reruns.key_scrub import KeyScrubber
+from driftdesk.rundir import CALLS_FILE, RECORDING_SUFFIX, attempt_file
 from driftdesk.secrets import holds_secret, redact, secret_shapes
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from driftdesk.fileio import JsonlProblem, atomic_write_json, iter_jsonl
-from driftdesk.layout import (
+from driftdesk.rundir import (
     ATTEMPTS_FILE,
     CALLS_FILE,
     MANIFEST_FILE,
@@ -30,7 +30,7 @@ from driftdesk.layout import (
     safe_name,
 )
 
-# Short local names for the shared layout (driftdesk.layout).
+# Short local names for the shared layout (driftdesk.rundir.layout).
 MANIFEST = MANIFEST_FILE
 ATTEMPTS = ATTEMPTS_FILE
 CALLS = CALLS_FILE

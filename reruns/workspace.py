@@ -3,7 +3,7 @@
 
 A suite line may carry ``workspace`` (a folder relative to the suite file), ``setup`` and
 ``check`` (shell commands run in the attempt's copy). The copy lives in the attempt's own
-folder (``<attempt>.workspace``, see ``driftdesk.layout``); two attempts never share one, and a
+folder (``<attempt>.workspace``, see ``driftdesk.rundir.layout``); two attempts never share one, and a
 retried try starts from a fresh copy. The check decides the outcome (``check_outcome``): exit
 0 → pass, 1–124 → fail, 125 ("could not judge"), 126 and above (it could not run, or a signal
 killed it) and the task's ``check_error_codes`` → harness_error ``check_error``, a timeout →
@@ -25,16 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from driftdesk.layout import (
+from driftdesk.reruns.agents import AgentResult, AttemptContext, child_environment
+from driftdesk.reruns.isolation import isolate_argv
+from driftdesk.reruns.rundir import open_private
+from driftdesk.reruns.suites import Task
+from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,
     WORKSPACE_DIFF_SUFFIX,
     WORKSPACE_SUFFIX,
     attempt_file,
 )
-from driftdesk.reruns.agents import AgentResult, AttemptContext, child_environment
-from driftdesk.reruns.isolation import isolate_argv
-from driftdesk.reruns.rundir import open_private
-from driftdesk.reruns.suites import Task
 from driftdesk.secrets import redact
 
 MAX_DIFF_BYTES = 256 * 1024

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
@@ -22,6 +21,7 @@ from driftdesk.reruns.events import (
     RunFinished,
     RunStarted,
 )
+from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 from driftdesk.tui.state import AttemptKey, LiveRun
 
 FOLLOWED_LABEL = "started elsewhere"

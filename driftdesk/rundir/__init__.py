@@ -5,4 +5,50 @@ names (``layout``), the typed manifest and its one serialisation (``manifest``),
 last-row-per-slot rule (``slots``), run ids and safe names (``ids``), the recordings' gzip
 framing (``framing``), the runs catalog (``catalog``) and the writes of a run dir (``writes``).
 No other module opens ``manifest.json`` or ``attempts.jsonl`` by hand.
+
+This ``__init__`` is the public surface: callers import from ``driftdesk.rundir``.
 """
+
+from driftdesk.rundir import layout
+from driftdesk.rundir.layout import (
+    ATTEMPTS_DIR,
+    ATTEMPTS_FILE,
+    CALLS_FILE,
+    CHECK_OUTPUT_SUFFIX,
+    CLIENT_HOME_SUFFIX,
+    CLIENT_OUTPUT_SUFFIX,
+    INSPECT_LOG_DIR,
+    MANIFEST_FILE,
+    RECORDING_SUFFIX,
+    TRAJECTORY_SUFFIX,
+    TRANSCRIPT_SUFFIX,
+    WORKSPACE_DIFF_SUFFIX,
+    WORKSPACE_SUFFIX,
+    attempt_file,
+    attempt_folder,
+    result_file,
+    safe_name,
+    task_folder_name,
+)
+
+__all__ = [
+    "ATTEMPTS_DIR",
+    "ATTEMPTS_FILE",
+    "CALLS_FILE",
+    "CHECK_OUTPUT_SUFFIX",
+    "CLIENT_HOME_SUFFIX",
+    "CLIENT_OUTPUT_SUFFIX",
+    "INSPECT_LOG_DIR",
+    "MANIFEST_FILE",
+    "RECORDING_SUFFIX",
+    "TRAJECTORY_SUFFIX",
+    "TRANSCRIPT_SUFFIX",
+    "WORKSPACE_DIFF_SUFFIX",
+    "WORKSPACE_SUFFIX",
+    "attempt_file",
+    "attempt_folder",
+    "layout",
+    "result_file",
+    "safe_name",
+    "task_folder_name",
+]

@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from driftdesk.layout import RECORDING_SUFFIX, attempt_file
+from driftdesk.rundir import RECORDING_SUFFIX, attempt_file
 
 MODEL = "model-x"
 SYSTEM = "You are a retail support agent."

@@ -23,7 +23,7 @@ from recording_fixtures import (
 
 from driftdesk.analysis.explain import NoTrajectoryError, UnknownTaskError, explain_task
 from driftdesk.analysis.imports import import_results
-from driftdesk.layout import TRAJECTORY_SUFFIX, attempt_file
+from driftdesk.rundir import TRAJECTORY_SUFFIX, attempt_file
 
 
 def driftdesk(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

@@ -31,7 +31,7 @@ from driftdesk.analysis.trajectory import (
     trajectory_from_messages,
     trajectory_from_run,
 )
-from driftdesk.layout import RECORDING_SUFFIX, TRAJECTORY_SUFFIX, attempt_file
+from driftdesk.rundir import RECORDING_SUFFIX, TRAJECTORY_SUFFIX, attempt_file
 
 
 def kinds(traj) -> list[str]:

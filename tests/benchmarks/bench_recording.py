@@ -37,10 +37,10 @@ from bench_executor import start_sandbox
 from benchlib import load, verdict
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.layout import RECORDING_SUFFIX, attempt_file
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.recording import CallRecorder
 from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.rundir import RECORDING_SUFFIX, attempt_file
 
 KEY = "sk-bench-recording-0123456789abcdef"
 CONCURRENCY = 32

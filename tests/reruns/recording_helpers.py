@@ -9,8 +9,8 @@ from typing import Any
 
 from reruns_helpers import read_rows
 
-from driftdesk.layout import RECORDING_SUFFIX, attempt_file
 from driftdesk.reruns import rundir
+from driftdesk.rundir import RECORDING_SUFFIX, attempt_file
 
 
 def read_records(path: Path) -> tuple[list[dict[str, Any]], bool]:

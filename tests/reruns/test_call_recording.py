@@ -29,12 +29,12 @@ from recording_helpers import full_item_lists, joined_to_calls, read_records, re
 from reruns_helpers import LoopbackServer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.layout import RECORDING_SUFFIX
 from driftdesk.reruns import rundir
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.recording import CallRecorder
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import load_suite
+from driftdesk.rundir import RECORDING_SUFFIX
 from driftdesk.secrets import mask_key
 
 # A key with a "/" and "-"s: the shapes an upstream may echo it in differ from the plain one.

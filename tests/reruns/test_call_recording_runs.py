@@ -13,11 +13,11 @@ import pytest
 from recording_helpers import joined_to_calls, read_records, recording_of
 from reruns_helpers import read_rows
 
-from driftdesk.layout import RECORDING_SUFFIX
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.rundir import RECORDING_SUFFIX
 
 TASK = "invoice-7_2"
 

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from reruns_helpers import read_rows
 
-from driftdesk.layout import (
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
+from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.suites import SuiteError, load_suite
+from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,
     WORKSPACE_DIFF_SUFFIX,
     WORKSPACE_SUFFIX,
     attempt_file,
     attempt_folder,
 )
-from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
-from driftdesk.reruns.suites import SuiteError, load_suite
 
 KEY = "sk-REAL-coding-0123456789abcdef"
 

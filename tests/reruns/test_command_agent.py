@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
-from driftdesk.layout import attempt_folder
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import AttemptOutput, RunEvent
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.rundir import attempt_folder
 from tests.processes import alive
 
 REAL_KEY = "sk-test-REALKEY-command-0123456789"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows, write_suite
 
-from driftdesk.layout import WORKSPACE_SUFFIX
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
+from driftdesk.rundir import WORKSPACE_SUFFIX
 
 KEY = "sk-test-REALKEY-isolate-0123456789"
 

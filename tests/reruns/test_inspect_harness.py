@@ -24,13 +24,13 @@ from aiohttp import web
 from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.analysis.imports import ResultsImportError, import_results
-from driftdesk.layout import RECORDING_SUFFIX, attempt_file
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import AttemptFinished, RunEvent
 from driftdesk.reruns.inspect_harness import InspectRunError
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import SuiteError
+from driftdesk.rundir import RECORDING_SUFFIX, attempt_file
 
 REAL_KEY = "sk-test-REALKEY-inspect-0123456789"
 MODEL = "test-model"

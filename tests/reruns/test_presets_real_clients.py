@@ -16,18 +16,18 @@ from coding_helpers import CODING_TASKS, PROBE_TASK, TrapEndpoint, write_coding_
 from reruns_helpers import read_rows
 
 from driftdesk.analysis.sources import read_manifest
-from driftdesk.layout import (
+from driftdesk.providers.keys import set_key
+from driftdesk.providers.profiles import Profile, ProfileStore
+from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
+from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,
     CLIENT_HOME_SUFFIX,
     WORKSPACE_DIFF_SUFFIX,
     WORKSPACE_SUFFIX,
     attempt_file,
 )
-from driftdesk.providers.keys import set_key
-from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.engine import RunSpec, execute_run
-from driftdesk.reruns.retry import RetryPolicy
-from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
 from tests.conftest import real_client
 
 REAL_KEY = "sk-test-REALKEY-presets-0123456789abcdef"
@@ -289,7 +289,7 @@ async def test_real_client_trajectories_are_recorded_and_explained(
     wrapper) and ``explain`` finds them parting at that first command."""
     from driftdesk.analysis.explain import explain_task
     from driftdesk.analysis.trajectory import load_trajectory
-    from driftdesk.layout import RECORDING_SUFFIX
+    from driftdesk.rundir import RECORDING_SUFFIX
 
     rename = next(t for t in CODING_TASKS if t["task_id"] == "rename")
     suite = write_coding_suite(tmp_path / "suite", [rename])

@@ -17,10 +17,10 @@ from recording_helpers import joined_to_calls, read_records, recording_of
 from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.layout import RECORDING_SUFFIX
 from driftdesk.reruns import rundir
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.recording import CallRecorder
+from driftdesk.rundir import RECORDING_SUFFIX
 
 KEY = "sk-live/Attribution-edges-0123456789abcdef"
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]

@@ -35,19 +35,19 @@ from ray_helpers import (
 )
 from reruns_helpers import read_rows
 
-from driftdesk.layout import (
-    CHECK_OUTPUT_SUFFIX,
-    CLIENT_HOME_SUFFIX,
-    CLIENT_OUTPUT_SUFFIX,
-    WORKSPACE_DIFF_SUFFIX,
-    attempt_file,
-)
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.engine import RunSetupError, RunSpec, execute_run
 from driftdesk.reruns.events import AttemptOutput, AttemptPlaced, RunEvent
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.rundir import (
+    CHECK_OUTPUT_SUFFIX,
+    CLIENT_HOME_SUFFIX,
+    CLIENT_OUTPUT_SUFFIX,
+    WORKSPACE_DIFF_SUFFIX,
+    attempt_file,
+)
 from tests.conftest import real_client
 
 # Each test skips (counted by tests/conftest.py as a missing Ray), rather than the module.

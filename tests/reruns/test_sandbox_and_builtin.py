@@ -13,12 +13,12 @@ import pytest
 from aiohttp import web
 from reruns_helpers import read_rows
 
-from driftdesk.layout import attempt_folder
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.sandbox import SIM_HEADER, SIM_MODEL, FaultRates, SandboxServer, task_skill
 from driftdesk.reruns.suites import load_suite
+from driftdesk.rundir import attempt_folder
 
 KEY = "sk-test-REALKEY-sandbox-0123456789"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from textual.widgets import DataTable, Label, OptionList, Static
 from tui_runs import write_run
 
-from driftdesk.layout import attempt_folder
+from driftdesk.rundir import attempt_folder
 from driftdesk.tui.screens.attempt_pair import AttemptPairScreen, PairStep
 from driftdesk.tui.screens.task import TaskScreen
 from driftdesk.tui.widgets.trajectory import TrajectoryView

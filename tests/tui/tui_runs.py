@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from driftdesk.layout import attempt_folder
+from driftdesk.rundir import attempt_folder
 
 # task -> outcomes of attempts 0..n-1 ("pass", "fail", "link_error:429", ...)
 RUN_A: dict[str, list[str]] = {

@@ -21,8 +21,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Header, Label, ProgressBar, Static
 
-from driftdesk.layout import ATTEMPTS_FILE
 from driftdesk.reruns.events import AdaptiveProgress
+from driftdesk.rundir import ATTEMPTS_FILE
 from driftdesk.terminal import printable
 from driftdesk.tui.action_text import call_text
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen

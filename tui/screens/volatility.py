@@ -30,7 +30,7 @@ from driftdesk.analysis.run_success import (
     rows_key,
     success_to_measure,
 )
-from driftdesk.layout import MANIFEST_FILE
+from driftdesk.rundir import MANIFEST_FILE
 from driftdesk.terminal import printable
 from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
