@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiohttp
 
 from driftdesk.providers.harness_env import harness_base_environment
-from driftdesk.reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls, error_kind_for
+from driftdesk.reruns.call_verdicts import error_kind_for
+from driftdesk.reruns.proxy import PROXY_ERROR_HEADER, AttemptCalls
 from driftdesk.reruns.retry import (
     RetryPolicy,
     is_retryable,

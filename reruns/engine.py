@@ -44,6 +44,7 @@ from driftdesk.reruns.agents import (
     kill_leftover_harnesses,
     render_command,
 )
+from driftdesk.reruns.call_verdicts import call_figures
 from driftdesk.reruns.demo import demo_profile, is_demo_run, start_demo_sandbox
 from driftdesk.reruns.events import (
     AdaptiveProgress,
@@ -80,10 +81,7 @@ from driftdesk.reruns.presets import (
     client_identity,
     preset_problem,
 )
-from driftdesk.reruns.proxy import (
-    MeteringProxy,
-    call_figures,
-)
+from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.ray_executor import (
     EXECUTORS,
     RayCluster,

@@ -26,7 +26,6 @@ arrived — an attribution bug or an agent that hides faults. Expected 0.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import struct
 from dataclasses import dataclass
@@ -35,14 +34,14 @@ from typing import Any
 
 from aiohttp import web
 
+from driftdesk.wire.errors import provider_error_body
+
 # The kinds in the order their shares are laid out on [0, 1): fixed, so a spec's decisions do
 # not depend on how its text was ordered.
 NAMED_KINDS = ("429", "timeout", "drop", "truncate", "slow")
 BEFORE_UPSTREAM = frozenset({"429", "timeout", "drop"})  # plus every 5xx
 DEFAULT_RETRY_AFTER_S = 1.0
 DEFAULT_SLOW_S = 2.0
-# The endpoints whose answers come from the model: only their calls are touched.
-MODEL_PROTOCOLS = frozenset({"chat", "responses", "messages"})
 _OFF = frozenset({"none", "off", "no", "0", ""})
 _SHARE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(%?)$")
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(ms|s)?$")
@@ -295,31 +294,6 @@ def injection_figures(calls: list[dict[str, Any]], outcome: str) -> dict[str, in
     }
 
 
-def _error_body(kind: str, protocol: str | None) -> bytes:
-    """The error a provider sends for ``kind``, in the wire protocol's own shape."""
-    if kind == "429":
-        message, openai_type, anthropic_type = (
-            "Rate limit reached for requests. Please try again later.",
-            "rate_limit_error",
-            "rate_limit_error",
-        )
-    else:
-        message, openai_type, anthropic_type = (
-            "The server had an error while processing your request.",
-            "server_error",
-            "api_error",
-        )
-    if protocol == "messages":
-        body: dict[str, Any] = {
-            "type": "error",
-            "error": {"type": anthropic_type, "message": message},
-        }
-    else:
-        code = "rate_limit_exceeded" if kind == "429" else None
-        body = {"error": {"message": message, "type": openai_type, "param": None, "code": code}}
-    return json.dumps(body).encode()
-
-
 def fault_response(
     fault: Fault, protocol: str | None, request_id: str, retry_after_s: float
 ) -> web.Response:
@@ -329,7 +303,7 @@ def fault_response(
         headers["Retry-After"] = seconds_text(retry_after_s)
     return web.Response(
         status=int(fault.kind),
-        body=_error_body(fault.kind, protocol),
+        body=provider_error_body(fault.kind, protocol),
         content_type="application/json",
         headers=headers,
     )
@@ -348,7 +322,6 @@ def cut_answer(answer: bytes, streamed: bool) -> bytes:
 
 __all__ = [
     "MAX_DURATION_S",
-    "MODEL_PROTOCOLS",
     "Fault",
     "FaultInjector",
     "InjectSpecError",

@@ -33,8 +33,9 @@ from driftdesk.analysis.inspect_logs import INSPECT_EXTRA, SampleAttempt, sample
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import child_environment, redact_log_streams
+from driftdesk.reruns.call_verdicts import call_figures, link_failure_verdict
 from driftdesk.reruns.events import AttemptEnded, AttemptStarted, RunEvent, RunStats
-from driftdesk.reruns.proxy import MeteringProxy, call_figures, link_failure_verdict
+from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Suite, SuiteError
 from driftdesk.rundir import INSPECT_LOG_DIR

@@ -20,6 +20,10 @@ A stream is complete when its protocol says so (Chat: ``[DONE]`` or a ``finish_r
 Responses: ``response.completed`` / ``.incomplete`` / ``.failed``; Messages: ``message_stop``).
 When the upstream cuts a body or stream short, the downstream connection is broken too (no
 clean end), so the agent sees a transport error it can retry instead of a partial answer.
+
+This module is the server only. Beside it: what the protocols look like (``driftdesk.wire``),
+what is read of each answer as it passes (``reruns/metering.py``), the key's scrubbing
+(``reruns/key_scrub.py``) and what an attempt's calls say about it (``reruns/call_verdicts.py``).
 """
 
 from __future__ import annotations
@@ -28,8 +32,6 @@ import asyncio
 import contextlib
 import hmac
 import itertools
-import json
-import re
 import secrets
 import time
 import urllib.parse
@@ -41,17 +43,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 import aiohttp
 from aiohttp import web
 
+from driftdesk.reruns.call_verdicts import error_kind_for
 from driftdesk.reruns.faults import (
-    MODEL_PROTOCOLS,
     Fault,
     FaultInjector,
     cut_answer,
     fault_response,
 )
 from driftdesk.reruns.key_scrub import KeyScrubber
+from driftdesk.reruns.metering import MAX_METERED_BODY, UsageMeter, header_value, judged_whole
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
 from driftdesk.secrets import redact
+from driftdesk.wire import MODEL_PROTOCOLS, wire_protocol
+from driftdesk.wire.errors import proxy_error_body
+from driftdesk.wire.usage import json_object, models_differ, requested_model_of
 
 if TYPE_CHECKING:
     from driftdesk.reruns.recording import CallCapture, CallRecorder
@@ -72,7 +78,6 @@ _HOP_BY_HOP = {
 }
 _DROP_REQUEST = _HOP_BY_HOP | {"host", "authorization", "x-api-key", "content-length"}
 _DROP_RESPONSE = _HOP_BY_HOP | {"content-length"}
-_MAX_METERED_BODY = 16 * 1024 * 1024
 _MAX_ERROR_BODY = 64 * 1024  # an error body is buffered (to scrub it) up to this size
 # A 200 body is decoded (to scrub and meter it) up to this size; past it the call fails
 # (``too_large``): a gzip bomb or an endless plain body must not cost the agent, or us, gigabytes.
@@ -81,94 +86,6 @@ _MAX_HELD_LINE = (
     1024 * 1024
 )  # an SSE line longer than this is passed on without waiting for its end
 _DECODABLE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-# Per protocol, what marks the end of a complete stream.
-_END_MARKERS = {
-    "chat": re.compile(rb'"finish_reason"\s*:\s*"|^data:\s*\[DONE\]'),
-    "responses": re.compile(rb'"type"\s*:\s*"response\.(?:completed|incomplete|failed)"'),
-    "messages": re.compile(rb'"type"\s*:\s*"message_stop"'),
-}
-_ANY_END = re.compile(b"|".join(m.pattern for m in _END_MARKERS.values()))
-_DATED_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
-# Error kinds of a call that mean the link failed (not the harness's request): a harness whose
-# last call ended so cannot have its answer from the model.
-_LINK_FAILURE_KINDS = frozenset(
-    {
-        "truncated",
-        "connection",
-        "timeout",
-        "insufficient_quota",
-        "invalid_sse",
-        "redirect",
-        "too_large",
-        "401",
-        "403",
-        "404",
-        "408",
-        "429",
-    }
-)
-
-
-def wire_protocol(path: str) -> str | None:
-    """``chat`` | ``responses`` | ``messages`` | ``count_tokens`` from a request path."""
-    path = "/" + path.strip("/")  # a base URL may end in /v1 or not: the tail decides
-    if path.endswith("/chat/completions"):
-        return "chat"
-    if path.endswith("/responses"):
-        return "responses"
-    if path.endswith("/messages/count_tokens"):
-        return "count_tokens"
-    if path.endswith("/messages"):
-        return "messages"
-    return None
-
-
-def models_differ(requested: str | None, served: str | None) -> bool:
-    """A served model other than the requested one; a dated snapshot of it is the same."""
-    if not requested or not served or served == requested:
-        return False
-    return not (
-        served.startswith(requested) and _DATED_SNAPSHOT.fullmatch(served[len(requested) :])
-    )
-
-
-def unrecovered_link_failure(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The attempt's last call when it ended in a link failure (cut short, refused, 5xx...):
-    whatever answer the harness made of it did not come from the model."""
-    if not calls:
-        return None
-    last = calls[-1]
-    kind = last.get("error_kind")
-    if not kind:
-        return None
-    kind = str(kind)
-    if kind in _LINK_FAILURE_KINDS or (kind.isdigit() and 500 <= int(kind) <= 599):
-        return last
-    return None
-
-
-def link_failure_verdict(outcome: str, calls: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """``(error_code, message)`` when a judged outcome (pass/fail) came through an unrecovered
-    link failure and so must be a ``link_error``, whatever the harness concluded."""
-    if outcome not in ("pass", "fail"):
-        return None
-    failed = unrecovered_link_failure(calls)
-    if failed is None:
-        return None
-    kind = str(failed["error_kind"])
-    return kind, (
-        f"the attempt's last provider call {failed.get('path')} failed ({kind}); "
-        f"the harness reported {outcome} on a broken link"
-    )
-
-
-def call_figures(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """An attempt row's figures from its proxied calls: served-model mismatches, and the
-    model's own latency (the sum of its calls'), apart from the attempt's wall time."""
-    return {
-        "model_mismatches": sum(1 for c in calls if c.get("model_mismatch")),
-        "model_latency_ms": round(sum(float(c.get("latency_ms") or 0.0) for c in calls), 3),
-    }
 
 
 class _AgentHungUp(Exception):
@@ -185,54 +102,8 @@ async def _to_agent(write: Awaitable[Any]) -> None:
 
 
 def _proxy_error(status: int, kind: str, message: str) -> web.Response:
-    body = {
-        "error": {"message": f"driftdesk metering proxy: {message}", "type": kind, "code": kind}
-    }
+    body = proxy_error_body(kind, message)
     return web.json_response(body, status=status, headers={PROXY_ERROR_HEADER: kind})
-
-
-def _usage_from(obj: Any, usage: dict[str, Any]) -> None:
-    """Fold the usage, served model and fingerprint found in one JSON body or SSE event into
-    ``usage`` (Chat Completions, Responses or Messages shapes)."""
-    if not isinstance(obj, dict):
-        return
-    if obj.get("type") == "message_start" and isinstance(obj.get("message"), dict):
-        obj = obj["message"]  # Anthropic stream: model and input tokens arrive in message_start
-    elif isinstance(obj.get("response"), dict):
-        obj = obj["response"]  # Responses stream: response.created / .completed carry it all
-    model = obj.get("model")
-    if isinstance(model, str) and model:
-        usage["served_model"] = model
-    fingerprint = obj.get("system_fingerprint")
-    if isinstance(fingerprint, str) and fingerprint:
-        usage["system_fingerprint"] = fingerprint
-    found = obj.get("usage")
-    if not isinstance(found, dict):
-        return
-    prompt = found.get("prompt_tokens", found.get("input_tokens"))
-    completion = found.get("completion_tokens", found.get("output_tokens"))
-    if isinstance(prompt, int):
-        usage["prompt"] = prompt
-    if isinstance(completion, int):
-        usage["completion"] = completion  # Anthropic message_delta is cumulative: last wins
-    total = found.get("total_tokens")
-    if isinstance(total, int):
-        usage["total"] = total
-    details = found.get("prompt_tokens_details") or found.get("input_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    cached = found.get("cache_read_input_tokens", cached)
-    if isinstance(cached, int):
-        usage["cache_read"] = cached
-    created = found.get("cache_creation_input_tokens")
-    if isinstance(created, int):
-        usage["cache_creation"] = created
-
-
-def error_kind_for(status: int, body: bytes) -> str:
-    """``insufficient_quota`` for a 429 that says so, else the status as a string."""
-    if status == 429 and b"insufficient_quota" in body:
-        return "insufficient_quota"
-    return str(status)
 
 
 async def _read_bounded(content: aiohttp.StreamReader, limit: int) -> tuple[bytes, bool]:
@@ -247,38 +118,6 @@ async def _read_bounded(content: aiohttp.StreamReader, limit: int) -> tuple[byte
         return bytes(body), not content.at_eof()
     except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
         return bytes(body), True
-
-
-def _json_object(body: bytes) -> dict[str, Any] | None:
-    """A request body that is a JSON object, parsed once (for its model, and its recording)."""
-    if not body.lstrip().startswith(b"{"):
-        return None
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
-
-
-def _requested_model(request: dict[str, Any] | None) -> str | None:
-    """The ``model`` a request asked for (JSON bodies only)."""
-    model = request.get("model") if request is not None else None
-    return model if isinstance(model, str) and model else None
-
-
-def _judged_whole(meter: _UsageMeter, headers: dict[str, str]) -> bool:
-    """Whether an unfinished ``meter`` means a short answer: every stream must end with its
-    protocol's marker; a body only when it is JSON small enough to have been read whole."""
-    if meter.streamed:
-        return True
-    return (
-        "json" in (_header(headers, "content-type") or "")
-        and 0 < len(meter.body) < _MAX_METERED_BODY
-    )
-
-
-def _header(headers: dict[str, str], name: str) -> str | None:
-    return next((v for k, v in headers.items() if k.lower() == name), None)
 
 
 def _break_connection(request: web.Request) -> None:
@@ -343,78 +182,6 @@ class _Passthrough:
         self._held = b""
         rest = self._scrubber.scrub(rest)
         return self._events.lines(rest) if self._events is not None and rest else rest
-
-
-class _UsageMeter:
-    def __init__(self, streamed: bool, protocol: str | None = None) -> None:
-        self.streamed = streamed
-        self.protocol = protocol
-        self.usage: dict[str, Any] = {
-            "prompt": None,
-            "completion": None,
-            "total": None,
-            "cache_read": None,
-            "cache_creation": None,
-            "served_model": None,
-            "system_fingerprint": None,
-        }
-        self.finished = False  # a stream saw its end marker; a body parsed as whole JSON
-        self.invalid = False  # a stream carried a data line that is no event of its protocol
-        self.body = bytearray()  # non-streamed bodies (and error bodies), bounded
-        self._pending = b""
-        self._end = _END_MARKERS.get(protocol or "", _ANY_END)
-
-    def feed(self, chunk: bytes) -> None:
-        if not self.streamed:
-            if len(self.body) < _MAX_METERED_BODY:
-                self.body += chunk
-            return
-        data = self._pending + chunk
-        lines = data.split(b"\n")
-        self._pending = lines.pop()
-        for line in lines:
-            self._line(line.strip())
-
-    def _line(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
-            return
-        payload = line[5:].strip()
-        if self.protocol in _END_MARKERS and not (
-            payload == b"[DONE]" or (payload.startswith(b"{") and payload.endswith(b"}"))
-        ):
-            self.invalid = True  # not an event of the protocol: a gateway's page, garbage...
-            return
-        if self._end.search(line):
-            self.finished = True
-        # Parse only the events that can hold what we record: the first one naming the model,
-        # and those carrying usage (JSON-decoding every delta would cost the loop for nothing).
-        if b'"usage"' in line or (self.usage["served_model"] is None and b'"model"' in line):
-            with contextlib.suppress(ValueError):
-                _usage_from(json.loads(line[5:]), self.usage)
-
-    def close(self) -> None:
-        if self.streamed:
-            if self._pending:
-                self._line(self._pending.strip())
-                self._pending = b""
-            return
-        try:
-            parsed = json.loads(bytes(self.body))
-        except ValueError:
-            return
-        self.finished = True
-        if self.protocol != "count_tokens":  # a token count is not usage, and no model answered
-            _usage_from(parsed, self.usage)
-
-    def tokens(self) -> tuple[int | None, int | None, int | None]:
-        prompt, completion, total = (
-            self.usage["prompt"],
-            self.usage["completion"],
-            self.usage["total"],
-        )
-        if total is None and prompt is not None and completion is not None:
-            total = prompt + completion
-        return prompt, completion, total
 
 
 class RowSink(Protocol):
@@ -496,7 +263,7 @@ class MeteringProxy:
         self.url = ""
 
     async def start(self) -> str:
-        app = web.Application(client_max_size=_MAX_METERED_BODY)
+        app = web.Application(client_max_size=MAX_METERED_BODY)
         app.router.add_route("*", "/a/{token}/{tail:.*}", self._handle)
         app.router.add_route("*", "/{tail:.*}", self._no_token)
         # handler_cancellation: when an agent hangs up (its timeout), the handler is cancelled
@@ -680,15 +447,15 @@ class MeteringProxy:
         t0 = time.perf_counter()
         body = await request.read()
         protocol = wire_protocol(tail)
-        request_json = _json_object(body)
-        requested_model = _requested_model(request_json)
+        request_json = json_object(body)
+        requested_model = requested_model_of(request_json)
         capture = None
         if self._recorder is not None:
             capture = self._recorder.capture(protocol, body, request_json)
         request_id = f"dd-{self._token_prefix}{next(self._request_numbers):x}"
         status: int | None = None
         ttfb_ms: float | None = None
-        meter = _UsageMeter(streamed=False, protocol=protocol)
+        meter = UsageMeter(streamed=False, protocol=protocol)
         error_kind: str | None = None
         response: web.StreamResponse | None = None
         answered = False  # the agent has been sent the whole answer
@@ -730,7 +497,7 @@ class MeteringProxy:
                 status = upstream.status
                 ttfb_ms = (time.perf_counter() - t0) * 1000
                 content_type = upstream.headers.get("content-type", "")
-                meter = _UsageMeter(
+                meter = UsageMeter(
                     streamed=content_type.startswith("text/event-stream"), protocol=protocol
                 )
                 headers = {
@@ -738,7 +505,7 @@ class MeteringProxy:
                     for k, v in upstream.headers.items()
                     if k.lower() not in _DROP_RESPONSE and not self._scrubber.found(v)
                 }
-                request_id = _header(headers, REQUEST_ID_HEADER) or request_id
+                request_id = header_value(headers, REQUEST_ID_HEADER) or request_id
                 headers.setdefault(REQUEST_ID_HEADER, request_id)
                 if status >= 400:
                     # Error bodies are small and may echo what the upstream received (the real
@@ -765,7 +532,7 @@ class MeteringProxy:
                     )
                     failed.headers[REQUEST_ID_HEADER] = request_id
                     return failed
-                encoding = (_header(headers, "content-encoding") or "").strip().lower()
+                encoding = (header_value(headers, "content-encoding") or "").strip().lower()
                 if encoding in ("", "identity"):
                     encoding = ""
                 elif encoding not in _DECODABLE:
@@ -811,7 +578,7 @@ class MeteringProxy:
                     error_kind = "too_large"
                 elif meter.invalid:
                     error_kind = "invalid_sse"
-                elif error_kind is None and not meter.finished and _judged_whole(meter, headers):
+                elif error_kind is None and not meter.finished and judged_whole(meter, headers):
                     error_kind = "truncated"  # ended cleanly, but short of its protocol's end
                 elif truncating and error_kind is None:
                     # The provider answered in full (and billed it: the meter read it all); the
@@ -871,7 +638,7 @@ class MeteringProxy:
         status: int | None,
         t0: float,
         ttfb_ms: float | None,
-        meter: _UsageMeter,
+        meter: UsageMeter,
         error_kind: str | None,
         started_at: str,
         requested_model: str | None = None,

@@ -4,7 +4,7 @@ recordings").
 
 One gzip member per call, each one JSON record: the request's conversation items after those
 it shares with the slot's previous call (``base``), its system prompt and tools unless
-unchanged, its other parameters, and the answer reassembled (``call_content``). Every string
+unchanged, its other parameters, and the answer reassembled (``wire.content``). Every string
 stored is redacted after JSON decoding, so a key the upstream escaped in any way is masked.
 
 The proxy hands each call's bytes to ``CallRecorder`` on the event loop; reading them,
@@ -32,15 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.fileio import iter_jsonl
-from driftdesk.reruns.call_content import (
-    RECORDED_PROTOCOLS,
-    RequestContent,
-    answer_content,
-    request_content,
-)
 from driftdesk.reruns.key_scrub import KeyScrubber
 from driftdesk.rundir import CALLS_FILE, RECORDING_SUFFIX, attempt_file
 from driftdesk.secrets import holds_secret, redact, secret_shapes
+from driftdesk.wire import MODEL_PROTOCOLS
+from driftdesk.wire.content import RequestContent, answer_content, request_content
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +294,7 @@ class _RecordingWriter:
     # --- reading a capture -------------------------------------------------------------------
 
     def read(self, capture: CallCapture, status: int | None, streamed: bool) -> _Call:
-        protocol = capture.protocol if capture.protocol in RECORDED_PROTOCOLS else None
+        protocol = capture.protocol if capture.protocol in MODEL_PROTOCOLS else None
         request = request_content(protocol, capture.request_json) if protocol else None
         response = None
         if protocol and status is not None and 200 <= status < 300:

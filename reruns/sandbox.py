@@ -56,6 +56,16 @@ from typing import Any
 from aiohttp import web
 
 from driftdesk.reruns.suites import Task, builtin_suites, load_suite
+from driftdesk.wire import sse_event
+from driftdesk.wire.conversation import (
+    Conversation,
+    ToolCall,
+    chat_conversation,
+    messages_conversation,
+    parse_arguments,
+    responses_conversation,
+)
+from driftdesk.wire.errors import simulated_error_body
 
 SIM_MODEL = "simulated-model-1"
 SIM_HEADER = "x-driftdesk-simulated"
@@ -157,133 +167,6 @@ def _reference_of(task: Task) -> str:
     return ""
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-# --- one conversation, whatever the protocol ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-    @classmethod
-    def read(cls, call_id: Any, name: Any, arguments: Any) -> ToolCall:
-        """A call as a request carries it (arguments as JSON text or an object)."""
-        return cls(str(call_id), str(name), _parse_arguments(arguments))
-
-
-@dataclass
-class Conversation:
-    """What the simulated model reads from a request, protocol aside."""
-
-    user_texts: list[str] = field(default_factory=list)  # every user text block, in order
-    tools: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, JSON schema)
-    calls: list[ToolCall] = field(default_factory=list)  # the assistant's earlier tool calls
-    results: dict[str, str] = field(default_factory=dict)  # call id -> tool result text
-
-    @property
-    def size(self) -> int:
-        return sum(len(t) for t in self.user_texts) + sum(len(r) for r in self.results.values())
-
-
-def _parse_arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = json.loads(raw or "{}")
-    except (TypeError, json.JSONDecodeError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _declared_tools(
-    body: dict[str, Any], schema_key: str, nested: str | None = None
-) -> list[tuple[str, dict[str, Any]]]:
-    """``(name, JSON schema)`` of the tools a request declares (Chat nests them in
-    ``function``; Messages calls the schema ``input_schema``)."""
-    found = []
-    for tool in body.get("tools") or []:
-        if nested and isinstance(tool, dict):
-            tool = tool.get(nested)
-        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-            found.append((tool["name"], dict(tool.get(schema_key) or {})))
-    return found
-
-
-def chat_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation(tools=_declared_tools(body, "parameters", nested="function"))
-    for message in body.get("messages") or []:
-        role = message.get("role")
-        if role == "user":
-            conv.user_texts.append(_text_of(message.get("content")))
-        elif role == "assistant":
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
-                conv.calls.append(
-                    ToolCall.read(call.get("id"), function.get("name"), function.get("arguments"))
-                )
-        elif role == "tool":
-            conv.results[str(message.get("tool_call_id"))] = _text_of(message.get("content"))
-    return conv
-
-
-def messages_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation(tools=_declared_tools(body, "input_schema"))
-    for message in body.get("messages") or []:
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        for block in blocks or []:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text" and message.get("role") == "user":
-                conv.user_texts.append(str(block.get("text", "")))
-            elif kind == "tool_use":
-                conv.calls.append(
-                    ToolCall.read(block.get("id"), block.get("name"), block.get("input"))
-                )
-            elif kind == "tool_result":
-                conv.results[str(block.get("tool_use_id"))] = _text_of(block.get("content"))
-    return conv
-
-
-def responses_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation(tools=_declared_tools(body, "parameters"))
-    items = body.get("input")
-    if isinstance(items, str):
-        items = [{"type": "message", "role": "user", "content": items}]
-    for item in items or []:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type", "message")
-        if kind == "message" and item.get("role") == "user":
-            content = item.get("content")
-            if isinstance(content, str):
-                conv.user_texts.append(content)
-            else:
-                conv.user_texts.extend(
-                    str(p.get("text", "")) for p in content or [] if isinstance(p, dict)
-                )
-        elif kind == "function_call":
-            conv.calls.append(
-                ToolCall.read(item.get("call_id"), item.get("name"), item.get("arguments"))
-            )
-        elif kind == "function_call_output":
-            output = item.get("output")
-            conv.results[str(item.get("call_id"))] = (
-                output if isinstance(output, str) else json.dumps(output)
-            )
-    return conv
-
-
 def shell_tool(
     tools: Iterable[tuple[str, dict[str, Any]]],
 ) -> tuple[str, Callable[[str], dict[str, Any]]] | None:
@@ -349,7 +232,7 @@ class SimulatedModel:
             return self._code(task, simulated, conv, rng)
         if task.tools and not conv.results:
             canned = [
-                (tool.name, _parse_arguments(key))
+                (tool.name, parse_arguments(key))
                 for tool in task.tools
                 for key in tool.results
                 if key != "*"
@@ -411,7 +294,8 @@ def _load_tasks(suites: Iterable[str | Path] | None) -> list[Task]:
 def tasks_it_did_not_know(run_dir: Path) -> list[str]:
     """The tasks of a finished run whose answers were this sandbox's placeholder: it was
     started without the run's suite (``driftdesk sandbox --suite FILE``), so they all fail."""
-    from driftdesk.reruns.rundir import attempt_paths, latest_rows, read_attempt_rows
+    from driftdesk.reruns.rundir import attempt_paths, read_attempt_rows
+    from driftdesk.rundir import latest_rows
 
     unknown: set[str] = set()
     for task_id, attempt in latest_rows(read_attempt_rows(run_dir, [])):
@@ -429,11 +313,6 @@ class SandboxStats:
     by_path: Counter[str] = field(default_factory=Counter)
     authorizations: list[str] = field(default_factory=list)  # what callers sent (tests check)
     api_keys: list[str] = field(default_factory=list)  # x-api-key headers (Messages callers)
-
-
-def _sse(event: str | None, data: dict[str, Any]) -> bytes:
-    head = f"event: {event}\n".encode() if event else b""
-    return head + b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
 class SandboxEndpoint:
@@ -514,11 +393,7 @@ class SandboxEndpoint:
         if status == 429:
             headers["retry-after-ms"] = str(int(self.retry_after_s * 1000))
             headers["Retry-After"] = str(max(1, round(self.retry_after_s)))
-        body: dict[str, Any]
-        if anthropic:
-            body = {"type": "error", "error": {"type": kind, "message": f"{message} (simulated)"}}
-        else:
-            body = {"error": {"message": f"{message} (simulated)", "type": kind, "code": code}}
+        body = simulated_error_body(kind, message, code, anthropic)
         return web.json_response(body, status=status, headers=headers)
 
     async def _turn(
@@ -670,7 +545,7 @@ class SandboxEndpoint:
 
         def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
             choice = {"index": 0, "delta": delta, "finish_reason": reason}
-            return _sse(None, {**base, "object": "chat.completion.chunk", "choices": [choice]})
+            return sse_event(None, {**base, "object": "chat.completion.chunk", "choices": [choice]})
 
         events = [chunk({"role": "assistant", "content": ""})]
         for index, call in enumerate(message.get("tool_calls") or []):
@@ -680,7 +555,7 @@ class SandboxEndpoint:
         events.append(chunk({}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append(
-                _sse(
+                sse_event(
                     None, {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
                 )
             )
@@ -730,7 +605,7 @@ class SandboxEndpoint:
             "stop_reason": None,
             "usage": {"input_tokens": prompt, "output_tokens": 1},
         }
-        events = [_sse("message_start", {"type": "message_start", "message": start})]
+        events = [sse_event("message_start", {"type": "message_start", "message": start})]
         for index, block in enumerate(blocks):
             if block["type"] == "text":
                 opened: dict[str, Any] = {"type": "text", "text": ""}
@@ -739,23 +614,23 @@ class SandboxEndpoint:
                 opened = {**block, "input": {}}
                 deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
             events.append(
-                _sse(
+                sse_event(
                     "content_block_start",
                     {"type": "content_block_start", "index": index, "content_block": opened},
                 )
             )
             events.extend(
-                _sse(
+                sse_event(
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": delta},
                 )
                 for delta in deltas
             )
             events.append(
-                _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+                sse_event("content_block_stop", {"type": "content_block_stop", "index": index})
             )
         events.append(
-            _sse(
+            sse_event(
                 "message_delta",
                 {
                     "type": "message_delta",
@@ -764,7 +639,7 @@ class SandboxEndpoint:
                 },
             )
         )
-        events.append(_sse("message_stop", {"type": "message_stop"}))
+        events.append(sse_event("message_stop", {"type": "message_stop"}))
         return await self._send_events(request, events, truncate)
 
     # --- OpenAI Responses ---------------------------------------------------------------------
@@ -818,7 +693,7 @@ class SandboxEndpoint:
         sequence = iter(range(1_000_000))
 
         def event(kind: str, **data: Any) -> bytes:
-            return _sse(kind, {"type": kind, "sequence_number": next(sequence), **data})
+            return sse_event(kind, {"type": kind, "sequence_number": next(sequence), **data})
 
         pending = {**response, "status": "in_progress", "output": [], "usage": None}
         events = [

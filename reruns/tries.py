@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.agents import AgentResult, AttemptContext
+from driftdesk.reruns.call_verdicts import link_failure_verdict, unrecovered_link_failure
 from driftdesk.reruns.events import RunEvent
-from driftdesk.reruns.proxy import link_failure_verdict, unrecovered_link_failure
 from driftdesk.reruns.retry import RetryPolicy, is_retryable, too_long_message
 from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Suite

@@ -45,8 +45,9 @@ class Outcome:
 def sandbox_model(seed: int) -> Callable[[str, int], bool]:
     """Whether the k-th attempt of a task passes: the sandbox's own ``SimulatedModel`` plays
     the answer request with the sandbox's draw, and the suite's check judges the answer."""
-    from driftdesk.reruns.sandbox import Conversation, SimulatedModel
+    from driftdesk.reruns.sandbox import SimulatedModel
     from driftdesk.reruns.suites import judge, load_suite
+    from driftdesk.wire.conversation import Conversation
 
     suite = load_suite("basic")
     model = SimulatedModel(suite.tasks)

@@ -19,7 +19,8 @@ import json
 import os
 import time
 
-from driftdesk.reruns.proxy import KeyScrubber, _Passthrough, _UsageMeter
+from driftdesk.reruns.metering import UsageMeter
+from driftdesk.reruns.proxy import KeyScrubber, _Passthrough
 
 KEY = "sk-bench-0123456789abcdefghijklmnop"
 
@@ -66,7 +67,7 @@ def run(chunks: list[bytes], streamed: bool, scrub: str, rounds: int) -> float:
     scrubber = KeyScrubber(KEY)
     start = time.perf_counter()
     for _ in range(rounds):
-        meter = _UsageMeter(streamed=streamed, protocol="chat")
+        meter = UsageMeter(streamed=streamed, protocol="chat")
         passthrough: _Passthrough | _LinesOnly | None = None
         if scrub == "all":
             passthrough = _Passthrough(scrubber, streamed, "", 1 << 30)

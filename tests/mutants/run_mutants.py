@@ -38,8 +38,9 @@ SCOPE: dict[str, list[str] | None] = {
         # attribution: which attempt a call belongs to, and what its calls say
         "MeteringProxy.open_attempt", "MeteringProxy.attribute", "MeteringProxy.attempt_calls",
         "MeteringProxy.close_attempt", "MeteringProxy._next_call_index",
-        "unrecovered_link_failure", "link_failure_verdict", "error_kind_for", "call_figures",
     ],
+    # what an attempt's calls say: a broken link, its figures, a failed call's kind
+    "driftdesk.reruns.call_verdicts": None,
     "driftdesk.analysis.metrics": None,
     "driftdesk.analysis.gate": None,
     "driftdesk.analysis.compare": None,

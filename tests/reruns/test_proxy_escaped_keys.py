@@ -25,7 +25,8 @@ from aiohttp import web
 from reruns_helpers import LoopbackServer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.reruns.proxy import KeyScrubber, MeteringProxy, error_kind_for
+from driftdesk.reruns.call_verdicts import error_kind_for
+from driftdesk.reruns.proxy import KeyScrubber, MeteringProxy
 
 REAL = "gw_Live/Key-proxy-0123456789abcdef"
 

@@ -14,12 +14,12 @@ from aiohttp import web
 from reruns_helpers import LoopbackServer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.reruns.proxy import (
-    MeteringProxy,
+from driftdesk.reruns.call_verdicts import (
     call_figures,
     link_failure_verdict,
     unrecovered_link_failure,
 )
+from driftdesk.reruns.proxy import MeteringProxy
 
 KEY = "gw_Live/Key-edges-0123456789abcdef"
 

@@ -11,17 +11,16 @@ request read, no answer), a stream cut short gives what its events held.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# The protocols whose calls are recorded with their content (``wire_protocol`` names).
-RECORDED_PROTOCOLS = frozenset({"chat", "responses", "messages"})
+from driftdesk.wire import MODEL_PROTOCOLS, RESPONSES_ENDS, sse_events
+
 # Per protocol: the request key holding the conversation items, and the one holding the
 # system prompt (chat has none: its system prompt is an item).
 _ITEMS_KEY = {"chat": "messages", "responses": "input", "messages": "messages"}
 _SYSTEM_KEY = {"responses": "instructions", "messages": "system"}
-_RESPONSES_END = ("response.completed", "response.incomplete", "response.failed")
 
 
 @dataclass
@@ -55,7 +54,7 @@ def request_content(protocol: str, obj: dict[str, Any] | None) -> RequestContent
 def answer_content(protocol: str, data: bytes, streamed: bool) -> dict[str, Any] | None:
     """The answer of a 2xx call: ``{"text", "tool_calls", "reasoning", "stop_reason",
     "usage"}``; None when a whole body is not a JSON object (or the protocol is unknown)."""
-    if protocol not in RECORDED_PROTOCOLS:
+    if protocol not in MODEL_PROTOCOLS:
         return None
     if streamed:
         return _STREAMED[protocol](sse_events(data))
@@ -64,25 +63,6 @@ def answer_content(protocol: str, data: bytes, streamed: bool) -> dict[str, Any]
     except (ValueError, UnicodeDecodeError):
         return None
     return _WHOLE[protocol](obj) if isinstance(obj, dict) else None
-
-
-def sse_events(data: bytes) -> list[dict[str, Any]]:
-    """The JSON objects of an SSE stream's ``data:`` lines (``[DONE]`` and junk skipped)."""
-    payloads = [line[5:].strip() for line in data.split(b"\n") if line.startswith(b"data:")]
-    payloads = [p for p in payloads if p.startswith(b"{")]
-    try:  # one parse for the whole stream: a stream has many small events
-        events = json.loads(b"[" + b",".join(payloads) + b"]")
-    except (ValueError, UnicodeDecodeError):  # a line cut short: each on its own
-        events = list(_each_parsed(payloads))
-    return [e for e in events if isinstance(e, dict)]
-
-
-def _each_parsed(payloads: list[bytes]) -> Iterator[Any]:
-    for payload in payloads:
-        try:
-            yield json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            continue
 
 
 def _answer(
@@ -244,7 +224,7 @@ def _responses_streamed(events: list[dict[str, Any]]) -> dict[str, Any]:
         response = event.get("response")
         if isinstance(response, dict):
             latest = response
-            if kind in _RESPONSES_END:
+            if kind in RESPONSES_ENDS:
                 final = response
         elif kind == "response.output_item.done" and isinstance(event.get("item"), dict):
             index = event.get("output_index")
