@@ -231,20 +231,21 @@ def test_the_run_list_shows_a_zero_copy_runs_success(home, tmp_path: Path) -> No
     """The workbench's run list reads a run's success straight from its rows; for a zero-copy
     import those are the source's, and a missing source shows as unknown, not an error."""
     from driftdesk.analysis.run_success import measure_success
-    from driftdesk.tui.screens.volatility import discover_runs
+    from driftdesk.reruns.run_facts import run_facts
+    from driftdesk.rundir.catalog import discover_runs
 
     source = tmp_path / "exported.jsonl"
     source.write_text(
         "".join(json.dumps({"task_id": f"t{i % 4}", "success": i < 6}) + "\n" for i in range(8))
     )
     import_results(source, fmt="jsonl", out=tmp_path / "runs", run_id="linked")
-    (info,) = discover_runs([tmp_path / "runs"])
+    (info,) = discover_runs([tmp_path / "runs"], run_facts())
     measure_success(info.path)
-    (info,) = discover_runs([tmp_path / "runs"])
+    (info,) = discover_runs([tmp_path / "runs"], run_facts())
     assert info.success == 0.75 and "attempts passed 75%" in info.details
     source.rename(tmp_path / "moved.jsonl")
     measure_success(info.path)
-    (info,) = discover_runs([tmp_path / "runs"])
+    (info,) = discover_runs([tmp_path / "runs"], run_facts())
     assert info.success is None
 
 

@@ -72,8 +72,10 @@ def main() -> int:
     private_home("bench-runs-list-home-")
 
     from driftdesk.analysis import run_success
-    from driftdesk.tui.screens import volatility
+    from driftdesk.reruns.run_facts import run_facts
+    from driftdesk.rundir import catalog
 
+    facts = run_facts()
     with tempfile.TemporaryDirectory(prefix="bench-runs-list-") as tmp:
         root = Path(tmp)
         started = time.perf_counter()
@@ -94,24 +96,24 @@ def main() -> int:
             return result
 
         for number in range(1, args.rounds + 1):
-            volatility._MANIFESTS.clear()
-            timed("rescan, every manifest parsed", lambda: volatility.discover_runs([root]))
-            runs = timed("rescan, manifests kept", lambda: volatility.discover_runs([root]))
+            catalog.MANIFESTS.clear()
+            timed("rescan, every manifest parsed", lambda: catalog.discover_runs([root], facts))
+            runs = timed("rescan, manifests kept", lambda: catalog.discover_runs([root], facts))
             assert len(runs) == args.runs  # type: ignore[arg-type]
             run_success.store_path().unlink(missing_ok=True)
             run_success.forget_measured()
 
-            def first_start() -> list[volatility.RunInfo]:
-                volatility._MANIFESTS.clear()
-                listed = volatility.discover_runs([root])
+            def first_start() -> list[catalog.RunInfo]:
+                catalog.MANIFESTS.clear()
+                listed = catalog.discover_runs([root], facts)
                 for run in dirs[: args.measured]:
                     run_success.measure_success(run)
                 return listed
 
-            def next_start() -> list[volatility.RunInfo]:
-                volatility._MANIFESTS.clear()
+            def next_start() -> list[catalog.RunInfo]:
+                catalog.MANIFESTS.clear()
                 run_success.forget_measured()  # a new process: only the store is known
-                return volatility.discover_runs([root])
+                return catalog.discover_runs([root], facts)
 
             timed("first start, successes measured", first_start)
             listed = timed("next start, successes kept", next_start)
@@ -122,10 +124,10 @@ def main() -> int:
             ) + f"  [{load()}]", flush=True)  # fmt: skip
 
         # What a listing holds while it is shown (the manifests without their task lists).
-        volatility._MANIFESTS.clear()
+        catalog.MANIFESTS.clear()
         gc.collect()
         tracemalloc.start()
-        listing = volatility.discover_runs([root])
+        listing = catalog.discover_runs([root], facts)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()

@@ -22,7 +22,8 @@ SLEEPY = "import os, sys, time\nwhile os.path.exists(sys.argv[1]):\n    time.sle
 def test_a_killed_run_says_why_in_resume_and_the_runs_list(home: object, tmp_path: Path) -> None:
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import ProfileStore
-    from driftdesk.tui.screens.volatility import discover_runs
+    from driftdesk.reruns.run_facts import run_facts
+    from driftdesk.rundir.catalog import discover_runs
 
     ProfileStore().save(
         Profile(name="why", protocol="openai", base_url="http://127.0.0.1:9/v1", model="m")
@@ -52,7 +53,7 @@ def test_a_killed_run_says_why_in_resume_and_the_runs_list(home: object, tmp_pat
     (run_dir,) = runs.iterdir()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "running"
 
-    (info,) = discover_runs([runs])
+    (info,) = discover_runs([runs], run_facts())
     assert (info.status, info.resumable, info.stopped_because) == (
         "interrupted",
         True,

@@ -374,14 +374,15 @@ def test_runs_are_listed_from_their_manifests_and_measured_once_until_their_rows
         measure_success,
         success_to_measure,
     )
-    from driftdesk.tui.screens.volatility import discover_runs
+    from driftdesk.reruns.run_facts import run_facts
+    from driftdesk.rundir.catalog import discover_runs
 
     run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
-    (info,) = discover_runs([runs_dir])
+    (info,) = discover_runs([runs_dir], run_facts())
     assert info.success is None and "attempts passed -" in info.details  # not read yet
     assert success_to_measure([(run, info.manifest)], 0.0) == [run]
     measure_success(run)
-    (info,) = discover_runs([runs_dir])
+    (info,) = discover_runs([runs_dir], run_facts())
     assert info.success == 0.8  # 16 of 20 judged attempts passed
     measured = last_measured(run)
     assert measured is not None
@@ -393,7 +394,7 @@ def test_runs_are_listed_from_their_manifests_and_measured_once_until_their_rows
     assert success_to_measure([(run, info.manifest)], soon - 1e-6) == []  # not due yet
     assert success_to_measure([(run, info.manifest)], soon) == [run]
     measure_success(run)
-    (info,) = discover_runs([runs_dir])
+    (info,) = discover_runs([runs_dir], run_facts())
     assert info.success == 16 / 21
 
 
@@ -401,8 +402,9 @@ def test_runs_are_listed_from_their_manifests_and_measured_once_until_their_rows
 _LIST_RUNS = """
 import sys
 from pathlib import Path
-from driftdesk.tui.screens.volatility import discover_runs
-for info in discover_runs([Path(sys.argv[1])]):
+from driftdesk.reruns.run_facts import run_facts
+from driftdesk.rundir.catalog import discover_runs
+for info in discover_runs([Path(sys.argv[1])], run_facts()):
     print(info.run_id, info.success)
 """
 
@@ -464,20 +466,21 @@ def test_a_runs_manifest_is_read_again_only_when_it_changed(runs_dir) -> None:  
 
     from tui_runs import RUN_B, write_run
 
-    from driftdesk.tui.screens.volatility import discover_runs
+    from driftdesk.reruns.run_facts import run_facts
+    from driftdesk.rundir.catalog import discover_runs
 
     run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
-    (info,) = discover_runs([runs_dir])
+    (info,) = discover_runs([runs_dir], run_facts())
     assert info.model == "sandbox-sim"
     # The same bytes count and mtime, another model: a list that parsed it again would say so.
     manifest = run / "manifest.json"
     before = manifest.stat()
     manifest.write_text(manifest.read_text().replace('"sandbox-sim"', '"sandbox-xyz"'))
     os.utime(manifest, ns=(before.st_atime_ns, before.st_mtime_ns))
-    (info,) = discover_runs([runs_dir])
+    (info,) = discover_runs([runs_dir], run_facts())
     assert info.model == "sandbox-sim"
     os.utime(manifest)  # changed (a newer mtime): read again
-    (info,) = discover_runs([runs_dir])
+    (info,) = discover_runs([runs_dir], run_facts())
     assert info.model == "sandbox-xyz"
 
 
@@ -490,7 +493,8 @@ def test_the_runs_list_does_not_hold_the_runs_task_lists(runs_dir) -> None:  # t
 
     from tui_runs import RUN_B, write_run
 
-    from driftdesk.tui.screens.volatility import discover_runs
+    from driftdesk.reruns.run_facts import run_facts
+    from driftdesk.rundir.catalog import discover_runs
 
     tasks = [f"suite/task-{i:06d}" for i in range(20_000)]
     for day in range(1, 10):
@@ -500,7 +504,7 @@ def test_the_runs_list_does_not_hold_the_runs_task_lists(runs_dir) -> None:  # t
     gc.collect()
     tracemalloc.start()
     try:
-        runs = discover_runs([runs_dir])
+        runs = discover_runs([runs_dir], run_facts())
         gc.collect()
         held, _ = tracemalloc.get_traced_memory()
     finally:
@@ -516,7 +520,8 @@ def test_a_store_of_measured_successes_that_does_not_parse_is_read_as_empty(home
     from tui_runs import RUN_B, write_run
 
     from driftdesk.analysis import run_success
-    from driftdesk.tui.screens.volatility import discover_runs
+    from driftdesk.reruns.run_facts import run_facts
+    from driftdesk.rundir.catalog import discover_runs
 
     run = write_run(runs_dir, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)
     store = run_success.store_path()
@@ -529,7 +534,7 @@ def test_a_store_of_measured_successes_that_does_not_parse_is_read_as_empty(home
     ):
         store.write_text(garbage)
         run_success.forget_measured()  # as a new start
-        (info,) = discover_runs([runs_dir])
+        (info,) = discover_runs([runs_dir], run_facts())
         assert info.success is None
         assert run_success.success_to_measure([(run, info.manifest)], 0.0) == [run]
     run_success.measure_success(run)

@@ -168,8 +168,9 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
         from concurrent.futures import ThreadPoolExecutor
 
         from driftdesk.providers.profiles import ProfileStore
+        from driftdesk.reruns.run_facts import run_facts
         from driftdesk.reruns.suites import builtin_suites
-        from driftdesk.tui.screens.volatility import discover_runs
+        from driftdesk.rundir.catalog import discover_runs
 
         profiles = [*self._extra_profiles, *ProfileStore().all()]
         with ThreadPoolExecutor(max_workers=8) as pool:
@@ -178,7 +179,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             (p.name, f"{p.name} · {p.model}" + ("" if alive else " · not answering"), alive)
             for p, alive in zip(profiles, answers, strict=True)
         ]
-        earlier = [(run.run_id, run.path) for run in discover_runs(self._runs_dirs)]
+        earlier = [(run.run_id, run.path) for run in discover_runs(self._runs_dirs, run_facts())]
         self.post_message(LaunchChoices(choices, list(builtin_suites()), earlier))
 
     @on(LaunchChoices)

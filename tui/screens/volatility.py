@@ -30,7 +30,8 @@ from driftdesk.analysis.run_success import (
     rows_key,
     success_to_measure,
 )
-from driftdesk.rundir import MANIFEST_FILE
+from driftdesk.reruns.run_facts import run_facts
+from driftdesk.rundir.catalog import RunInfo, discover_runs
 from driftdesk.terminal import printable
 from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
@@ -44,49 +45,6 @@ SORT_LABELS = {"spread": "max−min", "success": "success", "task": "task id"}
 LIVE_REFRESH_SECONDS = 1.0
 RUNS_RESCAN_SECONDS = 2.0
 SUCCESS_REDRAW_SECONDS = 0.3  # measured successes reach the runs list at most this often
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    run_id: str
-    path: Path
-    status: str
-    profile: str
-    model: str
-    started_at: str
-    # without its task list (``_manifest_of``)
-    manifest: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    # Interrupted (manifest "interrupted", or "running" with no process holding its lock: it
-    # was killed): ``resume_run`` can run its missing slots.
-    resumable: bool = False
-    stopped_because: str | None = None  # an interrupted run's reason (``interruption_reason``)
-    success: float | None = None  # share of judged attempts that passed (latest row per slot)
-
-    @property
-    def details(self) -> str:
-        """Suite × repeats · model · success: what tells runs apart besides their ids."""
-        suite = self.manifest.get("suite")
-        name = suite.get("name") if isinstance(suite, dict) else None
-        repeat = self.manifest.get("repeat")
-        parts = [f"{name or '?'} ×{repeat or '?'}", self.model or "?", self.agent]
-        # pooled over attempts, and named so: the detail pane's "success" is a mean of tasks
-        parts.append(
-            "attempts passed -" if self.success is None else f"attempts passed {self.success:.0%}"
-        )
-        return " · ".join(parts)
-
-    @property
-    def agent(self) -> str:
-        """The agent and its client's version (``codex 0.171.0``), from the manifest."""
-        from driftdesk.analysis.agent_identity import agent_identity
-
-        return printable(agent_identity(self.manifest).label, keep_newlines=False)
-
-    @property
-    def label(self) -> str:
-        if self.status == "interrupted" and not self.resumable:
-            return "interrupted (suite file gone)"
-        return "interrupted (resumable)" if self.resumable else self.status
 
 
 TASK_COLUMNS = (
@@ -120,88 +78,6 @@ class FilterBox(Input):
 
     def on_mouse_down(self) -> None:
         self.open()
-
-
-def discover_runs(dirs: list[Path], executing: frozenset[Path] = frozenset()) -> list[RunInfo]:
-    """Run dirs (folders with a manifest) under ``dirs``, newest first, from their manifests
-    (each parsed again only when its file changed; a success is the last measured one:
-    ``measure_success``). A "running" manifest whose lock nobody holds is a killed run:
-    status "interrupted", resumable. ``executing`` are the dirs this process is running
-    (known live: probing their lock could race a start)."""
-    from driftdesk.reruns.rundir import PROCESS_GONE, interruption_reason, is_live
-
-    runs: dict[Path, RunInfo] = {}
-    for base in dirs:
-        if not base.is_dir():
-            continue
-        for child in base.iterdir():
-            if child in runs or not (child / MANIFEST_FILE).is_file():
-                continue
-            manifest = _manifest_of(child)
-            if manifest is None:
-                continue
-            status = str(manifest.get("status") or "?")
-            resumable = status == "interrupted"
-            reason = interruption_reason(child, manifest) if resumable else None
-            if status == "running" and child.resolve() not in executing and not is_live(child):
-                status, resumable, reason = "interrupted", True, PROCESS_GONE
-            # A run whose suite file is gone cannot be resumed (the engine refuses it).
-            resumable = resumable and _suite_available(manifest)
-            runs[child] = RunInfo(
-                run_id=str(manifest.get("run_id") or child.name),
-                path=child,
-                status=status,
-                resumable=resumable,
-                stopped_because=reason,
-                profile=str(manifest.get("profile") or ""),
-                model=str(manifest.get("model") or ""),
-                started_at=str(manifest.get("started_at") or ""),
-                manifest=manifest,
-                success=known_success(child),
-            )
-    scanned = {base for base in dirs if base.is_dir()}
-    for gone in [d for d in list(_MANIFESTS) if d.parent in scanned and d not in runs]:
-        _MANIFESTS.pop(gone, None)  # a run deleted or moved: its manifest is not kept
-    return sorted(runs.values(), key=lambda r: (r.started_at, r.run_id), reverse=True)
-
-
-# Run dir -> (the stat key of its manifest file, the manifest as read then, without its task
-# list). The runs list is made again every few seconds, and parsing every manifest each time
-# cost 0.5–0.7 s for 200 runs of 20,000 tasks (420 KB of JSON each), holding the GIL the UI
-# thread needs. A manifest given out is shared by every listing until its file changes: never
-# changed in place.
-_MANIFESTS: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
-
-
-def _manifest_of(run_dir: Path) -> dict[str, Any] | None:
-    """``run_dir``'s manifest without its task list, parsed again only if its file changed
-    (inode, size, mtime: the engine replaces it by a rename); None if it cannot be read.
-
-    Listing, measuring or rerunning a run never needs the task list, and 200 runs of 20,000
-    tasks held 340 MB of them."""
-    from driftdesk.reruns.rundir import read_manifest
-
-    try:
-        stat = (run_dir / MANIFEST_FILE).stat()
-        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        cached = _MANIFESTS.get(run_dir)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        manifest = {k: v for k, v in read_manifest(run_dir).items() if k != "tasks"}
-    except (OSError, ValueError):
-        _MANIFESTS.pop(run_dir, None)
-        return None
-    _MANIFESTS[run_dir] = (key, manifest)
-    return manifest
-
-
-def _suite_available(manifest: dict[str, Any]) -> bool:
-    from driftdesk.reruns.suites import builtin_suites
-
-    suite = manifest.get("suite") or {}
-    path = suite.get("path") if isinstance(suite, dict) else None
-    name = suite.get("name") if isinstance(suite, dict) else None
-    return bool(path and Path(str(path)).is_file()) or str(name) in builtin_suites()
 
 
 @dataclass
@@ -377,7 +253,7 @@ class VolatilityScreen(WorkbenchScreen):
     @work(thread=True, exclusive=True, group="vol-runs", exit_on_error=False, name="listing runs")
     def rescan(self) -> None:
         executing = frozenset(self.workbench.executing_dirs())
-        runs = discover_runs(self.workbench.runs_dirs, executing)
+        runs = discover_runs(self.workbench.runs_dirs, run_facts(), executing)
         due = success_to_measure(((r.path, r.manifest) for r in runs), time.monotonic())
         self.post_message(RunsFound(runs, due))
 

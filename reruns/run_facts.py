@@ -1,0 +1,41 @@
+"""The cores' ``RunFacts``: what the runs catalog (``driftdesk.rundir.catalog``, ground code)
+asks of them about a run dir: whether a process still runs it and why it stopped
+(``reruns.rundir``), whether its suite is still there (``reruns.suites``), its last measured
+success (``analysis.run_success``) and its agent's label (``analysis.agent_identity``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from driftdesk.rundir.catalog import RunFacts
+
+
+def run_facts() -> RunFacts:
+    from driftdesk.analysis.run_success import known_success
+    from driftdesk.reruns.rundir import PROCESS_GONE, interruption_reason, is_live
+
+    return RunFacts(
+        is_live=is_live,
+        interruption_reason=interruption_reason,
+        process_gone=PROCESS_GONE,
+        suite_available=_suite_available,
+        known_success=known_success,
+        agent_label=_agent_label,
+    )
+
+
+def _suite_available(manifest: dict[str, Any]) -> bool:
+    from driftdesk.reruns.suites import builtin_suites
+
+    suite = manifest.get("suite") or {}
+    path = suite.get("path") if isinstance(suite, dict) else None
+    name = suite.get("name") if isinstance(suite, dict) else None
+    return bool(path and Path(str(path)).is_file()) or str(name) in builtin_suites()
+
+
+def _agent_label(manifest: dict[str, Any]) -> str:
+    from driftdesk.analysis.agent_identity import agent_identity
+    from driftdesk.terminal import printable
+
+    return printable(agent_identity(manifest).label, keep_newlines=False)
