@@ -35,6 +35,12 @@ hangs past any timeout, truncated streams/bodies and empty answers. Every random
 behaviour per task whatever the concurrency.
 
 ``SandboxServer(...).start()`` runs it in a background thread and returns its base URL.
+
+What requests and answers look like is ``driftdesk.wire``'s (``wire.conversation`` reads a
+request, ``wire.answers`` writes the answer, ``wire.errors`` the errors); this module is the
+simulated model and the endpoint that plays it. It stays a little over 600 lines because the
+two share the per-task seeded draw (the fault and the model's choice come from one ``Random``
+per request), which is clearer kept in one place than split across two modules.
 """
 
 from __future__ import annotations
@@ -46,7 +52,6 @@ import json
 import random
 import re
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -56,7 +61,13 @@ from typing import Any
 from aiohttp import web
 
 from driftdesk.reruns.suites import Task, builtin_suites, load_suite
-from driftdesk.wire import sse_event
+from driftdesk.wire.answers import (
+    Answer,
+    chat_answer,
+    messages_answer,
+    models_list,
+    responses_answer,
+)
 from driftdesk.wire.conversation import (
     Conversation,
     ToolCall,
@@ -369,20 +380,8 @@ class SandboxEndpoint:
         return {SIM_HEADER: "true"}
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": SIM_MODEL,
-                        "object": "model",
-                        "created": 0,
-                        "owned_by": "driftdesk-sandbox (simulated)",
-                    }
-                ],
-            },
-            headers=self._headers(),
-        )
+        listed = models_list(SIM_MODEL, "driftdesk-sandbox (simulated)")
+        return web.json_response(listed, headers=self._headers())
 
     # --- the shared turn: parse, draw a fault, play ------------------------------------------
 
@@ -495,74 +494,33 @@ class SandboxEndpoint:
             await response.write_eof()
         return response
 
-    @staticmethod
-    def _pieces(text: str) -> list[str]:
-        return [text[i : i + 12] for i in range(0, len(text), 12)] or [""]
+    def _answer(self, conv: Conversation, action: Action) -> Answer:
+        prompt, completion = self._usage(conv, action)
+        return Answer(
+            action.text, action.calls, prompt, completion, self.served_model, self.fingerprint
+        )
 
-    # --- Chat Completions ---------------------------------------------------------------------
+    async def _send(
+        self, request: web.Request, out: dict[str, Any] | list[bytes], truncate: bool
+    ) -> web.StreamResponse:
+        if isinstance(out, dict):
+            return await self._send_whole(request, out, truncate)
+        return await self._send_events(request, out, truncate)
+
+    # --- the three protocols ------------------------------------------------------------------
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         turn = await self._turn(request, chat_conversation, anthropic=False)
         if isinstance(turn, web.Response):
             return turn
         body, conv, action, fault = turn
-        prompt, completion = self._usage(conv, action)
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-        message: dict[str, Any] = {"role": "assistant", "content": action.text}
-        if action.calls:
-            message = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-                    }
-                    for c in action.calls
-                ],
-            }
-        finish = "tool_calls" if action.calls else "stop"
-        base = {
-            "id": f"chatcmpl-sim-{time.time_ns():x}",
-            "created": int(time.time()),
-            "model": self.served_model,
-            "system_fingerprint": self.fingerprint,
-        }
-        truncate = fault == "truncate"
-        if not body.get("stream"):
-            payload = {
-                **base,
-                "object": "chat.completion",
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": usage,
-            }
-            return await self._send_whole(request, payload, truncate)
-
-        def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
-            choice = {"index": 0, "delta": delta, "finish_reason": reason}
-            return sse_event(None, {**base, "object": "chat.completion.chunk", "choices": [choice]})
-
-        events = [chunk({"role": "assistant", "content": ""})]
-        for index, call in enumerate(message.get("tool_calls") or []):
-            events.append(chunk({"tool_calls": [{"index": index, **call}]}))
-        if not action.calls:
-            events.extend(chunk({"content": piece}) for piece in self._pieces(action.text))
-        events.append(chunk({}, finish))
-        if (body.get("stream_options") or {}).get("include_usage"):
-            events.append(
-                sse_event(
-                    None, {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
-                )
-            )
-        events.append(b"data: [DONE]\n\n")
-        return await self._send_events(request, events, truncate)
-
-    # --- Anthropic Messages -------------------------------------------------------------------
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        out = chat_answer(
+            self._answer(conv, action),
+            streamed=bool(body.get("stream")),
+            include_usage=include_usage,
+        )
+        return await self._send(request, out, fault == "truncate")
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         try:
@@ -577,177 +535,16 @@ class SandboxEndpoint:
         if isinstance(turn, web.Response):
             return turn
         body, conv, action, fault = turn
-        prompt, completion = self._usage(conv, action)
-        blocks: list[dict[str, Any]] = []
-        if action.text or not action.calls:
-            blocks.append({"type": "text", "text": action.text})
-        blocks.extend(
-            {"type": "tool_use", "id": f"toolu_{c.id}", "name": c.name, "input": c.arguments}
-            for c in action.calls
-        )
-        stop = "tool_use" if action.calls else "end_turn"
-        message = {
-            "id": f"msg_sim_{time.time_ns():x}",
-            "type": "message",
-            "role": "assistant",
-            "model": self.served_model,
-            "content": blocks,
-            "stop_reason": stop,
-            "stop_sequence": None,
-            "usage": {"input_tokens": prompt, "output_tokens": completion},
-        }
-        truncate = fault == "truncate"
-        if not body.get("stream"):
-            return await self._send_whole(request, message, truncate)
-        start = {
-            **message,
-            "content": [],
-            "stop_reason": None,
-            "usage": {"input_tokens": prompt, "output_tokens": 1},
-        }
-        events = [sse_event("message_start", {"type": "message_start", "message": start})]
-        for index, block in enumerate(blocks):
-            if block["type"] == "text":
-                opened: dict[str, Any] = {"type": "text", "text": ""}
-                deltas = [{"type": "text_delta", "text": p} for p in self._pieces(block["text"])]
-            else:
-                opened = {**block, "input": {}}
-                deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
-            events.append(
-                sse_event(
-                    "content_block_start",
-                    {"type": "content_block_start", "index": index, "content_block": opened},
-                )
-            )
-            events.extend(
-                sse_event(
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": delta},
-                )
-                for delta in deltas
-            )
-            events.append(
-                sse_event("content_block_stop", {"type": "content_block_stop", "index": index})
-            )
-        events.append(
-            sse_event(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": completion},
-                },
-            )
-        )
-        events.append(sse_event("message_stop", {"type": "message_stop"}))
-        return await self._send_events(request, events, truncate)
-
-    # --- OpenAI Responses ---------------------------------------------------------------------
+        out = messages_answer(self._answer(conv, action), streamed=bool(body.get("stream")))
+        return await self._send(request, out, fault == "truncate")
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         turn = await self._turn(request, responses_conversation, anthropic=False)
         if isinstance(turn, web.Response):
             return turn
         body, conv, action, fault = turn
-        prompt, completion = self._usage(conv, action)
-        stamp = f"{time.time_ns():x}"
-        output: list[dict[str, Any]] = [
-            {
-                "type": "function_call",
-                "id": f"fc_{c.id}",
-                "call_id": f"call_{c.id}",
-                "name": c.name,
-                "arguments": json.dumps(c.arguments),
-                "status": "completed",
-            }
-            for c in action.calls
-        ]
-        if not action.calls:
-            output.append(
-                {
-                    "type": "message",
-                    "id": f"msg_sim_{stamp}",
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [{"type": "output_text", "text": action.text, "annotations": []}],
-                }
-            )
-        response = {
-            "id": f"resp_sim_{stamp}",
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "completed",
-            "model": self.served_model,
-            "output": output,
-            "usage": {
-                "input_tokens": prompt,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": completion,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": prompt + completion,
-            },
-        }
-        truncate = fault == "truncate"
-        if not body.get("stream"):
-            return await self._send_whole(request, response, truncate)
-        sequence = iter(range(1_000_000))
-
-        def event(kind: str, **data: Any) -> bytes:
-            return sse_event(kind, {"type": kind, "sequence_number": next(sequence), **data})
-
-        pending = {**response, "status": "in_progress", "output": [], "usage": None}
-        events = [
-            event("response.created", response=pending),
-            event("response.in_progress", response=pending),
-        ]
-        for index, item in enumerate(output):
-            if item["type"] == "function_call":
-                events.append(
-                    event(
-                        "response.output_item.added",
-                        output_index=index,
-                        item={**item, "arguments": ""},
-                    )
-                )
-                events.append(
-                    event(
-                        "response.function_call_arguments.delta",
-                        item_id=item["id"],
-                        output_index=index,
-                        delta=item["arguments"],
-                    )
-                )
-                events.append(
-                    event(
-                        "response.function_call_arguments.done",
-                        item_id=item["id"],
-                        output_index=index,
-                        arguments=item["arguments"],
-                    )
-                )
-            else:
-                text = item["content"][0]["text"]
-                events.append(
-                    event(
-                        "response.output_item.added",
-                        output_index=index,
-                        item={**item, "status": "in_progress", "content": []},
-                    )
-                )
-                part = {"type": "output_text", "text": "", "annotations": []}
-                where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-                events.append(event("response.content_part.added", **where, part=part))
-                events.extend(
-                    event("response.output_text.delta", **where, delta=piece)
-                    for piece in self._pieces(text)
-                )
-                events.append(event("response.output_text.done", **where, text=text))
-                events.append(
-                    event("response.content_part.done", **where, part={**part, "text": text})
-                )
-            events.append(event("response.output_item.done", output_index=index, item=item))
-        events.append(event("response.completed", response=response))
-        return await self._send_events(request, events, truncate)
+        out = responses_answer(self._answer(conv, action), streamed=bool(body.get("stream")))
+        return await self._send(request, out, fault == "truncate")
 
 
 class SandboxServer:

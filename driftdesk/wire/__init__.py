@@ -11,7 +11,9 @@ here and nowhere else that parses bodies.
 - ``wire.content``: a request's conversation items, system prompt and tools, and an answer
   reassembled (text, tool calls, reasoning, stop reason), streamed or whole;
 - ``wire.conversation``: what the simulated model reads of a request (user texts, tool calls
-  and results, declared tools).
+  and results, declared tools);
+- ``wire.answers``: answers written in each protocol's shape, whole or as a stream's events
+  (the simulated endpoint's), and the models list.
 
 Nothing here does I/O or imports the rest of driftdesk.
 """
