@@ -15,7 +15,7 @@ from driftdesk.terminal import printable, printable_path
 
 if TYPE_CHECKING:
     from driftdesk.reruns.adaptive import AdaptiveDesign
-    from driftdesk.reruns.engine import RunOutcome
+    from driftdesk.reruns.execution import RunOutcome
     from driftdesk.reruns.progress import TextProgress
 
 EXIT_SETUP_ERROR = 2
@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--agent",
-        choices=["builtin", "command", "claude-code", "codex", "inspect"],  # engine.AGENTS
+        choices=["builtin", "command", "claude-code", "codex", "inspect"],  # run_spec.AGENTS
         default="builtin",
         help="who does each attempt: driftdesk's own agent, your --command, the real Claude "
         "Code / Codex CLI run headless in a fresh workspace, or inspect (--suite is an inspect_ai "
@@ -287,9 +287,9 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
 
     from driftdesk.providers.keys import KeyMissing, KeyringUnavailable
     from driftdesk.providers.profiles import ProfileError
-    from driftdesk.reruns.engine import RunSetupError
     from driftdesk.reruns.preflight import EndpointCheckFailed
     from driftdesk.reruns.progress import TextProgress, status_line
+    from driftdesk.reruns.run_spec import RunSetupError
     from driftdesk.reruns.rundir import RunDirBusy
     from driftdesk.reruns.suites import SuiteError, SuiteLinesUnreadable
 
@@ -500,9 +500,10 @@ def _earlier_run(run_dir: Path) -> Path | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from driftdesk.reruns.engine import RunSpec, execute_run
     from driftdesk.reruns.faults import inject_problem
     from driftdesk.reruns.retry import RetryPolicy
+    from driftdesk.reruns.run_spec import RunSpec
+    from driftdesk.reruns.run_start import execute_run
     from driftdesk.taskids import parse_list
 
     problem = inject_problem(args.inject)
@@ -605,7 +606,7 @@ def _out_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from driftdesk.reruns.engine import resume_run
+    from driftdesk.reruns.run_start import resume_run
 
     done = _nothing_to_resume(args.run_dir, args.retry_link_errors)
     if done:

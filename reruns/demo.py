@@ -2,14 +2,15 @@
 
 A demo run's profile (``demo-sandbox``) lives only while the demo runs and its sandbox dies
 with it, so the printed `driftdesk resume RUN` would find neither. ``resume_run`` recognises
-such a run (``is_demo_run``) and starts a sandbox like the demo's for the resume
-(``start_demo_sandbox``): the same suite, simulated model and injected faults, a new port.
+such a run and starts a sandbox like the demo's for the resume (``demo_stand_in``): the same
+suite, simulated model and injected faults, a new port.
 
 The short nightly history of ``driftdesk demo --history`` is ``reruns.demo_history``'s.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -55,3 +56,18 @@ def is_demo_run(manifest: dict[str, Any]) -> bool:
         and manifest.get("protocol") == "openai"
         and host == "127.0.0.1"
     )
+
+
+async def demo_stand_in(manifest: dict[str, Any]) -> tuple[SandboxServer, Profile, str] | None:
+    """For a demo run whose profile is gone (the demo's profile and sandbox lived only while
+    the demo ran): a new sandbox like it, its profile and the resume's notice; None for any
+    other run. The caller stops the sandbox."""
+    if not is_demo_run(manifest):
+        return None
+    server = await asyncio.to_thread(start_demo_sandbox)
+    profile = demo_profile(server)
+    note = (
+        f"a demo run: resumed against a new simulated sandbox at {profile.base_url} "
+        "(no network, no key)"
+    )
+    return server, profile, note

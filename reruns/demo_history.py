@@ -39,7 +39,8 @@ def seed_history(
     import asyncio
     import secrets
 
-    from driftdesk.reruns.engine import RunSpec, execute_run
+    from driftdesk.reruns.run_spec import RunSpec
+    from driftdesk.reruns.run_start import execute_run
 
     runs = []
     for night, drift in enumerate(HISTORY_NIGHTS, start=1):

@@ -19,7 +19,7 @@ from driftdesk.reruns.agents import (
     template_fields,
 )
 from driftdesk.reruns.isolation import drop_unwritten, isolated_harness
-from driftdesk.reruns.presets import PRESETS, run_preset_attempt
+from driftdesk.reruns.presets import run_preset_attempt
 from driftdesk.reruns.tries import TryHost, link_failure_overrides, retry_the_try
 
 
@@ -34,9 +34,9 @@ class LocalTries:
     ) -> tuple[AgentResult, list[dict[str, Any]], dict[str, Any]]:
         """The attempt's result, the calls it made, and a client preset's own figures."""
         host = self.host
-        if host.agent in PRESETS:
+        if host.kind.preset is not None:
             return await run_preset_attempt(
-                PRESETS[host.agent],
+                host.kind.preset,
                 proxy=host.proxy,
                 ctx=ctx,
                 run_dir=host.run_dir,
@@ -46,7 +46,7 @@ class LocalTries:
                 isolate=host.isolate,
                 readable=(host.suite.path.parent,),
             )
-        if host.agent == "command":
+        if host.kind.runs_command:
             result, calls = await self._run_command(ctx, log_path)
             return result, calls, {}
         step_env = workspace.step_environment(host.real_key, host.run_id, ctx.pass_env)

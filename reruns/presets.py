@@ -15,7 +15,6 @@ counts are recorded beside the proxy-metered ones.
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import json
 import os
 import re
@@ -320,30 +319,9 @@ def client_version(preset: ClientPreset, executable: str | None = None) -> str |
     return found.group(0) if found else None
 
 
-def client_identity(agent: str) -> dict[str, str | None]:
-    """The manifest's ``client`` of a run with ``--agent agent`` (``analysis.agent_identity``
-    reads it): a preset's client and the version its binary prints, inspect_ai's package
-    version, driftdesk's own for the builtin agent; none for a command (a user's program)."""
-    if agent in PRESETS:
-        return {"name": agent, "version": client_version(PRESETS[agent])}
-    if agent == "inspect":
-        try:
-            version: str | None = importlib.metadata.version("inspect-ai")
-        except importlib.metadata.PackageNotFoundError:
-            version = None
-        return {"name": "inspect_ai", "version": version}
-    if agent == "builtin":
-        from driftdesk import __version__
-
-        return {"name": "driftdesk", "version": __version__}
-    return {"name": None, "version": None}
-
-
-def preset_problem(agent: str, protocol: str) -> str | None:
-    """Why a run with ``--agent agent`` cannot start (checked before the run starts), or None."""
-    preset = PRESETS.get(agent)
-    if preset is None:
-        return None
+def preset_problem(preset: ClientPreset, protocol: str) -> str | None:
+    """Why a run of ``preset``'s client cannot start here (checked before the run starts), or
+    None."""
     try:
         preset.locate()
     except PresetUnavailable as exc:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.reruns import rundir, workspace
+from driftdesk.reruns.agent_kinds import AGENT_KINDS
 from driftdesk.reruns.agents import (
     AgentResult,
     AttemptContext,
@@ -45,7 +46,7 @@ from driftdesk.reruns.agents import (
 )
 from driftdesk.reruns.isolation import drop_unwritten, isolated_harness
 from driftdesk.reruns.presets import (
-    PRESETS,
+    ClientPreset,
     PresetUnavailable,
     client_files,
     client_verdict,
@@ -148,7 +149,7 @@ class AttemptJob:
     """One try of one slot, as a worker needs it. ``run_key`` is the run's throwaway key
     (the proxy refuses anything else); the real key is not here."""
 
-    kind: str  # "builtin" | "command" | a client preset's name ("claude-code", "codex")
+    kind: str  # the agent kind's name (reruns/agent_kinds.py): "builtin", "command", a client's
     run_id: str
     task: Task
     attempt: int
@@ -293,13 +294,14 @@ async def _run_in(
     # The worker has no real key to look for: the throwaway one stands in for it.
     step_env = workspace.step_environment(job.run_key, job.run_id, job.pass_env)
     reply: dict[str, Any] = {"retries": retries}
-    if job.kind in PRESETS:  # a client always runs in a workspace folder of its own
-        reply.update(await _preset(job, ctx, run_dir, log_path, step_env))
+    kind = AGENT_KINDS[job.kind]
+    if kind.preset is not None:  # a client always runs in a workspace folder of its own
+        reply.update(await _preset(job, kind.preset, ctx, run_dir, log_path, step_env))
         return _with_files(reply, run_dir, job, ctx)
     ws, failed = await workspace.begin(
         run_dir, task, job.attempt, step_env, job.timeout_s, isolate=job.isolate
     )
-    if job.kind == "builtin":
+    if kind.in_process:
         result, transcript = (failed, None) if failed is not None else await _builtin(job, ctx)
         result = await workspace.conclude(
             ws, ctx, result, step_env, lambda line: ctx.log("check", line)
@@ -419,6 +421,7 @@ async def _command(
 
 async def _preset(
     job: AttemptJob,
+    preset: ClientPreset,
     ctx: AttemptContext,
     run_dir: Path,
     log_path: Path,
@@ -428,7 +431,6 @@ async def _preset(
     copy of the workspace with a fresh config dir. The verdict the node can reach without the
     calls (the driver's proxy has them) decides only whether the check runs; the driver judges
     the try again with the calls."""
-    preset = PRESETS[job.kind]
     ws, failed = await client_workspace(run_dir, ctx, step_env, isolate=job.isolate)
     if failed is not None:
         return {"result": asdict(failed), "log": _read(log_path)}

@@ -12,7 +12,7 @@ from typing import Any
 from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import AgentResult, AttemptContext, command_outcome, template_fields
 from driftdesk.reruns.events import AttemptPlaced
-from driftdesk.reruns.presets import PRESETS, client_fields, client_files, client_verdict
+from driftdesk.reruns.presets import client_fields, client_files, client_verdict
 from driftdesk.reruns.proxy import AttemptCalls
 from driftdesk.reruns.ray_executor import (
     NODE_LOST,
@@ -54,7 +54,7 @@ class RayTries:
             if isinstance(reply, AgentResult):  # the node was lost, or our worker code failed
                 return reply, all_calls, where
             self._write_remote_files(ctx, reply)
-            if self.host.agent == "builtin":
+            if self.host.kind.in_process:
                 for number, code, delay in reply["retries"]:
                     ctx.on_retry(number, code, delay)
                 ctx.retries = int(reply["retry_count"])
@@ -66,7 +66,7 @@ class RayTries:
                 fh.write(redact(reply["log"] or "", ctx.secrets))
             if "try" not in reply:  # setup failed (or, for a client, none on the node)
                 return agent_result(reply["result"]), all_calls, where
-            if self.host.agent in PRESETS:
+            if self.host.kind.preset is not None:
                 result, client = self._remote_client_result(ctx, reply, calls, log_path)
                 if await retry_the_try(ctx, result, calls.last_retry_after_s, log_path):
                     continue
@@ -94,7 +94,8 @@ class RayTries:
     ) -> tuple[AgentResult, dict[str, Any]]:
         """A client preset's try that ran on a node, judged here with the calls the proxy saw;
         the client's output and config dir kept where a local attempt leaves them."""
-        preset = PRESETS[self.host.agent]
+        preset = self.host.kind.preset
+        assert preset is not None
         home, output = client_files(self.host.run_dir, ctx.task.task_id, ctx.attempt)
         with rundir.open_private(output, "w") as fh:
             fh.write(redact(reply["client_output"], ctx.secrets))
@@ -127,7 +128,7 @@ class RayTries:
 
                 try:
                     job = AttemptJob(
-                        kind=self.host.agent,
+                        kind=self.host.kind.name,
                         run_id=self.host.run_id,
                         task=ctx.task,
                         attempt=ctx.attempt,

@@ -92,9 +92,9 @@ def new_run_request(spec: Any) -> dict[str, Any]:
 def spec_of(request: dict[str, Any]) -> Any:
     """The ``RunSpec`` of a ``new_run_request`` (the key included)."""
     from driftdesk.providers.profiles import Profile
-    from driftdesk.reruns.engine import RunSpec
     from driftdesk.reruns.ray_executor import RaySettings
     from driftdesk.reruns.retry import RetryPolicy
+    from driftdesk.reruns.run_spec import RunSpec
 
     fields = dict(request["spec"])
     if isinstance(fields["profile"], dict):
@@ -316,7 +316,7 @@ class _EventWriter:
 
 async def _serve(request: dict[str, Any], events_fd: int) -> None:
     from driftdesk.providers.profiles import Profile
-    from driftdesk.reruns.engine import execute_run, resume_run
+    from driftdesk.reruns.run_start import execute_run, resume_run
 
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import aiohttp
     import openai
 
+    from driftdesk.reruns.agent_kinds import AgentKind
     from driftdesk.reruns.proxy import MeteringProxy
 
 
@@ -36,7 +37,7 @@ class TryHost:
     suite: Suite
     profile: Profile
     real_key: str
-    agent: str
+    kind: AgentKind
     command: str | None
     isolate: bool
     timeout_s: float

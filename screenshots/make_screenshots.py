@@ -158,7 +158,8 @@ def _coding_run(root: Path) -> Path:
     import json
 
     from driftdesk.providers.profiles import Profile
-    from driftdesk.reruns.engine import RunSpec, execute_run
+    from driftdesk.reruns.run_spec import RunSpec
+    from driftdesk.reruns.run_start import execute_run
     from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
     clients = HERE.parent / ".tools" / "npm" / "node_modules" / ".bin"

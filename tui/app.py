@@ -168,9 +168,9 @@ class DriftdeskApp(App[None]):
 
     # -- runs ----------------------------------------------------------------------------------
     def start_run(self, spec: Any, label: str | None = None) -> LiveRun:
-        """Execute ``spec`` (a ``reruns.engine.RunSpec``) in a worker; returns its live state."""
-        from driftdesk.reruns.engine import execute_run
+        """Execute ``spec`` (a ``reruns.run_spec.RunSpec``) in a worker; returns its live state."""
         from driftdesk.reruns.run_process import new_run_request
+        from driftdesk.reruns.run_start import execute_run
 
         spec = self._with_demo_profile(spec)
         live = LiveRun(label=label or f"run {len(self.live_runs) + 1}")
@@ -185,9 +185,9 @@ class DriftdeskApp(App[None]):
     def resume_run(
         self, run_dir: Path, *, retry_link_errors: bool = False, api_key: str | None = None
     ) -> LiveRun:
-        """Run the missing slots of an interrupted ``run_dir`` (``reruns.engine.resume_run``)
+        """Run the missing slots of an interrupted ``run_dir`` (``reruns.run_start.resume_run``)
         through the same worker path as a new run; returns its live state."""
-        from driftdesk.reruns.engine import resume_run
+        from driftdesk.reruns.run_start import resume_run
         from driftdesk.reruns.rundir import read_manifest
 
         label = f"resume of {run_dir.name}" + (" (+link errors)" if retry_link_errors else "")
@@ -261,7 +261,7 @@ class DriftdeskApp(App[None]):
     ) -> LiveRun:
         """A new run of ``tasks`` under the same conditions as the run of ``manifest``, beside
         its ``source`` run dir (``profile`` overrides the manifest's, e.g. for imported runs)."""
-        from driftdesk.reruns.engine import RunSpec
+        from driftdesk.reruns.run_spec import RunSpec
 
         out_dir = None if source is not None else self.out_dir
         spec = RunSpec.rerun_of(manifest, tasks, source, profile=profile, out_dir=out_dir)

@@ -26,7 +26,7 @@ def prepare_demo(
     out_dir: Path, repeat: int, concurrency: int, latency_ms: float = DEMO_LATENCY_MS
 ) -> tuple[Any, Any, str]:
     """Start the sandbox and an in-memory profile pointing at it; returns (server, spec, note)."""
-    from driftdesk.reruns.engine import RunSpec
+    from driftdesk.reruns.run_spec import RunSpec
 
     server = start_demo_sandbox(latency_ms)
     spec = RunSpec(

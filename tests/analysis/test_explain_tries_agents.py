@@ -17,8 +17,9 @@ import pytest
 from driftdesk.analysis.explain import explain_task
 from driftdesk.analysis.trajectory import action_sequence, load_trajectory
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
 REAL_KEY = "sk-test-REALKEY-tries-agents-0123456789"

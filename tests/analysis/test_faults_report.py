@@ -11,8 +11,9 @@ from pathlib import Path
 from driftdesk.analysis.compare import compare_runs
 from driftdesk.analysis.faults import injection_summary, r_fault, read_injection
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
 KEY = "sk-test-REALKEY-faults-report-0123"

@@ -110,7 +110,8 @@ def simulate(design_text: str | None, seed: int, concurrency: int, **options: in
 
 async def real_run(base_url: str, out: Path, concurrency: int, **spec: object) -> list[dict]:
     from driftdesk.providers.profiles import Profile
-    from driftdesk.reruns.engine import RunSpec, execute_run
+    from driftdesk.reruns.run_spec import RunSpec
+    from driftdesk.reruns.run_start import execute_run
     from driftdesk.reruns.sandbox import SIM_MODEL
 
     outcome = await execute_run(

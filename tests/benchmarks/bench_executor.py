@@ -22,7 +22,8 @@ from pathlib import Path
 import openai
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL
 from driftdesk.reruns.suites import load_suite
 

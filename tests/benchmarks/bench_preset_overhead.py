@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reruns"))
 from coding_helpers import CODING_TASKS, write_coding_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.presets import PRESETS
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
 KEY = "sk-bench-not-a-real-key-0123456789"

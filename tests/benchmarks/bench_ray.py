@@ -31,8 +31,9 @@ from ray_helpers import loopback_cluster
 
 from driftdesk.fileio import JsonlAppender
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.ray_executor import RaySettings
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL
 from driftdesk.reruns.suites import load_suite
 

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import RunEvent, RunStarted
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 
 
 def write_suite(path: Path, size: int) -> Path:

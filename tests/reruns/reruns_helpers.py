@@ -176,8 +176,8 @@ class LoopbackServer:
 async def cancel_after_rows(spec: Any, rows: int, listener: Any = None, tries: int = 300) -> Path:
     """Run ``spec`` (the real engine) and cancel it once its attempts file holds ``rows``
     rows (polled every 20 ms, ``tries`` times); the attempts file's path."""
-    from driftdesk.reruns.engine import execute_run
     from driftdesk.reruns.events import RunEvent, RunStarted
+    from driftdesk.reruns.run_start import execute_run
 
     started: list[RunStarted] = []
 

@@ -13,7 +13,6 @@ from reruns_helpers import ScriptedEndpoint, cancel_after_rows, read_rows, write
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.adaptive import AdaptiveDesign, stable_after
-from driftdesk.reruns.engine import RunSetupError, RunSpec, execute_run, resume_run
 from driftdesk.reruns.events import (
     AdaptiveProgress,
     AttemptEnded,
@@ -22,6 +21,8 @@ from driftdesk.reruns.events import (
     event_from_json,
     event_to_json,
 )
+from driftdesk.reruns.run_spec import RunSetupError, RunSpec
+from driftdesk.reruns.run_start import execute_run, resume_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer, task_skill
 from driftdesk.reruns.suites import load_suite
 

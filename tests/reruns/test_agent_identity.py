@@ -23,7 +23,8 @@ from driftdesk.analysis.compare import compare_runs
 from driftdesk.analysis.trend import build_trend
 from driftdesk.analysis.volatility import build_report
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from tests.conftest import real_client
 
@@ -211,7 +212,11 @@ def test_each_agent_kind_names_its_client(clients_on_path: dict[str, Path], tmp_
     import importlib.metadata
 
     from driftdesk import __version__
-    from driftdesk.reruns.presets import CLAUDE_CODE, client_identity, client_version
+    from driftdesk.reruns.agent_kinds import AGENT_KINDS
+    from driftdesk.reruns.presets import CLAUDE_CODE, client_version
+
+    def client_identity(agent: str) -> dict[str, str | None]:
+        return AGENT_KINDS[agent].client_identity()
 
     for agent, binary in clients_on_path.items():
         assert client_identity(agent) == {"name": agent, "version": _version_of(binary)}

@@ -15,7 +15,8 @@ from reruns_helpers import read_rows
 
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns import rundir
-from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run, resume_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.rundir import RECORDING_SUFFIX
 

@@ -13,7 +13,9 @@ import pytest
 from reruns_helpers import read_rows
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
+from driftdesk.reruns.execution import RunOutcome
+from driftdesk.reruns.run_spec import RunSetupError, RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import SuiteError, load_suite
 from driftdesk.rundir import (

@@ -13,9 +13,10 @@ import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import AttemptOutput, RunEvent
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.rundir import attempt_folder
 from tests.processes import alive
 

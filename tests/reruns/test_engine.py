@@ -13,9 +13,10 @@ import pytest
 from reruns_helpers import ScriptedEndpoint, cancel_after_rows, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
 from driftdesk.reruns.events import AttemptFinished, CallRecorded, RunEvent, RunFinished, RunStarted
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run, resume_run
 from driftdesk.reruns.rundir import latest_rows
 from tests.ports import refused_port
 
@@ -315,7 +316,7 @@ async def test_a_failing_listener_is_logged_with_the_key_masked(
             raise RuntimeError(f"face bug while showing {REAL_KEY}")
 
     suite = write_suite(tmp_path / "suite.jsonl", ["answer-42"])
-    with caplog.at_level("ERROR", logger="reruns.engine"):
+    with caplog.at_level("ERROR", logger="driftdesk.reruns.execution"):
         outcome = await execute_run(
             scripted_spec(
                 scripted,

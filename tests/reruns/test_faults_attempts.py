@@ -18,8 +18,9 @@ from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.agents import MAX_LOG_BYTES
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy, parse_retry_after
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.rundir import attempt_folder
 
 KEY = "sk-test-REALKEY-attempts-0123456789"

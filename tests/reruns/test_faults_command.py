@@ -14,8 +14,10 @@ import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunOutcome, RunSpec, execute_run
+from driftdesk.reruns.execution import RunOutcome
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 
 KEY = "sk-test-REALKEY-faults-0123456789"
 

@@ -18,7 +18,9 @@ import pytest
 from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunOutcome, RunSetupError, RunSpec, execute_run
+from driftdesk.reruns.execution import RunOutcome
+from driftdesk.reruns.run_spec import RunSetupError, RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.rundir import WORKSPACE_SUFFIX
 
 KEY = "sk-test-REALKEY-isolate-0123456789"

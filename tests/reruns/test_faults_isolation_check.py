@@ -19,7 +19,8 @@ from coding_helpers import write_coding_suite
 from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 
 KEY = "sk-test-REALKEY-check-isolate-0123456789"
 

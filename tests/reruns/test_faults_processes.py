@@ -18,7 +18,8 @@ import pytest
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from tests.processes import alive
 
 KEY = "sk-test-REALKEY-orphans-0123456789"

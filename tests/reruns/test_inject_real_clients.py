@@ -13,8 +13,9 @@ from reruns_helpers import read_rows
 
 from driftdesk.analysis.faults import read_injection
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from tests.conftest import real_client
 

@@ -12,8 +12,9 @@ from reruns_helpers import read_rows
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns import rundir
-from driftdesk.reruns.engine import RunSpec, execute_run, resume_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run, resume_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
 KEY = "sk-test-REALKEY-inject-0123456789"

@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.engine import RunSetupError, RunSpec, execute_run
 from driftdesk.reruns.faults import (
     MAX_DURATION_S,
     InjectionSpec,
     InjectSpecError,
     parse_inject,
 )
+from driftdesk.reruns.run_spec import RunSetupError, RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
 KINDS = ("429", "500", "503", "timeout", "drop", "truncate", "slow")

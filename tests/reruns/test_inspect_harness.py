@@ -25,10 +25,11 @@ from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.analysis.imports import ResultsImportError, import_results
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.events import AttemptFinished, RunEvent
 from driftdesk.reruns.inspect_harness import InspectRunError
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.suites import SuiteError
 from driftdesk.rundir import RECORDING_SUFFIX, attempt_file
 

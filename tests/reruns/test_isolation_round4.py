@@ -25,7 +25,8 @@ from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns import rundir
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 
 KEY = "sk-test-REALKEY-round4-0123456789"
 ATTACK_TEXT = "ATTACKER-TEXT-8c1f"

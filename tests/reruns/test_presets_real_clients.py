@@ -18,8 +18,9 @@ from reruns_helpers import read_rows
 from driftdesk.analysis.sources import read_manifest
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
 from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,

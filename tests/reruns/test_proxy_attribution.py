@@ -11,8 +11,9 @@ from pathlib import Path
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.rundir import layout
 
 REAL_KEY = "sk-test-REALKEY-attribution-0123456789"

@@ -23,9 +23,10 @@ from reruns_helpers import LoopbackServer, ScriptedEndpoint, read_rows, write_su
 from driftdesk.fileio import JsonlAppender
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.call_verdicts import unrecovered_link_failure
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.retry import RetryPolicy, parse_retry_after
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 
 # Not "sk-…": the generic key patterns of driftdesk.secrets must not be what catches it here.
 REAL = "gw_Live/Key-proxy-0123456789abcdef"

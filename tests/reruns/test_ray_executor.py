@@ -37,9 +37,10 @@ from reruns_helpers import read_rows
 
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.engine import RunSetupError, RunSpec, execute_run
 from driftdesk.reruns.events import AttemptOutput, AttemptPlaced, RunEvent
 from driftdesk.reruns.ray_executor import RaySettings
+from driftdesk.reruns.run_spec import RunSetupError, RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,

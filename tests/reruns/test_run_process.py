@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec
 from driftdesk.reruns.events import (
     AttemptEnded,
     AttemptFinished,
@@ -43,6 +42,7 @@ from driftdesk.reruns.run_process import (
     run_in_child,
     spec_of,
 )
+from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
 KEY = "sk-run-process-test-0123456789abcdef"

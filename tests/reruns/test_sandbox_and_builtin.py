@@ -14,8 +14,9 @@ from aiohttp import web
 from reruns_helpers import read_rows
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_HEADER, SIM_MODEL, FaultRates, SandboxServer, task_skill
 from driftdesk.reruns.suites import load_suite
 from driftdesk.rundir import attempt_folder

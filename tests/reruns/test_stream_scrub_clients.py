@@ -13,8 +13,9 @@ from reruns_helpers import read_rows, write_suite
 from test_stream_scrub import AFTER, BEFORE, REAL, KeyStreamer, _no_trace, upstream
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.secrets import mask_key
 from tests.conftest import real_client
 

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Input, Static
 from tui_runs import RUN_A, write_run
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec
+from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.task import TaskScreen

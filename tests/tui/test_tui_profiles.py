@@ -300,7 +300,7 @@ async def test_adding_a_profile_with_a_key_but_no_keyring_writes_nothing_and_kee
 
 
 async def test_a_failed_run_is_reported_as_a_plain_sentence(home, make_app, settle) -> None:
-    from driftdesk.reruns.engine import RunSpec
+    from driftdesk.reruns.run_spec import RunSpec
 
     app = make_app(start_mode="run")
     async with app.run_test(size=SIZE) as pilot:

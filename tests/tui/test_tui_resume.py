@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import OptionList
 
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.tui.screens.modals import PickScreen
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.volatility import VolatilityScreen

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from driftdesk.reruns.engine import RunSpec
+from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.tui.screens.launch import LaunchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen
 from driftdesk.tui.screens.profiles import ProfilesScreen

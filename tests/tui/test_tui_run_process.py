@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec
+from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.run import RunScreen
 

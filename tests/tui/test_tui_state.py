@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunOutcome, RunSpec, execute_run
 from driftdesk.reruns.events import RunEvent
+from driftdesk.reruns.execution import RunOutcome
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.tui.state import LiveRun
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from textual.widgets import DataTable, OptionList
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.engine import RunSpec, execute_run
+from driftdesk.reruns.run_spec import RunSpec
+from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.attempt_pair import AttemptPairScreen, PairStep
 from driftdesk.tui.screens.task import TaskScreen

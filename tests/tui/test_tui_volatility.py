@@ -166,7 +166,7 @@ async def test_volatility_is_live_while_a_run_is_going(
     home, make_app, settle, wait_for_run, runs_dir
 ) -> None:
     from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.engine import RunSpec
+    from driftdesk.reruns.run_spec import RunSpec
     from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
 
     server = SandboxServer(latency_ms=60.0)  # slow enough to be seen half-done

@@ -1,7 +1,7 @@
 """The launch form: profile, suite, agent (driftdesk's own, a command template, or the real
 Claude Code / Codex CLI), repeat, concurrency, timeout, sample, where attempts run (here or on
 a Ray cluster), and only-failed / only-volatile from an earlier run. Returns a
-``reruns.engine.RunSpec``."""
+``reruns.run_spec.RunSpec``."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
         self._extra_profiles = list(extra_profiles)  # the demo's in-memory profile
 
     def compose(self) -> ComposeResult:
-        from driftdesk.reruns.engine import DEFAULT_CONCURRENCY
+        from driftdesk.reruns.run_spec import DEFAULT_CONCURRENCY
 
         with Vertical(id="dialog", classes="form"):
             yield Label("Launch a run", id="dialog-title")
@@ -211,7 +211,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
 
     @on(Button.Pressed, "#launch")
     def action_launch(self) -> None:
-        from driftdesk.reruns.engine import DEFAULT_CONCURRENCY, RunSpec
+        from driftdesk.reruns.run_spec import DEFAULT_CONCURRENCY, RunSpec
 
         loaded = self.query("#profile")  # absent while the profiles are still loading
         profile = loaded.first(Select).value if loaded else None
