@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.analysis.steps import Step, content_text, model_step, user_steps
+from driftdesk.wire.content import request_turns
 
 GZIP_WBITS = 31  # zlib's gzip framing
 _CHUNK = 1 << 16  # fed to the decompressor at a time: keeps each member's leftover small
@@ -241,28 +242,12 @@ def recorded_steps(call: RecordedCall, *, first: bool) -> list[Step]:
 
 
 def request_steps(protocol: str | None, items: list[Any]) -> Iterator[Step]:
-    """Tool results and user turns among a request's conversation items (assistant items
-    repeat earlier model turns; system and developer items are context)."""
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        if protocol == "responses":
-            yield from _responses_item_steps(item)
-            continue
-        role = item.get("role")
-        if role in ("tool", "function"):  # chat: a tool's answer (``function``: the old name)
-            detail = {k: item[k] for k in ("tool_call_id", "name") if item.get(k) is not None}
-            yield Step("tool_result", 0, content_text(item.get("content")), detail=detail)
-        elif role == "user":  # messages: tool_result blocks ride in user turns
-            yield from user_steps(item.get("content"))
-
-
-def _responses_item_steps(item: dict[str, Any]) -> Iterator[Step]:
-    kind = item.get("type")
-    if kind in ("function_call_output", "custom_tool_call_output"):
-        output = item.get("output")
-        text = output if isinstance(output, str) else content_text(output)
-        detail = {"tool_call_id": item["call_id"]} if item.get("call_id") else {}
-        yield Step("tool_result", 0, text, detail=detail)
-    elif kind in (None, "message") and item.get("role") == "user":
-        yield Step("user", 0, content_text(item.get("content")))
+    """Tool results and user turns among a request's conversation items (which items those
+    are is the wire protocol's: ``request_turns``)."""
+    for turn in request_turns(protocol, items):
+        if turn.kind == "tool_result":
+            yield Step("tool_result", 0, content_text(turn.content), detail=turn.detail)
+        elif turn.kind == "user":
+            yield Step("user", 0, content_text(turn.content))
+        else:
+            yield from user_steps(turn.content)

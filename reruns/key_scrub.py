@@ -4,7 +4,8 @@ call recordings keep (reruns/recording.py).
 ``KeyScrubber`` masks the key in bytes, in every shape one JSON or URL decoding turns into it.
 ``StreamScrubber`` masks it in an SSE stream whose events carry it in pieces: it reads each
 event's text fields (Chat Completions deltas, Responses ``*.delta`` events, Messages
-``content_block`` deltas: answer text, tool-call arguments, reasoning) and scrubs each field's
+``content_block`` deltas: answer text, tool-call arguments, reasoning; which fields those are
+is ``driftdesk.wire.stream_text``'s) and scrubs each field's
 text joined across events, as the agent will join it. A field's text that ends with the start
 of the key (more of it than the mask shows) is held back until the next piece says whether the
 key follows; held text is never more than the key's length less one character. A start of the
@@ -21,6 +22,7 @@ import urllib.parse
 from typing import Any
 
 from driftdesk.secrets import mask_key
+from driftdesk.wire.stream_text import NOT_TEXT, list_index, text_places
 
 # JSON's two-character escapes; any character may also be written \uXXXX.
 _JSON_SHORT_ESCAPES = {
@@ -177,12 +179,6 @@ class TextField:
         self.held = b""
 
 
-# Fields of a delta that are no text the model wrote.
-_NOT_TEXT = frozenset({"type", "role", "signature", "index", "id"})
-_RESPONSES_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-_RESPONSES_WHERE = ("item_id", "output_index", "content_index", "summary_index")
-
-
 # Built once: json.dumps with arguments builds an encoder per call (half its cost here).
 _UTF8_EVENT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _ASCII_EVENT = json.JSONEncoder(separators=(",", ":"))
@@ -245,56 +241,27 @@ class StreamScrubber:
             del self._fields[key]
 
     def _event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        choices = event.get("choices")
-        where: tuple[Any, ...]
-        if isinstance(choices, list):  # Chat Completions
-            for position, choice in enumerate(choices):
-                if not isinstance(choice, dict):
-                    continue
-                where = ("chat", _index(choice, position))
-                delta = choice.get("delta")
-                if isinstance(delta, dict):
-                    self._walk(delta, where)
-                if choice.get("finish_reason"):
-                    self._final(where)
-        elif not isinstance(kind, str):
-            return
-        elif kind.startswith("response."):  # Responses
-            if kind.endswith(".delta") and isinstance(event.get("delta"), str):
-                where = ("responses", kind[:-6], *(event.get(k) for k in _RESPONSES_WHERE))
-                event["delta"] = self._feed(where, event["delta"])
-            elif kind.endswith(".done"):
-                self._final(("responses", kind[:-5], *(event.get(k) for k in _RESPONSES_WHERE)))
-            elif kind in _RESPONSES_ENDS:
+        for place in text_places(event):
+            if place.kind == "walk":
+                assert place.holder is not None
+                self._walk(place.holder, place.where)
+            elif place.kind == "piece":
+                assert place.holder is not None
+                place.holder[place.key] = self._feed(place.where, place.holder[place.key])
+            elif place.kind == "final":
+                self._final(place.where)
+            else:  # the end of the stream's answer
                 self._fields.clear()
-        elif kind == "content_block_delta":  # Messages
-            delta = event.get("delta")
-            if isinstance(delta, dict):
-                self._walk(delta, ("messages", event.get("index")))
-        elif kind == "content_block_start":
-            block = event.get("content_block")
-            if isinstance(block, dict):
-                self._walk(block, ("messages", event.get("index")))
-        elif kind == "content_block_stop":
-            self._final(("messages", event.get("index")))
-        elif kind == "message_stop":
-            self._fields.clear()
 
     def _walk(self, value: dict[str, Any], where: tuple[Any, ...]) -> None:
         """Scrub every text in a delta: a tool call in a list is known by its ``index``."""
         for name, item in value.items():
             if isinstance(item, str):
-                if name not in _NOT_TEXT and (item or (*where, name) in self._fields):
+                if name not in NOT_TEXT and (item or (*where, name) in self._fields):
                     value[name] = self._feed((*where, name), item)
             elif isinstance(item, dict):
                 self._walk(item, (*where, name))
             elif isinstance(item, list):
                 for position, entry in enumerate(item):
                     if isinstance(entry, dict):
-                        self._walk(entry, (*where, name, _index(entry, position)))
-
-
-def _index(entry: dict[str, Any], position: int) -> Any:
-    index = entry.get("index", position)
-    return index if isinstance(index, (int, str)) else position
+                        self._walk(entry, (*where, name, list_index(entry, position)))

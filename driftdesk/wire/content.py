@@ -2,7 +2,9 @@
 conversation items, system, tools and other parameters, and the answer (text, tool calls,
 reasoning, stop reason, usage), for the three wire protocols the proxy understands: Chat
 Completions, the OpenAI Responses API and Anthropic Messages. A streamed answer is
-reassembled from its SSE events into the same shape as a whole JSON body.
+reassembled from its SSE events into the same shape as a whole JSON body. Which items of a
+request brought tool results and user turns back to the model is read here too
+(``request_turns``, for the step model).
 
 Nothing here raises on odd input: a body that is not the protocol's JSON gives ``None`` (no
 request read, no answer), a stream cut short gives what its events held.
@@ -11,9 +13,9 @@ request read, no answer), a stream cut short gives what its events held.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from driftdesk.wire import MODEL_PROTOCOLS, RESPONSES_ENDS, sse_events
 
@@ -332,3 +334,39 @@ _STREAMED: dict[str, Callable[[list[dict[str, Any]]], dict[str, Any]]] = {
     "responses": _responses_streamed,
     "messages": _messages_streamed,
 }
+
+
+# --- what a request's items bring into the conversation ---------------------------------------
+
+
+class RequestTurn(NamedTuple):
+    """A conversation item that came back to the model: a tool's result (``tool_result``), a
+    user turn read as one text (``user``) or a user turn whose blocks may hold tool results
+    (``user_blocks``: Messages carries ``tool_result`` blocks in user turns). ``content`` is the
+    item's content as sent."""
+
+    kind: str
+    content: Any
+    detail: dict[str, Any]
+
+
+def request_turns(protocol: str | None, items: list[Any]) -> Iterator[RequestTurn]:
+    """Tool results and user turns among a request's conversation items (assistant items
+    repeat earlier model turns; system and developer items are context)."""
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if protocol == "responses":
+            kind = item.get("type")
+            if kind in ("function_call_output", "custom_tool_call_output"):
+                detail = {"tool_call_id": item["call_id"]} if item.get("call_id") else {}
+                yield RequestTurn("tool_result", item.get("output"), detail)
+            elif kind in (None, "message") and item.get("role") == "user":
+                yield RequestTurn("user", item.get("content"), {})
+            continue
+        role = item.get("role")
+        if role in ("tool", "function"):  # chat: a tool's answer (``function``: the old name)
+            detail = {k: item[k] for k in ("tool_call_id", "name") if item.get(k) is not None}
+            yield RequestTurn("tool_result", item.get("content"), detail)
+        elif role == "user":  # messages: tool_result blocks ride in user turns
+            yield RequestTurn("user_blocks", item.get("content"), {})
