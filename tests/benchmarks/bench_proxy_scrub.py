@@ -19,8 +19,9 @@ import json
 import os
 import time
 
+from driftdesk.reruns.key_scrub import KeyScrubber
 from driftdesk.reruns.metering import UsageMeter
-from driftdesk.reruns.proxy import KeyScrubber, _Passthrough
+from driftdesk.reruns.proxy import _Passthrough
 
 KEY = "sk-bench-0123456789abcdefghijklmnop"
 

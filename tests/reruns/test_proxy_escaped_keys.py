@@ -26,7 +26,8 @@ from reruns_helpers import LoopbackServer
 
 from driftdesk.fileio import JsonlAppender
 from driftdesk.reruns.call_verdicts import error_kind_for
-from driftdesk.reruns.proxy import KeyScrubber, MeteringProxy
+from driftdesk.reruns.key_scrub import KeyScrubber
+from driftdesk.reruns.proxy import MeteringProxy
 
 REAL = "gw_Live/Key-proxy-0123456789abcdef"
 

@@ -17,7 +17,8 @@ import test_proxy_escaped_keys as escaped_keys
 from test_proxy_escaped_keys import REAL, SHAPES, EchoingProvider, _answer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.reruns.proxy import _MAX_HELD_LINE, KeyScrubber, MeteringProxy, _Passthrough
+from driftdesk.reruns.key_scrub import KeyScrubber
+from driftdesk.reruns.proxy import _MAX_HELD_LINE, MeteringProxy, _Passthrough
 
 # The provider that echoes what it is told to and a proxy in front of it: those tests' fixtures.
 provider = escaped_keys.provider
