@@ -27,7 +27,7 @@ from typing import Any
 
 from driftdesk.analysis.sources import SourceError, read_manifest
 from driftdesk.fileio import iter_jsonl
-from driftdesk.rundir import ATTEMPTS_FILE
+from driftdesk.rundir import ATTEMPTS_FILE, latest_rows
 
 FIGURES = ("injected_faults", "injected_recovered", "injected_surfaced", "injected_misattributed")
 R_FAULT_METHOD = "delta-method-over-tasks"
@@ -98,12 +98,7 @@ def _count(row: dict[str, Any], name: str) -> int:
 
 def injection_summary(rows: Iterable[dict[str, Any]], spec: str | None = None) -> InjectionSummary:
     """The summary of a run's attempt rows (the last row per slot counts, as everywhere)."""
-    latest: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in rows:
-        try:
-            latest[(str(row["task_id"]), int(row["attempt"]))] = row
-        except (KeyError, TypeError, ValueError):
-            continue
+    latest = latest_rows(rows)
     summary = InjectionSummary(spec, attempts=len(latest))
     tasks: dict[str, TaskInjection] = {}
     for (task_id, attempt), row in latest.items():

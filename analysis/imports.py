@@ -44,7 +44,7 @@ from driftdesk.analysis.sources import (
     field_problem,
     row_problem,
 )
-from driftdesk.rundir import ATTEMPTS_FILE, MANIFEST_FILE
+from driftdesk.rundir import ATTEMPTS_FILE, MANIFEST_FILE, candidate_run_ids, import_run_id_base
 from driftdesk.secrets import redact
 from driftdesk.text import article
 
@@ -778,10 +778,6 @@ def _seconds_to_ms(value: Any) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
-def _sanitise(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "import"
-
-
 def _write_run(
     source: Path,
     sha256: Callable[[], str],
@@ -804,14 +800,9 @@ def _write_run(
     from driftdesk import __version__
     from driftdesk.fileio import atomic_write_json
 
-    now = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    base = _sanitise(run_id or f"import-{fmt}-{source.stem}-{now}")
+    base = import_run_id_base(fmt, source.stem, datetime.now(UTC), run_id)
     out.mkdir(parents=True, exist_ok=True)
-    final = out / base
-    suffix = 2
-    while final.exists():
-        final = out / f"{base}-{suffix}"
-        suffix += 1
+    final = next(out / name for name in candidate_run_ids(base) if not (out / name).exists())
     staging = out / f".{final.name}.importing-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)

@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from driftdesk.analysis.metrics import Z95, repeat_ci95, repeat_half_width
 from driftdesk.analysis.metrics import outcome_variance as task_variance
+from driftdesk.rundir import latest_rows
 
 TargetKind = Literal["ci", "volatile"]
 JUDGED = ("pass", "fail")
@@ -257,13 +258,7 @@ class AdaptivePolicy:
         # Σ p̂_i, Σ v_i / n_i, tasks without a count; each task's last share, to take back.
         self._sums = {False: [0.0, 0.0, 0], True: [0.0, 0.0, 0]}
         self._shares: dict[tuple[str, bool], tuple[float, float] | None] = {}
-        latest: dict[tuple[str, int], dict[str, Any]] = {}
-        for row in rows:
-            try:
-                latest[(str(row["task_id"]), int(row["attempt"]))] = row
-            except (KeyError, TypeError, ValueError):
-                continue
-        for (task_id, attempt), row in latest.items():
+        for (task_id, attempt), row in latest_rows(rows).items():
             if task_id in self.tallies:
                 self.tallies[task_id].numbers.add(attempt)
                 self._count(task_id, row)

@@ -2,7 +2,7 @@
 
 Several rows can exist for one (task_id, attempt) slot after ``resume --retry-link-errors``:
 the **later row in file order wins** (it supersedes the earlier link_error row). Readers that
-want one row per slot keep the last one (``latest_rows``).
+want one row per slot keep the last one (``driftdesk.rundir.latest_rows``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -27,7 +28,10 @@ from driftdesk.rundir import (
     CALLS_FILE,
     MANIFEST_FILE,
     attempt_folder,
-    safe_name,
+    candidate_run_ids,
+    latest_rows,
+    run_id_base,
+    slot_of,
 )
 
 # Short local names for the shared layout (driftdesk.rundir.layout).
@@ -46,10 +50,9 @@ def iso(moment: dt.datetime) -> str:
 
 def create_run_dir(out_dir: Path, profile: str, model: str, now: dt.datetime) -> tuple[str, Path]:
     """Make a new, empty run dir; never reuses an existing one (suffix -2, -3...)."""
-    base = safe_name(f"{profile}-{model}-{now.strftime('%Y%m%dT%H%M%SZ')}")
+    base = run_id_base(profile, model, now)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 10_000):
-        run_id = base if n == 1 else f"{base}-{n}"
+    for run_id in itertools.islice(candidate_run_ids(base), 9_999):
         path = out_dir / run_id
         try:
             path.mkdir()
@@ -217,18 +220,6 @@ def read_attempt_rows(run_dir: Path, problems: list[JsonlProblem]) -> list[dict[
     return [row for _, row in iter_jsonl(path, problems)]
 
 
-def latest_rows(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """One row per (task_id, attempt): the last in file order wins."""
-    latest: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in rows:
-        try:
-            slot = (str(row["task_id"]), int(row["attempt"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        latest[slot] = row
-    return latest
-
-
 @dataclass(frozen=True)
 class CommonError:
     """The most common error message among the latest rows of one outcome."""
@@ -279,9 +270,8 @@ def count_calls(run_dir: Path) -> dict[tuple[str, int], int]:
     if not path.exists():
         return counts
     for _, row in iter_jsonl(path, []):
-        try:
-            slot = (str(row["task_id"]), int(row["attempt"]))
-        except (KeyError, TypeError, ValueError):
+        slot = slot_of(row)
+        if slot is None:
             continue
         counts[slot] = counts.get(slot, 0) + 1
     return counts

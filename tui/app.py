@@ -200,7 +200,8 @@ class DriftdeskApp(App[None]):
         def start() -> Coroutine[Any, Any, Any]:
             # (on the worker thread) what was finished before the interrupt shows as done
             from driftdesk.reruns.run_process import resume_request
-            from driftdesk.reruns.rundir import latest_rows, read_attempt_rows
+            from driftdesk.reruns.rundir import read_attempt_rows
+            from driftdesk.rundir import latest_rows
 
             live.add_earlier_rows(list(latest_rows(read_attempt_rows(run_dir, [])).values()))
             if self.runs_in_child:

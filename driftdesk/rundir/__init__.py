@@ -10,6 +10,13 @@ This ``__init__`` is the public surface: callers import from ``driftdesk.rundir`
 """
 
 from driftdesk.rundir import layout
+from driftdesk.rundir.ids import (
+    RUN_ID_TIME_FORMAT,
+    candidate_run_ids,
+    import_run_id_base,
+    run_id_base,
+    safe_name,
+)
 from driftdesk.rundir.layout import (
     ATTEMPTS_DIR,
     ATTEMPTS_FILE,
@@ -27,9 +34,9 @@ from driftdesk.rundir.layout import (
     attempt_file,
     attempt_folder,
     result_file,
-    safe_name,
     task_folder_name,
 )
+from driftdesk.rundir.slots import Slot, latest_rows, slot_of
 
 __all__ = [
     "ATTEMPTS_DIR",
@@ -41,14 +48,21 @@ __all__ = [
     "INSPECT_LOG_DIR",
     "MANIFEST_FILE",
     "RECORDING_SUFFIX",
+    "RUN_ID_TIME_FORMAT",
     "TRAJECTORY_SUFFIX",
     "TRANSCRIPT_SUFFIX",
     "WORKSPACE_DIFF_SUFFIX",
     "WORKSPACE_SUFFIX",
+    "Slot",
     "attempt_file",
     "attempt_folder",
+    "candidate_run_ids",
+    "import_run_id_base",
+    "latest_rows",
     "layout",
     "result_file",
+    "run_id_base",
     "safe_name",
+    "slot_of",
     "task_folder_name",
 ]

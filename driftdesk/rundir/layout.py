@@ -4,9 +4,10 @@ the importer of foreign results, so the places a file is looked for are where it
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 from typing import Any
+
+from driftdesk.rundir.ids import safe_name
 
 MANIFEST_FILE = "manifest.json"
 ATTEMPTS_FILE = "attempts.jsonl"
@@ -19,14 +20,8 @@ TRANSCRIPT_SUFFIX = ".transcript.json"  # the builtin agent's conversation (reda
 # an imported attempt's steps, kept from the foreign file (analysis.trajectory)
 TRAJECTORY_SUFFIX = ".trajectory.json"
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Room for the hash suffix and a file name inside a 255-byte name limit, and short paths.
 _READABLE_PART = 64
-
-
-def safe_name(text: str) -> str:
-    """``text`` as a file or folder name: runs of other characters become ``-``."""
-    return _UNSAFE.sub("-", text).strip("-.") or "x"
 
 
 def task_folder_name(task_id: str) -> str:

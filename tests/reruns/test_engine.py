@@ -17,7 +17,7 @@ from driftdesk.reruns.events import AttemptFinished, CallRecorded, RunEvent, Run
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
-from driftdesk.reruns.rundir import latest_rows
+from driftdesk.rundir import latest_rows
 from tests.ports import refused_port
 
 REAL_KEY = "sk-test-REALKEY-0123456789abcdef"
