@@ -23,17 +23,15 @@ is written one way (``same_item``).
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from driftdesk.analysis.steps import Step, content_text, model_step, user_steps
+from driftdesk.rundir import record_lines
 from driftdesk.wire.content import request_turns
 
-GZIP_WBITS = 31  # zlib's gzip framing
-_CHUNK = 1 << 16  # fed to the decompressor at a time: keeps each member's leftover small
 _RECENT_CALLS = 8  # earlier calls of a try a call may continue the conversation of
 
 
@@ -85,7 +83,7 @@ def read_recording(path: Path | str) -> tuple[list[RecordedCall], list[str]]:
     problems: list[str] = []
     calls: list[RecordedCall] = []
     chain = _Chain()
-    for number, line in _record_lines(Path(path), problems):
+    for number, line in record_lines(Path(path), problems):
         try:
             record = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -102,39 +100,6 @@ def read_recording(path: Path | str) -> tuple[list[RecordedCall], list[str]]:
             chain.recent = []
         calls.append(_reconstruct(number, record, chain, problems))
     return calls, problems
-
-
-def _record_lines(path: Path, problems: list[str]) -> Iterator[tuple[int, bytes]]:
-    """(record number, line) of each non-blank line of each whole gzip member."""
-    data = path.read_bytes()
-    view = memoryview(data)
-    position, number = 0, 0
-    while position < len(data):
-        start = position
-        member = zlib.decompressobj(wbits=GZIP_WBITS)
-        parts = []
-        try:
-            while not member.eof and position < len(data):
-                chunk = view[position : position + _CHUNK]
-                parts.append(member.decompress(chunk))
-                position += len(chunk)
-        except zlib.error as exc:
-            problems.append(
-                f"bytes {start:,}-{len(data):,}: not a gzip member ({exc}); "
-                f"the {len(data) - start:,} bytes from there are skipped"
-            )
-            return
-        if not member.eof:
-            problems.append(
-                f"record {number + 1}: torn last gzip member ({len(data) - start:,} bytes from "
-                f"byte {start:,}, cut short: the writer was stopped mid-record); skipped"
-            )
-            return
-        position -= len(member.unused_data)
-        for line in b"".join(parts).split(b"\n"):
-            if line.strip():
-                number += 1
-                yield number, line
 
 
 def _reconstruct(

@@ -17,14 +17,12 @@ keep only their figures and say ``"truncated": true``.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import marshal
 import math
 import os
 import threading
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,7 +31,14 @@ from typing import Any
 
 from driftdesk.fileio import iter_jsonl
 from driftdesk.reruns.key_scrub import KeyScrubber
-from driftdesk.rundir import CALLS_FILE, RECORDING_SUFFIX, attempt_file
+from driftdesk.rundir import (
+    CALLS_FILE,
+    RECORDING_SUFFIX,
+    append_member,
+    attempt_file,
+    cut_torn_tail,
+    gzip_member,
+)
 from driftdesk.secrets import holds_secret, redact, secret_shapes
 from driftdesk.wire import MODEL_PROTOCOLS
 from driftdesk.wire.content import RequestContent, answer_content, request_content
@@ -255,26 +260,6 @@ def _without_content(call: _Call) -> _Call:
     return _Call(call.protocol, request, call.raw_request_bytes, response, call.error, slim=True)
 
 
-def whole_members_end(data: bytes) -> int:
-    """Where the last whole gzip member of ``data`` ends (a torn tail starts there)."""
-    view = memoryview(data)
-    end = 0
-    while end < len(data):
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        at = end
-        try:
-            while not inflate.eof and at < len(data):
-                piece = view[at : at + 65536]
-                inflate.decompress(piece)
-                at += len(piece)
-        except zlib.error:
-            break
-        if not inflate.eof:
-            break
-        end = at - len(inflate.unused_data)
-    return end
-
-
 class _RecordingWriter:
     """The I/O thread's side: reads captures, shares prefixes, applies the cap, appends."""
 
@@ -440,11 +425,11 @@ class _RecordingWriter:
         if self._redactor.suspect(line):  # rarely: only then is every string walked
             record = self._redactor.value(record)
             line = _json_line(record)
-        member = _gzip_member(line)
+        member = gzip_member(line)
         if capped and not record["truncated"] and size + len(member) > self._max_bytes:
-            member = _gzip_member(_json_line(_slim(record)))
+            member = gzip_member(_json_line(_slim(record)))
         try:
-            _append(fd, member, size)
+            append_member(fd, member, size)
         except OSError:
             self._files[slot] = (fd, size)
             self._close(slot)  # reopened (its size read again) by the next record
@@ -461,52 +446,16 @@ class _RecordingWriter:
         try:
             size = os.fstat(fd).st_size
             if path not in self._touched:
-                size = self._cut_torn_tail(fd, path, size)
+                size = cut_torn_tail(fd, path, size)
                 self._touched.add(path)
         except BaseException:
             os.close(fd)
             raise
         return fd, size
 
-    @staticmethod
-    def _cut_torn_tail(fd: int, path: Path, size: int) -> int:
-        """A file left by an earlier process may end in a torn member (it was killed while
-        writing): cut it off, so the records appended after it stay readable."""
-        if size == 0:
-            return 0
-        with open(path, "rb") as fh:
-            end = whole_members_end(fh.read())
-        if end < size:
-            os.ftruncate(fd, end)
-        return end
-
 
 def _json_line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-
-
-def _gzip_member(line: str) -> bytes:
-    """One record's line as one gzip member. This runs for every call: level 1 (text
-    compresses nearly as well as at the default), and a window and hash table no larger
-    than the record needs (setting up zlib's full-size ones costs more than compressing a
-    small record)."""
-    data = line.encode("utf-8", "surrogatepass")
-    window_bits = min(15, max(9, len(data).bit_length()))
-    deflate = zlib.compressobj(1, zlib.DEFLATED, 16 + window_bits, max(2, window_bits - 6))
-    return deflate.compress(data) + deflate.flush()
-
-
-def _append(fd: int, member: bytes, start: int) -> None:
-    """One write per record on an O_APPEND fd; a write that fails or lands only in part is cut
-    off again (the file never ends in a member this process tore)."""
-    try:
-        written = os.write(fd, member)
-        if written != len(member):
-            raise OSError(errno.ENOSPC, f"short write: {written} of {len(member)} bytes")
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, start)
-        raise
 
 
 Job = Callable[[], None]
@@ -632,5 +581,4 @@ __all__ = [
     "ValueRedactor",
     "max_recorded_mb_problem",
     "tries_begun",
-    "whole_members_end",
 ]

@@ -10,6 +10,14 @@ This ``__init__`` is the public surface: callers import from ``driftdesk.rundir`
 """
 
 from driftdesk.rundir import layout
+from driftdesk.rundir.framing import (
+    GZIP_WBITS,
+    append_member,
+    cut_torn_tail,
+    gzip_member,
+    record_lines,
+    whole_members_end,
+)
 from driftdesk.rundir.ids import (
     RUN_ID_TIME_FORMAT,
     candidate_run_ids,
@@ -45,6 +53,7 @@ __all__ = [
     "CHECK_OUTPUT_SUFFIX",
     "CLIENT_HOME_SUFFIX",
     "CLIENT_OUTPUT_SUFFIX",
+    "GZIP_WBITS",
     "INSPECT_LOG_DIR",
     "MANIFEST_FILE",
     "RECORDING_SUFFIX",
@@ -54,15 +63,20 @@ __all__ = [
     "WORKSPACE_DIFF_SUFFIX",
     "WORKSPACE_SUFFIX",
     "Slot",
+    "append_member",
     "attempt_file",
     "attempt_folder",
     "candidate_run_ids",
+    "cut_torn_tail",
+    "gzip_member",
     "import_run_id_base",
     "latest_rows",
     "layout",
+    "record_lines",
     "result_file",
     "run_id_base",
     "safe_name",
     "slot_of",
     "task_folder_name",
+    "whole_members_end",
 ]
