@@ -11,7 +11,7 @@ from driftdesk.analysis.sources import (
     ATTEMPTS_FILE,
     SourceError,
     lines_containing,
-    read_manifest,
+    manifest_or_empty,
     row_problem,
 )
 from driftdesk.rundir import attempt_folder, result_file
@@ -28,7 +28,7 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
     run_dir = Path(run_dir)
     path = run_dir / ATTEMPTS_FILE
     try:
-        manifest = read_manifest(run_dir)
+        manifest = manifest_or_empty(run_dir)
     except SourceError:  # an unreadable manifest: the rows are still this run's own file
         manifest = {}
     linked = zero_copy.linked_source(manifest)

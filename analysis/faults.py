@@ -25,7 +25,7 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-from driftdesk.analysis.sources import SourceError, read_manifest
+from driftdesk.analysis.sources import SourceError, manifest_or_empty
 from driftdesk.fileio import iter_jsonl
 from driftdesk.rundir import ATTEMPTS_FILE, latest_rows
 
@@ -115,9 +115,14 @@ def injection_summary(rows: Iterable[dict[str, Any]], spec: str | None = None) -
 def injection_spec(run_dir: Path | str | None) -> str | None:
     """The ``--inject`` spec a run recorded (None: none, or no readable manifest)."""
     try:
-        manifest = read_manifest(Path(run_dir) if run_dir is not None else None)
+        manifest = manifest_or_empty(Path(run_dir) if run_dir is not None else None)
     except SourceError:
         return None
+    return manifest_injection_spec(manifest)
+
+
+def manifest_injection_spec(manifest: dict[str, Any]) -> str | None:
+    """The ``--inject`` spec recorded in a run's manifest (None: it injected nothing)."""
     injection = manifest.get("injection")
     spec = injection.get("spec") if isinstance(injection, dict) else None
     return str(spec) if spec else None
@@ -210,6 +215,7 @@ __all__ = [
     "TaskInjection",
     "injection_spec",
     "injection_summary",
+    "manifest_injection_spec",
     "r_fault",
     "read_injection",
     "report_lines",

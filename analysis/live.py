@@ -22,8 +22,8 @@ from driftdesk.analysis.sources import (
     ATTEMPTS_FILE,
     RunSource,
     is_blank,
+    manifest_or_empty,
     name_bad_records,
-    read_manifest,
 )
 from driftdesk.analysis.volatility import (
     GroupBy,
@@ -248,7 +248,7 @@ class LiveVolatility:
                 sums.replace(task_id, new.get(task_id, {}))
 
     def _report(self) -> RunReport:
-        manifest = read_manifest(self.run_dir)
+        manifest = manifest_or_empty(self.run_dir)
         extras = RunExtras(
             tokens_by_model=dict(self._tokens.totals),
             skipped_lines=list(self._skipped),

@@ -65,12 +65,12 @@ def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey |
     """The identity (``RowsKey``) of the file a run's rows are read from (``zero_copy.rows_path``: its
     attempts file, or a zero-copy import's source), ``manifest`` read if not given; None when
     there is none."""
-    from driftdesk.analysis.sources import RunSource, read_manifest
+    from driftdesk.analysis.sources import RunSource, manifest_or_empty
     from driftdesk.analysis.zero_copy import rows_path
 
     try:
         if manifest is None:
-            manifest = read_manifest(run_dir)
+            manifest = manifest_or_empty(run_dir)
         stat = rows_path(RunSource(run_dir / ATTEMPTS_FILE, run_dir, manifest)).stat()
     except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
         return None

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from driftdesk.rundir import ATTEMPTS_FILE, MANIFEST_FILE
+from driftdesk.rundir import (
+    ATTEMPTS_FILE,
+    MANIFEST_FILE,
+    ManifestNotObject,
+    ManifestUnparsable,
+    read_manifest,
+)
 
 OUTCOMES = ("pass", "fail", "link_error", "harness_error")
 # The limits a row must keep (checked at import and at read, by the same rules): beyond them a
@@ -68,7 +74,7 @@ def resolve_sources(sources: Sequence[Path | str]) -> list[RunSource]:
             if key in seen:
                 continue
             seen.add(key)
-            found.append(RunSource(attempts_path, run_dir, read_manifest(run_dir)))
+            found.append(RunSource(attempts_path, run_dir, manifest_or_empty(run_dir)))
     return found
 
 
@@ -111,19 +117,22 @@ def _refuse_non_file(attempts: Path) -> None:
         raise SourceError(f"{attempts}: a symlink to {os.readlink(attempts)}, which is not there")
 
 
-def read_manifest(run_dir: Path | None) -> dict[str, Any]:
+def manifest_or_empty(run_dir: Path | None) -> dict[str, Any]:
+    """The manifest of ``run_dir`` (``driftdesk.rundir.read_manifest``), as analysis reads it:
+    empty for no run dir or no manifest, a ``SourceError`` when it cannot be read."""
     if run_dir is None:
         return {}
     path = run_dir / MANIFEST_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return read_manifest(run_dir)
+    except ManifestNotObject as exc:
+        raise SourceError(f"{path}: manifest is not a JSON object") from exc
+    except ManifestUnparsable as exc:
+        raise SourceError(f"{path}: unreadable manifest: {exc.cause}") from exc
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         raise SourceError(f"{path}: unreadable manifest: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SourceError(f"{path}: manifest is not a JSON object")
-    return data
 
 
 def ends_with_newline(path: Path) -> bool:

@@ -433,9 +433,9 @@ def zero_copy_lines(run_dir: Path | str, task_id: str) -> dict[int, Any]:
     (empty for a run that holds its own rows). The source is checked first, as every
     reader of the run does (a changed source is refused)."""
     from driftdesk.analysis import zero_copy
-    from driftdesk.analysis.sources import read_manifest
+    from driftdesk.analysis.sources import manifest_or_empty
 
-    linked = zero_copy.linked_source(read_manifest(Path(run_dir)))
+    linked = zero_copy.linked_source(manifest_or_empty(Path(run_dir)))
     if linked is None:
         return {}
     zero_copy.check(linked, str(run_dir))

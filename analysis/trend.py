@@ -387,13 +387,13 @@ def _answer(run_dirs: Sequence[Path], options: dict[str, Any], use_cache: bool) 
     """The trend kept for these runs and options if none of them changed since, else the
     trend computed (and kept)."""
     from driftdesk.analysis import trend_cache
-    from driftdesk.analysis.sources import read_manifest
+    from driftdesk.analysis.sources import manifest_or_empty
 
     if not run_dirs:
         raise TrendError("no run dir found")
     if not use_cache:
         return _Answer(_compute(run_dirs, None, use_cache=False, **options), None)
-    manifests = [read_manifest(d) for d in run_dirs]
+    manifests = [manifest_or_empty(d) for d in run_dirs]
     resolved = [d.resolve() for d in run_dirs]
     key_options = _key_options(options)
     path = trend_cache.entry_file(resolved, key_options)

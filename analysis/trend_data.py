@@ -237,12 +237,12 @@ def aggregates(
     else read (in batches, one DuckDB connection per batch) and cached. ``manifests``: the
     run dirs' manifests, if the caller has read them."""
     from driftdesk.analysis.run_success import pooled_success, remember_successes
-    from driftdesk.analysis.sources import read_manifest
+    from driftdesk.analysis.sources import manifest_or_empty
 
     found: dict[int, RunAggregate] = {}
     to_read: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
     for index, run_dir in enumerate(run_dirs):
-        manifest = read_manifest(run_dir) if manifests is None else manifests[index]
+        manifest = manifest_or_empty(run_dir) if manifests is None else manifests[index]
         keys = source_keys(run_dir, manifest)
         hit = cached(run_dir, keys) if use_cache else None
         if hit is not None:

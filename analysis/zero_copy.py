@@ -245,11 +245,11 @@ def relink(run_dir: Path, new_path: Path) -> LinkedSource:
     """Point a zero-copy run at its source's new place, after a move. The file there must
     hold exactly the content imported (size and full sha256); the manifest is rewritten
     atomically, and nothing changes when the check fails."""
-    from driftdesk.analysis.sources import read_manifest
+    from driftdesk.analysis.sources import manifest_or_empty
     from driftdesk.fileio import atomic_write_json
     from driftdesk.rundir import MANIFEST_FILE
 
-    manifest = read_manifest(run_dir)
+    manifest = manifest_or_empty(run_dir)
     linked = linked_source(manifest)
     if linked is None:
         raise SourceError(f"{run_dir}: not a zero-copy import (its rows are its own)")

@@ -347,7 +347,8 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     if outcome.reason:
         print(printable(outcome.reason), file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
-    injected = _injection_line(outcome.run_dir)
+    manifest = _manifest(outcome.run_dir)  # read once for everything said below
+    injected = _injection_line(outcome.run_dir, manifest)
     if injected:
         print(injected)
     if outcome.status != "completed":
@@ -356,7 +357,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     link_errors = stats.by_outcome.get("link_error", 0)
     if stats.done and link_errors == stats.done:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(stats.link_errors.items()))
-        profile = _manifest(outcome.run_dir).get("profile", "PROFILE")
+        profile = manifest.get("profile", "PROFILE")
         print(
             printable(
                 f"driftdesk: every attempt ({stats.done}) was a link error ({kinds}): the model "
@@ -372,36 +373,36 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     if harness_errors and link_errors + harness_errors == stats.done:
         print(printable(_all_harness_errors(outcome.run_dir, stats.done)), file=sys.stderr)
         return EXIT_ALL_HARNESS_ERRORS
-    unknown = _sandbox_did_not_know(outcome.run_dir)
+    unknown = _sandbox_did_not_know(outcome.run_dir, manifest)
     if unknown:
         print(printable(unknown), file=sys.stderr)
-    print(next_commands(outcome.run_dir))
+    print(next_commands(outcome.run_dir, manifest))
     return 0
 
 
-def _injection_line(run_dir: Path) -> str | None:
+def _injection_line(run_dir: Path, manifest: dict[str, Any]) -> str | None:
     """What became of the faults a run injected (None: it injected none)."""
-    from driftdesk.analysis.faults import injection_spec, injection_summary, summary_line
+    from driftdesk.analysis.faults import injection_summary, manifest_injection_spec, summary_line
     from driftdesk.reruns import rundir
 
-    if not _manifest(run_dir).get("injection"):
+    if not manifest.get("injection"):
         return None
     try:
         rows = rundir.read_attempt_rows(run_dir, [])
     except OSError:
         return None
-    return summary_line(injection_summary(rows, injection_spec(run_dir)))
+    return summary_line(injection_summary(rows, manifest_injection_spec(manifest)))
 
 
-def _sandbox_did_not_know(run_dir: Path) -> str | None:
+def _sandbox_did_not_know(run_dir: Path, manifest: dict[str, Any]) -> str | None:
     """One line when the sandbox answered placeholders: it was started without this suite."""
     from driftdesk.reruns.sandbox import tasks_it_did_not_know
 
     unknown = tasks_it_did_not_know(run_dir)
     if not unknown:
         return None
-    tasks = len(_manifest(run_dir).get("tasks") or []) or len(unknown)
-    suite = _suite_argument(_manifest(run_dir).get("suite")) or "FILE"
+    tasks = len(manifest.get("tasks") or []) or len(unknown)
+    suite = _suite_argument(manifest.get("suite")) or "FILE"
     return (
         f"driftdesk: the sandbox does not know {len(unknown)} of {tasks} tasks (it answered a "
         f"placeholder, so they fail): restart it with driftdesk sandbox --suite {suite}"
@@ -439,7 +440,7 @@ def _shown(path: Path) -> str:
 
 
 def _manifest(run_dir: Path) -> dict[str, Any]:
-    from driftdesk.reruns.rundir import read_manifest
+    from driftdesk.rundir import read_manifest
 
     try:
         return read_manifest(run_dir)
@@ -447,10 +448,12 @@ def _manifest(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def next_commands(run_dir: Path) -> str:
-    """What a user usually does after a run: read it, rerun what wobbled, compare, browse."""
+def next_commands(run_dir: Path, manifest: dict[str, Any] | None = None) -> str:
+    """What a user usually does after a run: read it, rerun what wobbled, compare, browse
+    (``manifest``: the run's, when the caller has read it already)."""
     here = _shown(run_dir)
-    manifest = _manifest(run_dir)
+    if manifest is None:
+        manifest = _manifest(run_dir)
     lines = ["next:", f"  driftdesk report {here}   # the per-task numbers"]
     suite = _suite_argument(manifest.get("suite"))
     # With one repeat no task can show both a pass and a fail: nothing can be volatile.
@@ -635,9 +638,10 @@ def _say_why_it_stopped(run_dir: Path) -> None:
     """Before resuming: why the run stopped (a manifest that could not be read is the
     engine's to report)."""
     from driftdesk.reruns import rundir
+    from driftdesk.rundir import read_manifest
 
     try:
-        reason = rundir.interruption_reason(run_dir, rundir.read_manifest(run_dir))
+        reason = rundir.interruption_reason(run_dir, read_manifest(run_dir))
     except (OSError, ValueError):
         return
     if reason:

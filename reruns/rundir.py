@@ -12,7 +12,6 @@ import datetime as dt
 import errno
 import fcntl
 import itertools
-import json
 import os
 import shutil
 import stat
@@ -30,6 +29,7 @@ from driftdesk.rundir import (
     attempt_folder,
     candidate_run_ids,
     latest_rows,
+    read_manifest,  # noqa: F401  (run_start reads it as rundir.read_manifest; to go: issue 47)
     run_id_base,
     slot_of,
 )
@@ -198,19 +198,6 @@ def write_final_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
         write_manifest(run_dir, manifest)
     else:
         release_manifest_space(run_dir)
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(f"{run_dir} is not a run dir (no {MANIFEST})") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} does not parse as JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
 
 
 def read_attempt_rows(run_dir: Path, problems: list[JsonlProblem]) -> list[dict[str, Any]]:

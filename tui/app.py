@@ -188,7 +188,7 @@ class DriftdeskApp(App[None]):
         """Run the missing slots of an interrupted ``run_dir`` (``reruns.run_start.resume_run``)
         through the same worker path as a new run; returns its live state."""
         from driftdesk.reruns.run_start import resume_run
-        from driftdesk.reruns.rundir import read_manifest
+        from driftdesk.rundir import read_manifest
 
         label = f"resume of {run_dir.name}" + (" (+link errors)" if retry_link_errors else "")
         profile = None

@@ -44,6 +44,12 @@ from driftdesk.rundir.layout import (
     result_file,
     task_folder_name,
 )
+from driftdesk.rundir.manifest import (
+    ManifestNotObject,
+    ManifestUnparsable,
+    RunManifest,
+    read_manifest,
+)
 from driftdesk.rundir.slots import Slot, latest_rows, slot_of
 
 __all__ = [
@@ -62,6 +68,9 @@ __all__ = [
     "TRANSCRIPT_SUFFIX",
     "WORKSPACE_DIFF_SUFFIX",
     "WORKSPACE_SUFFIX",
+    "ManifestNotObject",
+    "ManifestUnparsable",
+    "RunManifest",
     "Slot",
     "append_member",
     "attempt_file",
@@ -72,6 +81,7 @@ __all__ = [
     "import_run_id_base",
     "latest_rows",
     "layout",
+    "read_manifest",
     "record_lines",
     "result_file",
     "run_id_base",

@@ -8,13 +8,13 @@ as ``RunFacts`` (``driftdesk.reruns.run_facts.run_facts()`` makes the cores' one
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from driftdesk.rundir.layout import MANIFEST_FILE
+from driftdesk.rundir.manifest import read_manifest
 
 
 @dataclass(frozen=True)
@@ -135,19 +135,9 @@ def manifest_of(run_dir: Path) -> dict[str, Any] | None:
         cached = MANIFESTS.get(run_dir)
         if cached is not None and cached[0] == key:
             return cached[1]
-        manifest = {k: v for k, v in _read_manifest(run_dir).items() if k != "tasks"}
+        manifest = {k: v for k, v in read_manifest(run_dir).items() if k != "tasks"}
     except (OSError, ValueError):
         MANIFESTS.pop(run_dir, None)
         return None
     MANIFESTS[run_dir] = (key, manifest)
     return manifest
-
-
-def _read_manifest(run_dir: Path) -> dict[str, Any]:
-    # Until ``driftdesk.rundir.manifest.read_manifest`` exists: what ``reruns.rundir``'s does,
-    # its errors (OSError, ValueError) included.
-    path = run_dir / MANIFEST_FILE
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data

@@ -18,7 +18,7 @@ from driftdesk.reruns import rundir
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
-from driftdesk.rundir import RECORDING_SUFFIX
+from driftdesk.rundir import RECORDING_SUFFIX, read_manifest
 
 TASK = "invoice-7_2"
 
@@ -51,11 +51,11 @@ async def test_no_bodies_and_a_profile_that_says_so_write_no_recording_and_resum
     )
     for outcome, expected in ((off, False), (quiet, False), (on, True)):
         assert outcome.status == "completed"
-        manifest = rundir.read_manifest(outcome.run_dir)
+        manifest = read_manifest(outcome.run_dir)
         assert manifest["recording"]["bodies"] is expected
         found = list(outcome.run_dir.glob("attempts/*/*" + RECORDING_SUFFIX))
         assert len(found) == (2 if expected else 0)
-    assert rundir.read_manifest(on.run_dir)["recording"]["max_recorded_mb"] == 0.5
+    assert read_manifest(on.run_dir)["recording"]["max_recorded_mb"] == 0.5
     # A resume records as its run said: the --no-bodies run's redone slots get no recording.
     for outcome in (off, on):
         (outcome.run_dir / rundir.ATTEMPTS).write_text("")
@@ -87,7 +87,7 @@ def test_driftdesk_run_leaves_one_recording_per_slot_joining_calls_jsonl(
     result = cli(*args, "--out", str(out), timeout=240)
     assert result.returncode == 0, result.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    manifest = rundir.read_manifest(run_dir)
+    manifest = read_manifest(run_dir)
     assert manifest["recording"] == {"bodies": True, "max_recorded_mb": 8.0}
     calls = read_rows(run_dir / rundir.CALLS)
     slots = {(t, a) for t in manifest["tasks"] for a in range(2)}

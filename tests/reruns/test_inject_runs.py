@@ -11,11 +11,11 @@ from typing import Any
 from reruns_helpers import read_rows
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns import rundir
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
 from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.rundir import read_manifest
 
 KEY = "sk-test-REALKEY-inject-0123456789"
 FAST_RETRIES = RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05)
@@ -94,7 +94,7 @@ async def test_every_injected_fault_is_accounted_for_over_a_thousand_calls(
     surfaced = [r for r in rows if r["injected_surfaced"]]
     assert surfaced and all(r["outcome"] == "link_error" for r in surfaced)
     assert {r["outcome"] for r in rows} >= {"pass", "fail", "link_error"}
-    manifest = rundir.read_manifest(outcome.run_dir)
+    manifest = read_manifest(outcome.run_dir)
     assert manifest["injection"]["spec"] == "429=10%:0.01s,500=5%,truncate=2%"
 
 
@@ -133,7 +133,7 @@ async def test_a_run_without_inject_is_untouched(tmp_path: Path) -> None:
         outcome = await execute_run(
             _spec(server.base_url, tmp_path, tasks=["arith-01", "lookup-02"], repeat=2)
         )
-    manifest = rundir.read_manifest(outcome.run_dir)
+    manifest = read_manifest(outcome.run_dir)
     assert "injection" not in manifest
     calls = read_rows(outcome.run_dir / "calls.jsonl")
     rows = read_rows(outcome.run_dir / "attempts.jsonl")
@@ -157,7 +157,7 @@ async def test_the_profile_setting_injects_and_none_turns_it_off(tmp_path: Path)
     assert [(r["outcome"], r["error_code"], r["injected_faults"]) for r in faulted_rows] == [
         ("link_error", "500", 5)  # the first call and its 4 retries, all injected
     ]
-    assert "injection" not in rundir.read_manifest(clean.run_dir)
+    assert "injection" not in read_manifest(clean.run_dir)
     assert [r["outcome"] for r in read_rows(clean.run_dir / "attempts.jsonl")] != ["link_error"]
 
 
@@ -232,7 +232,7 @@ async def test_resume_keeps_the_injection(tmp_path: Path) -> None:
         lines = attempts.read_text().splitlines(keepends=True)
         attempts.write_text("".join(lines[:2]))  # four slots lost their rows
         await resume_run(outcome.run_dir, api_key=KEY, profile=sim_profile(server.base_url))
-    manifest = rundir.read_manifest(outcome.run_dir)
+    manifest = read_manifest(outcome.run_dir)
     assert manifest["injection"]["spec"] == "500=30%"
     rows = read_rows(attempts)
     assert len(rows) == 6

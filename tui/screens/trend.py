@@ -139,7 +139,7 @@ class TrendScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, group="trend", exit_on_error=False, name="reading runs")
     def load(self) -> None:
-        from driftdesk.analysis.sources import read_manifest
+        from driftdesk.analysis.sources import manifest_or_empty
         from driftdesk.analysis.trend import ALL_AGENTS, TrendError, build_trend
         from driftdesk.analysis.trend_plot import trend_plot
 
@@ -147,12 +147,12 @@ class TrendScreen(WorkbenchScreen):
         try:
             from driftdesk.analysis.agent_identity import UNKNOWN_KIND, agent_identity
 
-            manifest = read_manifest(self.run_dir)
+            manifest = manifest_or_empty(self.run_dir)
             suite = (manifest.get("suite") or {}).get("name")
             same_suite = [
                 d
                 for d in self.run_dirs
-                if (read_manifest(d).get("suite") or {}).get("name") == suite
+                if (manifest_or_empty(d).get("suite") or {}).get("name") == suite
             ]
             # The series of the run it was opened from (one per agent kind), or every kind.
             kind = agent_identity(manifest).kind
