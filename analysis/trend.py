@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis.trend_data import RunAggregate, aggregates, normal_ci95
 from driftdesk.rundir import MANIFEST_FILE
+from driftdesk.rundir.catalog import run_dirs_in
 
 if TYPE_CHECKING:
     from driftdesk.analysis.agent_identity import AgentIdentity
@@ -226,7 +227,7 @@ def run_dirs_under(folder: Path) -> list[Path]:
         return [folder]
     if not folder.is_dir():
         raise TrendError(f"{folder}: no such folder of runs")
-    return sorted(child for child in folder.iterdir() if (child / MANIFEST_FILE).is_file())
+    return sorted(run_dirs_in(folder))
 
 
 def start_key(run: RunAggregate) -> tuple[float, str]:

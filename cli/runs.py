@@ -486,17 +486,17 @@ def _suite_argument(suite: object) -> str | None:
 
 def _earlier_run(run_dir: Path) -> Path | None:
     """The newest other run dir beside ``run_dir`` (by its manifest's start time)."""
-    from driftdesk.rundir import MANIFEST_FILE
+    from driftdesk.rundir.catalog import manifest_of, run_dirs_in
 
     best: tuple[str, Path] | None = None
     try:
-        siblings = list(run_dir.parent.iterdir())
+        siblings = run_dirs_in(run_dir.parent)
     except OSError:
         return None
     for sibling in siblings:
-        if sibling.resolve() == run_dir.resolve() or not (sibling / MANIFEST_FILE).is_file():
+        if sibling.resolve() == run_dir.resolve():
             continue
-        started = str(_manifest(sibling).get("started_at") or "")
+        started = str((manifest_of(sibling) or {}).get("started_at") or "")
         if best is None or started > best[0]:
             best = (started, sibling)
     return None if best is None else best[1]

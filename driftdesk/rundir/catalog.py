@@ -67,6 +67,12 @@ class RunInfo:
         return "interrupted (resumable)" if self.resumable else self.status
 
 
+def run_dirs_in(folder: Path) -> list[Path]:
+    """The run dirs (folders with a manifest) directly under ``folder``, in the order the
+    folder lists them. Raises ``OSError`` when ``folder`` cannot be listed."""
+    return [child for child in folder.iterdir() if (child / MANIFEST_FILE).is_file()]
+
+
 def discover_runs(
     dirs: list[Path], facts: RunFacts, executing: frozenset[Path] = frozenset()
 ) -> list[RunInfo]:
