@@ -1,16 +1,13 @@
 """The caches of derived data driftdesk keeps, found and cleared (``driftdesk cache``).
 
 Every one of them is a copy of what the runs' files say, made to be fast the second time:
-deleting any of them changes no figure (the next read makes it again). Beside a run:
-``.rows-cache/`` (its typed rows and aggregates, ``analysis.row_cache``) and
-``.trend-aggregate.json`` (its trend figures, ``analysis.trend_data``). Under the user's cache
-dir: the same for read-only runs (``rows/``, ``trend/``), the kept reports (``report/``), the
-kept trends and pair verdicts (``trend/``) and the measured successes the workbench lists
-(``measured-success.json``).
+deleting any of them changes no figure (the next read makes it again). What they are is what
+is declared in ``analysis.cache_store`` (``cache_store.declared``): each cache's place under
+the user's cache dir, a run's own entries (beside it, or its own under the user's cache dir
+for a read-only run), and whether its entries' keys name the runs they were made of.
 
-A run's caches are the ones beside it, its own under the user's cache dir, and the kept
-reports and trends that name it (its resolved path in their key): clearing a run's cache makes
-every report of it again.
+A run's caches are its own entries and the kept entries whose key names it (its resolved
+path): clearing a run's cache makes every report and trend of it again.
 """
 
 from __future__ import annotations
@@ -23,16 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from driftdesk.analysis import row_cache, trend_data
-from driftdesk.paths import cache_dir
-
-# What of the user's cache dir is ours to list and clear (nothing else is touched there).
-USER_PARTS = (
-    ("rows", "typed rows of read-only runs"),
-    ("report", "kept reports"),
-    ("trend", "kept trends, pair verdicts, trend figures of read-only runs"),
-    ("measured-success.json", "the workbench's measured successes"),
-)
+from driftdesk.analysis import cache_store
 
 
 @dataclass
@@ -66,49 +54,44 @@ def _measured(path: Path, what: str) -> Cache | None:
 
 
 def of_user() -> list[Cache]:
-    """The caches under the user's cache dir."""
-    root = cache_dir()
-    found = (_measured(root / name, what) for name, what in USER_PARTS)
+    """The caches under the user's cache dir, one per declared cache."""
+    found = (_measured(c.place(), c.what) for c in cache_store.declared())
     return [cache for cache in found if cache is not None]
 
 
 def of_runs(run_dirs: Iterable[Path]) -> list[Cache]:
-    """Each run's caches: beside it, its own under the user's cache dir, and the kept reports
-    and trends that name it."""
-    from driftdesk.analysis.sources import RunSource
-    from driftdesk.rundir import ATTEMPTS_FILE
-
+    """Each run's caches: its own entries of each declared cache, and the kept entries whose
+    key names it."""
+    declared = cache_store.declared()
     found: list[Cache | None] = []
     names: list[str] = []
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
-        # where its caches are follows from its path alone: a run whose manifest or rows
-        # are broken still has them listed and cleared
-        source = RunSource(run_dir / ATTEMPTS_FILE, run_dir, {})
-        for folder in row_cache.folders(source):
-            found.append(_measured(folder, f"typed rows of {run_dir.name}"))
-        for path in (run_dir / trend_data.CACHE_FILE, trend_data.user_cache_file(run_dir)):
-            found.append(_measured(path, f"trend figures of {run_dir.name}"))
+        for cache in declared:
+            for path in cache.run_entries(run_dir) if cache.run_entries else []:
+                found.append(_measured(path, f"{cache.what} of {run_dir.name}"))
         names.append(str(run_dir.resolve()))
-    found.extend(_kept_naming(names))
+    found.extend(_kept_naming([c for c in declared if c.names_runs], names))
     return [cache for cache in found if cache is not None]
 
 
-def _kept_naming(run_paths: Sequence[str]) -> list[Cache | None]:
-    """The kept reports and whole trends whose key (their first line) names one of these runs
+def _kept_naming(
+    caches: Sequence[cache_store.Declared], run_paths: Sequence[str]
+) -> list[Cache | None]:
+    """The entries of ``caches`` whose key (their first line) names one of these runs
     (JSON-escaped, as the key holds it). A run whose path is the start of another's also
     takes that one's: a cache cleared too many costs one read."""
     needles = [json.dumps(path)[1:-1].encode() for path in run_paths]
     found: list[Cache | None] = []
-    for folder, what in ((cache_dir() / "report", "kept report"),
-                         (cache_dir() / "trend" / "whole", "kept trend")):  # fmt: skip
+    for cache in caches:
+        folder = cache.place()
         if not folder.is_dir():
             continue
         for entry in sorted(folder.glob("*.json")):
             with contextlib.suppress(OSError), open(entry, "rb") as fh:
                 key = fh.readline()
                 if any(needle in key for needle in needles):
-                    found.append(_measured(entry, what))
+                    found.append(_measured(entry, cache.what))
     return found
 
 
@@ -116,11 +99,11 @@ def in_runs_folder(folder: Path) -> list[Path]:
     """The run dirs right under ``folder`` that hold a cache beside them."""
     if not folder.is_dir():
         return []
+    beside = [c.beside_run for c in cache_store.declared() if c.beside_run]
     return sorted(
         child
         for child in folder.iterdir()
-        if child.is_dir()
-        and ((child / row_cache.CACHE_FOLDER).exists() or (child / trend_data.CACHE_FILE).exists())
+        if child.is_dir() and any((child / name).exists() for name in beside)
     )
 
 

@@ -1,11 +1,11 @@
 """The report JSON of runs reported before, kept in the user's cache: ``report --format json``
 of unchanged runs with the same options prints what it printed, without reading a row.
 
-An entry is keyed by the report's **identity**: the code version (every module of
-``analysis``, and DuckDB's version), the options (the price table included), and per run its
-resolved attempts path and the identity (``row_cache.source_identity``: path, device, inode,
-size, mtime, ctime) of the file its rows are read from (a zero-copy import's source) and of
-its manifest. Any of them differs, and the report is made again (through the row cache) and
+An entry is keyed by the report's **identity**: the code digest (``analysis.cache_store``:
+every module of ``analysis``, and DuckDB's version), the options (the price table included),
+and per run its resolved attempts path and the identity (``cache_store.file_identity``:
+device, inode, size, mtime, ctime) of the file its rows are read from (a zero-copy import's
+source) and of its manifest. Any of them differs, and the report is made again (through the row cache) and
 kept anew. An entry holds the JSON text and the warnings the report gave (skipped lines), so a
 kept report warns as the first did.
 
@@ -14,8 +14,8 @@ warnings and the JSON text: one cut short (a power cut mid-write), edited, or wh
 replaced under its header is no entry (checked by reading it whole before a byte is printed),
 and the report is made again.
 
-It is derived: deleting it changes no figure. The newest ``KEEP`` entries are kept (one per
-selection of runs and options, ``KEEP_BYTES`` at most); a report whose runs changed while it
+It is derived: deleting it changes no figure. The newest ``CACHE.keep`` entries are kept (one
+per selection of runs and options, ``CACHE.keep_bytes`` at most); a report whose runs changed while it
 was made is not kept.
 """
 
@@ -27,22 +27,30 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from driftdesk.analysis import cache_seal, row_cache, zero_copy
-from driftdesk.analysis.code_version import code_version as shared_code_version
+from driftdesk.analysis import cache_seal, cache_store, zero_copy
+from driftdesk.analysis.cache_store import file_identity
 from driftdesk.analysis.prices import ModelPrice
 from driftdesk.analysis.sources import RunSource
 from driftdesk.rundir import MANIFEST_FILE
 
-CACHE_VERSION = 2  # 2: sealed
-KEEP = 8  # entries kept (a report is ~500 bytes per task)
-KEEP_BYTES = 256 << 20  # and at most this much of them (the newest first)
-STALE_PART_S = 3600.0  # a temp file this old is no writer's work in progress
+CACHE = cache_store.declare(
+    cache_store.Declared(
+        name="report",
+        format=3,  # 3: the store's entry and file identity
+        what="kept reports",
+        keys_on="the options and prices; each run's paths and the identity of its rows and "
+        "manifest",
+        user_part="report",
+        names_runs=True,
+        keep=8,  # a report is ~500 bytes per task
+        keep_bytes=256 << 20,  # and at most this much of them (the newest first)
+    )
+)
 
 
 def write_json(
@@ -57,9 +65,8 @@ def write_json(
     (see the module); ``warn`` gets each warning (a skipped line) either way."""
     from driftdesk.analysis.sources import resolve_sources
     from driftdesk.analysis.volatility import ReportOptions, write_report_json
-    from driftdesk.paths import caches_enabled
 
-    if not caches_enabled():
+    if not cache_store.enabled():
 
         def warn_of(report: Any) -> None:
             for line in skipped_warnings(report):
@@ -120,18 +127,12 @@ def skipped_warnings(report: Any) -> list[str]:
     return lines
 
 
-def code_version() -> str:
-    """The code version of a kept report (``analysis.code_version``: it reads DuckDB's version
-    from its metadata; importing DuckDB would take most of a kept report's time)."""
-    return shared_code_version(f"report:{CACHE_VERSION}")
-
-
 def identity(
     runs: Sequence[RunSource], options: dict[str, Any], prices: dict[str, ModelPrice]
 ) -> list[Any]:
     """A report's identity (see the module)."""
     priced = sorted((model, asdict(price)) for model, price in prices.items())
-    return [code_version(), options, priced, [_run_identity(run) for run in runs]]
+    return [options, priced, [_run_identity(run) for run in runs]]
 
 
 def _run_identity(run: RunSource) -> list[Any]:
@@ -142,29 +143,20 @@ def _run_identity(run: RunSource) -> list[Any]:
         str(run.attempts_path.resolve()),
         # the report names its files as they were given (relative to the working folder)
         [str(run.attempts_path), str(run.run_dir), os.getcwd()],
-        row_cache.source_identity(rows_path),
-        None if manifest is None else row_cache.source_identity(manifest),
+        file_identity(rows_path),
+        None if manifest is None else file_identity(manifest),
     ]
 
 
 def entry_file(key: list[Any]) -> Path:
     """One entry per selection (the same runs and options): a changed run overwrites it."""
-    from driftdesk.paths import cache_dir
-
-    selection = [key[1], key[2], [run[0] for run in key[3]]]
-    digest = hashlib.sha256(_key_line(selection)).hexdigest()
-    return cache_dir() / "report" / f"{digest[:40]}.json"
-
-
-def _key_line(key: list[Any]) -> bytes:
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
-    return text.encode("utf-8", "surrogatepass")
+    return CACHE.entry_file([key[0], key[1], [run[0] for run in key[2]]])
 
 
 def load(path: Path, key: list[Any]) -> tuple[list[str], IO[bytes]] | None:
     """(the warnings, the open entry positioned at the JSON text) if kept under ``key`` and
     whole (``cache_seal.open_sealed``: read once through before anything is printed)."""
-    handle = cache_seal.open_sealed(path, _key_line(key))
+    handle = CACHE.open(path, key)
     if handle is None:
         return None
     try:
@@ -198,7 +190,7 @@ class Writer:
             self.written += (
                 len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
             )
-            if self.written > KEEP_BYTES:  # never kept (``_prune``): not written further
+            if self.written > (CACHE.keep_bytes or 0):  # never kept (pruned): not written further
                 self.drop()
                 return
             try:
@@ -225,7 +217,7 @@ class Writer:
                 size = len(warned) + body.tell()
             seal = cache_seal.seal_line([size, digest.hexdigest()])
             with open(final, "wb") as out, open(self.temp_path, "rb") as body:
-                out.write(_key_line(self.key) + b"\n" + seal + b"\n" + warned)
+                out.write(CACHE.entry_line(self.key) + b"\n" + seal + b"\n" + warned)
                 while chunk := body.read(1 << 20):
                     out.write(chunk)
             os.chmod(final, 0o600)
@@ -238,7 +230,7 @@ class Writer:
             self.temp = None
             with contextlib.suppress(OSError):
                 self.temp_path.unlink()
-        _prune(self.path.parent)
+        CACHE.prune(self.path.parent)
 
     def drop(self) -> None:
         temp, self.temp = self.temp, None
@@ -247,26 +239,3 @@ class Writer:
                 temp.close()
             with contextlib.suppress(OSError):
                 self.temp_path.unlink()
-
-
-def _prune(folder: Path) -> None:
-    entries = []
-    for entry in folder.glob(".part-*"):  # a writer's temp files: gone once surely abandoned
-        with contextlib.suppress(OSError):
-            if time.time() - entry.stat().st_mtime > STALE_PART_S:
-                entry.unlink()
-    for entry in folder.glob("*.json"):
-        if entry.name.startswith("."):
-            with contextlib.suppress(OSError):
-                if time.time() - entry.stat().st_mtime > STALE_PART_S:
-                    entry.unlink()
-            continue
-        with contextlib.suppress(OSError):
-            stat = entry.stat()
-            entries.append((stat.st_mtime_ns, stat.st_size, entry))
-    total = 0
-    for index, (_, size, old) in enumerate(sorted(entries, reverse=True)):
-        total += size
-        if index >= KEEP or total > KEEP_BYTES:
-            with contextlib.suppress(OSError):
-                old.unlink()

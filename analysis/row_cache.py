@@ -4,8 +4,8 @@ A finished run's rows never change, yet every report, workbench view, compare, c
 read and typed the whole JSONL again. The cache keeps, per run (``CACHE_FOLDER`` in the run dir,
 or under the user's cache dir when the run dir is read-only or there is none):
 
-- ``meta.json``: the source's identity (path, device, inode, size, mtime and ctime; for a
-  zero-copy run also its import record), the bytes, records and lines covered, the skipped
+- ``meta.json``: the source's identity (``cache_store.file_identity``: device, inode, size,
+  mtime and ctime; for a zero-copy run also its import record), the bytes, records and lines covered, the skipped
   lines named (the first ``MAX_NAMED`` and the count), and the code version;
 - ``rows-*.parquet``: the valid rows as ``attempt_table`` typed them, in file order (one part per
   read: the first, then one per append);
@@ -30,7 +30,8 @@ The JSONL stays the truth: a source whose identity changed drops the cache, exce
 append-only one (same device, inode and the bytes before the covered end unchanged), which is
 extended from the byte offset it covered with the live view's code (``appended_lines``) and
 its aggregates updated for the tasks the new lines touch. A cache written by other code (any
-change to the analysis code or another DuckDB, ``analysis.code_version``) is rebuilt, never read. Every failure
+change to the analysis code or another DuckDB: the code digest of ``analysis.cache_store``) is
+rebuilt, never read. Every failure
 to write one is ignored: the report is read from the JSONL as before.
 """
 
@@ -49,8 +50,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from driftdesk.analysis import cache_seal
-from driftdesk.analysis.code_version import code_version as shared_code_version
+from driftdesk.analysis import cache_seal, cache_store
+from driftdesk.analysis.cache_store import FileIdentity, file_identity, same_file, size_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,9 +59,20 @@ if TYPE_CHECKING:
     from driftdesk.analysis.prices import ModelPrice
     from driftdesk.analysis.sources import RunSource
 
-CACHE_FOLDER = ".rows-cache"
 META_FILE = "meta.json"
-FORMAT = 2  # the layout of the folder; the code version covers the SQL
+CACHE_FOLDER = ".rows-cache"
+CACHE = cache_store.declare(
+    cache_store.Declared(
+        name="rows",
+        format=3,  # the layout of the folder (3: the store's file identity); the code
+        # digest covers the SQL
+        what="typed rows",
+        keys_on="the identity of the run's rows file (extended when only appended to)",
+        user_part="rows",  # a read-only run's, by its resolved path
+        beside_run=CACHE_FOLDER,
+        run_entries=lambda run_dir: run_folders(run_dir),
+    )
+)
 LONG_ATTEMPT = 128  # a task with an attempt from here needs its rows (``load_aggs``)
 EDGE_BYTES = 1 << 12  # the bytes before the covered end that must be unchanged to extend
 MAX_NAMED = 1000  # skipped lines named per run (``volatility.MAX_NAMED_SKIPPED_LINES``)
@@ -76,27 +88,6 @@ ROW_COLUMNS = (
 _PARQUET = "(FORMAT parquet, COMPRESSION lz4)"
 
 
-def code_version() -> str:
-    """The code version of a cache (``analysis.code_version``)."""
-    return shared_code_version(f"rows:{FORMAT}")
-
-
-def source_identity(path: Path) -> dict[str, Any] | None:
-    """What says a file is the one read before: None when it is not there."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return {
-        "path": str(path.resolve()),
-        "dev": stat.st_dev,
-        "ino": stat.st_ino,
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
-        "ctime_ns": stat.st_ctime_ns,  # no tool puts it back after an edit (``touch -r`` can't)
-    }
-
-
 def options_key(include_link_errors: bool, prices: dict[str, ModelPrice] | None) -> str:
     """The report options the aggregates depend on, as a file-name-safe digest."""
     priced = None if prices is None else sorted((m, asdict(p)) for m, p in prices.items())
@@ -107,7 +98,7 @@ def options_key(include_link_errors: bool, prices: dict[str, ModelPrice] | None)
 @dataclass
 class Meta:
     version: str
-    source: dict[str, Any]  # ``source_identity`` when the cache was last written
+    source: FileIdentity  # ``cache_store.file_identity`` when the cache was last written
     zero_copy: dict[str, Any] | None  # the import record a zero-copy run was read with
     offset: int  # bytes covered (whole lines of a plain attempts file)
     edge: str  # ``_edge``: the first and last ``EDGE_BYTES`` before ``offset``
@@ -144,12 +135,18 @@ class Entry:
 
 def folders(run: RunSource) -> list[Path]:
     """Where a run's cache may be: beside the run, then under the user's cache dir."""
-    from driftdesk.paths import cache_dir
-
     place = run.run_dir if run.run_dir is not None else run.attempts_path
     digest = hashlib.sha256(str(place.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
-    user = cache_dir() / "rows" / digest[:32]
+    user = CACHE.place() / digest[:32]
     return [run.run_dir / CACHE_FOLDER, user] if run.run_dir is not None else [user]
+
+
+def run_folders(run_dir: Path) -> list[Path]:
+    """``folders`` of a run dir, from its path alone."""
+    from driftdesk.analysis.sources import RunSource
+    from driftdesk.rundir import ATTEMPTS_FILE
+
+    return folders(RunSource(run_dir / ATTEMPTS_FILE, run_dir, {}))
 
 
 def _read_meta(folder: Path) -> Meta | None:
@@ -158,7 +155,7 @@ def _read_meta(folder: Path) -> Meta | None:
         data = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("version") != code_version():
+    if not isinstance(data, dict) or data.get("version") != CACHE.version():
         return None
     if data.get("digest") != _meta_digest(data) or not _well_formed(data):
         return None
@@ -203,9 +200,7 @@ def _well_formed(data: dict[str, Any]) -> bool:
     source = data.get("source")
     parts, rows, seals = data.get("parts"), data.get("part_rows"), data.get("part_seals")
     ok = (
-        isinstance(source, dict)
-        and isinstance(source.get("path"), str)
-        and all(_int(source.get(k)) for k in ("dev", "ino", "size", "mtime_ns", "ctime_ns"))
+        cache_store.is_identity(source)
         and (data.get("zero_copy") is None or isinstance(data["zero_copy"], dict))
         and _int(data.get("offset"))
         and isinstance(data.get("edge"), str)
@@ -295,23 +290,20 @@ def _edge(path: Path, offset: int) -> str:
 def find(run: RunSource, rows_path: Path, linked: dict[str, Any] | None) -> Entry | None:
     """The run's cache if it holds the start of ``rows_path`` as it is now: the whole file
     unchanged, or (a plain attempts file) the bytes before its covered end unchanged."""
-    from driftdesk.paths import caches_enabled
-
-    now = source_identity(rows_path)
-    if now is None or not caches_enabled():
+    now = file_identity(rows_path)
+    if now is None or not cache_store.enabled():
         return None
     for folder in folders(run):
         meta = _read_meta(folder)
         if meta is None or meta.zero_copy != linked or not _sizes_match(folder, meta):
             continue
         was = meta.source
-        same_file = all(was.get(k) == now[k] for k in ("path", "dev", "ino"))
-        if same_file and was == now:
-            return Entry(folder, meta, tail=now["size"] > meta.offset)
+        if was == now:
+            return Entry(folder, meta, tail=size_of(now) > meta.offset)
         # grown, the start and the end of what was covered unchanged: appended to
-        grown = same_file and meta.extendable and now["size"] > was["size"]
+        grown = same_file(was, now) and meta.extendable and size_of(now) > size_of(was)
         if grown and _edge(rows_path, meta.offset) == meta.edge:
-            return Entry(folder, meta, tail=now["size"] > meta.offset)
+            return Entry(folder, meta, tail=size_of(now) > meta.offset)
     return None
 
 
@@ -481,9 +473,7 @@ def lines_covered(entry: Entry, source: Path) -> int:
 def writable(run: RunSource, entry: Entry | None) -> Iterator[Path]:
     """A folder to write the run's cache in: its current one, else beside the run, else the
     user's cache dir; raises ``OSError`` when none can be written."""
-    from driftdesk.paths import caches_enabled
-
-    if not caches_enabled():
+    if not cache_store.enabled():
         raise OSError("caches are off (DRIFTDESK_NO_CACHE)")
     candidates = ([entry.folder] if entry else []) + folders(run)
     for folder in candidates:
@@ -695,11 +685,11 @@ def keep_ci95(ref: CiRef, min_runs: int, ci95: dict[str, Any]) -> None:
         save(ref.folder, meta)
 
 
-def new_meta(rows_path: Path, linked: dict[str, Any] | None, identity: dict[str, Any]) -> Meta:
-    return Meta(code_version(), identity, linked, 0, _edge(rows_path, 0), 0, 0)
+def new_meta(rows_path: Path, linked: dict[str, Any] | None, identity: FileIdentity) -> Meta:
+    return Meta(CACHE.version(), identity, linked, 0, _edge(rows_path, 0), 0, 0)
 
 
-def covered(meta: Meta, rows_path: Path, identity: dict[str, Any], offset: int) -> None:
+def covered(meta: Meta, rows_path: Path, identity: FileIdentity, offset: int) -> None:
     """Record that the cache now holds the source up to ``offset`` as it is (``identity``)."""
     meta.source, meta.offset = identity, offset
     meta.edge = _edge(rows_path, offset)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis import attempt_table, row_cache, zero_copy
+from driftdesk.analysis.cache_store import FileIdentity, file_identity, size_of
 from driftdesk.analysis.sources import is_blank, name_bad_records
 
 MAX_NAMED_SKIPPED_LINES = 1000  # per file; the count is always exact
@@ -85,7 +86,7 @@ class _Run:
     run: RunSource
     rows_path: Path
     linked: zero_copy.LinkedSource | None
-    identity: dict[str, Any] | None  # the source's, before it was read
+    identity: FileIdentity | None  # the source's, before it was read
     entry: row_cache.Entry | None = None
     served: dict[str, Any] | None = None  # the cached aggregates loaded as they are
     cold: bool = False  # read from the JSONL
@@ -145,7 +146,7 @@ def _open(index: int, run: RunSource) -> _Run:
     rows_path = run.attempts_path if linked is None else linked.path
     if linked is not None:  # a changed source is refused before anything is read, as before
         zero_copy.check(linked, str(run.run_dir or run.attempts_path), content=False)
-    return _Run(index, run, rows_path, linked, row_cache.source_identity(rows_path))
+    return _Run(index, run, rows_path, linked, file_identity(rows_path))
 
 
 def _load(
@@ -300,9 +301,9 @@ def _store_cold(
     pending: list[Callable[[], bool]] | None,
 ) -> row_cache.CiRef | None:
     identity = state.identity
-    if identity is None or row_cache.source_identity(state.rows_path) != identity:
+    if identity is None or file_identity(state.rows_path) != identity:
         return None  # written to while it was read: what was read is no state of the file to keep
-    size = identity["size"]
+    size = size_of(identity)
     offset, records, lines = size, state.loaded, None
     torn_bad = False
     if state.linked is None:  # a torn or unfinished last line is read again each time
@@ -366,7 +367,7 @@ def _extend(
         attempt_table.connection() as scratch,
         row_cache.appended_lines(state.rows_path, meta.offset) as chunk,
     ):
-        identity = row_cache.source_identity(state.rows_path)
+        identity = file_identity(state.rows_path)
         if chunk is None or identity is None:
             return False  # only an unfinished line past the end
         records = attempt_table.load_file(scratch, chunk.path, 0)
@@ -402,7 +403,7 @@ def _extend(
             meta.lines = None if meta.lines is None else meta.lines + chunk.lines
             row_cache.covered(meta, state.rows_path, identity, meta.offset + chunk.size)
             row_cache.save(folder, meta)
-    entry.tail = identity["size"] > meta.offset
+    entry.tail = size_of(identity) > meta.offset
     return True
 
 

@@ -3,10 +3,10 @@
 Listing runs must not read their rows: a run of a million rows takes about 2 s to read. A
 face lists runs from their manifests and measures each run's success in the background, once,
 and again only when its rows changed (``success_to_measure``). What was measured is kept on
-disk too (``store_path()``), keyed by the identity of the file the rows were read from (device,
-inode, size, mtime and ctime, as the row cache keys it: an edit that keeps the size and puts the
-mtime back still changes the ctime),
-so the next start lists every unchanged run's success at once instead of reading every run
+disk too (``store_path()``), under the code digest of the figures (``analysis.cache_store``:
+other code measures again) and keyed by the identity of the file the rows were read from
+(``cache_store.file_identity``: an edit that keeps the size and puts the mtime back still
+changes the ctime), so the next start lists every unchanged run's success at once instead of reading every run
 again.
 
 The store is a cache (nothing in it is anything but a copy of what the rows say): a store, or
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 from collections.abc import Iterable
@@ -27,17 +26,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from driftdesk.analysis import cache_store
+from driftdesk.analysis.cache_store import FileIdentity, identity_of
 from driftdesk.rundir import ATTEMPTS_FILE
 
-STORE_FILE = "measured-success.json"
-STORE_VERSION = 2  # 2: the rows keyed by device, inode, size, mtime and ctime
+CACHE = cache_store.declare(
+    cache_store.Declared(
+        name="success",
+        format=3,  # 3: under the code digest, the rows by the store's file identity
+        what="the workbench's measured successes",
+        keys_on="each run's resolved path and the identity of its rows file",
+        user_part="measured-success.json",
+    )
+)
+STORE_FILE = CACHE.user_part
 # A run being written is measured again no sooner than this many times its last measurement
 # took: a runs list's share of the CPU stays small however big the run.
 REMEASURE_AFTER_COSTS = 10
 
-# (dev, ino, size, mtime_ns, ctime_ns) of the file a run's rows are read from
-RowsKey = tuple[int, int, int, int, int]
-_KEY_FIELDS = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
+# the identity of the file a run's rows are read from
+RowsKey = FileIdentity
 
 
 @dataclass(frozen=True)
@@ -56,9 +64,7 @@ _gone: set[str] = set()  # runs in the store that were deleted (left out of ever
 
 
 def store_path() -> Path:
-    from driftdesk.paths import cache_dir
-
-    return cache_dir() / STORE_FILE
+    return CACHE.place()
 
 
 def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey | None:
@@ -74,11 +80,7 @@ def rows_key(run_dir: Path, manifest: dict[str, Any] | None = None) -> RowsKey |
         stat = rows_path(RunSource(run_dir / ATTEMPTS_FILE, run_dir, manifest)).stat()
     except (OSError, ValueError):  # SourceError is a ValueError: gone, changed, unreadable
         return None
-    return stat_key(stat)
-
-
-def stat_key(stat: os.stat_result) -> RowsKey:
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
+    return identity_of(stat)
 
 
 def known_success(run_dir: Path) -> float | None:
@@ -185,29 +187,25 @@ def _load_store() -> None:
 
 def _read_store(path: Path) -> dict[str, Measured]:
     """The store's entries that parse, by run dir (none when the store does not parse, or
-    caches are off: ``--no-cache``)."""
-    from driftdesk.paths import caches_enabled
-
-    if not caches_enabled():
+    caches are off: ``--no-cache``, or it was kept by other code)."""
+    if not cache_store.enabled():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        entries = data["runs"] if data.get("version") == STORE_VERSION else {}
+        entries = data["runs"] if data.get("version") == CACHE.version() else {}
         items = list(entries.items())
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}  # none yet, or not ours to trust: measured again, replaced at the next save
     measured = {}
     for run_dir, entry in items:
         try:
-            fields = [entry[name] for name in _KEY_FIELDS]
-            success, when = entry["success"], entry.get("measured_at", 0.0)
+            key, success, when = entry["rows"], entry["success"], entry.get("measured_at", 0.0)
         except (TypeError, KeyError, AttributeError):
             continue  # that run is measured again
-        if not all(type(v) is int for v in fields) or not (
+        if not cache_store.is_identity(key) or not (
             (success is None or type(success) in (int, float)) and type(when) in (int, float)
         ):
             continue  # of the wrong types: measured again
-        key = (fields[0], fields[1], fields[2], fields[3], fields[4])
         success = None if success is None else float(success)
         measured[str(run_dir)] = Measured(key, success, 0.0, 0.0, float(when))
     return measured
@@ -220,9 +218,8 @@ def _save_store() -> None:
     read."""
     from driftdesk.fileio import atomic_write_json
     from driftdesk.filelock import locked
-    from driftdesk.paths import caches_enabled
 
-    if not caches_enabled():
+    if not cache_store.enabled():
         return
     path = store_path()
     # a read-only home: successes are measured again at the next start
@@ -235,10 +232,10 @@ def _save_store() -> None:
         atomic_write_json(
             path,
             {
-                "version": STORE_VERSION,
+                "version": CACHE.version(),
                 "runs": {
                     run: {
-                        **dict(zip(_KEY_FIELDS, m.rows_key, strict=True)),
+                        "rows": m.rows_key,
                         "success": m.success,
                         "measured_at": m.when,
                     }

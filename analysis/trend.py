@@ -333,19 +333,18 @@ def build_trend(
     profile: str | None = None,
     last: int | None = None,
     allowed_pp: float = 0.0,
-    use_cache: bool = True,
     upto: Path | None = None,
     agent: str | None = None,
 ) -> Trend:
     """The trend of the runs in ``run_dirs`` (see ``select``); flags as the module says.
     ``upto`` (one of ``run_dirs``): its suite's runs that started no later than it, it the
-    newest (``check --trend`` judges it against its history). With ``use_cache``, a trend of
+    newest (``check --trend`` judges it against its history). With caches on, a trend of
     runs that did not change since is the one kept (``analysis.trend_cache``). ``agent``:
     the agent kind of the series (``select``; ``"all"`` mixes kinds)."""
     options = dict(
         suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=upto, agent=agent
     )
-    return _answer(run_dirs, options, use_cache).trend()
+    return _answer(run_dirs, options).trend()
 
 
 def trend_json(
@@ -355,7 +354,6 @@ def trend_json(
     profile: str | None = None,
     last: int | None = None,
     allowed_pp: float = 0.0,
-    use_cache: bool = True,
     agent: str | None = None,
 ) -> str:
     """``build_trend(...).to_json()`` as JSON text (what ``trend --json`` prints): a kept
@@ -363,7 +361,7 @@ def trend_json(
     options = dict(
         suite=suite, profile=profile, last=last, allowed_pp=allowed_pp, upto=None, agent=agent
     )
-    return _answer(run_dirs, options, use_cache).json_text()
+    return _answer(run_dirs, options).json_text()
 
 
 class _Answer:
@@ -384,16 +382,16 @@ class _Answer:
         return self._text
 
 
-def _answer(run_dirs: Sequence[Path], options: dict[str, Any], use_cache: bool) -> _Answer:
+def _answer(run_dirs: Sequence[Path], options: dict[str, Any]) -> _Answer:
     """The trend kept for these runs and options if none of them changed since, else the
     trend computed (and kept)."""
-    from driftdesk.analysis import trend_cache
+    from driftdesk.analysis import cache_store, trend_cache
     from driftdesk.analysis.sources import manifest_or_empty
 
     if not run_dirs:
         raise TrendError("no run dir found")
-    if not use_cache:
-        return _Answer(_compute(run_dirs, None, use_cache=False, **options), None)
+    if not cache_store.enabled():
+        return _Answer(_compute(run_dirs, None, **options), None)
     manifests = [manifest_or_empty(d) for d in run_dirs]
     resolved = [d.resolve() for d in run_dirs]
     key_options = _key_options(options)
@@ -402,27 +400,25 @@ def _answer(run_dirs: Sequence[Path], options: dict[str, Any], use_cache: bool) 
     kept = trend_cache.load(path, before)
     if kept is not None:
         return _Answer(None, *kept)
-    trend = _compute(run_dirs, manifests, use_cache=True, **options)
+    trend = _compute(run_dirs, manifests, **options)
     answer = _Answer(trend, None)
-    # Kept under the identity after the computation (the runs' aggregate entries were just
-    # written), unless a run's files changed meanwhile (then not kept: computed next time).
-    after = trend_cache.identity(run_dirs, resolved, manifests, key_options)
-    if trend_cache.sources_of(after) == trend_cache.sources_of(before):
-        trend_cache.store(path, after, answer.json_text(), trend.to_state())
+    # Not kept if a run's files changed meanwhile (computed next time).
+    if trend_cache.identity(run_dirs, resolved, manifests, key_options) == before:
+        trend_cache.store(path, before, answer.json_text(), trend.to_state())
     return answer
 
 
 def _key_options(options: dict[str, Any]) -> dict[str, Any]:
     """The options as they enter a kept trend's key: paths resolved, a suite file by its
-    identity (``trend_data.file_key``) too (a run matches it by content)."""
-    from driftdesk.analysis.trend_data import file_key
+    identity (``cache_store.file_identity``) too (a run matches it by content)."""
+    from driftdesk.analysis.cache_store import file_identity
 
     keyed = dict(options)
     if options["upto"] is not None:
         keyed["upto"] = str(Path(options["upto"]).resolve())
     suite = options["suite"]
     if suite is not None and Path(suite).expanduser().is_file():
-        keyed["suite_file"] = file_key(Path(suite).expanduser().resolve())
+        keyed["suite_file"] = file_identity(Path(suite).expanduser().resolve())
     return keyed
 
 
@@ -434,7 +430,6 @@ def _compute(
     profile: str | None,
     last: int | None,
     allowed_pp: float,
-    use_cache: bool,
     upto: Path | None,
     agent: str | None = None,
 ) -> Trend:
@@ -442,7 +437,7 @@ def _compute(
 
     # the paired tests' second process, started now: its start-up overlaps the read
     with helper_for(len(run_dirs)) as helper:
-        found = aggregates(run_dirs, use_cache=use_cache, manifests=manifests)
+        found = aggregates(run_dirs, manifests=manifests)
         if upto is not None:
             target = upto.resolve()
             judged = next((r for r in found if Path(r.run_dir).resolve() == target), None)

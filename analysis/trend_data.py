@@ -9,8 +9,9 @@ says (start, suite, profile).
 
 The cache (``CACHE_FILE`` in the run dir, or under the user's cache dir when the run dir is
 not writable) holds one run's aggregate keyed by the identity of every file it was read from
-(the rows, the calls and the manifest: path, device, inode, size, mtime and ctime, as the row
-cache keys its source; an edit that keeps the size and puts the mtime back changes the ctime).
+(the rows, the calls and the manifest: ``cache_store.file_identity``, device, inode, size,
+mtime and ctime; an edit that keeps the size and puts the mtime back changes the ctime) and
+the code digest (``cache_store``).
 Any of them changed, and the entry is dropped and read again. An entry is sealed
 (``analysis.cache_seal``: its key line, the size and sha256 of the aggregate, the aggregate);
 one that is not whole, not the one sealed, of another run's files or of the wrong types is
@@ -20,7 +21,6 @@ read again, never an error. Deleting it changes no figure.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import time
@@ -29,22 +29,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from driftdesk.analysis import cache_seal
-from driftdesk.paths import caches_enabled
+from driftdesk.analysis import cache_store
+from driftdesk.analysis.cache_store import FileIdentity, file_identity
 from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 
 if TYPE_CHECKING:
     from driftdesk.analysis.sources import RunSource
 
 CACHE_FILE = ".trend-aggregate.json"
-CACHE_VERSION = 2  # 2: sealed, keyed by the files' full identity
+CACHE = cache_store.declare(
+    cache_store.Declared(
+        name="trend-data",
+        format=3,  # 3: the files' identity of the store
+        what="trend figures",
+        keys_on="the identity of the run's manifest, rows and calls files",
+        user_part="trend/runs",  # a read-only run's, by its resolved path
+        beside_run=CACHE_FILE,
+        run_entries=lambda run_dir: [run_dir / CACHE_FILE, user_cache_file(run_dir)],
+    )
+)
 # Runs are read into one DuckDB connection until their rows files hold this much (DuckDB
 # spills past its memory limit; a batch bounds what one scan holds).
 BATCH_BYTES = 128 << 20
 
-# [path, dev, ino, size, mtime_ns, ctime_ns] (``row_cache.source_identity``'s), or [path]
-# when absent
-FileKey = list[Any]
+# a file's identity (``cache_store.file_identity``), or None when it is absent
+FileKey = FileIdentity | None
 
 
 @dataclass
@@ -143,14 +152,6 @@ class RunAggregate:
         )
 
 
-def file_key(path: Path) -> FileKey:
-    try:
-        stat = path.stat()
-    except OSError:
-        return [str(path)]
-    return [str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
-
-
 def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
     """The identity (``file_key``) of every file a run's aggregate is read from."""
     rows = run_dir / ATTEMPTS_FILE
@@ -159,41 +160,26 @@ def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
         from driftdesk.analysis.zero_copy import rows_path
 
         rows = rows_path(RunSource(rows, run_dir, manifest))
-    return [file_key(run_dir / MANIFEST_FILE), file_key(rows), file_key(run_dir / CALLS_FILE)]
+    return [
+        file_identity(run_dir / MANIFEST_FILE),
+        file_identity(rows),
+        file_identity(run_dir / CALLS_FILE),
+    ]
 
 
-def user_cache_file(
-    run_dir: Path, *, resolved: Path | None = None, root: Path | None = None
-) -> Path:
-    """Where a read-only run's cache entry goes: the user's cache dir (``root``, if the
-    caller has it), by the run dir's path (``resolved``: ``run_dir.resolve()``, likewise)."""
-    from driftdesk.paths import cache_dir
-
-    where = str(resolved or run_dir.resolve())
-    digest = hashlib.sha256(where.encode("utf-8", "surrogatepass")).hexdigest()
-    return (root or cache_dir()) / "trend" / f"{digest[:32]}.json"
-
-
-def _version() -> str:
-    """The code version of a run's trend figures (``analysis.code_version``): they come from
-    the row rules, the per-task SQL and DuckDB, as a report's do."""
-    from driftdesk.analysis.code_version import code_version
-
-    return code_version(f"trend-data:{CACHE_VERSION}")
-
-
-def _key_line(keys: list[FileKey]) -> bytes:
-    return json.dumps([_version(), keys], separators=(",", ":")).encode("utf-8", "surrogatepass")
+def user_cache_file(run_dir: Path) -> Path:
+    """Where a read-only run's cache entry goes: the user's cache dir, by the run dir's
+    resolved path."""
+    return CACHE.entry_file(str(run_dir.resolve()))
 
 
 def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
     """The cached aggregate of ``run_dir`` if one was read from files with exactly ``keys``,
     whole and of the right types."""
-    if not caches_enabled():
+    if not cache_store.enabled():
         return None
-    key_line = _key_line(keys)
     for path in (run_dir / CACHE_FILE, user_cache_file(run_dir)):
-        payload = cache_seal.read_sealed(path, key_line)
+        payload = CACHE.load(path, keys)
         if payload is None:
             continue  # none, stale or not ours to trust: read again, replaced below
         try:
@@ -208,29 +194,16 @@ def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
 def store(run_dir: Path, keys: list[FileKey], aggregate: RunAggregate) -> None:
     """Keep ``aggregate`` beside the run, else under the user's cache dir (a read-only run
     dir); neither writable, it is read again next time."""
-    from driftdesk.fileio import atomic_write_bytes
-
-    if not caches_enabled():
-        return
     # its fields as they are (JSON already; ``asdict`` deep-copies 500 tasks' lists)
     payload = json.dumps(vars(aggregate), ensure_ascii=False, separators=(",", ":"))
-    # sealed and checked whole on read: a torn entry is no entry, so no fsync
-    data = cache_seal.sealed(_key_line(keys), payload.encode("utf-8", "surrogatepass"))
-    try:
-        atomic_write_bytes(run_dir / CACHE_FILE, data, mode=0o600, durable=False)
-        return
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        fallback = user_cache_file(run_dir)
-        fallback.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(fallback, data, mode=0o600, durable=False)
+    data = payload.encode("utf-8", "surrogatepass")
+    if not CACHE.store(run_dir / CACHE_FILE, keys, data, prune=False):
+        CACHE.store(user_cache_file(run_dir), keys, data, prune=False)
 
 
 def aggregates(
     run_dirs: Sequence[Path],
     *,
-    use_cache: bool = True,
     manifests: Sequence[dict[str, Any]] | None = None,
 ) -> list[RunAggregate]:
     """The aggregate of each run dir (in order): from the cache where its files are unchanged,
@@ -244,7 +217,7 @@ def aggregates(
     for index, run_dir in enumerate(run_dirs):
         manifest = manifest_or_empty(run_dir) if manifests is None else manifests[index]
         keys = source_keys(run_dir, manifest)
-        hit = cached(run_dir, keys) if use_cache else None
+        hit = cached(run_dir, keys)
         if hit is not None:
             found[index] = hit
         else:
@@ -254,21 +227,19 @@ def aggregates(
         read = read_aggregates([(run_dir, manifest) for _, run_dir, manifest, _ in batch])
         for (index, run_dir, _, keys), aggregate in zip(batch, read, strict=True):
             found[index] = aggregate
-            if use_cache:
-                store(run_dir, keys, aggregate)
-        if use_cache:  # the runs list's success of each run, read from the same rows
-            remember_successes(
-                ((run_dir, _rows_key(keys), pooled_success((p, n) for n, p in agg.tasks.values()))
-                 for (_, run_dir, _, keys), agg in zip(batch, read, strict=True)),
-                started,
-            )  # fmt: skip
+            store(run_dir, keys, aggregate)
+        # the runs list's success of each run, read from the same rows
+        remember_successes(
+            ((run_dir, _rows_key(keys), pooled_success((p, n) for n, p in agg.tasks.values()))
+             for (_, run_dir, _, keys), agg in zip(batch, read, strict=True)),
+            started,
+        )  # fmt: skip
     return [found[i] for i in range(len(run_dirs))]
 
 
-def _rows_key(keys: list[FileKey]) -> tuple[int, int, int, int, int] | None:
-    """``run_success``'s key of a run's rows from ``source_keys``' (manifest, rows, calls)."""
-    rows = keys[1]
-    return None if len(rows) < 6 else (rows[1], rows[2], rows[3], rows[4], rows[5])
+def _rows_key(keys: list[FileKey]) -> FileKey:
+    """The identity of a run's rows from ``source_keys``' (manifest, rows, calls)."""
+    return keys[1]
 
 
 def _batches(
@@ -278,7 +249,7 @@ def _batches(
     batch: list[tuple[int, Path, dict[str, Any], list[FileKey]]] = []
     size = 0
     for entry in to_read:
-        rows_size = (_rows_key(entry[3]) or (0, 0, 0))[2]
+        rows_size = (_rows_key(entry[3]) or [0, 0, 0])[2]
         if batch and size + rows_size > BATCH_BYTES:
             yield batch
             batch, size = [], 0

@@ -27,17 +27,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from driftdesk.analysis import cache_seal
-from driftdesk.analysis.code_version import code_version
+from driftdesk.analysis import cache_store
 from driftdesk.analysis.trend_data import RunAggregate
-from driftdesk.paths import caches_enabled
 
-CACHE_PAIR_VERSION = 2  # of ``PairedOutcome`` (with the code's: see ``pair_file``)
+CACHE = cache_store.declare(
+    cache_store.Declared(
+        name="pairs",
+        format=3,  # of ``PairedOutcome`` and its entry (3: the store's)
+        what="pair verdicts",
+        keys_on="allowed pp, both runs' ids and per-task counts",
+        user_part="trend/pairs",
+        keep=20_000,  # ~300 bytes each, the newest written (a history's pairs are all
+        # rewritten when its runs change, so old ones are never read again)
+    )
+)
 # Fewer verdicts to compute than this: in this process only (starting a second one, ~0.1 s,
 # costs more than it saves).
 PARALLEL_FROM = 24
-KEEP_PAIRS = 20_000  # verdicts kept (~300 bytes each), the newest written
-CACHE_PAIR_FORMAT = 2  # 2: sealed under its key
 # The helper's share is about this process's: once this process has done its own, the helper
 # is waited for this many times as long, and at least ``MIN_WAIT_S`` (its start-up on a busy
 # machine); ``HELPER_WAIT_ENV`` (seconds) sets the wait instead (tests).
@@ -77,7 +83,6 @@ def paired_outcomes(
     paths, keys = [], []
     for base, run in pairs:
         key = [
-            code_version(f"pairs:{CACHE_PAIR_VERSION}:{CACHE_PAIR_FORMAT}"),
             allowed_pp,
             runs[base].run_id,
             runs[run].run_id,
@@ -96,20 +101,13 @@ def paired_outcomes(
         found[i] = outcome
         store_pair(paths[i], keys[i], asdict(outcome))
     if missing:
-        _prune(paths[0].parent)
+        CACHE.prune(paths[0].parent)
     return [outcome for outcome in found if outcome is not None]
 
 
 def pair_file(key: list[Any]) -> Path:
     """Where a pair's outcome is kept: the user's cache dir, by its ``key`` (JSON-able)."""
-    from driftdesk.paths import cache_dir
-
-    digest = hashlib.sha256(_key_line(key)).hexdigest()
-    return cache_dir() / "trend" / "pairs" / f"{digest[:40]}.json"
-
-
-def _key_line(key: list[Any]) -> bytes:
-    return json.dumps(key, sort_keys=True, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return CACHE.entry_file([CACHE.version(), key])
 
 
 def outcome_of(data: Any) -> PairedOutcome | None:
@@ -145,9 +143,7 @@ def tasks_digest(tasks: dict[str, list[int]]) -> str:
 def load_pair(path: Path, key: list[Any]) -> dict[str, Any] | None:
     """A pair's paired-test outcome kept by ``store_pair`` at ``path`` (``pair_file``) under
     ``key`` (None: not kept, unreadable, not whole or another pair's)."""
-    if not caches_enabled():
-        return None
-    payload = cache_seal.read_sealed(path, _key_line(key))
+    payload = CACHE.load(path, key)
     try:
         data = None if payload is None else json.loads(payload)
     except ValueError:
@@ -157,28 +153,8 @@ def load_pair(path: Path, key: list[Any]) -> dict[str, Any] | None:
 
 def store_pair(path: Path, key: list[Any], outcome: dict[str, Any]) -> None:
     """Keep a pair's outcome under the user's cache dir (derived: losing it costs a test),
-    sealed under its key (checked whole on read: no fsync)."""
-    from driftdesk.fileio import atomic_write_bytes
-
-    if not caches_enabled():
-        return
-    data = cache_seal.sealed(_key_line(key), json.dumps(outcome, separators=(",", ":")).encode())
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, data, mode=0o600, durable=False)
-
-
-def _prune(folder: Path) -> None:
-    """The newest ``KEEP_PAIRS`` verdicts kept (a history's pairs are all rewritten when its
-    runs change, so old ones are never read again)."""
-    entries = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            with contextlib.suppress(OSError):
-                entries.append((entry.stat().st_mtime_ns, entry.path))
-    for _, old in sorted(entries, reverse=True)[KEEP_PAIRS:]:
-        with contextlib.suppress(OSError):
-            os.unlink(old)
+    sealed under its key; pruned once for all the verdicts computed (``paired_outcomes``)."""
+    CACHE.store(path, key, json.dumps(outcome, separators=(",", ":")).encode(), prune=False)
 
 
 class Helper:

@@ -27,13 +27,6 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir(APP))
 
 
-def caches_enabled() -> bool:
-    """Whether driftdesk may read and keep caches of derived data (a run's typed rows, kept
-    reports, trends): not under ``DRIFTDESK_NO_CACHE=1`` (``driftdesk --no-cache``), where
-    every figure is computed from the runs' files and nothing is kept."""
-    return os.environ.get("DRIFTDESK_NO_CACHE", "").strip().lower() not in ("1", "true", "yes")
-
-
 def config_file() -> Path:
     return config_dir() / "config.toml"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from golden_runs import write_golden_runs
 
-from driftdesk.analysis import cache_seal, row_cache, run_success, trend_data
+from driftdesk.analysis import cache_seal, report_cache, row_cache, run_success, trend_data
 from driftdesk.paths import cache_dir
 
 
@@ -77,7 +77,9 @@ def test_cache_info_and_clear_of_a_run_and_of_everything(home, cli, tmp_path: Pa
     listed = {(c["what"], Path(c["path"])) for c in json.loads(info.stdout)}
     assert ("typed rows of " + run_dir.name, run_dir / row_cache.CACHE_FOLDER) in listed
     assert ("trend figures of " + run_dir.name, run_dir / trend_data.CACHE_FILE) in listed
-    assert sum(what == "kept report" for what, _ in listed) == 1  # its own, not the other's
+    assert (
+        sum(what == report_cache.CACHE.what for what, _ in listed) == 1
+    )  # its own, not the other's
     assert all(c["bytes"] > 0 and c["files"] > 0 for c in json.loads(info.stdout))
     text = cli("cache", "info", str(run_dir))
     assert "typed rows of" in text.stdout and text.stdout.splitlines()[-1].startswith("total")
@@ -109,7 +111,7 @@ def test_cache_info_and_clear_of_a_run_and_of_everything(home, cli, tmp_path: Pa
     for run in (run_dir, other, broken):
         assert not (run / row_cache.CACHE_FOLDER).exists()
     assert (run_dir / "attempts.jsonl").exists() and (broken / "manifest.json").exists()
-    assert not kept_reports() and not (cache_dir() / "trend").exists()
+    assert not kept_reports() and not any(p.is_file() for p in (cache_dir() / "trend").rglob("*"))
     assert keep.read_text() == "mine\n"
     assert cli("cache", "info", "--runs", str(run_dir.parent)).stdout == "no caches\n"
     missing = cli("cache", "info", str(tmp_path / "nope"))

@@ -1,8 +1,8 @@
-"""Every cache of derived data (the row cache, the kept report, the trend entry, the kept
-pair verdicts) is keyed by one digest of the code that makes figures
-(analysis/code_version.py): an edit to any analysis module or to the core helpers they use
-makes each of them again. Checked on a real copy of the package, imported from it alone in
-a child process."""
+"""Every cache of derived data declared in ``analysis.cache_store`` (the row cache, the kept
+report, the trend figures, the kept trend, the pair verdicts, the measured successes) is keyed
+by one digest of the code that makes figures (analysis/code_version.py): an edit to any
+analysis module or to the core helpers they use makes each of them again. Checked on a real
+copy of the package, imported from it alone in a child process."""
 
 from __future__ import annotations
 
@@ -13,23 +13,31 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
+
+from analysis_fixtures import attempt_row, write_run
 
 import driftdesk
 from driftdesk.analysis import code_version as code_version_module
 
 VERSIONS = """
 import json
-from driftdesk.analysis import (
-    code_version, report_cache, row_cache, trend_cache, trend_data, trend_pairs,
-)
+from driftdesk.analysis import cache_store, code_version
 print(json.dumps({
-    "rows": row_cache.code_version(),
-    "report": report_cache.code_version(),
-    "trend": trend_cache.code_version(),
-    "pairs": code_version.code_version(f"pairs:{trend_pairs.CACHE_PAIR_VERSION}"),
-    "trend figures": trend_data._version(),
+    **{cache.name: cache.version() for cache in cache_store.declared()},
     "from": code_version.__file__,
 }))
+"""
+
+# A run's success measured (``measure`` given) or as the store kept it, by the copy's code.
+SUCCESS = """
+import json, sys
+from pathlib import Path
+from driftdesk.analysis import code_version, run_success
+run = Path(sys.argv[1])
+if sys.argv[2:] == ["measure"]:
+    run_success.measure_success(run)
+print(json.dumps({"success": run_success.known_success(run), "from": code_version.__file__}))
 """
 
 
@@ -48,12 +56,17 @@ def copy_of_the_package(root: Path) -> Path:
 
 
 def versions(root: Path) -> dict[str, str]:
+    return in_child(root, VERSIONS)
+
+
+def in_child(root: Path, script: str, *args: str) -> dict[str, Any]:
+    """What ``script`` prints (JSON) run by the copy of the package under ``root``."""
     # -S: no site hooks (the editable install's finder would import the working tree); the
     # site-packages folder is put back on the path after the copy for DuckDB.
     site = sysconfig.get_paths()
     paths = os.pathsep.join(dict.fromkeys([str(root), site["purelib"], site["platlib"]]))
     done = subprocess.run(
-        [sys.executable, "-S", "-c", VERSIONS],
+        [sys.executable, "-S", "-c", script, *args],
         env={"PYTHONPATH": paths, "HOME": str(root)},
         cwd=root,  # -c puts the working folder first on the path: not a checkout's driftdesk/
         capture_output=True,
@@ -69,6 +82,7 @@ def versions(root: Path) -> dict[str, str]:
 def test_an_edit_to_any_module_that_makes_figures_makes_every_cache_again(tmp_path: Path) -> None:
     package = copy_of_the_package(tmp_path)
     before = versions(tmp_path)
+    assert set(before) == {"rows", "report", "trend-data", "trend", "pairs", "success"}
     assert len(set(before.values())) == len(before)  # each cache its own version
     assert versions(tmp_path) == before  # the same code: the same versions
 
@@ -84,3 +98,16 @@ def test_an_edit_to_any_module_that_makes_figures_makes_every_cache_again(tmp_pa
         for kind, version in now.items():
             assert all(version != old[kind] for old in seen), (edited.name, kind)
         seen.append(now)
+
+
+def test_a_measured_success_kept_by_other_code_is_measured_again(tmp_path: Path) -> None:
+    """The workbench's measured successes (``run_success``) are figures like the others: an
+    edit to the code that counts them (the report's reader) must not list the old count."""
+    package = copy_of_the_package(tmp_path)
+    rows = [attempt_row("r1", "t1", 0, "pass"), attempt_row("r1", "t1", 1, "fail")]
+    run = write_run(tmp_path / "runs", "r1", rows)
+    assert in_child(tmp_path, SUCCESS, str(run), "measure")["success"] == 0.5
+    assert in_child(tmp_path, SUCCESS, str(run))["success"] == 0.5  # kept: the next start
+    with open(package / "analysis" / "volatility.py", "a") as fh:
+        fh.write("\n# an edit to the report's reader\n")
+    assert in_child(tmp_path, SUCCESS, str(run))["success"] is None  # not used: measured again

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +97,13 @@ def test_a_kept_report_of_other_code_or_changed_runs_is_never_printed(
     with handle:
         assert (warnings, handle.read()) == (["a warning"], b'{"kept": true}\n')
     # other code: another key
-    monkeypatch.setattr(report_cache, "code_version", lambda: "other code")
-    assert report_cache.load(path, report_cache.identity(runs, {"top": None}, {})) is None
+    with monkeypatch.context() as other:
+        other.setattr(report_cache, "CACHE", replace(report_cache.CACHE, format=-1))
+        assert report_cache.load(path, report_cache.identity(runs, {"top": None}, {})) is None
     # a run that changed while its report was made: not kept
     changed = report_cache.Writer(path, key)
     changed.text("{}\n")
-    changed.keep([], [*key[:3], [["another identity"]]])
+    changed.keep([], [*key[:2], [["another identity"]]])
     assert report_cache.load(path, key) is not None  # the earlier entry stays
     assert not list(path.parent.glob(".part-*"))  # and no temp file is left
 
@@ -117,11 +119,13 @@ def test_the_newest_entries_are_kept(home, tmp_path: Path, monkeypatch: pytest.M
         writer.keep([], key)
         return report_cache.entry_file(key)
 
-    for top in range(report_cache.KEEP + 3):
+    for top in range((report_cache.CACHE.keep or 0) + 3):
         keep(top)
-    assert len(entries()) == report_cache.KEEP
+    assert len(entries()) == report_cache.CACHE.keep
     size = max(entry.stat().st_size for entry in entries()) + 1  # (its key holds "100")
-    monkeypatch.setattr(report_cache, "KEEP_BYTES", 3 * size)  # room for three, not four
+    monkeypatch.setattr(
+        report_cache, "CACHE", replace(report_cache.CACHE, keep_bytes=3 * size)
+    )  # room for three, not four
     newest = keep(100)
     assert len(entries()) == 3 and newest in entries()
 
@@ -131,7 +135,7 @@ def test_a_report_too_big_to_keep_is_not_written_past_the_limit(
 ) -> None:  # type: ignore[no-untyped-def]
     run_dir, _ = write_golden_runs(tmp_path)
     key = report_cache.identity(resolve_sources([run_dir]), {"top": None}, {})
-    monkeypatch.setattr(report_cache, "KEEP_BYTES", 1000)
+    monkeypatch.setattr(report_cache, "CACHE", replace(report_cache.CACHE, keep_bytes=1000))
     writer = report_cache.Writer(report_cache.entry_file(key), key)
     folder = report_cache.entry_file(key).parent
     writer.text("x" * 600)

@@ -184,7 +184,7 @@ def test_a_cache_of_other_code_is_rebuilt_never_read(home, tmp_path: Path) -> No
     assert read_from(run_dir) == "jsonl"
     assert report(run_dir) == want
     rebuilt = json.loads((folder / "meta.json").read_text())
-    assert rebuilt["version"] == row_cache.code_version() and rebuilt["parts"] != meta["parts"]
+    assert rebuilt["version"] == row_cache.CACHE.version() and rebuilt["parts"] != meta["parts"]
 
 
 @pytest.mark.parametrize("change", ["edited in place", "replaced", "shrunk"])

@@ -40,7 +40,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Pat
 
 def test_trend_flags_exactly_the_served_model_change_and_the_regression(history) -> None:  # type: ignore[no-untyped-def]
     runs, shifted = history
-    trend = build_trend(runs, use_cache=False)
+    trend = build_trend(runs)
     assert [r.run_id for r in trend.runs] == [p.name for p in runs]  # start order
     flagged = {i: r.flag_names() for i, r in enumerate(trend.runs) if r.flags}
     assert set(flagged) == {SERVED_CHANGE, REGRESSION}, flagged
@@ -202,10 +202,21 @@ def test_suite_and_profile_pick_the_runs(cli, home, tmp_path: Path) -> None:  # 
     assert cli("trend", "--runs", str(tmp_path / "missing")).returncode == 2
 
 
+def _forget_kept_trends() -> None:
+    import shutil
+
+    from driftdesk.analysis import trend_cache
+
+    shutil.rmtree(trend_cache.CACHE.place(), ignore_errors=True)
+
+
 def _plant(entry: Path, field: str, value: int) -> None:
     """A figure planted in a run's trend entry, sealed again as a forger holding the user's
-    rights could (``cache_seal``): a sealed entry is read as it is."""
+    rights could (``cache_seal``): a sealed entry is read as it is. The kept whole trends go
+    (they are keyed by the runs' files, not by another cache's)."""
     from driftdesk.analysis import cache_seal
+
+    _forget_kept_trends()
 
     key, _, payload = entry.read_bytes().split(b"\n", 2)
     aggregate = json.loads(payload)
@@ -250,4 +261,5 @@ def test_a_run_dir_the_cache_cannot_be_written_to_is_cached_under_the_user_cache
     _plant(fallback, "harness_errors", 7)  # read from there next time
     assert build_trend([a]).runs[0].run.harness_errors == 7
     fallback.unlink()
+    _forget_kept_trends()  # made from the planted figure
     assert build_trend([a]).to_json() == figures

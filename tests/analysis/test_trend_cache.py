@@ -8,12 +8,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from analysis_fixtures import attempt_row, write_run
 from trend_history import set_started
 
 from driftdesk.analysis import cache_seal
 from driftdesk.analysis.trend import Trend, build_trend
-from driftdesk.analysis.trend_cache import KEEP, entry_file
+from driftdesk.analysis.trend_cache import CACHE, entry_file
 
 
 def _run(root: Path, name: str, day: int, passes: int) -> Path:
@@ -82,9 +83,7 @@ def test_an_unchanged_history_is_printed_from_the_kept_trend_without_reading_a_r
     )
 
 
-def test_other_options_and_a_rewritten_aggregate_entry_are_computed_again(
-    home, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+def test_other_options_and_a_run_s_own_figures_are_computed_again(home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     runs = [_run(tmp_path, "a", 1, 4), _run(tmp_path, "b", 2, 4), _run(tmp_path, "c", 3, 1)]
     whole = build_trend(runs)
     assert "regression" in whole.runs[2].flag_names()
@@ -94,8 +93,11 @@ def test_other_options_and_a_rewritten_aggregate_entry_are_computed_again(
     assert "regression" not in lenient.runs[2].flag_names()
     assert len(_entries(home)) == 3
     assert entry_file([d.resolve() for d in runs], {}) not in _entries(home)
-    # a run's aggregate entry rewritten is a changed input: what it says shows
-    # (sealed again, as a forger holding the user's rights could: ``cache_seal``)
+    # a kept trend is keyed by the runs' files, not by another cache's: once it is gone, a
+    # run's aggregate entry is what is read (rewritten and sealed again, as a forger holding
+    # the user's rights could: ``cache_seal``), so what it says shows
+    for kept in _entries(home):
+        kept.unlink()
     entry = runs[0] / ".trend-aggregate.json"
     key, _, payload = entry.read_bytes().split(b"\n", 2)
     cached = json.loads(payload)
@@ -103,14 +105,18 @@ def test_other_options_and_a_rewritten_aggregate_entry_are_computed_again(
     entry.write_bytes(cache_seal.sealed(key, json.dumps(cached).encode()))
     assert build_trend(runs).runs[0].run.harness_errors == 5
     # the kept entries are bounded: the oldest go
-    for day in range(4, 4 + KEEP):
+    for day in range(4, 4 + (CACHE.keep or 0)):
         build_trend([*runs, _run(tmp_path, f"d{day}", day, 4)])
-    assert len(_entries(home)) == KEEP
+    assert len(_entries(home)) == CACHE.keep
 
 
-def test_a_kept_trend_is_the_same_trend(home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_kept_trend_is_the_same_trend(
+    home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     runs = [_run(tmp_path, "a", 1, 4), _run(tmp_path, "b", 2, 1), _run(tmp_path, "c", 3, 2)]
-    trend = build_trend(runs, use_cache=False)
+    with monkeypatch.context() as off:
+        off.setenv("DRIFTDESK_NO_CACHE", "1")  # computed, not the kept one
+        trend = build_trend(runs)
     assert [r.flag_names() for r in trend.runs] == [[], ["regression"], []]
     state = json.loads(json.dumps(trend.to_state()))
     assert Trend.from_state(state) == trend

@@ -3,6 +3,7 @@ verdicts as computed here, whatever happens to the helper, and nothing in its en
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -98,7 +99,7 @@ def test_verdicts_are_kept_and_the_oldest_go_past_the_limit(
     monkeypatch.setattr(trend_pairs, "compute", lambda inputs: pytest.fail("computed again"))
     assert trend_pairs.paired_outcomes(runs, pairs, digests, 0.0) == first
     monkeypatch.setattr(trend_pairs, "compute", computing)
-    monkeypatch.setattr(trend_pairs, "KEEP_PAIRS", 2)
+    monkeypatch.setattr(trend_pairs, "CACHE", dataclasses.replace(trend_pairs.CACHE, keep=2))
     changed = [*digests[:-1], "another run's counts"]
     trend_pairs.paired_outcomes(runs, pairs, changed, 0.0)  # one new verdict: the folder pruned
     assert len(list(folder.iterdir())) == 2

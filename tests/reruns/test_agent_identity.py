@@ -122,12 +122,12 @@ async def test_real_claude_code_and_codex_runs_are_two_series_and_compare_warns(
     assert f"(agent codex {_version_of(clients_on_path['codex'])}, " in printed["codex"]
 
     # trend: one series per agent kind, the newest run's by default.
-    default = build_trend([claude, codex], use_cache=False)
+    default = build_trend([claude, codex])
     assert [r.run_id for r in default.runs] == [codex.name] and default.agent == "codex"
     assert any("left out 1 runs of other agents (claude-code 1)" in n for n in default.notes)
-    theirs = build_trend([claude, codex], agent="claude-code", use_cache=False)
+    theirs = build_trend([claude, codex], agent="claude-code")
     assert [r.run_id for r in theirs.runs] == [claude.name]
-    mixed = build_trend([claude, codex], agent="all", use_cache=False)
+    mixed = build_trend([claude, codex], agent="all")
     assert [r.run_id for r in mixed.runs] == [claude.name, codex.name]
     assert "agent_changed" in mixed.runs[1].flag_names()
     assert "client_changed" not in mixed.runs[1].flag_names()
@@ -182,7 +182,7 @@ def test_a_client_upgrade_stays_in_its_series_flagged_and_old_runs_read_as_unkno
                   started_at="2026-01-02T00:00:00.000Z")  # fmt: skip
     _set_manifest(after, started_at="2026-01-03T00:00:00.000Z")
     assert agent_identity(_manifest(old)).label == "builtin (client unknown)"
-    trend = build_trend(made, use_cache=False)
+    trend = build_trend(made)
     assert [r.run_id for r in trend.runs] == [old.name, before.name, after.name]
     assert [r.flag_names() for r in trend.runs] == [[], [], ["client_changed"]]
     [flag] = trend.runs[2].flags
