@@ -15,6 +15,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+import pytest
 from analysis_fixtures import attempt_row, write_run
 
 import driftdesk
@@ -22,6 +23,8 @@ from driftdesk.analysis import code_version as code_version_module
 
 VERSIONS = """
 import json
+
+import pytest
 from driftdesk.analysis import cache_store, code_version
 print(json.dumps({
     **{cache.name: cache.version() for cache in cache_store.declared()},
@@ -111,3 +114,75 @@ def test_a_measured_success_kept_by_other_code_is_measured_again(tmp_path: Path)
     with open(package / "analysis" / "volatility.py", "a") as fh:
         fh.write("\n# an edit to the report's reader\n")
     assert in_child(tmp_path, SUCCESS, str(run))["success"] is None  # not used: measured again
+
+
+# Each cache filled from two small runs by the copy's code (``fill``), then asked, by name,
+# whether it holds an entry for them now (an entry found is one it would use).
+CACHES_USED = """
+import io, json, sys
+from pathlib import Path
+from driftdesk.analysis import (
+    code_version, report_cache, row_cache, run_success, trend, trend_cache, trend_data,
+    trend_pairs,
+)
+from driftdesk.analysis.sources import RunSource, read_manifest, resolve_sources
+from driftdesk.analysis.volatility import ReportOptions
+runs = [Path(arg) for arg in sys.argv[2:]]
+options = dict(suite=None, profile=None, last=None, allowed_pp=0.0, upto=None, agent=None)
+if sys.argv[1] == "fill":
+    report_cache.write_json([runs[0]], io.StringIO(), warn=lambda line: None)
+    trend.build_trend(runs)
+manifests = [read_manifest(run) for run in runs]
+rows = runs[0] / "attempts.jsonl"
+key = report_cache.identity(
+    resolve_sources([runs[0]]), {"task_curves": False}, ReportOptions().loaded_prices()
+)
+resolved = [run.resolve() for run in runs]
+keyed = trend._key_options(options)
+figures = trend_data.read_aggregates(list(zip(runs, manifests)))
+pair = [0.0, figures[0].run_id, figures[1].run_id,
+        *(trend_pairs.tasks_digest(f.tasks) for f in figures)]
+print(json.dumps({
+    "rows": row_cache.find(RunSource(rows, runs[0], manifests[0]), rows, None) is not None,
+    "report": report_cache.load(report_cache.entry_file(key), key) is not None,
+    "trend-data": trend_data.cached(runs[0], trend_data.source_keys(runs[0], manifests[0]))
+    is not None,
+    "trend": trend_cache.load(
+        trend_cache.entry_file(resolved, keyed),
+        trend_cache.identity(runs, resolved, manifests, keyed),
+    ) is not None,
+    "pairs": trend_pairs.load_pair(trend_pairs.pair_file(pair), pair) is not None,
+    "success": run_success.known_success(runs[0]) is not None,
+    "from": code_version.__file__,
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("cache", "module"),
+    [
+        ("rows", "attempt_table.py"),  # the row rules that type the rows kept
+        ("report", "volatility.py"),  # the report the kept JSON is
+        ("trend-data", "trend_data.py"),  # what a run's trend figures are read as
+        ("trend", "trend.py"),  # the flags of a kept trend
+        ("pairs", "paired.py"),  # the paired test behind a verdict
+        ("success", "volatility.py"),  # the report's reader that counts a success
+    ],
+)
+def test_a_cache_made_by_other_code_is_not_used(tmp_path: Path, cache: str, module: str) -> None:
+    package = copy_of_the_package(tmp_path)
+    runs = [
+        write_run(
+            tmp_path / "runs", run_id, [attempt_row(run_id, "t1", i, outcome) for i in range(4)]
+        )
+        for run_id, outcome in (("a", "pass"), ("b", "fail"))
+    ]
+    for run, day in zip(runs, (1, 2), strict=True):
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest["started_at"] = f"2026-01-0{day}T10:00:00Z"  # a before b
+        (run / "manifest.json").write_text(json.dumps(manifest))
+    filled = in_child(tmp_path, CACHES_USED, "fill", *map(str, runs))
+    assert filled[cache] is True  # made, and found by the same code
+    with open(package / "analysis" / module, "a") as fh:
+        fh.write("\n# an edit\n")
+    assert in_child(tmp_path, CACHES_USED, "probe", *map(str, runs))[cache] is False
