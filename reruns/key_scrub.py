@@ -1,5 +1,6 @@
 """Masking the real key in what the metering proxy passes on (reruns/proxy.py) and what the
-call recordings keep (reruns/recording.py).
+call recordings keep (reruns/recording.py). ``Passthrough`` is what of a 200 answer goes to the
+agent (decoded, bounded, scrubbed); ``scrubbed_error_body`` is an error body's.
 
 ``KeyScrubber`` masks the key in bytes, in every shape one JSON or URL decoding turns into it.
 ``StreamScrubber`` masks it in an SSE stream whose events carry it in pieces: it reads each
@@ -19,9 +20,10 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
+import zlib
 from typing import Any
 
-from driftdesk.secrets import mask_key
+from driftdesk.secrets import mask_key, redact
 from driftdesk.wire.stream_text import NOT_TEXT, list_index, text_places
 
 # JSON's two-character escapes; any character may also be written \uXXXX.
@@ -265,3 +267,88 @@ class StreamScrubber:
                 for position, entry in enumerate(item):
                     if isinstance(entry, dict):
                         self._walk(entry, (*where, name, list_index(entry, position)))
+
+
+# --- what the proxy passes on -------------------------------------------------------------------
+
+# Content encodings an answer may come in that the proxy decodes (to scrub and meter it).
+DECODABLE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+MAX_HELD_LINE = 1024 * 1024  # an SSE line longer than this is passed on without waiting for its end
+
+
+class Passthrough:
+    """What goes to the agent from a 200 answer: decoded (bounded), scrubbed of the key even
+    when it straddles two chunks. An SSE stream is passed on in whole lines, each event at once,
+    its events' text scrubbed across events too (``StreamScrubber``); other bodies hold back a
+    key's length."""
+
+    def __init__(self, scrubber: KeyScrubber, sse: bool, encoding: str, limit: int) -> None:
+        self._scrubber = scrubber
+        self._events = scrubber.stream() if sse else None
+        self._held = b""
+        self._inflate = zlib.decompressobj(DECODABLE[encoding]) if encoding else None
+        self._budget = limit
+        self.too_large = False
+
+    def _decoded(self, chunk: bytes) -> bytes:
+        # Plain or inflated, the agent gets at most ``limit`` bytes of one answer.
+        if self._inflate is None:
+            out = chunk[: self._budget + 1]
+        else:
+            out = self._inflate.decompress(chunk, self._budget + 1)
+        if len(out) > self._budget:
+            self.too_large = True
+        self._budget -= len(out)
+        return out
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._held + self._decoded(chunk)
+        if self._events is None:
+            data = self._scrubber.scrub(data)
+            cut = max(len(data) - (self._scrubber.longest - 1), 0)
+            self._held = data[cut:]
+            return data[:cut]
+        cut = data.rfind(b"\n") + 1
+        out = self._events.lines(self._scrubber.scrub(data[:cut])) if cut else b""
+        rest = data[cut:]
+        if len(rest) > MAX_HELD_LINE:
+            # A line this long is passed on without waiting for its end (its events unread).
+            rest = self._scrubber.scrub(rest)
+            keep = len(rest) - (self._scrubber.longest - 1)
+            out += self._events.lines(rest[:keep], ends_mid_line=True)
+            rest = rest[keep:]
+        self._held = rest
+        return out
+
+    def flush(self) -> bytes:
+        rest = self._held
+        if self._inflate is not None and not self.too_large:
+            rest += self._inflate.flush()
+        self._held = b""
+        rest = self._scrubber.scrub(rest)
+        return self._events.lines(rest) if self._events is not None and rest else rest
+
+
+def scrubbed_error_body(
+    scrubber: KeyScrubber, key: str, raw: bytes, truncated: bool, encoding: str, limit: int
+) -> bytes:
+    """An error body without ``key`` (masked), decoded first if it was compressed (up to
+    ``limit`` bytes); withheld (empty) when its ``encoding`` cannot be read."""
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        try:
+            wbits = 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS
+            raw = zlib.decompressobj(wbits).decompress(raw, limit)
+            # decoded up to the bound: cut there like a read would be
+            truncated = truncated or len(raw) >= limit
+        except zlib.error:
+            raw = b""
+    elif encoding not in ("", "identity"):
+        raw = b""  # cannot read it, so cannot scrub it: withhold it
+    if not raw:
+        return b""
+    if truncated:  # a body cut at the bound may end with the start of the key: drop it
+        raw = scrubber.without_partial_tail(raw)
+    scrubbed = scrubber.scrub(raw)
+    return redact(scrubbed.decode("utf-8", "surrogateescape"), [key]).encode(
+        "utf-8", "surrogateescape"
+    )

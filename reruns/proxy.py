@@ -24,6 +24,9 @@ clean end), so the agent sees a transport error it can retry instead of a partia
 This module is the server only. Beside it: what the protocols look like (``driftdesk.wire``),
 what is read of each answer as it passes (``reruns/metering.py``), the key's scrubbing
 (``reruns/key_scrub.py``) and what an attempt's calls say about it (``reruns/call_verdicts.py``).
+It stays a little over 600 lines because one call's path (``_forward``: injected fault,
+upstream, error, redirect, streamed answer) is one function: the error kind and what the agent
+was sent are set along it and recorded once, in its ``finally``.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from driftdesk.reruns.faults import (
     cut_answer,
     fault_response,
 )
-from driftdesk.reruns.key_scrub import KeyScrubber
+from driftdesk.reruns.key_scrub import DECODABLE, KeyScrubber, Passthrough, scrubbed_error_body
 from driftdesk.reruns.metering import MAX_METERED_BODY, UsageMeter, header_value, judged_whole
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
@@ -82,10 +85,6 @@ _MAX_ERROR_BODY = 64 * 1024  # an error body is buffered (to scrub it) up to thi
 # A 200 body is decoded (to scrub and meter it) up to this size; past it the call fails
 # (``too_large``): a gzip bomb or an endless plain body must not cost the agent, or us, gigabytes.
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_MAX_HELD_LINE = (
-    1024 * 1024
-)  # an SSE line longer than this is passed on without waiting for its end
-_DECODABLE = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 class _AgentHungUp(Exception):
@@ -129,59 +128,6 @@ def _break_connection(request: web.Request) -> None:
 def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
     # The scrubbed body is sent as plain bytes with its own length.
     return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
-
-
-class _Passthrough:
-    """What goes to the agent from a 200 answer: decoded (bounded), scrubbed of the key even
-    when it straddles two chunks. An SSE stream is passed on in whole lines, each event at once,
-    its events' text scrubbed across events too (``StreamScrubber``); other bodies hold back a
-    key's length."""
-
-    def __init__(self, scrubber: KeyScrubber, sse: bool, encoding: str, limit: int) -> None:
-        self._scrubber = scrubber
-        self._events = scrubber.stream() if sse else None
-        self._held = b""
-        self._inflate = zlib.decompressobj(_DECODABLE[encoding]) if encoding else None
-        self._budget = limit
-        self.too_large = False
-
-    def _decoded(self, chunk: bytes) -> bytes:
-        # Plain or inflated, the agent gets at most ``limit`` bytes of one answer.
-        if self._inflate is None:
-            out = chunk[: self._budget + 1]
-        else:
-            out = self._inflate.decompress(chunk, self._budget + 1)
-        if len(out) > self._budget:
-            self.too_large = True
-        self._budget -= len(out)
-        return out
-
-    def feed(self, chunk: bytes) -> bytes:
-        data = self._held + self._decoded(chunk)
-        if self._events is None:
-            data = self._scrubber.scrub(data)
-            cut = max(len(data) - (self._scrubber.longest - 1), 0)
-            self._held = data[cut:]
-            return data[:cut]
-        cut = data.rfind(b"\n") + 1
-        out = self._events.lines(self._scrubber.scrub(data[:cut])) if cut else b""
-        rest = data[cut:]
-        if len(rest) > _MAX_HELD_LINE:
-            # A line this long is passed on without waiting for its end (its events unread).
-            rest = self._scrubber.scrub(rest)
-            keep = len(rest) - (self._scrubber.longest - 1)
-            out += self._events.lines(rest[:keep], ends_mid_line=True)
-            rest = rest[keep:]
-        self._held = rest
-        return out
-
-    def flush(self) -> bytes:
-        rest = self._held
-        if self._inflate is not None and not self.too_large:
-            rest += self._inflate.flush()
-        self._held = b""
-        rest = self._scrubber.scrub(rest)
-        return self._events.lines(rest) if self._events is not None and rest else rest
 
 
 class RowSink(Protocol):
@@ -407,28 +353,9 @@ class MeteringProxy:
 
     def _scrub_error_body(self, raw: bytes, truncated: bool, headers: dict[str, str]) -> bytes:
         """The error body without the real key (masked), decoded first if it was compressed."""
-        encoding = (
-            next((v for k, v in headers.items() if k.lower() == "content-encoding"), "identity")
-            .strip()
-            .lower()
-        )
-        if encoding in ("gzip", "x-gzip", "deflate"):
-            try:
-                wbits = 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS
-                raw = zlib.decompressobj(wbits).decompress(raw, _MAX_ERROR_BODY)
-                # decoded up to the bound: cut there like a read would be
-                truncated = truncated or len(raw) >= _MAX_ERROR_BODY
-            except zlib.error:
-                raw = b""
-        elif encoding not in ("", "identity"):
-            raw = b""  # cannot read it, so cannot scrub it: withhold it
-        if not raw:
-            return b""
-        if truncated:  # a body cut at the bound may end with the start of the key: drop it
-            raw = self._scrubber.without_partial_tail(raw)
-        scrubbed = self._scrubber.scrub(raw)
-        return redact(scrubbed.decode("utf-8", "surrogateescape"), [self._real_key]).encode(
-            "utf-8", "surrogateescape"
+        encoding = (header_value(headers, "content-encoding") or "identity").strip().lower()
+        return scrubbed_error_body(
+            self._scrubber, self._real_key, raw, truncated, encoding, _MAX_ERROR_BODY
         )
 
     async def _forward(self, request: web.Request, calls: AttemptCalls) -> web.StreamResponse:
@@ -535,13 +462,13 @@ class MeteringProxy:
                 encoding = (header_value(headers, "content-encoding") or "").strip().lower()
                 if encoding in ("", "identity"):
                     encoding = ""
-                elif encoding not in _DECODABLE:
+                elif encoding not in DECODABLE:
                     error_kind = "unreadable_encoding"  # asked for identity; cannot scrub this
                     return _proxy_error(
                         502, error_kind, f"the upstream sent {encoding!r}, which we cannot read"
                     )
                 headers = _scrubbed_error_headers(headers)  # decoded below: no encoding left
-                passthrough = _Passthrough(
+                passthrough = Passthrough(
                     self._scrubber, meter.streamed, encoding, self._max_body_bytes
                 )
                 response = web.StreamResponse(

@@ -64,6 +64,7 @@ from driftdesk.reruns.suites import Task, builtin_suites, load_suite
 from driftdesk.wire.answers import (
     Answer,
     chat_answer,
+    count_tokens_answer,
     messages_answer,
     models_list,
     responses_answer,
@@ -528,7 +529,8 @@ class SandboxEndpoint:
         except json.JSONDecodeError:
             body = {}
         conv = messages_conversation(body if isinstance(body, dict) else {})
-        return web.json_response({"input_tokens": conv.size // 4 + 8}, headers=self._headers())
+        counted = count_tokens_answer(conv.size // 4 + 8)
+        return web.json_response(counted, headers=self._headers())
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         turn = await self._turn(request, messages_conversation, anthropic=True)

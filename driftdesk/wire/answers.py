@@ -40,6 +40,11 @@ def models_list(model_id: str, owner: str) -> dict[str, Any]:
     }
 
 
+def count_tokens_answer(input_tokens: int) -> dict[str, Any]:
+    """An Anthropic ``/v1/messages/count_tokens`` answer."""
+    return {"input_tokens": input_tokens}
+
+
 # --- Chat Completions -------------------------------------------------------------------------
 
 

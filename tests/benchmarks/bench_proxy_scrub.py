@@ -19,9 +19,8 @@ import json
 import os
 import time
 
-from driftdesk.reruns.key_scrub import KeyScrubber
+from driftdesk.reruns.key_scrub import KeyScrubber, Passthrough
 from driftdesk.reruns.metering import UsageMeter
-from driftdesk.reruns.proxy import _Passthrough
 
 KEY = "sk-bench-0123456789abcdefghijklmnop"
 
@@ -69,9 +68,9 @@ def run(chunks: list[bytes], streamed: bool, scrub: str, rounds: int) -> float:
     start = time.perf_counter()
     for _ in range(rounds):
         meter = UsageMeter(streamed=streamed, protocol="chat")
-        passthrough: _Passthrough | _LinesOnly | None = None
+        passthrough: Passthrough | _LinesOnly | None = None
         if scrub == "all":
-            passthrough = _Passthrough(scrubber, streamed, "", 1 << 30)
+            passthrough = Passthrough(scrubber, streamed, "", 1 << 30)
         elif scrub == "lines":
             passthrough = _LinesOnly(scrubber)
         for chunk in chunks:

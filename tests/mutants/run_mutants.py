@@ -34,7 +34,7 @@ SCOPE: dict[str, list[str] | None] = {
     "driftdesk.secrets": None,
     "driftdesk.reruns.key_scrub": None,  # the key's redaction in what the proxy forwards
     "driftdesk.reruns.proxy": [
-        "_Passthrough", "_scrubbed_error_headers", "MeteringProxy._scrub_error_body",
+        "_scrubbed_error_headers", "MeteringProxy._scrub_error_body",
         # attribution: which attempt a call belongs to, and what its calls say
         "MeteringProxy.open_attempt", "MeteringProxy.attribute", "MeteringProxy.attempt_calls",
         "MeteringProxy.close_attempt", "MeteringProxy._next_call_index",
@@ -112,7 +112,7 @@ def _mutant_globs() -> list[str]:
             cls, _, method = name.partition(".")
             if method:
                 globs.append(f"{module}.xǁ{cls}ǁ{method}__mutmut_*")
-            elif name.lstrip("_")[0].isupper():  # a class (_Passthrough too): all its methods
+            elif name.lstrip("_")[0].isupper():  # a class (a private one too): all its methods
                 globs.append(f"{module}.xǁ{name}ǁ*")
             else:
                 globs.append(f"{module}.x_{name}__mutmut_*")

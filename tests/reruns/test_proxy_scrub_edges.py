@@ -17,8 +17,8 @@ import test_proxy_escaped_keys as escaped_keys
 from test_proxy_escaped_keys import REAL, SHAPES, EchoingProvider, _answer
 
 from driftdesk.fileio import JsonlAppender
-from driftdesk.reruns.key_scrub import KeyScrubber
-from driftdesk.reruns.proxy import _MAX_HELD_LINE, MeteringProxy, _Passthrough
+from driftdesk.reruns.key_scrub import MAX_HELD_LINE, KeyScrubber, Passthrough
+from driftdesk.reruns.proxy import MeteringProxy
 
 # The provider that echoes what it is told to and a proxy in front of it: those tests' fixtures.
 provider = escaped_keys.provider
@@ -139,7 +139,7 @@ def test_the_held_back_bytes_are_the_longest_shape_less_one() -> None:
     longest |= {digit: 6 for digit in "0123"}
     scrubber = KeyScrubber(WIDE)
     assert scrubber.longest == sum(longest[c] for c in WIDE) == 132
-    passthrough = _Passthrough(scrubber, sse=False, encoding="", limit=10_000)
+    passthrough = Passthrough(scrubber, sse=False, encoding="", limit=10_000)
     assert passthrough.feed(b"x" * 1000) == b"x" * (1000 - 131)
     assert passthrough.flush() == b"x" * 131
 
@@ -149,7 +149,7 @@ def test_no_key_masks_nothing_and_holds_nothing_back() -> None:
     assert scrubber.scrub(b"any body") == b"any body"
     assert not scrubber.found("any header")
     assert scrubber.without_partial_tail(b"any body") == b"any body"
-    assert _Passthrough(scrubber, sse=False, encoding="", limit=100).feed(b"abc") == b"abc"
+    assert Passthrough(scrubber, sse=False, encoding="", limit=100).feed(b"abc") == b"abc"
 
 
 def test_a_start_of_the_key_at_the_cut_is_dropped_from_four_characters() -> None:
@@ -212,28 +212,28 @@ def test_an_answer_is_decoded_one_byte_past_its_limit_and_no_further(encoding: s
     # One byte past the limit is what says an answer is too large; a small gzip body that
     # would inflate to 10 MB is never inflated whole.
     answer = b"\0" * 10_000_000
-    passthrough = _Passthrough(KeyScrubber(""), sse=False, encoding=encoding, limit=1000)
+    passthrough = Passthrough(KeyScrubber(""), sse=False, encoding=encoding, limit=1000)
     out = passthrough.feed(gzip.compress(answer) if encoding else answer)
     assert (len(out), passthrough.too_large) == (1001, True)
 
 
 def test_an_answer_of_exactly_its_limit_is_not_too_large() -> None:
-    passthrough = _Passthrough(KeyScrubber(""), sse=False, encoding="gzip", limit=1000)
+    passthrough = Passthrough(KeyScrubber(""), sse=False, encoding="gzip", limit=1000)
     assert passthrough.feed(gzip.compress(b"y" * 1000)) == b"y" * 1000
     assert passthrough.flush() == b""
     assert not passthrough.too_large
 
 
 def test_an_sse_stream_goes_out_in_whole_lines() -> None:
-    passthrough = _Passthrough(KeyScrubber(REAL), sse=True, encoding="", limit=10_000)
+    passthrough = Passthrough(KeyScrubber(REAL), sse=True, encoding="", limit=10_000)
     assert passthrough.feed(b"data: a\n\ndata: b") == b"data: a\n\n"  # nothing of the next
     assert passthrough.flush() == b"data: b"
 
 
 def test_an_sse_line_is_held_whole_up_to_its_bound_and_past_it_passed_on() -> None:
     scrubber = KeyScrubber(REAL)
-    held = _Passthrough(scrubber, sse=True, encoding="", limit=2 * _MAX_HELD_LINE)
-    assert held.feed(b"x" * _MAX_HELD_LINE) == b""
-    longer = _Passthrough(scrubber, sse=True, encoding="", limit=2 * _MAX_HELD_LINE)
-    out = longer.feed(b"x" * (_MAX_HELD_LINE + 1))
-    assert len(out) == _MAX_HELD_LINE + 1 - (scrubber.longest - 1)
+    held = Passthrough(scrubber, sse=True, encoding="", limit=2 * MAX_HELD_LINE)
+    assert held.feed(b"x" * MAX_HELD_LINE) == b""
+    longer = Passthrough(scrubber, sse=True, encoding="", limit=2 * MAX_HELD_LINE)
+    out = longer.feed(b"x" * (MAX_HELD_LINE + 1))
+    assert len(out) == MAX_HELD_LINE + 1 - (scrubber.longest - 1)

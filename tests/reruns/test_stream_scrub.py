@@ -409,10 +409,9 @@ async def test_the_anthropic_client_reads_a_messages_stream_with_the_key_masked(
 
 def _through_passthrough(events: list[bytes], key: str = REAL) -> list[dict[str, Any]]:
     """The events as the proxy's passthrough sends them on, one upstream chunk per event."""
-    from driftdesk.reruns.key_scrub import KeyScrubber
-    from driftdesk.reruns.proxy import _Passthrough
+    from driftdesk.reruns.key_scrub import KeyScrubber, Passthrough
 
-    passthrough = _Passthrough(KeyScrubber(key), sse=True, encoding="", limit=1 << 30)
+    passthrough = Passthrough(KeyScrubber(key), sse=True, encoding="", limit=1 << 30)
     out = b"".join(passthrough.feed(event) for event in events) + passthrough.flush()
     return _events(out)
 
@@ -491,10 +490,9 @@ def test_two_tool_calls_and_two_choices_are_scrubbed_apart() -> None:
 
 def test_an_event_written_over_two_reads_and_crlf_lines_still_parse() -> None:
     event = chat_events("content", BEFORE + REAL)[3].replace(b"\n", b"\r\n")
-    from driftdesk.reruns.key_scrub import KeyScrubber
-    from driftdesk.reruns.proxy import _Passthrough
+    from driftdesk.reruns.key_scrub import KeyScrubber, Passthrough
 
-    passthrough = _Passthrough(KeyScrubber(REAL), sse=True, encoding="", limit=1 << 30)
+    passthrough = Passthrough(KeyScrubber(REAL), sse=True, encoding="", limit=1 << 30)
     out = passthrough.feed(event[:10]) + passthrough.feed(event[10:]) + passthrough.flush()
     assert out.endswith(b"\r\n\r\n") and out.startswith(b"data: {")
     assert json.loads(out.split(b"\r\n")[0][5:])["object"] == "chat.completion.chunk"
