@@ -14,12 +14,10 @@ from driftdesk.reruns.agents import AgentResult, AttemptContext, command_outcome
 from driftdesk.reruns.events import AttemptPlaced
 from driftdesk.reruns.presets import client_fields, client_files, client_verdict
 from driftdesk.reruns.proxy import AttemptCalls
-from driftdesk.reruns.ray_executor import (
-    NODE_LOST,
+from driftdesk.reruns.ray_executor import NODE_LOST, NodeLost, RayCluster
+from driftdesk.reruns.ray_worker import (
     RETURNED_FILES,
     AttemptJob,
-    NodeLost,
-    RayCluster,
     agent_result,
     command_try_of,
     unpack_folder,

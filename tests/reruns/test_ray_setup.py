@@ -164,7 +164,7 @@ def test_what_a_node_sends_back_lands_only_inside_its_folder(tmp_path: Path) -> 
     import os
     import tarfile
 
-    from driftdesk.reruns.ray_executor import pack_folder, unpack_folder
+    from driftdesk.reruns.ray_worker import pack_folder, unpack_folder
 
     home = tmp_path / "client-home"
     home.mkdir()
