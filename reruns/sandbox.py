@@ -77,7 +77,7 @@ from driftdesk.wire.conversation import (
     parse_arguments,
     responses_conversation,
 )
-from driftdesk.wire.errors import simulated_error_body
+from driftdesk.wire.errors import simulated_error
 
 SIM_MODEL = "simulated-model-1"
 SIM_HEADER = "x-driftdesk-simulated"
@@ -386,14 +386,12 @@ class SandboxEndpoint:
 
     # --- the shared turn: parse, draw a fault, play ------------------------------------------
 
-    def _error(
-        self, status: int, kind: str, message: str, code: str, anthropic: bool
-    ) -> web.Response:
+    def _error(self, name: str, anthropic: bool) -> web.Response:
+        status, body = simulated_error(name, anthropic)
         headers = self._headers()
         if status == 429:
             headers["retry-after-ms"] = str(int(self.retry_after_s * 1000))
             headers["Retry-After"] = str(max(1, round(self.retry_after_s)))
-        body = simulated_error_body(kind, message, code, anthropic)
         return web.json_response(body, status=status, headers=headers)
 
     async def _turn(
@@ -410,9 +408,7 @@ class SandboxEndpoint:
         except json.JSONDecodeError:
             body = None
         if not isinstance(body, dict):
-            return self._error(
-                400, "invalid_request_error", "body is not a JSON object", "bad_json", anthropic
-            )
+            return self._error("bad_json", anthropic)
         conv = parse(body)
         task = self.model.identify(conv)
         key = task.task_id if task else "(unknown)"
@@ -423,18 +419,11 @@ class SandboxEndpoint:
             await asyncio.sleep(self.latency_s * (0.5 + rng.random()))
         fault = self._draw_fault(rng)
         self.stats.by_kind[fault or "ok"] += 1
-        if fault == "rate_limit":
-            kind = "rate_limit_error"
-            return self._error(429, kind, "Rate limit reached", "rate_limit_exceeded", anthropic)
-        if fault == "server_error":
-            kind = "api_error" if anthropic else "server_error"
-            return self._error(500, kind, "The server had an error", "server_error", anthropic)
-        if fault == "auth_error":
-            kind = "authentication_error" if anthropic else "invalid_request_error"
-            return self._error(401, kind, "Incorrect API key", "invalid_api_key", anthropic)
+        if fault in ("rate_limit", "server_error", "auth_error"):
+            return self._error(fault, anthropic)
         if fault == "timeout":
             await asyncio.sleep(self.hang_s)
-            return self._error(504, "timeout", "hung and gave up", "timeout", anthropic)
+            return self._error("timeout", anthropic)
         action = Action() if fault == "empty" else self.model.play(task, conv, rng)
         return body, conv, action, fault
 

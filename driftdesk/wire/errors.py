@@ -42,8 +42,42 @@ def provider_error_body(kind: str, protocol: str | None) -> bytes:
     return json.dumps(body).encode()
 
 
-def simulated_error_body(kind: str, message: str, code: str, anthropic: bool) -> dict[str, Any]:
-    """The simulated endpoint's error, which says it is simulated."""
+# The simulated endpoint's errors by name: status, OpenAI type, Anthropic type, message, and
+# OpenAI's code.
+_SIMULATED = {
+    "bad_json": (
+        400,
+        "invalid_request_error",
+        "invalid_request_error",
+        "body is not a JSON object",
+        "bad_json",
+    ),
+    "rate_limit": (
+        429,
+        "rate_limit_error",
+        "rate_limit_error",
+        "Rate limit reached",
+        "rate_limit_exceeded",
+    ),
+    "server_error": (500, "server_error", "api_error", "The server had an error", "server_error"),
+    "auth_error": (
+        401,
+        "invalid_request_error",
+        "authentication_error",
+        "Incorrect API key",
+        "invalid_api_key",
+    ),
+    "timeout": (504, "timeout", "timeout", "hung and gave up", "timeout"),
+}
+
+
+def simulated_error(name: str, anthropic: bool) -> tuple[int, dict[str, Any]]:
+    """The simulated endpoint's error ``name`` (``bad_json``, ``rate_limit``, ``server_error``,
+    ``auth_error``, ``timeout``): its status and body, which says it is simulated."""
+    status, openai_type, anthropic_type, message, code = _SIMULATED[name]
     if anthropic:
-        return {"type": "error", "error": {"type": kind, "message": f"{message} (simulated)"}}
-    return {"error": {"message": f"{message} (simulated)", "type": kind, "code": code}}
+        error = {"type": anthropic_type, "message": f"{message} (simulated)"}
+        return status, {"type": "error", "error": error}
+    return status, {
+        "error": {"message": f"{message} (simulated)", "type": openai_type, "code": code}
+    }
