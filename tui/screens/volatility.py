@@ -1,8 +1,13 @@
 """Volatility: the runs, one run's summary and pass^k curve, its per-task table (sortable,
 filterable), drill-down, rerun of chosen or volatile tasks, compare, copy and export.
 
-Reports are built by ``analysis`` (DuckDB) in thread workers; a run that is still being written
-is followed with ``analysis.live.LiveVolatility`` on a timer.
+The screen composes three widgets: the runs list (``widgets.runs_list``, fed by the runs
+catalog ``driftdesk.rundir.catalog``), the run's summary (``widgets.run_summary``) and the task
+table with its filter (``widgets.task_table``). Reports are built by ``analysis`` (DuckDB) in
+thread workers; a run that is still being written is followed with
+``analysis.live.LiveVolatility`` on a timer. Above 600 lines: what stays here is the screen's
+own state (the open run, marks, sort, filter), its workers and its 15 bindings' actions, which
+all share that state.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Header, Input, Label, OptionList, Static
-from textual.widgets.option_list import Option
 from textual.worker import Worker
 
 from driftdesk.analysis.run_success import (
@@ -32,52 +36,23 @@ from driftdesk.analysis.run_success import (
 )
 from driftdesk.reruns.run_facts import run_facts
 from driftdesk.rundir.catalog import RunInfo, discover_runs
-from driftdesk.terminal import printable
-from driftdesk.text import tokens as format_tokens
 from driftdesk.tui.screens.base import HEADER_ICON, Loaded, PaletteCommand, WorkbenchScreen
 from driftdesk.tui.screens.modals import ConfirmScreen, PickScreen
 from driftdesk.tui.widgets.footer import BindingsFooter
-from driftdesk.tui.widgets.tables import MAX_LISTED_ROWS, fill_table
+from driftdesk.tui.widgets.run_summary import histogram_text, pass_k_plot_text, summary_text
+from driftdesk.tui.widgets.runs_list import RunsList
+from driftdesk.tui.widgets.task_table import (
+    SORT_KEYS,
+    SORT_LABELS,
+    FilterBox,
+    TaskTable,
+    task_orders,
+    tasks_tsv,
+)
 
-SORT_KEYS = ("spread", "success", "task")
-# What each sort is called on screen: "spread" of pass/fail tasks is max − min success, in pp.
-SORT_LABELS = {"spread": "max−min", "success": "success", "task": "task id"}
 LIVE_REFRESH_SECONDS = 1.0
 RUNS_RESCAN_SECONDS = 2.0
 SUCCESS_REDRAW_SECONDS = 0.3  # measured successes reach the runs list at most this often
-
-
-TASK_COLUMNS = (
-    (" ", "mark"),
-    ("task", "task"),
-    ("n", "n"),
-    ("pass", "pass"),
-    ("fail", "fail"),
-    ("link", "link"),
-    ("success", "success"),
-    # the report's ``spread``: max − min of the task's scores, so 0 or 100 on pass/fail tasks
-    ("max−min pp", "spread"),
-    ("latency ms", "latency"),
-    ("tokens", "tokens"),
-    ("error kinds", "errors"),
-)
-
-
-class FilterBox(Input):
-    """The task filter: reached with / (or a click), never by Tab or Shift-Tab. Landed in by
-    a Shift-Tab, a later q was typed into it as a filter instead of quitting."""
-
-    can_focus = False
-
-    def open(self) -> None:
-        self.can_focus = True
-        self.focus()
-
-    def on_blur(self) -> None:
-        self.can_focus = False
-
-    def on_mouse_down(self) -> None:
-        self.open()
 
 
 @dataclass
@@ -100,29 +75,6 @@ class ReportReady(Message):
     # sort key -> the report's tasks in that order: sorted by the worker, so a sort or filter
     # key on a run of 20,000 tasks does not sort them on the UI thread
     orders: dict[str, list[Any]] = field(default_factory=dict)
-
-
-def _orders(report: Any) -> dict[str, list[Any]]:
-    """The report's tasks in each order of ``SORT_KEYS``: by spread (most volatile first, then
-    the lowest success), by success (lowest first), by task id; ties by task id."""
-
-    def success(t: Any) -> float:
-        return t.success_rate if t.success_rate is not None else 2.0
-
-    by_id = sorted(report.tasks, key=lambda t: t.task_id)
-    return {
-        "spread": sorted(by_id, key=lambda t: (-(t.spread or 0), success(t))),
-        "success": sorted(by_id, key=success),
-        "task": by_id,
-    }
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
-
-
-def _num(value: float | None, fmt: str = "{:.0f}") -> str:
-    return "-" if value is None else fmt.format(value)
 
 
 class VolatilityScreen(WorkbenchScreen):
@@ -200,7 +152,7 @@ class VolatilityScreen(WorkbenchScreen):
         with Horizontal(id="vol-body"):
             with Vertical(id="runs-pane"):
                 yield Label("Runs", classes="pane-title")
-                yield OptionList(id="runs")
+                yield RunsList(id="runs")
             with Vertical(id="report-pane"):
                 with Horizontal(id="summary-row"):
                     yield Static("Select a run on the left.", id="summary")
@@ -209,8 +161,8 @@ class VolatilityScreen(WorkbenchScreen):
                 with Horizontal(id="filter-row"):
                     yield FilterBox(placeholder="filter tasks (/)", id="filter")
                     yield Label("", id="table-state")
-                table: DataTable[Any] = DataTable(id="tasks", cursor_type="row")
-                fill_table(table, TASK_COLUMNS, [], fixed={"mark": 1})
+                table = TaskTable(id="tasks", cursor_type="row")
+                table.clear_tasks()
                 yield table
         yield BindingsFooter()
 
@@ -289,7 +241,13 @@ class VolatilityScreen(WorkbenchScreen):
             self._loading.discard(run_dir)
         self.post_message(SuccessKnown())
         self.post_message(
-            ReportReady(run_dir, report, _plot(report), _histogram(report), orders=_orders(report))
+            ReportReady(
+                run_dir,
+                report,
+                pass_k_plot_text(report),
+                histogram_text(report),
+                orders=task_orders(report),
+            )
         )
 
     @work(
@@ -308,10 +266,10 @@ class VolatilityScreen(WorkbenchScreen):
             ReportReady(
                 run_dir,
                 report,
-                _plot(report),
-                _histogram(report),
+                pass_k_plot_text(report),
+                histogram_text(report),
                 live=True,
-                orders=_orders(report),
+                orders=task_orders(report),
             )
         )
 
@@ -413,24 +371,9 @@ class VolatilityScreen(WorkbenchScreen):
         self._show_runs([replace(r, success=known_success(r.path)) for r in self.runs])
 
     def _show_runs(self, runs: list[RunInfo]) -> None:
-        """``runs`` in the runs list; its options are made again only if what they say
-        changed, and the open run stays highlighted."""
-        shown = {r.path: (r.status, r.success) for r in self.runs}
-        self.runs = runs
-        if [r.path for r in runs] == list(shown) and all(
-            shown[r.path] == (r.status, r.success) for r in runs
-        ):
-            return
-        options = self.query_one("#runs", OptionList)
-        options.clear_options()
-        for index, run in enumerate(runs):
-            label = Text()
-            label.append(run.run_id + "\n")
-            label.append(f"  {run.label}", style=_status_style(run.status))
-            label.append(f" · {run.details} · {run.started_at[:16]}", style="dim")
-            options.add_option(Option(label, id=str(run.path)))
-            if self.run_dir is not None and run.path.resolve() == self.run_dir:
-                options.highlighted = index
+        """``runs`` in the runs list; the open run stays highlighted."""
+        shown, self.runs = self.runs, runs
+        self.query_one("#runs", RunsList).show_runs(runs, shown, self.run_dir)
 
     @on(OptionList.OptionSelected, "#runs")
     @on(OptionList.OptionHighlighted, "#runs")
@@ -465,117 +408,9 @@ class VolatilityScreen(WorkbenchScreen):
             self.query_one("#tasks", DataTable).focus()
 
     def _summary(self, report: Any, live: bool) -> Text:
-        """The run's headline: one fact a line, or, on a short screen, the facts packed
-        side by side (the task table keeps room for more than a few rows at 80×24)."""
-        ci = report.ci95 or {}
-        text = Text()
-        text.append(f"{report.run_id}", style="bold")
-        if live:
-            text.append("  LIVE", style="bold cyan")
-        text.append(f"\n{report.model or ''}  status {report.status or '?'}\n", style="dim")
         info = self._info(self.run_dir) if self.run_dir is not None and not live else None
-        if info is not None and info.stopped_because:
-            text.append(f"stopped: {info.stopped_because}\n", style="yellow")
-        facts: list[tuple[str, Text]] = []
-
-        def fact(label: str, value: str, style: str = "") -> Text:
-            shown = Text(value, style=style)
-            facts.append((label, shown))
-            return shown
-
-        def with_ci(label: str, value: str, key: str, scale: float = 100.0) -> None:
-            shown = fact(label, value)
-            bounds = ci.get(key)
-            if bounds:
-                shown.append(f"  CI95 {bounds[0] * scale:.1f}–{bounds[1] * scale:.1f}", "dim")
-
-        with_ci(
-            "mean task success",
-            "-" if report.success_rate is None else f"{report.success_rate * 100:.1f} %",
-            "success_rate",
-        )
-        pooled = report.attempt_success_rate
-        fact("attempts passed", "-" if pooled is None else f"{pooled * 100:.1f} %")
-        if report.partial_scores and report.mean_score is not None:
-            # the scorer gives partial credit: pass/fail at a threshold hides what it gave
-            fact("mean score", f"{report.mean_score:.3f}")
-        with_ci(
-            "consistency gap",
-            "-" if report.consistency_gap_pp is None else f"{report.consistency_gap_pp:.1f} pp",
-            "consistency_gap_pp",
-            scale=1.0,
-        )
-        fact("tasks · attempts", f"{report.tasks_judged} · {report.attempts_judged} judged")
-        design, uneven = getattr(report, "adaptive", None), getattr(report, "unequal_repeats", None)
-        if design:  # the n column says how many each task got; max − min is read at one k
-            stopped = (design.get("result") or {}).get("stop_reason") or "not finished"
-            fact("repeats", f"adaptive, target {design.get('target')}").append(
-                f"  {stopped}", "dim"
-            )
-            if uneven and uneven.get("gap_at_k_pp") is not None:
-                fact(
-                    "gap at k",
-                    f"{uneven['gap_at_k_pp']:.1f} pp at k = {uneven['gap_k']} "
-                    f"(n {uneven['n_min']}–{uneven['n_max']})",
-                )
-        volatile = sum(1 for t in report.tasks if t.volatile)
-        fact("volatile tasks", f"{volatile}", "yellow" if volatile else "")
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted((report.link_errors_by_kind or {}).items()))
-        fact(
-            "link errors",
-            f"{report.link_errors}" + (f" ({kinds})" if kinds else ""),
-            "magenta" if report.link_errors else "",
-        )
-        injection = getattr(report, "injection", None)
-        if injection:
-            # run --inject: the faults put in at the proxy, and what the agent made of them;
-            # a misattributed one (judged although its answer never came) is a bug to see
-            fact(
-                "injected faults",
-                f"{injection['faults']}: recovered {injection['recovered']}, surfaced "
-                f"{injection['surfaced']}, misattributed {injection['misattributed']}",
-                "bold red" if injection["misattributed"] else "cyan",
-            )
-        if report.harness_errors:
-            # Attempts the harness itself broke (a crash, no result): not the model, not the
-            # link; when every attempt is one, nothing was measured and the reason says why.
-            kinds = ", ".join(f"{k} {v}" for k, v in report.harness_errors_by_kind.items())
-            fact("harness errors", f"{report.harness_errors} ({kinds})", "bold red")
-        floor = getattr(report, "noise_floor", None)
-        if floor is not None and floor.mde_pp is not None:
-            # The smallest success change a same-size rerun detects (80 % power), and the
-            # repeats per task needed to see 5 and 10 pp.
-            fact("noise floor", f"{floor.mde_pp:.1f} pp").append(
-                f"  {floor.power:.0%} power", "dim"
-            )
-            wanted = {k: v for k, v in floor.repeats_for_pp.items() if k in (5.0, 10.0)}
-            fact(
-                "repeats for Δ",
-                "  ".join(f"{k:g} pp: {v if v is not None else '—'}" for k, v in wanted.items()),
-            )
-        # No attempt reported any usage (e.g. imported results): unknown, not free.
-        counted = any(t.tokens_mean is not None for t in report.tasks)
-        total = (report.tokens or {}).get("total") if counted else None
-        known = total is not None and report.cost_usd is not None
-        cost = f"${report.cost_usd:.4f}" if known else "unknown"
-        fact("tokens · cost", f"{format_tokens(total)} · {cost}")
-        short = self.has_class("short")
-        if short:
-            _pack_facts(text, facts, max(self.app.size.width - 4, 40))
-        else:
-            for label, value in facts:
-                text.append(f"{label:<18}", style="bold")
-                text.append_text(value)
-                text.append("\n")
-        if report.empty_reason and (report.harness_errors or report.link_errors):
-            text.append(f"{report.empty_reason}\n", style="red")
-        if report.skipped_lines:
-            text.append(
-                f"{len(report.skipped_lines)} malformed line(s) skipped\n", style="bold red"
-            )
-        if short:
-            text.rstrip()  # no blank line under it: one more task row
-        return text
+        stopped = info.stopped_because if info is not None else None
+        return summary_text(report, live, stopped, self.has_class("short"), self.app.size.width)
 
     def _visible_tasks(self) -> list[Any]:
         """The report's tasks in the chosen order (sorted by the report's worker), filtered."""
@@ -586,38 +421,11 @@ class VolatilityScreen(WorkbenchScreen):
         return [t for t in tasks if needle in t.task_id.lower()] if needle else list(tasks)
 
     def _fill_table(self) -> None:
-        table = self.query_one("#tasks", DataTable)
-        current = self.selected_task()
-        rows: list[tuple[str, tuple[Any, ...]]] = []
+        table = self.query_one("#tasks", TaskTable)
         tasks = self._visible_tasks()
-        for t in tasks[:MAX_LISTED_ROWS]:
-            spread_style = "bold yellow" if t.volatile else ""
-            success_style = (
-                "green" if t.success_rate == 1 else ("red" if t.success_rate == 0 else "")
-            )
-            cells = (
-                self._mark_cell(t.task_id),
-                printable(t.task_id, keep_newlines=False),
-                str(t.n),
-                str(t.passes),
-                str(t.fails),
-                Text(str(t.link_errors), style="magenta" if t.link_errors else ""),
-                Text(_pct(t.success_rate), style=success_style),
-                Text("-" if t.spread is None else f"{t.spread * 100:.0f}", style=spread_style),
-                _num(t.latency_mean_ms),
-                _num(t.tokens_mean),
-                # a judged "fail" is model behaviour, not an error: list only error kinds
-                ", ".join(k for k in t.last_error_kinds if k != "fail"),
-            )
-            rows.append((t.task_id, cells))
-        fill_table(table, TASK_COLUMNS, rows, fixed={"mark": 1})
-        if current is not None and current in table.rows:
-            table.move_cursor(row=table.get_row_index(current))
+        table.show_tasks(tasks, self.marked)
         self._matching = len(tasks)
         self._show_table_state()
-
-    def _mark_cell(self, task_id: str) -> Text:
-        return Text("●", style="bold cyan") if task_id in self.marked else Text()
 
     def _show_table_state(self) -> None:
         listed = self.query_one("#tasks", DataTable).row_count
@@ -660,11 +468,7 @@ class VolatilityScreen(WorkbenchScreen):
         return next((r for r in self.runs if r.path.resolve() == run_dir), None)
 
     def selected_task(self) -> str | None:
-        table = self.query_one("#tasks", DataTable)
-        if table.row_count == 0:
-            return None
-        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
-        return None if row_key.value is None else str(row_key.value)
+        return self.query_one("#tasks", TaskTable).selected_task()
 
     def action_filter(self) -> None:
         self.query_one("#filter", FilterBox).open()
@@ -681,8 +485,7 @@ class VolatilityScreen(WorkbenchScreen):
         if task is None:
             return
         self.marked.symmetric_difference_update({task})
-        # one cell, not the whole table again
-        self.query_one("#tasks", DataTable).update_cell(task, "mark", self._mark_cell(task))
+        self.query_one("#tasks", TaskTable).show_mark(task, self.marked)
         self._show_table_state()
 
     def action_mark_volatile(self) -> None:
@@ -780,14 +583,9 @@ class VolatilityScreen(WorkbenchScreen):
             self.notify(f"copied {task}")
 
     def action_copy_table(self) -> None:
-        rows = ["task\tn\tpass\tfail\tlink\tsuccess\tspread"]
-        for t in self._visible_tasks():
-            rows.append(
-                f"{t.task_id}\t{t.n}\t{t.passes}\t{t.fails}\t{t.link_errors}\t"
-                f"{_num(t.success_rate, '{:.3f}')}\t{_num(t.spread, '{:.2f}')}"
-            )
-        self.app.copy_to_clipboard("\n".join(rows) + "\n")
-        self.notify(f"copied {len(rows) - 1} task rows (tab-separated)")
+        tsv, count = tasks_tsv(self._visible_tasks())
+        self.app.copy_to_clipboard(tsv)
+        self.notify(f"copied {count} task rows (tab-separated)")
 
     def action_export(self) -> None:
         if self.run_dir is not None:
@@ -863,59 +661,9 @@ class VolatilityScreen(WorkbenchScreen):
         ]
 
 
-PLOT_SIZE = (48, 12)
-HISTOGRAM_SIZE = (40, 12)
 # The histogram sits beside the pass^k plot only when the screen is this wide (app.tcss
 # hides it below: the summary needs its ~44 columns first).
 HISTOGRAM_MIN_WIDTH = 180
-
-
-def _pack_facts(text: Text, facts: list[tuple[str, Text]], width: int) -> None:
-    """``label value`` facts side by side, three spaces apart, a new line where the next one
-    would pass ``width``."""
-    used = 0
-    for label, value in facts:
-        size = len(label) + 1 + value.cell_len
-        if used and used + 3 + size > width:
-            text.append("\n")
-            used = 0
-        elif used:
-            text.append("   ")
-            used += 3
-        text.append(f"{label} ", style="bold")
-        text.append_text(value)
-        used += size
-    text.append("\n")
-
-
 STACK_BELOW_WIDTH = 130  # runs list above the report, not beside it
 PLOT_MIN_WIDTH = 96  # summary (44) + plot (50)
 SHORT_BELOW_HEIGHT = 30  # one-line filter box, no plot
-
-
-def _plot(report: Any) -> str:
-    """The pass^k curve as text; a plot that fails must not hide the table, so say why instead."""
-    from driftdesk.analysis.plots import pass_hat_k_plot
-
-    try:
-        return pass_hat_k_plot(report, *PLOT_SIZE, color=True)
-    except Exception as exc:
-        return f"(pass^k plot unavailable: {type(exc).__name__}: {exc})"
-
-
-def _histogram(report: Any) -> str:
-    from driftdesk.analysis.plots import success_histogram
-
-    try:
-        return success_histogram(report, *HISTOGRAM_SIZE, color=True)
-    except Exception as exc:
-        return f"(histogram unavailable: {type(exc).__name__}: {exc})"
-
-
-def _status_style(status: str) -> str:
-    return {
-        "running": "bold cyan",
-        "completed": "green",
-        "interrupted": "yellow",
-        "failed": "red",
-    }.get(status, "dim")
