@@ -9,18 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.cli.errors import ANALYSIS_INPUT_ERRORS, guarded
 from driftdesk.cli.thresholds import at_least_one, k_rate, points, rate
 from driftdesk.terminal import json_printable, printable, printable_path
 
 if TYPE_CHECKING:
     from driftdesk.analysis.compare import Comparison
     from driftdesk.analysis.volatility import RunReport
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="json: add each task's pass^k and pass@k for k = 1..n",
     )
-    p.set_defaults(func=_guarded(cmd_report))
+    p.set_defaults(func=guarded(cmd_report, ANALYSIS_INPUT_ERRORS))
 
     p = sub.add_parser(
         "compare",
@@ -71,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="put the run that started later as B (by manifest started_at)",
     )
     _add_metric_options(p)
-    p.set_defaults(func=_guarded(cmd_compare))
+    p.set_defaults(func=guarded(cmd_compare, ANALYSIS_INPUT_ERRORS))
 
     p = sub.add_parser(
         "check",
@@ -114,14 +113,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_trend_options(p)
     p.add_argument("--format", default="table", choices=["table", "json"])
     _add_metric_options(p)
-    p.set_defaults(func=_guarded(cmd_check))
+    p.set_defaults(func=guarded(cmd_check, ANALYSIS_INPUT_ERRORS))
 
     p = sub.add_parser("tasks", help="print task ids one a line (feed them to run --tasks)")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--volatile", action="store_true", help="tasks with both passes and fails")
     which.add_argument("--failed", action="store_true", help="tasks with at least one fail")
-    p.set_defaults(func=_guarded(cmd_tasks))
+    p.set_defaults(func=guarded(cmd_tasks, ANALYSIS_INPUT_ERRORS))
 
     p = sub.add_parser("plot", help="pass^k curve and success histogram in the terminal")
     p.add_argument("run", metavar="RUN")
@@ -129,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=int, default=72)
     p.add_argument("--height", type=int, default=18)
     _add_metric_options(p)
-    p.set_defaults(func=_guarded(cmd_plot))
+    p.set_defaults(func=guarded(cmd_plot, ANALYSIS_INPUT_ERRORS))
 
 
 def _add_trend_options(p: argparse.ArgumentParser) -> None:
@@ -180,23 +179,6 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
         "(every task at every k, one run fewer than k times counting 0, as inspect_ai's "
         "at_least_k)",
     )
-
-
-def _guarded(handler: Handler) -> Handler:
-    """Turn the cores' input errors into one clear line and exit code 2."""
-
-    def run(args: argparse.Namespace) -> int:
-        from driftdesk.analysis.imports import ResultsImportError
-        from driftdesk.analysis.prices import PriceTableError
-        from driftdesk.analysis.sources import SourceError
-
-        try:
-            return handler(args)
-        except (SourceError, PriceTableError, ResultsImportError) as exc:
-            print(printable(f"driftdesk: {exc}"), file=sys.stderr)
-            return 2
-
-    return run
 
 
 def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> list[RunReport]:
@@ -637,7 +619,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_import_results(args: argparse.Namespace) -> int:
     """``driftdesk import RESULTS [--format ...]``: foreign results -> a driftdesk run dir."""
-    return _guarded(_import_results)(args)
+    return guarded(_import_results, ANALYSIS_INPUT_ERRORS)(args)
 
 
 def _import_results(args: argparse.Namespace) -> int:

@@ -134,7 +134,7 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
 
 def _dispatch_import(args: argparse.Namespace) -> int:
     if args.source in PROFILE_IMPORT_SOURCES:
-        from driftdesk.cli.profiles import cmd_import_profile
+        from driftdesk.cli.key_doctor_import import cmd_import_profile
 
         return cmd_import_profile(args)
     from driftdesk.cli.analysis import cmd_import_results
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args_list) == 2 and args_list[0] == "key" and not args_list[1].startswith("-"):
         # The key helper's hot path (Claude Code / Codex run it on every key refresh): building
         # the whole parser costs more than reading the key.
-        from driftdesk.cli.profiles import cmd_key
+        from driftdesk.cli.key_doctor_import import cmd_key
 
         func = cmd_key
         args = argparse.Namespace(command="key", name=args_list[1])
