@@ -44,7 +44,14 @@ from driftdesk.analysis.sources import (
     field_problem,
     row_problem,
 )
-from driftdesk.rundir import ATTEMPTS_FILE, MANIFEST_FILE, candidate_run_ids, import_run_id_base
+from driftdesk.rundir import (
+    ATTEMPTS_FILE,
+    MANIFEST_FILE,
+    free_run_dir,
+    import_run_id_base,
+    read_manifest,
+    write_manifest,
+)
 from driftdesk.secrets import redact
 from driftdesk.text import article
 
@@ -140,7 +147,7 @@ def _imported_before(out: Path, import_key: str) -> Path | None:
         return None
     for manifest_path in out.glob(f"*/{MANIFEST_FILE}"):
         try:
-            source = json.loads(manifest_path.read_text(encoding="utf-8")).get("imported_from")
+            source = read_manifest(manifest_path.parent).get("imported_from")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(source, dict) and source.get("import_key") == import_key:
@@ -798,11 +805,10 @@ def _write_run(
     from datetime import UTC, datetime
 
     from driftdesk import __version__
-    from driftdesk.fileio import atomic_write_json
 
     base = import_run_id_base(fmt, source.stem, datetime.now(UTC), run_id)
     out.mkdir(parents=True, exist_ok=True)
-    final = next(out / name for name in candidate_run_ids(base) if not (out / name).exists())
+    final = free_run_dir(out, base)
     staging = out / f".{final.name}.importing-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
@@ -842,7 +848,7 @@ def _write_run(
                 **(linked() if linked is not None else {}),
             },
         }
-        atomic_write_json(staging / MANIFEST_FILE, manifest, mode=0o644)
+        write_manifest(staging, manifest, mode=0o644)
         os.rename(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -246,8 +246,7 @@ def relink(run_dir: Path, new_path: Path) -> LinkedSource:
     hold exactly the content imported (size and full sha256); the manifest is rewritten
     atomically, and nothing changes when the check fails."""
     from driftdesk.analysis.sources import manifest_or_empty
-    from driftdesk.fileio import atomic_write_json
-    from driftdesk.rundir import MANIFEST_FILE
+    from driftdesk.rundir import write_manifest
 
     manifest = manifest_or_empty(run_dir)
     linked = linked_source(manifest)
@@ -276,5 +275,5 @@ def relink(run_dir: Path, new_path: Path) -> LinkedSource:
     imported["path"] = str(new_path)
     if isinstance(manifest.get("suite"), dict):
         manifest["suite"]["path"] = str(new_path)
-    atomic_write_json(run_dir / MANIFEST_FILE, manifest, mode=0o644)
+    write_manifest(run_dir, manifest, mode=0o644)
     return moved

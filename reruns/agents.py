@@ -32,8 +32,8 @@ from driftdesk.reruns.retry import (
     parse_retry_after,
     too_long_message,
 )
-from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Task, judge
+from driftdesk.rundir import open_private
 from driftdesk.secrets import redact, secret_spans
 
 if TYPE_CHECKING:  # openai is imported lazily: it takes long to import, `run --help` must not

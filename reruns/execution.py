@@ -60,7 +60,7 @@ from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSettings, RunSetupError
 from driftdesk.reruns.suites import Suite
 from driftdesk.reruns.tries import TryHost
-from driftdesk.rundir import RECORDING_SUFFIX
+from driftdesk.rundir import RECORDING_SUFFIX, open_private, write_final_manifest
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
@@ -274,7 +274,7 @@ class Execution:
                 self.manifest["resumes"][-1]["ended_at"] = self.manifest["ended_at"]
                 self.manifest["resumes"][-1]["status"] = status
             try:
-                rundir.write_final_manifest(self.run_dir, self.manifest)
+                write_final_manifest(self.run_dir, self.manifest)
             except OSError as exc:  # not even in its reserve: it says "running"; resume works
                 self._stop_for_write_failure(exc, "manifest.json")
             self.emit(RunFinished(self.run_id, status, self.stats))
@@ -603,12 +603,12 @@ def _write_attempt_files(
     secrets: tuple[str, ...] = (),
 ) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with rundir.open_private(log_path, "w") as fh:
+    with open_private(log_path, "w") as fh:
         fh.write(log_text)
     if transcript is not None:
         # The same redaction as the log: a transcript quotes what the provider said.
         text = redact(json.dumps(transcript, indent=1, ensure_ascii=False), secrets)
-        with rundir.open_private(transcript_path, "w") as fh:
+        with open_private(transcript_path, "w") as fh:
             fh.write(text)
 
 

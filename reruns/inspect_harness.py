@@ -31,14 +31,13 @@ from typing import Any, Protocol
 
 from driftdesk.analysis.inspect_logs import INSPECT_EXTRA, SampleAttempt, sample_attempt
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import child_environment, redact_log_streams
 from driftdesk.reruns.call_verdicts import call_figures, link_failure_verdict
 from driftdesk.reruns.events import AttemptEnded, AttemptStarted, RunEvent, RunStats
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Suite, SuiteError
-from driftdesk.rundir import INSPECT_LOG_DIR
+from driftdesk.rundir import INSPECT_LOG_DIR, open_private, write_manifest
 from driftdesk.secrets import redact
 
 POLL_S = 0.5  # how often the log is read while inspect runs
@@ -202,7 +201,7 @@ class _EvalWatcher:
             return
         self.host.manifest["tasks"] = list(self.sample_ids)
         self.host.stats.total = len(self.sample_ids) * int(self.host.manifest["repeat"])
-        rundir.write_manifest(self.host.run_dir, self.host.manifest)
+        write_manifest(self.host.run_dir, self.host.manifest)
 
     def _record(self, attempt: SampleAttempt) -> None:
         host = self.host
@@ -297,7 +296,7 @@ async def _pump_output(stream: asyncio.StreamReader | None, path: Path, secrets:
     tail: list[str] = []
     if stream is None:
         return ""
-    with rundir.open_private(path, "a") as log:
+    with open_private(path, "a") as log:
         start = log.tell()
         while line := await stream.readline():
             text = redact(line.decode("utf-8", "replace"), secrets)

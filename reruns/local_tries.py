@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from driftdesk.reruns import rundir, workspace
+from driftdesk.reruns import workspace
 from driftdesk.reruns.agents import (
     AgentResult,
     AttemptContext,
@@ -21,6 +21,7 @@ from driftdesk.reruns.agents import (
 from driftdesk.reruns.isolation import drop_unwritten, isolated_harness
 from driftdesk.reruns.presets import run_preset_attempt
 from driftdesk.reruns.tries import TryHost, link_failure_overrides, retry_the_try
+from driftdesk.rundir import open_private
 
 
 class LocalTries:
@@ -106,7 +107,7 @@ class LocalTries:
             result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
             prompt_path = folder / f"{ctx.attempt}.{try_id}.prompt.txt"
             ctx.result_path = str(result_path.relative_to(self.host.run_dir.absolute()))
-            with rundir.open_private(prompt_path, "w") as fh:
+            with open_private(prompt_path, "w") as fh:
                 fh.write(ctx.task.prompt_text)
             ws, failed = await workspace.begin(
                 self.host.run_dir,

@@ -37,10 +37,9 @@ from driftdesk.reruns.agents import (
 )
 from driftdesk.reruns.isolation import isolate_argv
 from driftdesk.reruns.proxy import AttemptCalls, MeteringProxy
-from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Task, judge
 from driftdesk.reruns.tries import link_failure_overrides, retry_the_try
-from driftdesk.rundir import CLIENT_HOME_SUFFIX, CLIENT_OUTPUT_SUFFIX, attempt_file
+from driftdesk.rundir import CLIENT_HOME_SUFFIX, CLIENT_OUTPUT_SUFFIX, attempt_file, open_private
 from driftdesk.secrets import redact
 
 # Client tools the non-interactive Claude Code run may use without asking: a throwaway

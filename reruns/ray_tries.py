@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from driftdesk.reruns import rundir
 from driftdesk.reruns.agents import AgentResult, AttemptContext, command_outcome, template_fields
 from driftdesk.reruns.events import AttemptPlaced
 from driftdesk.reruns.presets import client_fields, client_files, client_verdict
@@ -23,7 +22,7 @@ from driftdesk.reruns.ray_worker import (
     unpack_folder,
 )
 from driftdesk.reruns.tries import TryHost, link_failure_overrides, retry_the_try
-from driftdesk.rundir import attempt_file
+from driftdesk.rundir import attempt_file, open_private
 from driftdesk.secrets import redact
 
 
@@ -60,7 +59,7 @@ class RayTries:
                 result = link_failure_overrides(agent_result(reply["result"]), calls.calls)
                 self.host.write_builtin_files(ctx, log_path, transcript_path, reply["transcript"])
                 return result, all_calls, where
-            with rundir.open_private(log_path, "a") as fh:
+            with open_private(log_path, "a") as fh:
                 fh.write(redact(reply["log"] or "", ctx.secrets))
             if "try" not in reply:  # setup failed (or, for a client, none on the node)
                 return agent_result(reply["result"]), all_calls, where
@@ -72,7 +71,7 @@ class RayTries:
             result_path = folder / f"{ctx.attempt}.{try_id}.result.json"
             ctx.result_path = str(result_path.relative_to(self.host.run_dir.absolute()))
             if reply["result_file"] is not None:
-                with rundir.open_private(result_path, "w") as fh:
+                with open_private(result_path, "w") as fh:
                     fh.write(reply["result_file"].decode("utf-8", "replace"))
             result = command_outcome(
                 result_path,
@@ -95,7 +94,7 @@ class RayTries:
         preset = self.host.kind.preset
         assert preset is not None
         home, output = client_files(self.host.run_dir, ctx.task.task_id, ctx.attempt)
-        with rundir.open_private(output, "w") as fh:
+        with open_private(output, "w") as fh:
             fh.write(redact(reply["client_output"], ctx.secrets))
         if home.exists():
             shutil.rmtree(home)
@@ -155,7 +154,7 @@ class RayTries:
                             f"the model ({len(calls.calls)} calls): {exc}",
                         ), calls
                     moved = True
-                    with rundir.open_private(log_path, "a") as fh:
+                    with open_private(log_path, "a") as fh:
                         fh.write(
                             f"[driftdesk] node {where.get('node')} lost ({exc}); "
                             "no model call was made: running the try again\n"
@@ -177,5 +176,5 @@ class RayTries:
         for suffix, key in RETURNED_FILES:
             if reply.get(key) is not None:
                 path = attempt_file(self.host.run_dir, ctx.task.task_id, ctx.attempt, suffix)
-                with rundir.open_private(path, "w") as fh:
+                with open_private(path, "w") as fh:
                     fh.write(redact(reply[key], ctx.secrets))

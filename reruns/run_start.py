@@ -57,7 +57,16 @@ from driftdesk.reruns.run_spec import (
 from driftdesk.reruns.sandbox import SandboxServer
 from driftdesk.reruns.suites import Suite, load_suite
 from driftdesk.reruns.workspace import CHECK_RULE
-from driftdesk.rundir import INSPECT_LOG_DIR
+from driftdesk.rundir import (
+    INSPECT_LOG_DIR,
+    create_run_dir,
+    discard_unstarted_run_dir,
+    drop_torn_tail,
+    missing_folders,
+    release_manifest_space,
+    reserve_manifest_space,
+    write_manifest,
+)
 
 
 async def _checkpoint() -> None:
@@ -120,13 +129,11 @@ async def _execute_new_run(
     injection: InjectionSpec | None = None,
 ) -> RunOutcome:
     now = rundir.utc_now()
-    made = rundir.missing_folders(Path(spec.out_dir))  # taken back if the run is refused
+    made = missing_folders(Path(spec.out_dir))  # taken back if the run is refused
     try:
-        run_id, run_dir = rundir.create_run_dir(
-            Path(spec.out_dir), profile.name, profile.model, now
-        )
+        run_id, run_dir = create_run_dir(Path(spec.out_dir), profile.name, profile.model, now)
     except OSError as exc:
-        rundir.discard_unstarted_run_dir(None, made)
+        discard_unstarted_run_dir(None, made)
         raise RunSetupError(cannot_write_run_dir(Path(spec.out_dir), exc)) from None
     manifest = new_run_manifest(
         spec,
@@ -160,7 +167,7 @@ async def _execute_new_run(
         )
     except BaseException:
         # Refused (or interrupted) before its manifest was written: no run dir is left.
-        rundir.discard_unstarted_run_dir(run_dir, made)
+        discard_unstarted_run_dir(run_dir, made)
         raise
     finally:
         rundir.unlock_run_dir(lock)
@@ -174,10 +181,10 @@ async def _write_manifest_and_execute(
     design's, run. A manifest that cannot be written is a set-up error: nothing ran."""
     run_dir = execution.run_dir
     try:
-        rundir.reserve_manifest_space(run_dir)
-        rundir.write_manifest(run_dir, execution.manifest)
+        reserve_manifest_space(run_dir)
+        write_manifest(run_dir, execution.manifest)
     except OSError as exc:
-        rundir.release_manifest_space(run_dir)
+        release_manifest_space(run_dir)
         if execution.cluster is not None:
             execution.cluster.close()
         raise RunSetupError(cannot_write_run_dir(run_dir, exc)) from None
@@ -253,7 +260,7 @@ async def resume_run(
                 )
             for name in (rundir.ATTEMPTS, rundir.CALLS):
                 try:
-                    dropped = rundir.drop_torn_tail(run_dir / name)
+                    dropped = drop_torn_tail(run_dir / name)
                 except OSError as exc:
                     raise RunSetupError(cannot_write_run_dir(run_dir, exc)) from None
                 if dropped:

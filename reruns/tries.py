@@ -16,8 +16,8 @@ from driftdesk.reruns.agents import AgentResult, AttemptContext
 from driftdesk.reruns.call_verdicts import link_failure_verdict, unrecovered_link_failure
 from driftdesk.reruns.events import RunEvent
 from driftdesk.reruns.retry import RetryPolicy, is_retryable, too_long_message
-from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Suite
+from driftdesk.rundir import open_private
 
 if TYPE_CHECKING:
     import aiohttp

@@ -27,13 +27,13 @@ from pathlib import Path
 
 from driftdesk.reruns.agents import AgentResult, AttemptContext, child_environment
 from driftdesk.reruns.isolation import isolate_argv
-from driftdesk.reruns.rundir import open_private
 from driftdesk.reruns.suites import Task
 from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,
     WORKSPACE_DIFF_SUFFIX,
     WORKSPACE_SUFFIX,
     attempt_file,
+    open_private,
 )
 from driftdesk.secrets import redact
 

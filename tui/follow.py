@@ -21,7 +21,7 @@ from driftdesk.reruns.events import (
     RunFinished,
     RunStarted,
 )
-from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
+from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE, read_manifest
 from driftdesk.tui.state import AttemptKey, LiveRun
 
 FOLLOWED_LABEL = "started elsewhere"
@@ -30,10 +30,9 @@ FINISHED = ("completed", "interrupted", "failed")
 
 def _manifest(run_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((run_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+        return read_manifest(run_dir)
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def run_spec_summary(manifest: dict[str, Any]) -> dict[str, Any]:

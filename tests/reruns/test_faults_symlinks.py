@@ -21,7 +21,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.agents import read_result_file
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.rundir import open_private
+from driftdesk.rundir import open_private
 
 VICTIM_TEXT = "the user's own file\n"
 

@@ -136,3 +136,17 @@ def test_run_manifest_reads_an_older_manifest_and_gives_it_back(tmp_path: Path) 
     assert (manifest.profile, manifest.repeat, manifest.suite_name) == ("p", 3, "basic")
     assert manifest.agent is None and manifest.resumes == [] and manifest.adaptive is None
     assert list(manifest.to_json().items()) == list(old.items())
+
+
+def test_manifests_are_written_and_parsed_only_by_rundir() -> None:
+    """No product module outside driftdesk/rundir writes a manifest or parses one by hand (the
+    importer, the zero-copy relink and the Run screen did)."""
+    by_hand = []
+    for path in _product_modules():
+        if path.is_relative_to(REPO / "driftdesk" / "rundir"):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            lowered = line.lower()
+            if "manifest" in lowered and ("atomic_write_json(" in line or "json.load" in line):
+                by_hand.append(f"{path.relative_to(REPO)}:{number}")
+    assert by_hand == []

@@ -7,7 +7,6 @@ on a timer, touching only the cells and log lines that changed since the last ti
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from textual.message import Message
 from textual.widgets import Header, Label, ProgressBar, Static
 
 from driftdesk.reruns.events import AdaptiveProgress
-from driftdesk.rundir import ATTEMPTS_FILE
+from driftdesk.rundir import ATTEMPTS_FILE, read_manifest
 from driftdesk.terminal import printable
 from driftdesk.tui.action_text import call_text
 from driftdesk.tui.screens.base import HEADER_ICON, PaletteCommand, WorkbenchScreen
@@ -442,7 +441,7 @@ def agent_label(run_dir: Path, spec: dict[str, Any]) -> str:
     """``codex 0.171.0``, ``builtin (driftdesk 0.1.0)``…: the run's agent and client, from its
     manifest (``analysis.agent_identity``), or the agent kind alone."""
     try:
-        manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+        manifest = read_manifest(Path(run_dir))
     except (OSError, ValueError):
         manifest = None
     if not isinstance(manifest, dict):
