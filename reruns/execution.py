@@ -8,6 +8,9 @@ Each finished attempt becomes one attempts.jsonl row, appended and fsynced on th
 I/O thread (``AttemptFinished`` is emitted once it is on disk); cancelled attempts write
 nothing, so a resume redoes exactly the missing slots. Events go to a ``RunListener``
 (reruns/events.py); a listener that fails is logged once and never stops the run.
+
+Just over 600 lines: one class, because the loop, the writer thread and the events share the
+execution's state (its stats, stop reason and rows in flight).
 """
 
 from __future__ import annotations
