@@ -50,7 +50,7 @@ from driftdesk.reruns.presets import (
 from driftdesk.reruns.proxy import AttemptCalls
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.suites import Task
-from driftdesk.rundir import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file
+from driftdesk.rundir import CHECK_OUTPUT_SUFFIX, WORKSPACE_DIFF_SUFFIX, attempt_file, open_private
 
 OUTPUT_EVERY_S = 0.5  # how often a node sends the try's new output lines to the driver
 MAX_WORKSPACE_BYTES = 64 * 1024 * 1024  # a task's workspace shipped to the nodes, packed
@@ -288,7 +288,7 @@ async def _command(
     assert job.command is not None
     result_path = folder / f"{job.attempt}.{job.try_id}.result.json"
     prompt_path = folder / f"{job.attempt}.{job.try_id}.prompt.txt"
-    with rundir.open_private(prompt_path, "w") as fh:
+    with open_private(prompt_path, "w") as fh:
         fh.write(ctx.task.prompt_text)
     command, extra = command_for_try(
         job.command,
