@@ -63,6 +63,7 @@ from driftdesk.rundir import (
     discard_unstarted_run_dir,
     drop_torn_tail,
     missing_folders,
+    read_manifest,
     release_manifest_space,
     reserve_manifest_space,
     write_manifest,
@@ -227,7 +228,7 @@ async def resume_run(
     appended later in the file and supersedes it: the last row per slot wins). ``executor``
     and ``ray`` default to the run's own (its manifest)."""
     run_dir = Path(run_dir)
-    manifest = rundir.read_manifest(run_dir)
+    manifest = read_manifest(run_dir)
     recorded_kind = agent_kind(str(manifest.get("agent")))
     if recorded_kind is not None and recorded_kind.once_per_run:
         raise RunSetupError(

@@ -26,7 +26,6 @@ from driftdesk.rundir import (
     MANIFEST_FILE,
     attempt_folder,
     latest_rows,
-    read_manifest,  # noqa: F401  (run_start reads it as rundir.read_manifest; to go: issue 47)
     slot_of,
 )
 
