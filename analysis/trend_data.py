@@ -176,8 +176,6 @@ def user_cache_file(run_dir: Path) -> Path:
 def cached(run_dir: Path, keys: list[FileKey]) -> RunAggregate | None:
     """The cached aggregate of ``run_dir`` if one was read from files with exactly ``keys``,
     whole and of the right types."""
-    if not cache_store.enabled():
-        return None
     for path in (run_dir / CACHE_FILE, user_cache_file(run_dir)):
         payload = CACHE.load(path, keys)
         if payload is None:

@@ -1,7 +1,8 @@
 """``driftdesk cache info|clear [RUN_DIR ...]``: the caches of derived data, listed or deleted.
 
-What they are, and why deleting them changes no figure: ``analysis.cache_places``. To compute
-one command's figures without them, ``driftdesk --no-cache ...``.
+The caches listed are the ones declared in ``analysis.cache_store`` (found by
+``analysis.cache_places``); why deleting them changes no figure: there. To compute one
+command's figures without them, ``driftdesk --no-cache ...``.
 """
 
 from __future__ import annotations
