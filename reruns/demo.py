@@ -5,12 +5,21 @@ with it, so the printed `driftdesk resume RUN` would find neither. ``resume_run`
 such a run and starts a sandbox like the demo's for the resume (``demo_stand_in``): the same
 suite, simulated model and injected faults, a new port.
 
+``prepare_demo`` sets up `driftdesk demo` itself: the sandbox and the run spec of the demo's
+run, with its in-memory profile. That profile lives only in the process: it is never saved
+among the user's profiles (it cannot overwrite a profile the user named ``sandbox``, and it
+does not outlive the demo pointing at a dead port), and its throwaway key (the sandbox accepts
+any) is handed to the engine in memory (``RunSpec.api_key``), never written to the keyring or a
+file. The workbench calls it in a worker thread (starting a server may block).
+
 The short nightly history of ``driftdesk demo --history`` is ``reruns.demo_history``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -71,3 +80,26 @@ async def demo_stand_in(manifest: dict[str, Any]) -> tuple[SandboxServer, Profil
         "(no network, no key)"
     )
     return server, profile, note
+
+
+def prepare_demo(
+    out_dir: Path, repeat: int, concurrency: int, latency_ms: float = DEMO_LATENCY_MS
+) -> tuple[Any, Any, str]:
+    """Start the sandbox and an in-memory profile pointing at it; returns (server, spec, note)."""
+    from driftdesk.reruns.run_spec import RunSpec
+
+    server = start_demo_sandbox(latency_ms)
+    spec = RunSpec(
+        profile=demo_profile(server),
+        suite=DEMO_SUITE,
+        repeat=repeat,
+        concurrency=concurrency,
+        out_dir=out_dir,
+        api_key="sk-sandbox-" + secrets.token_hex(12),
+    )
+    note = (
+        f"The model is SIMULATED by a local sandbox at {server.base_url} (no network). The "
+        f"demo's profile '{DEMO_PROFILE}' exists only while the demo runs (your profiles are "
+        f"not touched). Running suite '{DEMO_SUITE}' × {repeat} (concurrency {concurrency})."
+    )
+    return server, spec, note

@@ -346,7 +346,7 @@ class DriftdeskApp(App[None]):
     # -- demo ------------------------------------------------------------------------------------
     @work(thread=True, group="demo", exclusive=True, exit_on_error=False, name="starting the demo")
     def start_demo(self) -> None:
-        from driftdesk.tui.demo import DEMO_LATENCY_MS, prepare_demo
+        from driftdesk.reruns.demo import DEMO_LATENCY_MS, prepare_demo
 
         self.sandbox, spec, note = prepare_demo(
             out_dir=self.out_dir,
