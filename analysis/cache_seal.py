@@ -27,8 +27,8 @@ from typing import IO, Any
 CHUNK = 1 << 20
 Seal = list[Any]  # [size in bytes, sha256 hex]
 
-# Files whose seal was checked in this process, by their path and identity
-# (``cache_store.identity_of``: any write changes the ctime): a workbench reads a run's cache
+# Files whose seal was checked in this process, by their full identity (path, device, inode,
+# size, mtime_ns, ctime_ns: any write changes the ctime): a workbench reads a run's cache
 # many times, and hashes it once.
 _checked: dict[tuple[Any, ...], str] = {}
 _checked_lock = threading.Lock()
@@ -60,8 +60,6 @@ def is_seal(value: Any) -> bool:
 def matches(path: Path, seal: Any) -> bool:
     """Whether the file at ``path`` is the one sealed by ``seal`` (its size, then its
     digest; a file checked before in this process and unchanged since is not hashed again)."""
-    from driftdesk.analysis.cache_store import identity_of  # it builds on this module
-
     if not is_seal(seal):
         return False
     try:
@@ -69,7 +67,8 @@ def matches(path: Path, seal: Any) -> bool:
             stat = os.fstat(fh.fileno())
             if stat.st_size != seal[0]:
                 return False
-            identity = (str(path), *identity_of(stat))
+            identity = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns,
+                        stat.st_ctime_ns)  # fmt: skip
             if _checked.get(identity) == seal[1]:
                 return True
             size, digest = _digest_rest(fh)
