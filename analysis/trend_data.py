@@ -153,7 +153,8 @@ class RunAggregate:
 
 
 def source_keys(run_dir: Path, manifest: dict[str, Any]) -> list[FileKey]:
-    """The identity (``file_key``) of every file a run's aggregate is read from."""
+    """The identity (``cache_store.file_identity``) of every file a run's aggregate is read
+    from."""
     rows = run_dir / ATTEMPTS_FILE
     if manifest.get("imported_from"):  # a zero-copy import reads its rows where they are
         from driftdesk.analysis.sources import RunSource
