@@ -33,6 +33,10 @@ its aggregates updated for the tasks the new lines touch. A cache written by oth
 change to the analysis code or another DuckDB: the code digest of ``analysis.cache_store``) is
 rebuilt, never read. Every failure
 to write one is ignored: the report is read from the JSONL as before.
+
+It stays above 600 lines because it is one folder layout: its meta's fields, their checks on
+read, its writer (parts, aggregates, extras, each sealed) and its extension by appended lines
+change together; cut apart, a field added to one half would be unchecked by the other.
 """
 
 from __future__ import annotations
