@@ -267,7 +267,10 @@ async def test_run_list_tells_runs_apart_and_a_run_without_its_suite_is_not_resu
         screen = app.screen
         runs = screen.query_one("#runs", OptionList)
         labels = [str(runs.get_option_at_index(i).prompt) for i in range(runs.option_count)]
-        assert "basic ×4 · sandbox-sim · attempts passed 80%" in labels[1]  # run B: 16 of 20 judged
+        # run B: 16 of 20 judged; its agent named (a fixture from before clients were recorded)
+        assert (
+            "basic ×4 · sandbox-sim · builtin (client unknown) · attempts passed 80%" in labels[1]
+        )
         assert "gone-suite-run" in labels[0] and "interrupted (suite file gone)" in labels[0]
         info = next(r for r in screen.runs if r.run_id == "gone-suite-run")
         assert not info.resumable
