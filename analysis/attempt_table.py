@@ -1,6 +1,6 @@
 """The rows of attempts files in one DuckDB table, and the per-task SQL over it.
 
-Shared by the cold report (``analysis.volatility``) and the live view (``analysis.live``), so
+Shared by the cold report (``analysis.report``) and the live view (``analysis.live``), so
 both give the same numbers from the same SQL.
 
 Why a table: "the last row of a slot wins" and "the newest error kinds" need file order.

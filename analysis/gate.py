@@ -19,7 +19,7 @@ from driftdesk.analysis.compare import (
     agent_warnings,
     compare_runs,
 )
-from driftdesk.analysis.volatility import RunReport
+from driftdesk.analysis.report import RunReport
 
 
 @dataclass

@@ -18,14 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis import attempt_table, row_cache
-from driftdesk.analysis.sources import (
-    ATTEMPTS_FILE,
-    RunSource,
-    is_blank,
-    manifest_or_empty,
-    name_bad_records,
-)
-from driftdesk.analysis.volatility import (
+from driftdesk.analysis.report import (
     GroupBy,
     RunExtras,
     RunReport,
@@ -33,6 +26,13 @@ from driftdesk.analysis.volatility import (
     SortKey,
     TaskStats,
     assemble_report,
+)
+from driftdesk.analysis.sources import (
+    ATTEMPTS_FILE,
+    RunSource,
+    is_blank,
+    manifest_or_empty,
+    name_bad_records,
 )
 
 if TYPE_CHECKING:

@@ -63,8 +63,8 @@ def write_json(
 ) -> None:
     """``volatility.write_report_json`` of ``sources`` to ``out``, or the text kept for them
     (see the module); ``warn`` gets each warning (a skipped line) either way."""
+    from driftdesk.analysis.report import ReportOptions, write_report_json
     from driftdesk.analysis.sources import resolve_sources
-    from driftdesk.analysis.volatility import ReportOptions, write_report_json
 
     if not cache_store.enabled():
 

@@ -114,7 +114,7 @@ def measure_success(run_dir: Path) -> None:
     """Measure a run's success: passed / judged over the latest row per slot, read by the
     report's reader (a zero-copy import's through its source); unknown when the rows cannot
     be read."""
-    from driftdesk.analysis.volatility import pooled_task_outcomes
+    from driftdesk.analysis.report import pooled_task_outcomes
 
     started = time.monotonic()
     key = rows_key(run_dir)

@@ -25,7 +25,7 @@ def select_task_ids(run_dirs: list[Path], which: Selection) -> list[str]:
     """
     if which not in ("failed", "volatile"):
         raise ValueError(f"unknown selection {which!r}: use 'failed' or 'volatile'")
-    from driftdesk.analysis.volatility import pooled_task_outcomes
+    from driftdesk.analysis.report import pooled_task_outcomes
 
     pooled = pooled_task_outcomes([Path(d) for d in run_dirs])
     if which == "failed":

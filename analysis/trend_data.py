@@ -305,7 +305,7 @@ def _load_own_rows(con: Any, sources: Sequence[RunSource], result: list[RunAggre
 def _load_by_report_reader(
     con: Any, sources: Sequence[RunSource], result: list[RunAggregate]
 ) -> None:
-    from driftdesk.analysis.volatility import read_runs
+    from driftdesk.analysis.report import read_runs
 
     extras = read_runs(con, sources, include_link_errors=False)
     for aggregate, extra in zip(result, extras, strict=True):

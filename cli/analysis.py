@@ -19,7 +19,7 @@ from driftdesk.terminal import json_printable, printable, printable_path
 
 if TYPE_CHECKING:
     from driftdesk.analysis.compare import Comparison
-    from driftdesk.analysis.volatility import RunReport
+    from driftdesk.analysis.report import RunReport
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -182,7 +182,7 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
 
 
 def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> list[RunReport]:
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
 
     reports = build_report(
         list(sources),

@@ -134,7 +134,7 @@ def test_no_change_reruns_pass_the_gate_at_the_stated_false_alarm_rate() -> None
     import math
 
     from driftdesk.analysis.gate import check_run
-    from driftdesk.analysis.volatility import RunReport, TaskStats
+    from driftdesk.analysis.report import RunReport, TaskStats
 
     rng = random.Random(31)
 
@@ -216,7 +216,7 @@ def test_each_condition_at_its_threshold_in_process(handmade: Path, tmp_path: Pa
     """The gate's conditions at and just past their thresholds (≥ and ≤ hold at equality),
     called in-process: what each says and how it is named."""
     from driftdesk.analysis.gate import check_run
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
 
     (report,) = build_report([handmade])
     rate = report.success_rate
@@ -246,7 +246,7 @@ def test_each_condition_at_its_threshold_in_process(handmade: Path, tmp_path: Pa
 
 def test_the_regression_condition_in_process(tmp_path: Path) -> None:
     from driftdesk.analysis.gate import check_run
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
 
     (low,) = build_report([_run(tmp_path, "low", 0.45, seed=2)])
     (high,) = build_report([_run(tmp_path, "high", 0.85, seed=1)])
@@ -262,7 +262,7 @@ def test_the_regression_condition_in_process(tmp_path: Path) -> None:
 
 def test_a_run_with_no_judged_task_fails_every_condition_saying_why(tmp_path: Path) -> None:
     from driftdesk.analysis.gate import check_run
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
 
     rows = [attempt_row("none", "t1", a, "link_error", error_code="500") for a in range(2)]
     (report,) = build_report([write_run(tmp_path, "none", rows, tasks=["t1"], repeat=2)])

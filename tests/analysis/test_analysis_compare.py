@@ -14,7 +14,7 @@ from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import compare_runs
 from driftdesk.analysis.paired import sign_flip, stratified_permutation
-from driftdesk.analysis.volatility import build_report
+from driftdesk.analysis.report import build_report
 
 approx = pytest.approx
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from driftdesk.analysis.imports import import_results
-from driftdesk.analysis.volatility import build_report
+from driftdesk.analysis.report import build_report
 
 
 def strict_rows(run_dir: Path) -> list[dict]:

@@ -19,8 +19,8 @@ from test_analysis_import_sql import SHAPES
 from driftdesk.analysis.attempts import task_attempts
 from driftdesk.analysis.compare import compare_runs
 from driftdesk.analysis.imports import import_results
+from driftdesk.analysis.report import build_report, write_report_json
 from driftdesk.analysis.selection import select_task_ids
-from driftdesk.analysis.volatility import build_report, write_report_json
 from driftdesk.analysis.zero_copy import SourceChangedError
 
 # Fields that name the run or where it lives: the only ones allowed to differ.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from driftdesk.analysis.imports import ResultsImportError, import_results
-from driftdesk.analysis.volatility import RunReport, build_report
+from driftdesk.analysis.report import RunReport, build_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 approx = pytest.approx

@@ -14,7 +14,7 @@ from driftdesk.analysis import attempt_table
 from driftdesk.analysis.attempts import task_attempts
 from driftdesk.analysis.live import LiveVolatility
 from driftdesk.analysis.prices import load_prices
-from driftdesk.analysis.volatility import build_report
+from driftdesk.analysis.report import build_report
 
 
 def random_row(rng: random.Random, run_id: str, task_id: str, attempt: int) -> dict:

@@ -12,7 +12,7 @@ import pytest
 from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.noise import noise_floor
-from driftdesk.analysis.volatility import build_report
+from driftdesk.analysis.report import build_report
 
 approx = pytest.approx
 Z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)

@@ -14,7 +14,7 @@ from driftdesk.analysis.plots import (
     pass_hat_k_plot,
     success_histogram,
 )
-from driftdesk.analysis.volatility import build_report
+from driftdesk.analysis.report import build_report
 
 
 def test_pass_hat_k_plot_colourless_by_default_and_coloured_on_request(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from analysis_fixtures import attempt_row, write_run
 
-from driftdesk.analysis.volatility import build_report, write_report_json
+from driftdesk.analysis.report import build_report, write_report_json
 
 ODD_IDS = [
     'quote"d',

@@ -20,8 +20,8 @@ from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.imports import import_results
 from driftdesk.analysis.live import LiveVolatility
+from driftdesk.analysis.report import build_report
 from driftdesk.analysis.sources import MAX_ROW_BYTES
-from driftdesk.analysis.volatility import build_report
 
 INT64_MAX = 2**63 - 1
 BIG_LINE_BYTES = 100 * 2**20  # the 100 MB line

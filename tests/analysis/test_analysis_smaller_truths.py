@@ -10,7 +10,7 @@ from pathlib import Path
 
 from analysis_fixtures import attempt_row, write_handmade_run, write_run
 
-from driftdesk.analysis.volatility import build_report
+from driftdesk.analysis.report import build_report
 
 
 def test_group_by_scenario_rows_in_table_and_csv(cli, home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

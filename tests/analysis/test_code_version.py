@@ -111,7 +111,7 @@ def test_a_measured_success_kept_by_other_code_is_measured_again(tmp_path: Path)
     run = write_run(tmp_path / "runs", "r1", rows)
     assert in_child(tmp_path, SUCCESS, str(run), "measure")["success"] == 0.5
     assert in_child(tmp_path, SUCCESS, str(run))["success"] == 0.5  # kept: the next start
-    with open(package / "analysis" / "volatility.py", "a") as fh:
+    with open(package / "analysis" / "report.py", "a") as fh:
         fh.write("\n# an edit to the report's reader\n")
     assert in_child(tmp_path, SUCCESS, str(run))["success"] is None  # not used: measured again
 
@@ -126,7 +126,7 @@ from driftdesk.analysis import (
     trend_pairs,
 )
 from driftdesk.analysis.sources import RunSource, read_manifest, resolve_sources
-from driftdesk.analysis.volatility import ReportOptions
+from driftdesk.analysis.report import ReportOptions
 runs = [Path(arg) for arg in sys.argv[2:]]
 options = dict(suite=None, profile=None, last=None, allowed_pp=0.0, upto=None, agent=None)
 if sys.argv[1] == "fill":
@@ -162,11 +162,11 @@ print(json.dumps({
     ("cache", "module"),
     [
         ("rows", "attempt_table.py"),  # the row rules that type the rows kept
-        ("report", "volatility.py"),  # the report the kept JSON is
+        ("report", "report.py"),  # the report the kept JSON is
         ("trend-data", "trend_data.py"),  # what a run's trend figures are read as
         ("trend", "trend.py"),  # the flags of a kept trend
         ("pairs", "paired.py"),  # the paired test behind a verdict
-        ("success", "volatility.py"),  # the report's reader that counts a success
+        ("success", "report.py"),  # the report's reader that counts a success
     ],
 )
 def test_a_cache_made_by_other_code_is_not_used(tmp_path: Path, cache: str, module: str) -> None:

@@ -200,7 +200,7 @@ def test_partial_credit_is_scored_as_inspect_scores_it(logs: Path, tmp_path: Pat
     scores = [r["score"] for r in rows]
     assert sum(scores) / len(scores) == pytest.approx(inspect_mean, abs=1e-12)
     # The report shows inspect's mean beside the success rate: the scorer is not binary.
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
 
     (report,) = build_report([result.run_dir])
     assert report.mean_score == pytest.approx(inspect_mean, abs=1e-12)
@@ -227,7 +227,7 @@ def test_pass_k_in_inspects_convention_is_inspects_at_least_k(logs: Path, tmp_pa
     from inspect_ai.log import read_eval_log
     from inspect_ai.scorer import at_least
 
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
 
     stopped, _ = _stopped_logs(logs)
     scores = defaultdict(list)

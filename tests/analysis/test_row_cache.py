@@ -17,8 +17,8 @@ from analysis_fixtures import attempt_row
 from golden_runs import write_golden_runs
 
 from driftdesk.analysis import attempt_table, cache_seal, row_cache
+from driftdesk.analysis.report import read_runs, write_report_json
 from driftdesk.analysis.sources import resolve_sources
-from driftdesk.analysis.volatility import read_runs, write_report_json
 
 OPTIONS: list[dict[str, Any]] = [
     {},
@@ -274,7 +274,7 @@ def test_a_cold_report_writes_its_rows_meanwhile_and_its_cache_is_whole_when_it_
 
     drop_caches(run_dir)
     runs = resolve_sources([run_dir, other])
-    from driftdesk.analysis.volatility import ReportOptions, _assembled
+    from driftdesk.analysis.report import ReportOptions, _assembled
 
     stream = _assembled(runs, ReportOptions())
     next(stream)

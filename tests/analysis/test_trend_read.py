@@ -14,9 +14,9 @@ import pytest
 from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.imports import import_results
+from driftdesk.analysis.report import write_report_json
 from driftdesk.analysis.sources import MAX_ROW_BYTES
 from driftdesk.analysis.trend_data import RunAggregate, read_aggregates
-from driftdesk.analysis.volatility import write_report_json
 
 
 def _outcome(shift: int, task: int, attempt: int) -> str:

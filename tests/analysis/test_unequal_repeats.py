@@ -13,7 +13,7 @@ from analysis_fixtures import attempt_row, write_run
 from driftdesk.analysis.compare import compare_runs
 from driftdesk.analysis.gate import check_run
 from driftdesk.analysis.metrics import mixed_at_k, repeat_ci95, unequal_repeats
-from driftdesk.analysis.volatility import build_report
+from driftdesk.analysis.report import build_report
 
 RATES = [1.0, 0.95, 0.85, 0.7, 0.5, 0.3, 0.1, 0.0]
 

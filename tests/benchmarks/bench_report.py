@@ -309,7 +309,7 @@ def main() -> None:
         verdict("cold report peak RSS", report.peak_rss / 2**20, 512, " MiB")
 
         from driftdesk.analysis.live import LiveVolatility
-        from driftdesk.analysis.volatility import build_report
+        from driftdesk.analysis.report import build_report
         from driftdesk.tui.app import restore_collector, tune_collector
 
         # The live view runs in the TUI's process, under the collector settings the app sets

@@ -126,7 +126,7 @@ def main() -> None:
         timed_child(report)
         cache_bytes = sum(p.stat().st_size for p in (run / CACHE).iterdir())
         verdict("cache size vs the JSONL's", cache_bytes / attempts.stat().st_size, 0.3)
-        from driftdesk.analysis.volatility import build_report
+        from driftdesk.analysis.report import build_report
 
         build_report([run])  # the workbench's process has imported everything by then
         started = time.perf_counter()

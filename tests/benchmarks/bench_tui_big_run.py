@@ -43,7 +43,7 @@ async def one_round(runs: Path, run: Path) -> dict[str, Any]:
     from textual.widgets import DataTable, Input, OptionList
 
     from driftdesk.analysis import run_success
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
     from driftdesk.tui.app import DriftdeskApp
 
     # a cold start: no success measured, in this process or kept by an earlier one, and no

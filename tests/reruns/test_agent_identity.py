@@ -20,8 +20,8 @@ from coding_helpers import CODING_TASKS, write_coding_suite
 
 from driftdesk.analysis.agent_identity import agent_identity
 from driftdesk.analysis.compare import compare_runs
+from driftdesk.analysis.report import build_report
 from driftdesk.analysis.trend import build_trend
-from driftdesk.analysis.volatility import build_report
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run

@@ -165,7 +165,7 @@ async def test_report_warns_where_most_attempts_are_check_error_and_names_an_old
     home: Any, tmp_path: Path, sandbox_for: Any, cli: Any
 ) -> None:
     from driftdesk.analysis.check_rule import CURRENT_RULE
-    from driftdesk.analysis.volatility import build_report
+    from driftdesk.analysis.report import build_report
 
     assert CURRENT_RULE == CHECK_RULE  # the analysis side names the rule the runs record
     suite = _suite(

@@ -262,8 +262,8 @@ async def test_the_report_and_the_trajectories_show_where_faults_were_injected(
     """The report (JSON and the workbench's headline read it) carries the injection figures,
     and each faulted attempt's trajectory has an ``injected`` link event at the faulted call."""
     from driftdesk.analysis.faults import read_injection
+    from driftdesk.analysis.report import build_report
     from driftdesk.analysis.trajectory import load_trajectory
-    from driftdesk.analysis.volatility import build_report
 
     with SandboxServer(seed=3) as server:
         outcome = await execute_run(

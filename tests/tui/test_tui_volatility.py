@@ -623,16 +623,16 @@ async def test_a_run_reached_by_a_symlink_has_its_report_built_once(
     report at once, each at half speed (seen: a 1M-row run shown after 1.4 s, not 0.9)."""
     from tui_runs import RUN_B, write_run
 
-    from driftdesk.analysis import volatility
+    from driftdesk.analysis import report
 
     built: list[str] = []
-    real_build_report = volatility.build_report
+    real_build_report = report.build_report
 
     def counted(sources, **options):  # type: ignore[no-untyped-def]
         built.extend(str(source) for source in sources)
         return real_build_report(sources, **options)
 
-    monkeypatch.setattr(volatility, "build_report", counted)
+    monkeypatch.setattr(report, "build_report", counted)
     elsewhere = home.project / "kept-runs"
     elsewhere.mkdir()
     run = write_run(elsewhere, "sandbox-sandbox-sim-20260102T100000Z", RUN_B, day=2)

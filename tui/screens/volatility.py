@@ -227,7 +227,7 @@ class VolatilityScreen(WorkbenchScreen):
         name="the volatility report",
     )
     def load_report(self, run_dir: Path) -> None:
-        from driftdesk.analysis.volatility import build_report
+        from driftdesk.analysis.report import build_report
 
         try:
             started, key = time.monotonic(), rows_key(run_dir)
@@ -289,7 +289,7 @@ class VolatilityScreen(WorkbenchScreen):
         """The report as JSON and its task table as CSV, both from the analysis core (the
         same CSV as ``report --format csv``)."""
         from driftdesk.analysis.export import tasks_csv
-        from driftdesk.analysis.volatility import build_report
+        from driftdesk.analysis.report import build_report
         from driftdesk.fileio import atomic_write_json, atomic_write_text
 
         reports = build_report([run_dir])
