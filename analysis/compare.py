@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from driftdesk.analysis.faults import RFault, injection_spec, r_fault
+from driftdesk.analysis.injection_report import RFault, injection_spec, r_fault
 from driftdesk.analysis.metrics import mean_or_none
 from driftdesk.analysis.paired import PairedTest, sign_flip, stratified_permutation
 from driftdesk.analysis.report import RunReport, build_reports_reading

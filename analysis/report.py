@@ -190,7 +190,7 @@ class RunReport:
     mean_score: float | None = None
     score_tasks: int = 0  # tasks with a score
     partial_scores: int = 0  # judged scores neither 0 nor 1: the scorer is not binary
-    # ``run --inject``: faults injected, recovered, surfaced, misattributed (``analysis.faults``)
+    # ``run --inject``: faults injected, recovered, surfaced, misattributed (``analysis.injection_report``)
     injection: dict[str, Any] | None = None
     pass_k_convention: PassKConvention = "driftdesk"
     retries: int = 0
@@ -420,7 +420,7 @@ def _injection_of(run: RunSource) -> dict[str, Any] | None:
     """What became of a run's injected faults (``run --inject``; None: it injected none)."""
     if not run.manifest.get("injection") or run.run_dir is None:
         return None
-    from driftdesk.analysis.faults import read_injection
+    from driftdesk.analysis.injection_report import read_injection
 
     summary = read_injection(run.run_dir)
     return None if summary is None else summary.to_json()

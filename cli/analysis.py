@@ -411,7 +411,7 @@ def render_report_table(report: RunReport) -> str:
 
 def _injection_lines(report: RunReport) -> list[str]:
     """A run that injected faults (--inject): what became of them, per run and per task."""
-    from driftdesk.analysis.faults import read_injection, report_lines
+    from driftdesk.analysis.injection_report import read_injection, report_lines
 
     summary = read_injection(report.run_dir)
     return [] if summary is None else [_cell(line) for line in report_lines(summary)]

@@ -374,7 +374,7 @@ def _inject_setting(text: str | None) -> str | None:
     """A profile's ``inject`` as stored: checked now (a bad spec is refused before anything is
     saved); ``none`` or empty: no injection."""
     from driftdesk.providers.profiles import ProfileError
-    from driftdesk.reruns.faults import InjectSpecError, parse_inject
+    from driftdesk.reruns.injection import InjectSpecError, parse_inject
 
     if text is None or text.strip().lower() in ("", "none"):
         return None

@@ -382,7 +382,11 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
 
 def _injection_line(run_dir: Path, manifest: dict[str, Any]) -> str | None:
     """What became of the faults a run injected (None: it injected none)."""
-    from driftdesk.analysis.faults import injection_summary, manifest_injection_spec, summary_line
+    from driftdesk.analysis.injection_report import (
+        injection_summary,
+        manifest_injection_spec,
+        summary_line,
+    )
     from driftdesk.reruns import rundir
 
     if not manifest.get("injection"):
@@ -503,7 +507,7 @@ def _earlier_run(run_dir: Path) -> Path | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from driftdesk.reruns.faults import inject_problem
+    from driftdesk.reruns.injection import inject_problem
     from driftdesk.reruns.retry import RetryPolicy
     from driftdesk.reruns.run_spec import RunSpec
     from driftdesk.reruns.run_start import execute_run

@@ -80,7 +80,7 @@ class Profile:
     # know the field never drops it.
     record_bodies: bool | None = None
     # ``inject = "429=5%,500=2%"``: runs of this profile inject these faults at the proxy
-    # (driftdesk.reruns.faults; ``--inject`` overrides it). None: not set.
+    # (driftdesk.reruns.injection; ``--inject`` overrides it). None: not set.
     inject: str | None = None
     # ``pass_env = ["HF_TOKEN", "AWS_*"]``: variables (names or globs) a harness of this
     # profile's runs gets beyond the allow-list (driftdesk.providers.harness_env). Written

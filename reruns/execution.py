@@ -52,7 +52,7 @@ from driftdesk.reruns.events import (
     RunStarted,
     RunStats,
 )
-from driftdesk.reruns.faults import FaultInjector, InjectionSpec, injection_figures
+from driftdesk.reruns.injection import FaultInjector, InjectionSpec, injection_figures
 from driftdesk.reruns.inspect_harness import run_inspect_eval
 from driftdesk.reruns.local_tries import LocalTries
 from driftdesk.reruns.proxy import MeteringProxy

@@ -47,7 +47,7 @@ import aiohttp
 from aiohttp import web
 
 from driftdesk.reruns.call_verdicts import error_kind_for
-from driftdesk.reruns.faults import (
+from driftdesk.reruns.injection import (
     Fault,
     FaultInjector,
     cut_answer,
@@ -195,7 +195,7 @@ class MeteringProxy:
         # Tries already begun per slot (a resume's from calls.jsonl): each token is the next.
         self._tries = dict(tries or {})
         self._recorder = recorder  # what each call said (reruns/recording.py); None: not kept
-        # Injected faults (reruns/faults.py), decided per (task, attempt, arrival index): the
+        # Injected faults (reruns/injection.py), decided per (task, attempt, arrival index): the
         # index counts every call of the slot, across its tries and resumes.
         self._injector = injector
         self._arrivals = dict(self._call_counts)

@@ -22,7 +22,7 @@ from driftdesk.paths import rerun_dir, runs_dir
 from driftdesk.reruns import rundir
 from driftdesk.reruns.adaptive import AdaptiveDesign
 from driftdesk.reruns.agent_kinds import AGENT_KINDS, agent_kind
-from driftdesk.reruns.faults import InjectionSpec
+from driftdesk.reruns.injection import InjectionSpec
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.recording import (
     DEFAULT_MAX_RECORDED_MB,
@@ -89,7 +89,7 @@ class RunSpec:
     # record_bodies = false); the per-slot cap in MiB of compressed bytes, 0: none.
     record_bodies: bool = True
     max_recorded_mb: float = DEFAULT_MAX_RECORDED_MB
-    # Fault injection at the proxy (reruns/faults.py): ``429=5%,500=2%``...; None: the
+    # Fault injection at the proxy (reruns/injection.py): ``429=5%,500=2%``...; None: the
     # profile's ``inject`` setting; "none": no faults whatever the profile says.
     inject: str | None = None
     # Adaptive reruns (reruns/adaptive.py): None, every task runs ``repeat`` times.

@@ -29,7 +29,7 @@ from driftdesk.reruns.agents import kill_leftover_harnesses
 from driftdesk.reruns.demo import demo_stand_in
 from driftdesk.reruns.events import RunListener
 from driftdesk.reruns.execution import Execution, RunOutcome, cannot_write_run_dir
-from driftdesk.reruns.faults import InjectionSpec, InjectSpecError, parse_inject
+from driftdesk.reruns.injection import InjectionSpec, InjectSpecError, parse_inject
 from driftdesk.reruns.preflight import (
     PROBE_TIMEOUT_S,
     adaptive_policy,

@@ -12,7 +12,7 @@ import pytest
 from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import TaskOutcome, compare_runs, paired_deltas
-from driftdesk.analysis.faults import r_fault
+from driftdesk.analysis.injection_report import r_fault
 from driftdesk.analysis.sources import SourceError
 
 

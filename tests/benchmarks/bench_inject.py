@@ -30,7 +30,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_executor import start_sandbox
 
-from driftdesk.reruns.faults import FaultInjector, parse_inject
+from driftdesk.reruns.injection import FaultInjector, parse_inject
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.sandbox import SIM_MODEL
 from driftdesk.reruns.suites import load_suite
@@ -40,7 +40,7 @@ TARGET_MS = 0.5
 
 
 def _base_revision() -> str:
-    """The commit before reruns/faults.py was added."""
+    """The commit before fault injection was added (as reruns/faults.py, now reruns/injection.py)."""
     added = subprocess.run(
         ["git", "log", "--diff-filter=A", "--format=%H", "--", "reruns/faults.py"],
         cwd=REPO,

@@ -11,7 +11,7 @@ import pytest
 from coding_helpers import write_coding_suite
 from reruns_helpers import read_rows
 
-from driftdesk.analysis.faults import read_injection
+from driftdesk.analysis.injection_report import read_injection
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec

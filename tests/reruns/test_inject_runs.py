@@ -261,7 +261,7 @@ async def test_the_report_and_the_trajectories_show_where_faults_were_injected(
 ) -> None:
     """The report (JSON and the workbench's headline read it) carries the injection figures,
     and each faulted attempt's trajectory has an ``injected`` link event at the faulted call."""
-    from driftdesk.analysis.faults import read_injection
+    from driftdesk.analysis.injection_report import read_injection
     from driftdesk.analysis.report import build_report
     from driftdesk.analysis.trajectory import load_trajectory
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from driftdesk.reruns.faults import (
+from driftdesk.reruns.injection import (
     FaultInjector,
     InjectionSpec,
     InjectSpecError,

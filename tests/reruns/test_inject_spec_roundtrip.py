@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.faults import (
+from driftdesk.reruns.injection import (
     MAX_DURATION_S,
     InjectionSpec,
     InjectSpecError,

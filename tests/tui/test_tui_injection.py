@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from driftdesk.analysis.faults import read_injection
+from driftdesk.analysis.injection_report import read_injection
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from driftdesk.analysis.compare import compare_runs
-from driftdesk.analysis.faults import injection_summary, r_fault, read_injection
+from driftdesk.analysis.injection_report import injection_summary, r_fault, read_injection
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec

@@ -2,7 +2,7 @@
 
 Every attempt row of a run that injected faults carries ``injected_faults`` and its split
 (``injected_recovered`` / ``_surfaced`` / ``_misattributed``, defined in
-``driftdesk.reruns.faults``): recovered = a later call of the attempt got a whole answer;
+``driftdesk.reruns.injection``): recovered = a later call of the attempt got a whole answer;
 surfaced = the attempt ended unjudged (a link error); misattributed = the attempt was judged
 pass/fail although its model answer never arrived. Misattributed is expected to be 0: any other
 count is an attribution bug or an agent that hides faults, and the attempts are named.
@@ -12,7 +12,7 @@ runs judged, each run's success the mean of its per-task success rates (link err
 judged, so this is what the faults cost when the agent recovered). Its 95 % CI is the delta
 method over tasks: with f_i, c_i a task's faulted and clean rates and R = f̄ / c̄, the
 standard error is sqrt(Σ (f_i − R c_i)² / (n (n − 1))) / c̄, the CI R ± 1.96 se (tasks are the
-sampled unit; a task's two rates stay paired). tests/analysis/test_faults_report.py checks its
+sampled unit; a task's two rates stay paired). tests/analysis/test_injection_report.py checks its
 coverage on simulated runs.
 """
 
