@@ -400,7 +400,7 @@ def _injection_line(run_dir: Path, manifest: dict[str, Any]) -> str | None:
 
 def _sandbox_did_not_know(run_dir: Path, manifest: dict[str, Any]) -> str | None:
     """One line when the sandbox answered placeholders: it was started without this suite."""
-    from driftdesk.reruns.sandbox import tasks_it_did_not_know
+    from driftdesk.reruns.simulated_endpoint import tasks_it_did_not_know
 
     unknown = tasks_it_did_not_know(run_dir)
     if not unknown:
@@ -685,7 +685,7 @@ def _nothing_to_resume(run_dir: Path, retry_link_errors: bool) -> str | None:
 def cmd_sandbox(args: argparse.Namespace) -> int:
     import threading
 
-    from driftdesk.reruns.sandbox import BANNER, SIM_MODEL, FaultRates, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import BANNER, SIM_MODEL, FaultRates, SandboxServer
 
     faults = FaultRates(
         rate_limit=args.rate_limit_rate,

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, FaultRates, SandboxServer
 
 DEMO_PROFILE = "demo-sandbox"
 DEMO_SUITE = "basic"

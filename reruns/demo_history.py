@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.reruns.demo import DEMO_SUITE, demo_profile
-from driftdesk.reruns.sandbox import SandboxServer
+from driftdesk.reruns.simulated_endpoint import SandboxServer
 
 HISTORY_FOLDER = "demo-history"
 HISTORY_ROUTED_MODEL = "routed-model-2"

@@ -54,7 +54,7 @@ from driftdesk.reruns.run_spec import (
     check_run_spec,
     new_run_manifest,
 )
-from driftdesk.reruns.sandbox import SandboxServer
+from driftdesk.reruns.simulated_endpoint import SandboxServer
 from driftdesk.reruns.suites import Suite, load_suite
 from driftdesk.reruns.workspace import CHECK_RULE
 from driftdesk.rundir import (

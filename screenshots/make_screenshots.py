@@ -160,7 +160,7 @@ def _coding_run(root: Path) -> Path:
     from driftdesk.providers.profiles import Profile
     from driftdesk.reruns.run_spec import RunSpec
     from driftdesk.reruns.run_start import execute_run
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     clients = HERE.parent / ".tools" / "npm" / "node_modules" / ".bin"
     os.environ["PATH"] = f"{clients}{os.pathsep}{os.environ['PATH']}"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.terminal import printable
 
 # ESC (a screen clear), BEL, OSC 52 (set the clipboard), C1 CSI as a character (UTF-8 c2 9b),

@@ -1,6 +1,6 @@
 """Answers in each protocol's shape, as a provider sends them: a whole JSON body, or the SSE
 events of a stream (text in small deltas, tool calls, usage, the protocol's end). The simulated
-endpoint (``reruns/sandbox.py``) answers with these; ``wire.content`` reads them back."""
+endpoint (``reruns/simulated_endpoint.py``) answers with these; ``wire.content`` reads them back."""
 
 from __future__ import annotations
 

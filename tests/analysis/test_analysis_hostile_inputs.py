@@ -67,7 +67,7 @@ def test_a_task_id_with_a_newline_is_one_row_and_tasks_round_trips_into_run_task
     from driftdesk.analysis.selection import select_task_ids
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     suite = tmp_path / "suite.jsonl"
     lines = [

@@ -20,7 +20,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 REAL_KEY = "sk-test-REALKEY-tries-agents-0123456789"
 RIGHT = ["cat calc.py", "sed -i 's/a - b/a + b/' calc.py", "python3 -c 'import calc'"]

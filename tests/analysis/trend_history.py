@@ -22,7 +22,7 @@ SERVED_CHANGE, REGRESSION, UNCHANGED = 2, 4, 5  # indexes into the nights
 def make_history(out: Path) -> tuple[list[Path], frozenset[str], str]:
     """``driftdesk demo --history --out OUT`` in a subprocess: the run dirs (oldest first),
     the five tasks made to fail, and what the command printed."""
-    from driftdesk.reruns.sandbox import SandboxEndpoint
+    from driftdesk.reruns.simulated_endpoint import SandboxEndpoint
 
     done = subprocess.run(
         [sys.executable, "-m", "driftdesk", "demo", "--history", "--out", str(out)],

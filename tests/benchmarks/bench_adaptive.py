@@ -45,7 +45,7 @@ class Outcome:
 def sandbox_model(seed: int) -> Callable[[str, int], bool]:
     """Whether the k-th attempt of a task passes: the sandbox's own ``SimulatedModel`` plays
     the answer request with the sandbox's draw, and the suite's check judges the answer."""
-    from driftdesk.reruns.sandbox import SimulatedModel
+    from driftdesk.reruns.simulated_endpoint import SimulatedModel
     from driftdesk.reruns.suites import judge, load_suite
     from driftdesk.wire.conversation import Conversation
 
@@ -73,7 +73,7 @@ def simulate(design_text: str | None, seed: int, concurrency: int, **options: in
     land in a seeded random order) with the sandbox's outcomes. ``None``: fixed 10×."""
     from driftdesk.analysis.metrics import repeat_ci95, repeat_half_width
     from driftdesk.reruns.adaptive import AdaptiveDesign, AdaptivePolicy
-    from driftdesk.reruns.sandbox import task_skill
+    from driftdesk.reruns.simulated_endpoint import task_skill
     from driftdesk.reruns.suites import load_suite
 
     tasks = load_suite("basic").task_ids
@@ -112,7 +112,7 @@ async def real_run(base_url: str, out: Path, concurrency: int, **spec: object) -
     from driftdesk.providers.profiles import Profile
     from driftdesk.reruns.run_spec import RunSpec
     from driftdesk.reruns.run_start import execute_run
-    from driftdesk.reruns.sandbox import SIM_MODEL
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL
 
     outcome = await execute_run(
         RunSpec(
@@ -132,7 +132,7 @@ async def real_run(base_url: str, out: Path, concurrency: int, **spec: object) -
 
 def part_real(seeds: list[int], concurrency: int) -> None:
     from driftdesk.reruns.adaptive import AdaptiveDesign
-    from driftdesk.reruns.sandbox import SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SandboxServer
 
     print("1. the in-process model against the real engine on a real SandboxServer")
     with tempfile.TemporaryDirectory(prefix="bench-adaptive-") as tmp:
@@ -242,7 +242,7 @@ def _oracle_share() -> float:
     """The least share of the fixed design's attempts any allocation needs for the same
     sampling variance, knowing every task's true rate (Neyman: n_i ∝ σ_i): (Σ σ_i)² / (10 Σ σ_i²)
     of 10 T attempts — a bound the ci target cannot beat on this suite."""
-    from driftdesk.reruns.sandbox import task_skill
+    from driftdesk.reruns.simulated_endpoint import task_skill
 
     sigmas = [(task_skill(t) * (1 - task_skill(t))) ** 0.5 for t in _tasks()]
     fixed_variance = sum(s * s for s in sigmas) / FIXED_REPEAT
@@ -259,7 +259,7 @@ def _volatile_frontier(goal: float = 0.95) -> tuple[tuple[int, int, float, float
     and one for fails (or a random mix of such rules). Returns the cheapest pair (k_pass,
     k_fail, share of the fixed design's attempts, agreement) with agreement ≥ ``goal``, and
     the least share a mix of two pairs reaches at ``goal`` (the lower convex hull)."""
-    from driftdesk.reruns.sandbox import task_skill
+    from driftdesk.reruns.simulated_endpoint import task_skill
 
     skills = [task_skill(t) for t in _tasks()]
 

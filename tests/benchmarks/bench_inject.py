@@ -32,7 +32,7 @@ from bench_executor import start_sandbox
 
 from driftdesk.reruns.injection import FaultInjector, parse_inject
 from driftdesk.reruns.proxy import MeteringProxy
-from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL
 from driftdesk.reruns.suites import load_suite
 
 REPO = Path(__file__).resolve().parents[2]

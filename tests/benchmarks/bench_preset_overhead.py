@@ -36,7 +36,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.presets import PRESETS
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 KEY = "sk-bench-not-a-real-key-0123456789"
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_executor import start_sandbox
 
 from driftdesk.reruns.proxy import MeteringProxy
-from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL
 from driftdesk.reruns.suites import load_suite
 
 

@@ -34,7 +34,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL
 from driftdesk.reruns.suites import load_suite
 
 

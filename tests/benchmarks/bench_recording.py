@@ -39,7 +39,7 @@ from benchlib import load, verdict
 from driftdesk.fileio import JsonlAppender
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.recording import CallRecorder
-from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL
 from driftdesk.rundir import RECORDING_SUFFIX, attempt_file
 
 KEY = "sk-bench-recording-0123456789abcdef"

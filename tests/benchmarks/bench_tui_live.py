@@ -291,7 +291,7 @@ async def one_round(args: argparse.Namespace, base_url: str, out: Path, mode: st
 
     from driftdesk.providers.profiles import Profile
     from driftdesk.reruns.run_spec import RunSpec
-    from driftdesk.reruns.sandbox import SIM_MODEL
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL
     from driftdesk.tui.app import DriftdeskApp
     from driftdesk.tui.screens.profiles import ProfilesScreen
     from driftdesk.tui.screens.run import RunScreen

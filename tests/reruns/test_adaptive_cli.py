@@ -11,7 +11,7 @@ from reruns_helpers import read_rows
 
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 KEY = "sk-test-REALKEY-adaptive-cli-0123456789"
 

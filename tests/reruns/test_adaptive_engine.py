@@ -23,7 +23,7 @@ from driftdesk.reruns.events import (
 )
 from driftdesk.reruns.run_spec import RunSetupError, RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer, task_skill
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer, task_skill
 from driftdesk.reruns.suites import load_suite
 
 KEY = "sk-test-REALKEY-adaptive-0123456789"

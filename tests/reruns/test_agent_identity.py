@@ -25,7 +25,7 @@ from driftdesk.analysis.trend import build_trend
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from tests.conftest import real_client
 
 KEY = "sk-test-REALKEY-identity-0123456789abcdef"

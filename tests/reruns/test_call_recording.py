@@ -32,7 +32,7 @@ from driftdesk.fileio import JsonlAppender
 from driftdesk.reruns import rundir
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.recording import CallRecorder
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import load_suite
 from driftdesk.rundir import RECORDING_SUFFIX
 from driftdesk.secrets import mask_key

@@ -17,7 +17,7 @@ from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.rundir import RECORDING_SUFFIX, read_manifest
 
 TASK = "invoice-7_2"

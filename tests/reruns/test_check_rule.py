@@ -18,7 +18,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.execution import RunOutcome
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import SuiteError, load_suite
 from driftdesk.reruns.workspace import CHECK_RULE, StepRun, check_outcome
 

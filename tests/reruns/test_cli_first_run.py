@@ -16,7 +16,7 @@ import pytest
 
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, FaultRates, SandboxServer
 from driftdesk.reruns.suites import load_suite
 from tests.ports import refused_port
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 
 @pytest.fixture

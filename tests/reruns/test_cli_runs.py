@@ -16,7 +16,7 @@ from reruns_helpers import read_rows
 
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.sandbox import SIM_HEADER, SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_HEADER, SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import load_suite
 
 REAL_KEY = "sk-test-REALKEY-cli-0123456789abcd"

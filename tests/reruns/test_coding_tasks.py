@@ -16,7 +16,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.execution import RunOutcome
 from driftdesk.reruns.run_spec import RunSetupError, RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import SuiteError, load_suite
 from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,

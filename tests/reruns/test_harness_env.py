@@ -23,7 +23,7 @@ from reruns_helpers import ScriptedEndpoint, cancel_after_rows, read_rows
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.reruns.suites import SuiteError, load_suite
 from driftdesk.rundir import WORKSPACE_SUFFIX, attempt_file
 from tests.conftest import real_client

@@ -14,7 +14,7 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run, resume_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.rundir import read_manifest
 
 KEY = "sk-test-REALKEY-inject-0123456789"

@@ -28,7 +28,7 @@ from driftdesk.reruns.injection import (
 )
 from driftdesk.reruns.run_spec import RunSetupError, RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 KINDS = ("429", "500", "503", "timeout", "drop", "truncate", "slow")
 

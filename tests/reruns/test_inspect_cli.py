@@ -14,7 +14,7 @@ from test_inspect_harness import write_task
 
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 REAL_KEY = "sk-test-REALKEY-inspect-cli-0123456789"
 

@@ -21,7 +21,7 @@ from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, FaultRates, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, FaultRates, SandboxServer
 from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,
     CLIENT_HOME_SUFFIX,

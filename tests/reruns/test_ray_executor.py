@@ -41,7 +41,7 @@ from driftdesk.reruns.events import AttemptOutput, AttemptPlaced, RunEvent
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.run_spec import RunSetupError, RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.rundir import (
     CHECK_OUTPUT_SUFFIX,
     CLIENT_HOME_SUFFIX,

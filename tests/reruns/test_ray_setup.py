@@ -13,7 +13,7 @@ import pytest
 
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.ray_executor import parse_resources, task_options
-from driftdesk.reruns.sandbox import SIM_MODEL
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL
 
 # `driftdesk` with ray made unimportable, as on an install without the extra.
 WITHOUT_RAY = textwrap.dedent(
@@ -123,7 +123,7 @@ def test_inspect_on_ray_is_refused_saying_why(home: Any, tmp_path: Path) -> None
 
 
 def test_without_the_extra_a_local_run_still_works(home: Any, tmp_path: Path) -> None:
-    from driftdesk.reruns.sandbox import SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SandboxServer
 
     with SandboxServer(seed=1) as sandbox:
         ProfileStore().save(

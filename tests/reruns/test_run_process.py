@@ -43,7 +43,7 @@ from driftdesk.reruns.run_process import (
     spec_of,
 )
 from driftdesk.reruns.run_spec import RunSpec
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 KEY = "sk-run-process-test-0123456789abcdef"
 

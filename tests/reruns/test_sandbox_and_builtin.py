@@ -17,7 +17,13 @@ from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_HEADER, SIM_MODEL, FaultRates, SandboxServer, task_skill
+from driftdesk.reruns.simulated_endpoint import (
+    SIM_HEADER,
+    SIM_MODEL,
+    FaultRates,
+    SandboxServer,
+    task_skill,
+)
 from driftdesk.reruns.suites import load_suite
 from driftdesk.rundir import attempt_folder
 

@@ -14,7 +14,7 @@ import openai
 import pytest
 from coding_helpers import write_coding_suite
 
-from driftdesk.reruns.sandbox import (
+from driftdesk.reruns.simulated_endpoint import (
     SIM_HEADER,
     SIM_MODEL,
     UNKNOWN_TASK_ANSWER,

@@ -122,7 +122,7 @@ def fixture_runs(runs_dir: Path) -> tuple[Path, Path]:
 def sandbox(home):  # type: ignore[no-untyped-def]
     """The simulated endpoint on 127.0.0.1 (zero latency) and a ``sandbox`` profile for it."""
     from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     server = SandboxServer(latency_ms=0.0)
     server.start()

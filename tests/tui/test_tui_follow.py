@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from driftdesk.providers.profiles import Profile, ProfileStore
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.widgets.run_log import RunLog
 from tests.conftest import real_client

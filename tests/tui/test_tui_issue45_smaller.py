@@ -13,7 +13,7 @@ from tui_runs import RUN_A, write_run
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.run_spec import RunSpec
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.run import RunScreen
 from driftdesk.tui.screens.task import TaskScreen
 from driftdesk.tui.screens.trend import TrendScreen

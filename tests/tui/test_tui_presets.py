@@ -27,7 +27,7 @@ async def test_claude_code_attempts_live_then_drill_into_the_volatile_task(
 ) -> None:
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     monkeypatch.setenv("PATH", f"{real_client('claude').parent}{os.pathsep}{os.environ['PATH']}")
     # Two tasks: one always wrong, one a coin flip (seed 0 plays it wrong, right, wrong when the

@@ -42,7 +42,7 @@ async def test_a_run_launched_on_ray_from_the_form(
 ) -> None:
     from driftdesk.providers.keys import set_key
     from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     suite = write_suite(tmp_path / "suite")
     with SandboxServer(seed=5, suites=[str(suite)]) as sandbox:

@@ -172,7 +172,7 @@ async def test_launch_form_preselects_only_a_profile_whose_endpoint_answers(
 async def _live_slow_run(app, pilot, settle, server, runs_dir, repeat):  # type: ignore[no-untyped-def]
     """A run of the built-in suite against ``server`` that has finished one attempt."""
     from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL
 
     ProfileStore().save(Profile("slow", "openai", server.base_url, SIM_MODEL))
     await settle(app, pilot)
@@ -188,7 +188,7 @@ async def test_q_during_a_live_run_asks_and_cancel_prints_the_resume_command(
 ) -> None:
     import io
 
-    from driftdesk.reruns.sandbox import SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SandboxServer
     from driftdesk.tui.app import after_exit
     from driftdesk.tui.screens.modals import PickScreen
 
@@ -224,7 +224,7 @@ async def test_q_keep_running_finishes_the_run_after_the_app_exits(
 ) -> None:
     import io
 
-    from driftdesk.reruns.sandbox import SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SandboxServer
     from driftdesk.tui.app import after_exit
 
     with SandboxServer(latency_ms=30.0) as server:

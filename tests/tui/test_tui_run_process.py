@@ -11,7 +11,7 @@ from pathlib import Path
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.run_spec import RunSpec
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.run import RunScreen
 
 SIZE = (140, 42)

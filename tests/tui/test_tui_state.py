@@ -9,7 +9,7 @@ from driftdesk.reruns.events import RunEvent
 from driftdesk.reruns.execution import RunOutcome
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.tui.state import LiveRun
 
 
@@ -54,7 +54,7 @@ async def test_running_count_never_exceeds_the_concurrency(tmp_path: Path) -> No
 async def test_the_live_counters_are_the_engines_own_rules(tmp_path: Path) -> None:
     """The TUI's counters are a ``RunStats`` kept from the events: at the end of a real run
     with retries and link errors they equal the engine's own, field for field."""
-    from driftdesk.reruns.sandbox import FaultRates
+    from driftdesk.reruns.simulated_endpoint import FaultRates
 
     live = LiveRun(label="stats test")
     faults = FaultRates(rate_limit=0.1, server_error=0.1)

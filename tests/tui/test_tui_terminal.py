@@ -70,7 +70,7 @@ class Terminal:
 def slow_sandbox(home) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """A simulated endpoint slow enough to watch (a keyless profile ``sim`` points at it)."""
     from driftdesk.providers.profiles import Profile, ProfileStore
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     # 300 ms a call: the 170 attempts take 25 s or more at the default concurrency (2), time
     # enough to leave the workbench while the run goes on.

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, OptionList
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 from driftdesk.tui.screens.attempt_pair import AttemptPairScreen, PairStep
 from driftdesk.tui.screens.task import TaskScreen
 from driftdesk.tui.widgets.trajectory import TrajectoryView

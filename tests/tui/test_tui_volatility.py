@@ -167,7 +167,7 @@ async def test_volatility_is_live_while_a_run_is_going(
 ) -> None:
     from driftdesk.providers.profiles import Profile, ProfileStore
     from driftdesk.reruns.run_spec import RunSpec
-    from driftdesk.reruns.sandbox import SIM_MODEL, SandboxServer
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     server = SandboxServer(latency_ms=60.0)  # slow enough to be seen half-done
     server.start()
