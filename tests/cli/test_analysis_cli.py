@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from analysis_fixtures import attempt_row, handmade_rows, write_handmade_run, write_run
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "analysis" / "fixtures"
 
 
 @pytest.fixture
