@@ -61,7 +61,7 @@ def write_json(
     task_curves: bool = False,
     **options: Any,
 ) -> None:
-    """``volatility.write_report_json`` of ``sources`` to ``out``, or the text kept for them
+    """``report.write_report_json`` of ``sources`` to ``out``, or the text kept for them
     (see the module); ``warn`` gets each warning (a skipped line) either way."""
     from driftdesk.analysis.report import ReportOptions, write_report_json
     from driftdesk.analysis.sources import resolve_sources

@@ -107,7 +107,7 @@ def read_runs(
     need_rows: bool = True,
     pending: list[Callable[[], bool]] | None = None,
 ) -> list[RunExtras]:
-    """``volatility.read_runs``: see there; ``need_rows`` False lets a run's kept aggregates
+    """``report.read_runs``: see there; ``need_rows`` False lets a run's kept aggregates
     stand in for its rows (the caller reads ``task_aggs`` only, not ``attempts``). With
     ``pending`` a run read from its JSONL has its rows written to its cache while the caller
     goes on: each call in ``pending`` waits for one and says whether it was kept; the caller
