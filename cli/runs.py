@@ -348,7 +348,8 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         print(printable(outcome.reason), file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
     manifest = _manifest(outcome.run_dir)  # read once for everything said below
-    injected = _injection_line(outcome.run_dir, manifest)
+    attempt_rows = _read_once(outcome.run_dir)  # so is attempts.jsonl, when a line needs it
+    injected = _injection_line(manifest, attempt_rows)
     if injected:
         print(injected)
     if outcome.status != "completed":
@@ -371,38 +372,64 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         return EXIT_ALL_LINK_ERRORS
     harness_errors = stats.by_outcome.get("harness_error", 0)
     if harness_errors and link_errors + harness_errors == stats.done:
-        print(printable(_all_harness_errors(outcome.run_dir, stats.done)), file=sys.stderr)
+        print(
+            printable(_all_harness_errors(outcome.run_dir, stats.done, attempt_rows())),
+            file=sys.stderr,
+        )
         return EXIT_ALL_HARNESS_ERRORS
-    unknown = _sandbox_did_not_know(outcome.run_dir, manifest)
+    unknown = _sandbox_did_not_know(outcome.run_dir, manifest, attempt_rows())
     if unknown:
         print(printable(unknown), file=sys.stderr)
     print(next_commands(outcome.run_dir, manifest))
     return 0
 
 
-def _injection_line(run_dir: Path, manifest: dict[str, Any]) -> str | None:
+def _read_once(run_dir: Path) -> Callable[[], list[dict[str, Any]]]:
+    """A run's attempt rows, read at the first call and kept; a read that failed raises the
+    same error again at each call (as each of the reads it replaces did)."""
+    from driftdesk.reruns.rundir import read_attempt_rows
+
+    kept: list[list[dict[str, Any]] | OSError] = []
+
+    def rows() -> list[dict[str, Any]]:
+        if not kept:
+            try:
+                kept.append(read_attempt_rows(run_dir, []))
+            except OSError as exc:
+                kept.append(exc)
+        if isinstance(kept[0], OSError):
+            raise kept[0]
+        return kept[0]
+
+    return rows
+
+
+def _injection_line(
+    manifest: dict[str, Any], attempt_rows: Callable[[], list[dict[str, Any]]]
+) -> str | None:
     """What became of the faults a run injected (None: it injected none)."""
     from driftdesk.analysis.injection_report import (
         injection_summary,
         manifest_injection_spec,
         summary_line,
     )
-    from driftdesk.reruns import rundir
 
     if not manifest.get("injection"):
         return None
     try:
-        rows = rundir.read_attempt_rows(run_dir, [])
+        rows = attempt_rows()
     except OSError:
         return None
     return summary_line(injection_summary(rows, manifest_injection_spec(manifest)))
 
 
-def _sandbox_did_not_know(run_dir: Path, manifest: dict[str, Any]) -> str | None:
+def _sandbox_did_not_know(
+    run_dir: Path, manifest: dict[str, Any], rows: list[dict[str, Any]]
+) -> str | None:
     """One line when the sandbox answered placeholders: it was started without this suite."""
     from driftdesk.reruns.simulated_endpoint import tasks_it_did_not_know
 
-    unknown = tasks_it_did_not_know(run_dir)
+    unknown = tasks_it_did_not_know(run_dir, rows)
     if not unknown:
         return None
     tasks = len(manifest.get("tasks") or []) or len(unknown)
@@ -413,11 +440,11 @@ def _sandbox_did_not_know(run_dir: Path, manifest: dict[str, Any]) -> str | None
     )
 
 
-def _all_harness_errors(run_dir: Path, done: int) -> str:
+def _all_harness_errors(run_dir: Path, done: int, rows: list[dict[str, Any]]) -> str:
     """Why nothing was judged: the harness broke; its most common message and one log."""
     from driftdesk.reruns.rundir import most_common_error
 
-    common = most_common_error(run_dir, "harness_error")
+    common = most_common_error(run_dir, "harness_error", rows)
     lines = [
         f"driftdesk: no attempt of {done} was judged: the harness broke "
         f"{common.of if common else 'every'} of them (harness_error), so this run measures "

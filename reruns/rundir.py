@@ -66,12 +66,13 @@ class CommonError:
     log: Path  # the log of the first attempt that carries it
 
 
-def most_common_error(run_dir: Path, outcome: str) -> CommonError | None:
-    rows = [
-        row
-        for row in latest_rows(read_attempt_rows(run_dir, [])).values()
-        if row.get("outcome") == outcome
-    ]
+def most_common_error(
+    run_dir: Path, outcome: str, rows: list[dict[str, Any]] | None = None
+) -> CommonError | None:
+    """``rows``: the run's attempt rows, when the caller has read them already."""
+    if rows is None:
+        rows = read_attempt_rows(run_dir, [])
+    rows = [row for row in latest_rows(rows).values() if row.get("outcome") == outcome]
     messages = Counter(_error_text(r) for r in rows)
     if not messages:
         return None

@@ -303,14 +303,17 @@ def _load_tasks(suites: Iterable[str | Path] | None) -> list[Task]:
     return [task for name in names for task in load_suite(name).tasks]
 
 
-def tasks_it_did_not_know(run_dir: Path) -> list[str]:
+def tasks_it_did_not_know(run_dir: Path, rows: list[dict[str, Any]] | None = None) -> list[str]:
     """The tasks of a finished run whose answers were this sandbox's placeholder: it was
-    started without the run's suite (``driftdesk sandbox --suite FILE``), so they all fail."""
+    started without the run's suite (``driftdesk sandbox --suite FILE``), so they all fail
+    (``rows``: its attempt rows, when the caller has read them already)."""
     from driftdesk.reruns.rundir import attempt_paths, read_attempt_rows
     from driftdesk.rundir import latest_rows
 
     unknown: set[str] = set()
-    for task_id, attempt in latest_rows(read_attempt_rows(run_dir, [])):
+    if rows is None:
+        rows = read_attempt_rows(run_dir, [])
+    for task_id, attempt in latest_rows(rows):
         log, _ = attempt_paths(run_dir, task_id, attempt)
         with contextlib.suppress(OSError):
             if UNKNOWN_TASK_ANSWER in log.read_text(errors="replace"):
