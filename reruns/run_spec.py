@@ -6,8 +6,8 @@ the refusals a spec meets before anything else is looked at (no profile, no suit
 same settings back from a manifest: a rerun (``RunSpec.rerun_of``) and an execution (a fresh
 run or a resume, reruns/execution.py) both read through it, with one set of defaults.
 
-The manifest is a plain dict here: the typed run-dir manifest (driftdesk/rundir) did not exist
-when this module was cut out of the engine.
+A new manifest is built as a ``RunManifest`` (driftdesk/rundir) and serialised by its
+``to_json``: the one serialisation of a manifest, the keys in the order written here.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from driftdesk.reruns.recording import (
 )
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.workspace import CHECK_RULE
+from driftdesk.rundir import RunManifest
 
 if TYPE_CHECKING:
     from driftdesk.providers.profiles import Profile
@@ -215,7 +216,7 @@ def new_run_manifest(
     injection: InjectionSpec | None,
 ) -> dict[str, Any]:
     """A new run's manifest, as written before its first attempt (key order is the file's)."""
-    manifest: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "run_id": run_id,
         "profile": profile.name,
         "protocol": profile.protocol,
@@ -259,9 +260,9 @@ def new_run_manifest(
         "resumes": [],
     }
     if injection is not None:  # a run without injection has no such key at all
-        manifest["injection"] = injection.to_manifest()
+        fields["injection"] = injection.to_manifest()
     if AGENT_KINDS[spec.agent].once_per_run:
-        manifest["inspect"] = {"sample_ids": spec.tasks}
+        fields["inspect"] = {"sample_ids": spec.tasks}
     if spec.adaptive is not None:
-        manifest["adaptive"] = spec.adaptive.to_manifest()
-    return manifest
+        fields["adaptive"] = spec.adaptive.to_manifest()
+    return RunManifest.from_json(fields).to_json()
