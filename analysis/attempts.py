@@ -23,7 +23,7 @@ def task_attempts(run_dir: Path | str, task_id: str) -> list[dict[str, Any]]:
     command agent's result file) — str, or None when the file does not exist. Malformed lines
     are skipped (the report names them)."""
     from driftdesk.analysis import zero_copy
-    from driftdesk.analysis.imports import generic_task_rows
+    from driftdesk.analysis.import_formats import generic_task_rows
 
     run_dir = Path(run_dir)
     path = run_dir / ATTEMPTS_FILE

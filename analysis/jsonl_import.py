@@ -1,6 +1,6 @@
 """Generic JSON lines -> a run's ``attempts.jsonl``, mapped and written by DuckDB.
 
-The field mapping is ``analysis.imports._generic_attempt``'s (task from ``--task-field`` or
+The field mapping is ``analysis.import_formats.generic_attempt``'s (task from ``--task-field`` or
 ``task_id``/``task``; outcome, else a boolean or 0/1 verdict, else score/reward against the
 threshold, else an error code as a link error; attempt from ``attempt``/``trial``, else numbered
 per task in file order), written once more as SQL so a million rows are parsed on every core

@@ -235,7 +235,7 @@ def _joined(source: str, before: str) -> str:
 
 def _load_cold(con: duckdb.DuckDBPyConnection, state: _Run, extra: RunExtras) -> None:
     """The rows read and typed from the JSONL (the cache is written from them later)."""
-    from driftdesk.analysis.imports import number_rows
+    from driftdesk.analysis.import_formats import number_rows
 
     state.cold, state.base = True, attempt_table.table_size(con)
     if state.linked is not None:  # its rows are read from the imported file, mapped

@@ -195,7 +195,7 @@ def load(
     """Append a zero-copy run's good rows to ``attempts`` (``analysis.attempt_table``) as run
     ``f``, in file order, mapped and numbered exactly as ``--copy`` would write them; the
     count. The import's bad lines are left out (named at import, listed in the manifest).
-    ``number_attempts`` is the importer's rule (``analysis.imports.number_rows``)."""
+    ``number_attempts`` is the importer's rule (``analysis.import_formats.number_rows``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from driftdesk.analysis import jsonl_import

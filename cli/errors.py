@@ -67,7 +67,7 @@ def _provider_exit_code(exc: BaseException) -> int:
 
 
 def _analysis_input_errors() -> tuple[type[BaseException], ...]:
-    from driftdesk.analysis.imports import ResultsImportError
+    from driftdesk.analysis.import_formats import ResultsImportError
     from driftdesk.analysis.prices import PriceTableError
     from driftdesk.analysis.sources import SourceError
 

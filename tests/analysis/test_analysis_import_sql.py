@@ -1,5 +1,5 @@
 """The generic JSONL import maps rows in SQL (analysis/jsonl_import.py); the Python mapping
-(``_generic_attempt``) stays the reference: on every shape of row both give the same run."""
+(``generic_attempt``) stays the reference: on every shape of row both give the same run."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from driftdesk.analysis.imports import (
-    _Attempt,
-    _generic_attempt,
-    _number_attempts,
-    _row,
-    import_results,
+from driftdesk.analysis.import_formats import (
+    Attempt,
+    attempt_row,
+    generic_attempt,
+    number_attempts,
 )
+from driftdesk.analysis.imports import import_results
 
 SHAPES: list[Any] = [
     {"task_id": "a", "success": True, "prompt_tokens": 10, "completion_tokens": 2},
@@ -41,18 +41,18 @@ SHAPES: list[Any] = [
 
 
 def _python_reference(lines: list[str], run_id: str) -> tuple[list[dict], list[int]]:
-    attempts: list[_Attempt] = []
+    attempts: list[Attempt] = []
     bad: list[int] = []
     for number, line in enumerate(lines, start=1):
         try:
             obj = json.loads(line)
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
-            attempts.append(_generic_attempt(obj, None, None, 1.0))
+            attempts.append(generic_attempt(obj, None, None, 1.0))
         except ValueError:  # JSONDecodeError is a ValueError too
             bad.append(number)
-    _number_attempts(attempts)
-    return [_row(run_id, a) for a in attempts], bad
+    number_attempts(attempts)
+    return [attempt_row(run_id, a) for a in attempts], bad
 
 
 def test_sql_import_equals_the_python_mapping(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from driftdesk.analysis.imports import ResultsImportError, import_results
+from driftdesk.analysis.import_formats import ResultsImportError
+from driftdesk.analysis.imports import import_results
 from driftdesk.analysis.report import RunReport, build_report
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from driftdesk.analysis.imports import ResultsImportError, import_results
+from driftdesk.analysis.import_formats import ResultsImportError
+from driftdesk.analysis.imports import import_results
 from driftdesk.analysis.inspect_logs import DEFAULT_MAX_MEMBER_MB
 
 pytestmark = pytest.mark.xdist_group("inspect-logs")

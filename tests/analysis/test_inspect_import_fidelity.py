@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from driftdesk.analysis.imports import ResultsImportError, import_results
+from driftdesk.analysis.import_formats import ResultsImportError
+from driftdesk.analysis.imports import import_results
 
 pytest.importorskip("inspect_ai")
 

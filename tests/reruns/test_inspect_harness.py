@@ -23,7 +23,8 @@ import pytest
 from aiohttp import web
 from reruns_helpers import LoopbackServer, read_rows
 
-from driftdesk.analysis.imports import ResultsImportError, import_results
+from driftdesk.analysis.import_formats import ResultsImportError
+from driftdesk.analysis.imports import import_results
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.events import AttemptFinished, RunEvent
 from driftdesk.reruns.inspect_harness import InspectRunError
