@@ -165,7 +165,7 @@ _RUN_COMMANDS = frozenset(
 )
 
 
-_RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"  # reruns.agents.RUN_CHILD_ENV, without its import
+_RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"  # reruns.command_agent.RUN_CHILD_ENV, without its import
 
 
 def _refused_in_run_child(args: argparse.Namespace) -> str | None:

@@ -8,7 +8,7 @@ Node read to run at all. Anything else, an ``AWS_SECRET_ACCESS_KEY``, ``GH_TOKEN
 --pass-env NAME`` (a glob such as ``AWS_*`` too), a profile's ``pass_env`` list, a suite task's
 ``pass_env`` list. Never, even when named: a variable whose value holds the real key, or one
 that leads to the keyring (the session bus). The harness then gets the proxy's URL, the run's
-throwaway key and the ``DRIFTDESK_*`` variables of its try (``reruns.agents``).
+throwaway key and the ``DRIFTDESK_*`` variables of its try (``reruns.command_agent``).
 """
 
 from __future__ import annotations

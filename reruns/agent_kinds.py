@@ -15,7 +15,7 @@ import importlib.metadata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from driftdesk.reruns.agents import COMMAND_PLACEHOLDERS, render_command
+from driftdesk.reruns.command_agent import COMMAND_PLACEHOLDERS, render_command
 from driftdesk.reruns.presets import PRESETS, ClientPreset, client_version
 
 if TYPE_CHECKING:

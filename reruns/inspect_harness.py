@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from driftdesk.analysis.inspect_logs import INSPECT_EXTRA, SampleAttempt, sample_attempt
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.agents import child_environment, redact_log_streams
 from driftdesk.reruns.call_verdicts import call_figures, link_failure_verdict
+from driftdesk.reruns.command_agent import child_environment, redact_log_streams
 from driftdesk.reruns.events import AttemptEnded, AttemptStarted, RunEvent, RunStats
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.retry import RetryPolicy

@@ -8,13 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.reruns import workspace
-from driftdesk.reruns.agents import (
-    AgentResult,
-    AttemptContext,
+from driftdesk.reruns.agents import AgentResult, AttemptContext, run_builtin
+from driftdesk.reruns.command_agent import (
     child_environment,
     command_for_try,
     command_outcome,
-    run_builtin,
     run_command_once,
     template_fields,
 )

@@ -28,13 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.reruns import workspace
-from driftdesk.reruns.agents import (
-    AgentResult,
-    AttemptContext,
-    CommandTry,
-    child_environment,
-    run_command_once,
-)
+from driftdesk.reruns.agents import AgentResult, AttemptContext
+from driftdesk.reruns.command_agent import CommandTry, child_environment, run_command_once
 from driftdesk.reruns.isolation import isolate_argv
 from driftdesk.reruns.proxy import AttemptCalls, MeteringProxy
 from driftdesk.reruns.suites import Task, judge

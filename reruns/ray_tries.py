@@ -9,7 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from driftdesk.reruns.agents import AgentResult, AttemptContext, command_outcome, template_fields
+from driftdesk.reruns.agents import AgentResult, AttemptContext
+from driftdesk.reruns.command_agent import command_outcome, template_fields
 from driftdesk.reruns.events import AttemptPlaced
 from driftdesk.reruns.presets import client_fields, client_files, client_verdict
 from driftdesk.reruns.proxy import AttemptCalls

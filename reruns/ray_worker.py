@@ -27,14 +27,12 @@ from typing import Any
 
 from driftdesk.reruns import rundir, workspace
 from driftdesk.reruns.agent_kinds import AGENT_KINDS
-from driftdesk.reruns.agents import (
-    AgentResult,
-    AttemptContext,
+from driftdesk.reruns.agents import AgentResult, AttemptContext, run_builtin
+from driftdesk.reruns.command_agent import (
     CommandTry,
     child_environment,
     command_for_try,
     command_outcome,
-    run_builtin,
     run_command_once,
 )
 from driftdesk.reruns.isolation import drop_unwritten, isolated_harness

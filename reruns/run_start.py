@@ -25,7 +25,7 @@ from driftdesk.providers.profiles import Profile, ProfileNotFound, ProfileStore
 from driftdesk.reruns import rundir
 from driftdesk.reruns.adaptive import AdaptivePolicy
 from driftdesk.reruns.agent_kinds import AGENT_KINDS, agent_kind
-from driftdesk.reruns.agents import kill_leftover_harnesses
+from driftdesk.reruns.command_agent import kill_leftover_harnesses
 from driftdesk.reruns.demo import demo_stand_in
 from driftdesk.reruns.events import RunListener
 from driftdesk.reruns.execution import Execution, RunOutcome, cannot_write_run_dir

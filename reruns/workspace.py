@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from driftdesk.reruns.agents import AgentResult, AttemptContext, child_environment
+from driftdesk.reruns.agents import AgentResult, AttemptContext
+from driftdesk.reruns.command_agent import child_environment
 from driftdesk.reruns.isolation import isolate_argv
 from driftdesk.reruns.suites import Task
 from driftdesk.rundir import (

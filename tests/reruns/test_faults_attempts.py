@@ -17,7 +17,7 @@ from aiohttp import web
 from reruns_helpers import ScriptedEndpoint, read_rows, write_suite
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.agents import MAX_LOG_BYTES
+from driftdesk.reruns.command_agent import MAX_LOG_BYTES
 from driftdesk.reruns.retry import RetryPolicy, parse_retry_after
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run

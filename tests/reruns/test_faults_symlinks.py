@@ -18,7 +18,7 @@ from coding_helpers import write_coding_suite
 from reruns_helpers import ScriptedEndpoint, needs_bwrap, read_rows
 
 from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.agents import read_result_file
+from driftdesk.reruns.command_agent import read_result_file
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
 from driftdesk.rundir import open_private
