@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from driftdesk.rundir import RunManifest
+
 UNKNOWN_KIND = "?"
 
 
@@ -58,10 +60,10 @@ def _text(value: Any) -> str | None:
 
 def agent_identity(manifest: dict[str, Any] | None) -> AgentIdentity:
     """The identity a manifest records (an unknown kind and client for none)."""
-    manifest = manifest if isinstance(manifest, dict) else {}
-    kind = _text(manifest.get("agent")) or UNKNOWN_KIND
-    client = manifest.get("client")
-    if not isinstance(client, dict):
+    typed = RunManifest.from_json(manifest if isinstance(manifest, dict) else {})
+    kind = typed.agent or UNKNOWN_KIND
+    client = typed.client
+    if client is None:
         return AgentIdentity(kind)
     return AgentIdentity(kind, _text(client.get("name")), _text(client.get("version")), True)
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis import cache_store
 from driftdesk.analysis.cache_store import FileIdentity, file_identity
-from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
+from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE, RunManifest
 
 if TYPE_CHECKING:
     from driftdesk.analysis.sources import RunSource
@@ -354,28 +354,21 @@ def _collect(con: Any, result: list[RunAggregate], per_task: str) -> None:
 
 
 def _from_manifest(source: RunSource) -> RunAggregate:
-    manifest = source.manifest
-    found = manifest.get("suite")
-    suite: dict[str, Any] = found if isinstance(found, dict) else {}
-
-    def text(value: Any) -> str | None:
-        return value if isinstance(value, str) and value else None
-
     from driftdesk.analysis.agent_identity import agent_identity
 
-    repeat = manifest.get("repeat")
-    who = agent_identity(manifest)
+    manifest = RunManifest.from_json(source.manifest)
+    who = agent_identity(source.manifest)
     return RunAggregate(
         run_id=source.run_id,
         run_dir=str(source.run_dir),
-        started_at=text(manifest.get("started_at")),
-        suite=text(suite.get("name")),
-        suite_sha256=text(suite.get("sha256")),
-        suite_path=text(suite.get("path")),
-        profile=text(manifest.get("profile")),
-        model=text(manifest.get("model")),
-        status=text(manifest.get("status")),
-        repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None,
+        started_at=manifest.started_at,
+        suite=manifest.suite_name,
+        suite_sha256=manifest.suite_sha256,
+        suite_path=manifest.suite_path,
+        profile=manifest.profile,
+        model=manifest.model,
+        status=manifest.status,
+        repeat=manifest.repeat,
         agent=who.kind,
         client=who.client,
         client_version=who.version,

@@ -4,7 +4,8 @@
 it (analysis wraps its errors as its own ``SourceError``). ``RunManifest`` is the typed view of
 the fields readers ask about, read as tolerantly as they were read before it existed: a field
 an older manifest lacks (a run from before ``client``, ``check_rule``, ``executor``...) is None
-or empty, never an error. ``to_json`` gives back the manifest as written, every key in its
+or empty, never an error. A text field is a non-empty string or None (the trend and the agent
+identity read them so), a repeat an int (not a bool) or None. ``to_json`` gives back the manifest as written, every key in its
 order, the ones this view has no field for included: reading it never changes a manifest.
 
 Writing a run's manifest (what a run spec says, and the run's status as it goes) is the
@@ -55,7 +56,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
+    return value if isinstance(value, str) and value else None
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -76,6 +77,7 @@ class RunManifest:
     ended_at: str | None
     repeat: int | None
     suite: dict[str, Any]  # {"path", "name", "sha256"}; {} when the manifest has none
+    client: dict[str, Any] | None  # {"name", "version"} of the client behind the agent
     tasks: list[str]
     resumes: list[dict[str, Any]]
     adaptive: dict[str, Any] | None
@@ -86,6 +88,14 @@ class RunManifest:
     @property
     def suite_name(self) -> str | None:
         return _text(self.suite.get("name"))
+
+    @property
+    def suite_path(self) -> str | None:
+        return _text(self.suite.get("path"))
+
+    @property
+    def suite_sha256(self) -> str | None:
+        return _text(self.suite.get("sha256"))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunManifest:
@@ -102,6 +112,7 @@ class RunManifest:
             ended_at=_text(data.get("ended_at")),
             repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None,
             suite=_mapping(data.get("suite")),
+            client=data.get("client") if isinstance(data.get("client"), dict) else None,
             tasks=[str(t) for t in data.get("tasks") or []],
             resumes=[r for r in data.get("resumes") or [] if isinstance(r, dict)],
             adaptive=data.get("adaptive") if isinstance(data.get("adaptive"), dict) else None,
