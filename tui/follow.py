@@ -9,7 +9,6 @@ are read (a line being written is read on the next poll)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ from driftdesk.reruns.events import (
     RunFinished,
     RunStarted,
 )
-from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE, read_manifest
+from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, read_manifest
+from driftdesk.rundir.catalog import manifest_of, run_dirs_in
 from driftdesk.tui.state import AttemptKey, LiveRun
 
 FOLLOWED_LABEL = "started elsewhere"
@@ -146,7 +146,6 @@ class RunWatch:
     def __init__(self, runs_dirs: list[Path]) -> None:
         self.runs_dirs = runs_dirs
         self.followers: dict[Path, RunFollower] = {}
-        self._seen: dict[Path, tuple[float, str]] = {}  # manifest -> (mtime, status)
         self._candidates: set[Path] = set()
 
     def look(self, known: set[Path], waiting: bool) -> tuple[list[RunFollower], list[RunFollower]]:
@@ -159,21 +158,13 @@ class RunWatch:
         running: set[Path] = set()
         for base in self.runs_dirs:
             try:
-                children = list(os.scandir(base))
+                run_dirs = run_dirs_in(base)
             except OSError:
                 continue
-            for entry in children:
-                manifest = Path(entry.path) / MANIFEST_FILE
-                try:
-                    mtime = manifest.stat().st_mtime
-                except OSError:
-                    continue
-                seen = self._seen.get(manifest)
-                if seen is None or seen[0] != mtime:
-                    data = _manifest(Path(entry.path))
-                    seen = self._seen[manifest] = (mtime, str((data or {}).get("status")))
-                if seen[1] == "running":
-                    running.add(Path(entry.path).resolve())
+            for run_dir in run_dirs:
+                # parsed again only when its file changed (the catalog keeps it)
+                if (manifest_of(run_dir) or {}).get("status") == "running":
+                    running.add(run_dir.resolve())
         fresh = {
             d
             for d in running
