@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.fileio import iter_jsonl
+from driftdesk.rundir import RunManifest
 
 CURRENT_RULE = "exit-v2"  # reruns.workspace.CHECK_RULE (a test holds them equal)
 OLD_RULE = "exit-v1"
@@ -21,13 +22,12 @@ OLD_RULE = "exit-v1"
 def check_rule_of(manifest: dict[str, Any] | None) -> tuple[str, bool]:
     """(the rule, whether the manifest recorded it): an old run reads as ``OLD_RULE``. An old
     run resumed since was judged by two rules, named in order: ``exit-v1+exit-v2``."""
-    manifest = manifest if isinstance(manifest, dict) else {}
-    rule = manifest.get("check_rule")
-    recorded = isinstance(rule, str) and bool(rule)
-    rules: list[str] = [str(rule) if recorded else OLD_RULE]
-    resumes = manifest.get("resumes")
-    for resume in resumes if isinstance(resumes, list) else []:
-        later = resume.get("check_rule") if isinstance(resume, dict) else None
+    typed = RunManifest.from_json(manifest if isinstance(manifest, dict) else {})
+    rule = typed.check_rule
+    recorded = rule is not None
+    rules: list[str] = [rule if rule is not None else OLD_RULE]
+    for resume in typed.resumes:  # the objects among them
+        later = resume.get("check_rule")
         if isinstance(later, str) and later and later not in rules:
             rules.append(later)
     return "+".join(rules), recorded

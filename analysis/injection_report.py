@@ -27,7 +27,7 @@ from typing import Any
 
 from driftdesk.analysis.sources import SourceError, manifest_or_empty
 from driftdesk.fileio import iter_jsonl
-from driftdesk.rundir import ATTEMPTS_FILE, latest_rows
+from driftdesk.rundir import ATTEMPTS_FILE, RunManifest, latest_rows
 
 FIGURES = ("injected_faults", "injected_recovered", "injected_surfaced", "injected_misattributed")
 R_FAULT_METHOD = "delta-method-over-tasks"
@@ -123,8 +123,8 @@ def injection_spec(run_dir: Path | str | None) -> str | None:
 
 def manifest_injection_spec(manifest: dict[str, Any]) -> str | None:
     """The ``--inject`` spec recorded in a run's manifest (None: it injected nothing)."""
-    injection = manifest.get("injection")
-    spec = injection.get("spec") if isinstance(injection, dict) else None
+    injection = RunManifest.from_json(manifest).injection
+    spec = injection.get("spec") if injection is not None else None
     return str(spec) if spec else None
 
 

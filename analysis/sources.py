@@ -25,6 +25,7 @@ from driftdesk.rundir import (
     MANIFEST_FILE,
     ManifestNotObject,
     ManifestUnparsable,
+    RunManifest,
     read_manifest,
 )
 
@@ -55,8 +56,8 @@ class RunSource:
 
     @property
     def run_id(self) -> str:
-        run_id = self.manifest.get("run_id")
-        if isinstance(run_id, str) and run_id:
+        run_id = RunManifest.from_json(self.manifest).run_id
+        if run_id is not None:
             return run_id
         if self.run_dir is not None:
             return self.run_dir.resolve().name

@@ -34,6 +34,7 @@ from typing import Any
 
 from aiohttp import web
 
+from driftdesk.rundir import RunManifest
 from driftdesk.wire.errors import provider_error_body
 
 # The kinds in the order their shares are laid out on [0, 1): fixed, so a spec's decisions do
@@ -149,8 +150,8 @@ class InjectionSpec:
     @classmethod
     def from_manifest(cls, manifest: dict[str, Any]) -> InjectionSpec | None:
         """The run's injection (None: the run injects nothing)."""
-        recorded = manifest.get("injection")
-        if not isinstance(recorded, dict) or not recorded.get("spec"):
+        recorded = RunManifest.from_json(manifest).injection
+        if recorded is None or not recorded.get("spec"):
             return None
         return parse_inject(str(recorded["spec"]))
 

@@ -5,7 +5,8 @@ it (analysis wraps its errors as its own ``SourceError``). ``RunManifest`` is th
 the fields readers ask about, read as tolerantly as they were read before it existed: a field
 an older manifest lacks (a run from before ``client``, ``check_rule``, ``executor``...) is None
 or empty, never an error. A text field is a non-empty string or None (the trend and the agent
-identity read them so), a repeat an int (not a bool) or None. ``to_json`` gives back the manifest as written, every key in its
+identity read them so), a repeat an int (not a bool) or None, a list field the objects (or
+the strings) of a JSON list, else empty: no value of one field makes the others unreadable. ``to_json`` gives back the manifest as written, every key in its
 order, the ones this view has no field for included: reading it never changes a manifest.
 
 Writing a run's manifest (what a run spec says, and the run's status as it goes) is the
@@ -59,6 +60,10 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -78,6 +83,7 @@ class RunManifest:
     repeat: int | None
     suite: dict[str, Any]  # {"path", "name", "sha256"}; {} when the manifest has none
     client: dict[str, Any] | None  # {"name", "version"} of the client behind the agent
+    check_rule: str | None  # how a task's check exit became an outcome; None before it was named
     tasks: list[str]
     resumes: list[dict[str, Any]]
     adaptive: dict[str, Any] | None
@@ -113,8 +119,9 @@ class RunManifest:
             repeat=repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None,
             suite=_mapping(data.get("suite")),
             client=data.get("client") if isinstance(data.get("client"), dict) else None,
-            tasks=[str(t) for t in data.get("tasks") or []],
-            resumes=[r for r in data.get("resumes") or [] if isinstance(r, dict)],
+            check_rule=_text(data.get("check_rule")),
+            tasks=[str(t) for t in _list(data.get("tasks"))],
+            resumes=[r for r in _list(data.get("resumes")) if isinstance(r, dict)],
             adaptive=data.get("adaptive") if isinstance(data.get("adaptive"), dict) else None,
             injection=data.get("injection") if isinstance(data.get("injection"), dict) else None,
             imported_from=(

@@ -18,6 +18,8 @@ ODD_MANIFESTS: list[dict[str, Any]] = [
     {"repeat": "3", "suite": {"name": 7, "path": "", "sha256": "00"}},
     {"repeat": 3, "suite": {"name": "basic", "path": "/s.jsonl"}},
     {"repeat": 2.0, "suite": None},
+    {"tasks": 5, "resumes": 5, "client": "codex", "check_rule": ""},
+    {"tasks": "ab", "resumes": [{"check_rule": "exit-v2"}, "x"], "check_rule": "exit-v1"},
 ]
 
 
@@ -36,6 +38,14 @@ def test_text_fields_read_as_the_trend_and_agent_identity_read_them(data: dict[s
     assert manifest.suite_name == _old_text(suite.get("name"))
     assert manifest.suite_path == _old_text(suite.get("path"))
     assert manifest.suite_sha256 == _old_text(suite.get("sha256"))
+    assert manifest.check_rule == _old_text(data.get("check_rule"))
+    client = data.get("client")
+    assert manifest.client == (client if isinstance(client, dict) else None)
+    # a field the reader does not ask about never makes the others unreadable
+    tasks, resumes = data.get("tasks"), data.get("resumes")
+    assert manifest.tasks == ([str(t) for t in tasks] if isinstance(tasks, list) else [])
+    listed = resumes if isinstance(resumes, list) else []
+    assert manifest.resumes == [r for r in listed if isinstance(r, dict)]
     repeat = data.get("repeat")
     assert manifest.repeat == (
         repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else None
