@@ -16,6 +16,10 @@ Definitions (the numbers the CLI, the TUI and ``docs/report-json.md`` promise):
   cannot be measured on; 95 % bootstrap CIs resample tasks (seeded, reproducible).
 - Scenarios (``group_by="scenario"``): TGC = mean task success (%), SGC = mean over scenarios of
   the minimum task success (%) — a scenario only passes when all its tasks pass — one decimal.
+
+This module stays whole (past 600 lines): it is one concern, the run report. ``RunReport`` and
+``TaskStats`` are filled in one place, ``assemble_report``, and written by ``write_report_json``;
+the definitions above and the code that computes each field are read together.
 """
 
 from __future__ import annotations
