@@ -2,6 +2,10 @@
 
 Everything that reads or writes configs or the keyring runs in thread workers that post a
 message back; only the message handlers touch widgets.
+
+It stays whole (past 600 lines): one screen with one state (the profile table, its selection,
+the detail pane) that every worker's message handler updates; each worker and its handler are
+a pair that reads best side by side.
 """
 
 from __future__ import annotations
