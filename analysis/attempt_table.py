@@ -17,6 +17,10 @@ The live view adds rows a batch at a time. A task whose new rows only fill slots
 have (what a running run writes) has its new rows aggregated alone and merged into its
 aggregates (counts and exact sums added, deviations combined from counts); only a task with a
 row for a slot already written is aggregated again from all its rows.
+
+It stays whole (past 600 lines): the table's columns, its loading and every query over it
+(cold, incremental, deduplicating, merging) are bound to one column list and one ``rowid``
+order; cut apart, each half would need the other's SQL fragments.
 """
 
 from __future__ import annotations
