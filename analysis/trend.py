@@ -27,6 +27,10 @@ in one line:
 - ``client_changed``: the client or its version differs from the latest earlier run of the
   same kind that recorded one (a Claude Code upgrade stays in its series, flagged). Runs from
   before manifests named their client are never flagged against.
+
+It stays whole (past 600 lines): one concern, the trend. Its model (``Trend``, ``TrendRun``,
+``TaskStrip`` and their JSON and state forms), the computation that builds the runs and the flag
+rules above that fill them in the same pass are tightly bound.
 """
 
 from __future__ import annotations
