@@ -23,6 +23,10 @@ What driftdesk owns, per target (everything else stays byte-for-byte):
   another provider than the profile switched in (``driftdesk import claude --move-key``).
 - codex: top-level ``model`` and ``model_provider``; ``[model_providers.driftdesk-NAME]``.
 - env: ``OPENAI_BASE_URL`` and ``OPENAI_MODEL`` lines.
+
+It stays whole (past 600 lines): planning, applying and the three in-place editors share one
+contract, what driftdesk owns per target (listed above), and the masked diff; the editors are
+the only writers of that contract (``plan_switch`` and ``providers.importer`` call them).
 """
 
 from __future__ import annotations
