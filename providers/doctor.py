@@ -3,6 +3,9 @@
 ``run_doctor(name)`` is synchronous and may block on the live probe (up to ``timeout``): a face
 calls it from a worker thread, or awaits ``probe_endpoint`` itself. No check message ever holds a
 key: the key is only sent to the endpoint being probed.
+
+It stays whole (a little past 600 lines): every check and the live probe produce the same
+``Check``s for one doctor report, and the probe's checks read the result beside them.
 """
 
 from __future__ import annotations
