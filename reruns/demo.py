@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.simulated_endpoint import SIM_MODEL, FaultRates, SandboxServer
+from driftdesk.rundir import RunManifest
 
 DEMO_PROFILE = "demo-sandbox"
 DEMO_SUITE = "basic"
@@ -59,9 +60,10 @@ def is_demo_run(manifest: dict[str, Any]) -> bool:
     """A run `driftdesk demo` made: its profile, model and a loopback endpoint (a user's own
     saved profile of that name is not the demo's: the caller checks that first)."""
     host = urlsplit(str(manifest.get("base_url") or "")).hostname
+    typed = RunManifest.from_json(manifest)
     return (
-        manifest.get("profile") == DEMO_PROFILE
-        and manifest.get("model") == SIM_MODEL
+        typed.profile == DEMO_PROFILE
+        and typed.model == SIM_MODEL
         and manifest.get("protocol") == "openai"
         and host == "127.0.0.1"
     )

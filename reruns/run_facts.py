@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from driftdesk.rundir import RunManifest
 from driftdesk.rundir.catalog import RunFacts
 
 
@@ -28,9 +29,8 @@ def run_facts() -> RunFacts:
 def _suite_available(manifest: dict[str, Any]) -> bool:
     from driftdesk.reruns.suites import builtin_suites
 
-    suite = manifest.get("suite") or {}
-    path = suite.get("path") if isinstance(suite, dict) else None
-    name = suite.get("name") if isinstance(suite, dict) else None
+    suite = RunManifest.from_json(manifest).suite  # {} unless an object
+    path, name = suite.get("path"), suite.get("name")
     return bool(path and Path(str(path)).is_file()) or str(name) in builtin_suites()
 
 
