@@ -1,6 +1,8 @@
 """CLI sub-commands for the runs area: ``run``, ``resume``, ``sandbox``.
 
 Handlers are thin and import their core lazily (fast start): the engine lives in ``reruns``.
+What is said after a run is ``cli.after_run``. This module stays a little past 600 lines: its
+``register`` holds the three commands' arguments, one concern read as the CLI's reference.
 """
 
 from __future__ import annotations
@@ -11,6 +13,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from driftdesk.cli.after_run import (
+    all_harness_errors,
+    injection_line,
+    manifest_or_empty,
+    next_commands,
+    nothing_to_resume,
+    plural,
+    read_once,
+    sandbox_did_not_know,
+    say_why_it_stopped,
+    shown,
+)
 from driftdesk.terminal import printable, printable_path
 
 if TYPE_CHECKING:
@@ -316,7 +330,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
         print(printable(f"driftdesk: {exc}"), file=sys.stderr)
         print(
             f"nothing was run: fix those lines, or run again with --skip-bad-lines to run the "
-            f"other {_plural(exc.tasks_left, 'task')} without them",
+            f"other {plural(exc.tasks_left, 'task')} without them",
             file=sys.stderr,
         )
         return EXIT_SETUP_ERROR
@@ -347,9 +361,9 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     if outcome.reason:
         print(printable(outcome.reason), file=sys.stderr)
     print(status_line(outcome.stats, bar=False))
-    manifest = _manifest(outcome.run_dir)  # read once for everything said below
-    attempt_rows = _read_once(outcome.run_dir)  # so is attempts.jsonl, when a line needs it
-    injected = _injection_line(manifest, attempt_rows)
+    manifest = manifest_or_empty(outcome.run_dir)  # read once for everything said below
+    attempt_rows = read_once(outcome.run_dir)  # so is attempts.jsonl, when a line needs it
+    injected = injection_line(manifest, attempt_rows)
     if injected:
         print(injected)
     if outcome.status != "completed":
@@ -364,7 +378,7 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
                 f"driftdesk: every attempt ({stats.done}) was a link error ({kinds}): the model "
                 f"was never reached, so this run measures nothing about it.\n"
                 f"  check the endpoint: driftdesk doctor {profile}\n"
-                f"  then retry those attempts: driftdesk resume {_shown(outcome.run_dir)} "
+                f"  then retry those attempts: driftdesk resume {shown(outcome.run_dir)} "
                 "--retry-link-errors"
             ),
             file=sys.stderr,
@@ -373,164 +387,15 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     harness_errors = stats.by_outcome.get("harness_error", 0)
     if harness_errors and link_errors + harness_errors == stats.done:
         print(
-            printable(_all_harness_errors(outcome.run_dir, stats.done, attempt_rows())),
+            printable(all_harness_errors(outcome.run_dir, stats.done, attempt_rows())),
             file=sys.stderr,
         )
         return EXIT_ALL_HARNESS_ERRORS
-    unknown = _sandbox_did_not_know(outcome.run_dir, manifest, attempt_rows())
+    unknown = sandbox_did_not_know(outcome.run_dir, manifest, attempt_rows())
     if unknown:
         print(printable(unknown), file=sys.stderr)
     print(next_commands(outcome.run_dir, manifest))
     return 0
-
-
-def _read_once(run_dir: Path) -> Callable[[], list[dict[str, Any]]]:
-    """A run's attempt rows, read at the first call and kept; a read that failed raises the
-    same error again at each call (as each of the reads it replaces did)."""
-    from driftdesk.reruns.rundir import read_attempt_rows
-
-    kept: list[list[dict[str, Any]] | OSError] = []
-
-    def rows() -> list[dict[str, Any]]:
-        if not kept:
-            try:
-                kept.append(read_attempt_rows(run_dir, []))
-            except OSError as exc:
-                kept.append(exc)
-        if isinstance(kept[0], OSError):
-            raise kept[0]
-        return kept[0]
-
-    return rows
-
-
-def _injection_line(
-    manifest: dict[str, Any], attempt_rows: Callable[[], list[dict[str, Any]]]
-) -> str | None:
-    """What became of the faults a run injected (None: it injected none)."""
-    from driftdesk.analysis.injection_report import (
-        injection_summary,
-        manifest_injection_spec,
-        summary_line,
-    )
-
-    if not manifest.get("injection"):
-        return None
-    try:
-        rows = attempt_rows()
-    except OSError:
-        return None
-    return summary_line(injection_summary(rows, manifest_injection_spec(manifest)))
-
-
-def _sandbox_did_not_know(
-    run_dir: Path, manifest: dict[str, Any], rows: list[dict[str, Any]]
-) -> str | None:
-    """One line when the sandbox answered placeholders: it was started without this suite."""
-    from driftdesk.reruns.simulated_endpoint import tasks_it_did_not_know
-
-    unknown = tasks_it_did_not_know(run_dir, rows)
-    if not unknown:
-        return None
-    tasks = len(manifest.get("tasks") or []) or len(unknown)
-    suite = _suite_argument(manifest.get("suite")) or "FILE"
-    return (
-        f"driftdesk: the sandbox does not know {len(unknown)} of {tasks} tasks (it answered a "
-        f"placeholder, so they fail): restart it with driftdesk sandbox --suite {suite}"
-    )
-
-
-def _all_harness_errors(run_dir: Path, done: int, rows: list[dict[str, Any]]) -> str:
-    """Why nothing was judged: the harness broke; its most common message and one log."""
-    from driftdesk.reruns.rundir import most_common_error
-
-    common = most_common_error(run_dir, "harness_error", rows)
-    lines = [
-        f"driftdesk: no attempt of {done} was judged: the harness broke "
-        f"{common.of if common else 'every'} of them (harness_error), so this run measures "
-        "nothing about the model."
-    ]
-    if common is not None:
-        lines.append(f"  most common ({common.count} of {common.of}): {common.message}")
-        lines.append(f"  its log: {_shown(common.log)}")
-    lines.append(f"  every error: driftdesk report {_shown(run_dir)}")
-    return "\n".join(lines)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
-def _shown(path: Path) -> str:
-    """A path as the user would type it: relative to the current folder when under it; its
-    control characters (a folder can be named anything) escaped, inert on a terminal."""
-    try:
-        return printable_path(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return printable_path(path)
-
-
-def _manifest(run_dir: Path) -> dict[str, Any]:
-    from driftdesk.rundir import read_manifest
-
-    try:
-        return read_manifest(run_dir)
-    except (OSError, ValueError):
-        return {}
-
-
-def next_commands(run_dir: Path, manifest: dict[str, Any] | None = None) -> str:
-    """What a user usually does after a run: read it, rerun what wobbled, compare, browse
-    (``manifest``: the run's, when the caller has read it already)."""
-    here = _shown(run_dir)
-    if manifest is None:
-        manifest = _manifest(run_dir)
-    lines = ["next:", f"  driftdesk report {here}   # the per-task numbers"]
-    suite = _suite_argument(manifest.get("suite"))
-    # With one repeat no task can show both a pass and a fail: nothing can be volatile.
-    if manifest.get("profile") and suite and int(manifest.get("repeat") or 0) > 1:
-        lines.append(
-            f"  driftdesk run --profile {manifest['profile']} --suite {suite} "
-            f"--only-volatile {here}   # rerun the tasks that wobbled"
-        )
-    earlier = _earlier_run(Path(run_dir))
-    if earlier is not None:
-        lines.append(f"  driftdesk compare {_shown(earlier)} {here}   # against the run before")
-    lines.append(
-        f"  driftdesk tui --runs {_shown(Path(run_dir).parent)}   # browse it in the workbench"
-    )
-    return printable("\n".join(lines))  # the manifest's profile name too
-
-
-def _suite_argument(suite: object) -> str | None:
-    """How to name the run's suite on the command line: a built-in by name, a file by path."""
-    from driftdesk.reruns.suites import builtin_suites
-
-    if not isinstance(suite, dict):
-        return None
-    name, path = suite.get("name"), suite.get("path")
-    builtin = builtin_suites().get(str(name))
-    if builtin is not None and (not path or Path(str(path)).resolve() == builtin.resolve()):
-        return str(name)
-    return _shown(Path(str(path))) if path else None
-
-
-def _earlier_run(run_dir: Path) -> Path | None:
-    """The newest other run dir beside ``run_dir`` (by its manifest's start time)."""
-    from driftdesk.rundir.catalog import manifest_of, run_dirs_in
-
-    best: tuple[str, Path] | None = None
-    try:
-        siblings = run_dirs_in(run_dir.parent)
-    except OSError:
-        return None
-    for sibling in siblings:
-        if sibling.resolve() == run_dir.resolve():
-            continue
-        started = str((manifest_of(sibling) or {}).get("started_at") or "")
-        if best is None or started > best[0]:
-            best = (started, sibling)
-    return None if best is None else best[1]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -642,11 +507,11 @@ def _out_dir(args: argparse.Namespace) -> Path:
 def cmd_resume(args: argparse.Namespace) -> int:
     from driftdesk.reruns.run_start import resume_run
 
-    done = _nothing_to_resume(args.run_dir, args.retry_link_errors)
+    done = nothing_to_resume(args.run_dir, args.retry_link_errors)
     if done:
         print(printable(done))
         return 0
-    _say_why_it_stopped(args.run_dir)
+    say_why_it_stopped(args.run_dir)
     try:
         ray = _ray_settings(args)
     except ValueError as exc:
@@ -663,50 +528,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
             ray=ray,
         )
     )
-
-
-def _say_why_it_stopped(run_dir: Path) -> None:
-    """Before resuming: why the run stopped (a manifest that could not be read is the
-    engine's to report)."""
-    from driftdesk.reruns import rundir
-    from driftdesk.rundir import read_manifest
-
-    try:
-        reason = rundir.interruption_reason(run_dir, read_manifest(run_dir))
-    except (OSError, ValueError):
-        return
-    if reason:
-        why = reason.removeprefix("stopped: ")
-        print(printable(f"driftdesk: resuming; the run had stopped: {why}"), file=sys.stderr)
-
-
-def _nothing_to_resume(run_dir: Path, retry_link_errors: bool) -> str | None:
-    """What to say when every slot of ``run_dir`` already has its row (None: there is work, or
-    the run dir cannot be read, which ``resume_run`` then reports)."""
-    from driftdesk.reruns import rundir
-
-    manifest = _manifest(run_dir)
-    if not manifest.get("tasks") or manifest.get("status") == "running":
-        return None
-    if manifest.get("agent") == "inspect":
-        return None  # resume_run refuses it, pointing at inspect's own eval-retry
-    if manifest.get("adaptive"):
-        stopped = (manifest["adaptive"].get("result") or {}).get("stop_reason")
-        if not stopped:
-            return None  # the design goes on: the policy decides what is left
-        return f"nothing to resume: the adaptive run is done ({stopped}).\n" + next_commands(
-            run_dir
-        )
-    try:
-        rows = rundir.read_attempt_rows(run_dir, [])
-        tasks = [str(t) for t in manifest["tasks"]]
-        repeat = int(manifest.get("repeat") or 0)
-    except (OSError, TypeError, ValueError):
-        return None
-    if rundir.pending_slots(tasks, repeat, rows, retry_link_errors):
-        return None
-    what = "every attempt has its row" + (" and none is a link error" if retry_link_errors else "")
-    return f"nothing to resume: {what} ({manifest.get('status')}).\n" + next_commands(run_dir)
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
