@@ -14,13 +14,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from inspect_helpers import write_task
 from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.analysis.import_formats import ResultsImportError
@@ -36,39 +36,6 @@ from driftdesk.rundir import RECORDING_SUFFIX, attempt_file
 
 REAL_KEY = "sk-test-REALKEY-inspect-0123456789"
 MODEL = "test-model"
-
-TASK_FILE = textwrap.dedent(
-    """
-    import json, os
-    from inspect_ai import Task, task
-    from inspect_ai.dataset import Sample
-
-    # What inspect's process was given, for the test to inspect.
-    with open(os.path.join(os.path.dirname(__file__), "env-seen.json"), "w") as fh:
-        json.dump(dict(os.environ), fh)
-    from inspect_ai.scorer import match
-    from inspect_ai.solver import generate
-
-    BEHAVIOURS = {behaviours!r}
-
-    @task
-    def arithmetic():
-        return Task(
-            dataset=[
-                Sample(id=name, input=f"behave:{{name}} What is six times seven?", target="42")
-                for name in BEHAVIOURS
-            ],
-            solver=generate(),
-            scorer=match(),{options}
-        )
-    """
-)
-
-
-def write_task(folder: Path, behaviours: list[str], options: str = "") -> Path:
-    path = folder / "arithmetic_task.py"
-    path.write_text(TASK_FILE.format(behaviours=behaviours, options=options))
-    return path
 
 
 class ChatEndpoint(LoopbackServer):

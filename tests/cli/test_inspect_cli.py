@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inspect_helpers import write_task
 from reruns_helpers import read_rows
-from test_inspect_harness import write_task
 
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
