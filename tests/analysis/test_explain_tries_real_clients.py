@@ -64,7 +64,10 @@ SEEDS: dict[tuple[str, str | None], int] = {
 
 
 @pytest.fixture
-def clients_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+def clients_on_path(home: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A home of the test's own: the clients' shells (Claude Code's Bash tool, Codex's
+    # `bash -lc`) read the user's ~/.bashrc otherwise, and a shell hook there (pyenv's rehash
+    # lock, left behind when an attempt is killed at its timeout) stalls every command.
     folder = real_client("claude").parent
     real_client("codex")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
