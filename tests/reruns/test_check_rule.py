@@ -6,7 +6,6 @@ the timeout is check_timeout; a task's ``check_error_codes`` are check_error too
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,21 +42,6 @@ def _suite(folder: Path, tasks: list[dict[str, Any]]) -> Path:
     path = folder / "suite.jsonl"
     path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
     return path
-
-
-@pytest.fixture
-def sandbox_for() -> Iterator[Any]:
-    servers: list[SandboxServer] = []
-
-    def start(suite: Path) -> SandboxServer:
-        server = SandboxServer(suites=[suite])
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 async def _run(server: SandboxServer, suite: Path, out: Path, **spec: Any) -> RunOutcome:

@@ -5,7 +5,6 @@ and command agents (the client presets have their own tests, with the real clien
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +46,6 @@ def _answer_task(task_id: str, check: str, **more: object) -> dict:
         "check": check,
         **more,
     }
-
-
-@pytest.fixture
-def sandbox_for(tmp_path: Path) -> Iterator[object]:
-    servers: list[SandboxServer] = []
-
-    def start(suite: Path) -> SandboxServer:
-        server = SandboxServer(suites=[suite])
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def _profile(server: SandboxServer) -> Profile:
