@@ -34,12 +34,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import ipaddress
 import itertools
 import secrets
 import time
 import urllib.parse
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,12 +64,17 @@ from driftdesk.wire.errors import proxy_error_body
 from driftdesk.wire.usage import json_object, models_differ, requested_model_of
 
 if TYPE_CHECKING:
+    from driftdesk.reruns.call_gate import CallGate
     from driftdesk.reruns.recording import CallCapture, CallRecorder
 
 PROXY_ERROR_HEADER = "x-driftdesk-error"  # set on responses the proxy itself produced
 # Every response carries a request id (the upstream's, or one we make up): harnesses that log
 # the ids they saw (inspect_ai records x-request-id per model call) let calls be attributed.
 REQUEST_ID_HEADER = "x-request-id"
+# Which try a call belongs to, ``<task_id percent-encoded>/<attempt>/<try>``: sent only to a
+# loopback upstream (the simulated endpoint keys its draws on it, so a run and its fault-free
+# twin draw alike attempt by attempt); a real provider never sees it.
+ATTEMPT_HEADER = "X-Driftdesk-Attempt"
 _HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -125,6 +131,22 @@ def _break_connection(request: web.Request) -> None:
         request.transport.close()
 
 
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url``'s host is this machine (127.0.0.0/8, ::1 or ``localhost``)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def attempt_header_value(task_id: str, attempt: int, try_number: int) -> str:
+    """``X-Driftdesk-Attempt``'s value: the task id percent-encoded (a ``/`` in it too)."""
+    return f"{urllib.parse.quote(task_id, safe='')}/{attempt}/{try_number}"
+
+
 def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
     # The scrubbed body is sent as plain bytes with its own length.
     return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
@@ -175,6 +197,7 @@ class MeteringProxy:
         host: str = "127.0.0.1",
         recorder: CallRecorder | None = None,
         injector: FaultInjector | None = None,
+        call_gate: CallGate | None = None,
     ) -> None:
         self.run_id = run_id
         # Where agents reach it: loopback, or the driver's cluster-facing address when attempts
@@ -199,6 +222,9 @@ class MeteringProxy:
         # index counts every call of the slot, across its tries and resumes.
         self._injector = injector
         self._arrivals = dict(self._call_counts)
+        # Room for each upstream model call (reruns/call_gate.py); None: no limit here.
+        self._call_gate = call_gate
+        self._to_loopback = is_loopback_url(self.upstream)
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
         self._token_prefix = secrets.token_hex(6) + "-"
         self._request_numbers = itertools.count(1)
@@ -341,9 +367,17 @@ class MeteringProxy:
             return None
         return self._injector.decide(calls.task_id, calls.attempt, index)
 
-    def _upstream_headers(self, request: web.Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
+    def _upstream_headers(self, request: web.Request, calls: AttemptCalls) -> dict[str, str]:
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in _DROP_REQUEST and k.lower() != ATTEMPT_HEADER.lower()
+        }
         headers.update(self._extra_headers)
+        if self._to_loopback:
+            headers[ATTEMPT_HEADER] = attempt_header_value(
+                calls.task_id, calls.attempt, calls.try_number
+            )
         if self.auth_header == "x-api-key":
             headers["x-api-key"] = self._real_key
         elif self.auth_header == "bearer":
@@ -388,6 +422,9 @@ class MeteringProxy:
         answered = False  # the agent has been sent the whole answer
         fault = self._fault_for(calls, protocol)
         injected: str | None = None
+        gated = False  # the call gate let this call through: released once, in ``finally``
+        queue_wait_s = 0.0  # waiting for the gate: queueing, not the model's latency
+        upstream_headers: Mapping[str, str] = {}
         try:
             if fault is not None and fault.kind != "truncate":
                 assert self._injector is not None
@@ -414,15 +451,21 @@ class MeteringProxy:
                         calls.last_retry_after_s = retry_after_s
                     return fault_response(fault, protocol, request_id, retry_after_s)
             truncating = fault is not None and fault.kind == "truncate"
+            if self._call_gate is not None and protocol in MODEL_PROTOCOLS:
+                waited_from = time.perf_counter()
+                await self._call_gate.acquire(self.upstream)
+                gated = True
+                queue_wait_s = time.perf_counter() - waited_from
             async with self._session.request(
                 request.method,
                 url,
-                headers=self._upstream_headers(request),
+                headers=self._upstream_headers(request, calls),
                 data=body,
                 allow_redirects=False,
             ) as upstream:
                 status = upstream.status
-                ttfb_ms = (time.perf_counter() - t0) * 1000
+                upstream_headers = upstream.headers
+                ttfb_ms = (time.perf_counter() - t0 - queue_wait_s) * 1000
                 content_type = upstream.headers.get("content-type", "")
                 meter = UsageMeter(
                     streamed=content_type.startswith("text/event-stream"), protocol=protocol
@@ -543,6 +586,10 @@ class MeteringProxy:
             failed.headers[REQUEST_ID_HEADER] = request_id
             return failed
         finally:
+            if gated:
+                assert self._call_gate is not None
+                # error_kind "client_closed": the agent hung up (cancelled) before the end.
+                self._call_gate.release(self.upstream, status, upstream_headers, error_kind)
             self._record(
                 calls,
                 request,
@@ -556,6 +603,7 @@ class MeteringProxy:
                 request_id,
                 capture,
                 injected,
+                queue_wait_s,
             )
 
     def _record(
@@ -572,6 +620,7 @@ class MeteringProxy:
         request_id: str | None = None,
         capture: CallCapture | None = None,
         injected: str | None = None,
+        queue_wait_s: float = 0.0,
     ) -> None:
         prompt, completion, total = meter.tokens()
         slot = (calls.task_id, calls.attempt)
@@ -592,7 +641,7 @@ class MeteringProxy:
             "method": request.method,
             "path": "/" + request.match_info["tail"],
             "status": status,
-            "latency_ms": round((time.perf_counter() - t0) * 1000, 3),
+            "latency_ms": round((time.perf_counter() - t0 - queue_wait_s) * 1000, 3),
             "ttfb_ms": round(ttfb_ms, 3) if ttfb_ms is not None else None,
             "streamed": meter.streamed,
             "prompt_tokens": prompt,
@@ -610,6 +659,8 @@ class MeteringProxy:
         }
         if self._injector is not None:  # a run without injection keeps its rows as they were
             row["injected"] = injected
+        if self._call_gate is not None:  # likewise a run without a gate
+            row["queue_wait_s"] = round(queue_wait_s, 3)
         calls.calls.append(row)
         if not calls.deferred:
             self._write(row)
