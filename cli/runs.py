@@ -214,6 +214,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--truncate-rate", type=float, default=0.0, help="share of truncated bodies")
     s.add_argument("--empty-rate", type=float, default=0.0, help="share of empty answers")
     s.add_argument("--retry-after", type=float, default=1.0, help="Retry-After on 429s (s)")
+    limit = s.add_argument_group(
+        "rate limit (per key: 429 with Retry-After past it, rate-limit headers on every answer)"
+    )
+    limit.add_argument("--rps", type=float, help="requests per second allowed")
+    limit.add_argument("--burst", type=int, default=1, help="requests at once (default 1)")
+    limit.add_argument("--tpm", type=int, help="tokens per minute allowed")
     d = s.add_argument_group("drift (what driftdesk trend should find)")
     d.add_argument(
         "--serve-model",
@@ -553,8 +559,13 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     ):
         print("driftdesk: --skill-shift must be in -1..1 and --shift-tasks >= 0", file=sys.stderr)
         return EXIT_SETUP_ERROR
+    from driftdesk.reruns.rate_limit import RateLimit, describe_rate_limit
     from driftdesk.reruns.suites import SuiteError
 
+    rate_limit = RateLimit(rps=args.rps, burst=args.burst, tpm=args.tpm)
+    if rate_limit.problem():
+        print(f"driftdesk: {rate_limit.problem()}", file=sys.stderr)
+        return EXIT_SETUP_ERROR
     try:
         server = SandboxServer(
             port=args.port,
@@ -567,6 +578,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             skill_shift=args.skill_shift,
             shift_tasks=args.shift_tasks,
             shift_seed=args.shift_seed,
+            rate_limit=rate_limit,
         )
     except SuiteError as exc:
         print(printable(f"driftdesk: {exc}"), file=sys.stderr)
@@ -604,6 +616,8 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             f"{server.root_url} (Anthropic: /v1/messages)   model: {SIM_MODEL}   (Ctrl-C to stop)",
             file=sys.stderr,
         )
+        if rate_limit.active:
+            print(f"rate limit per key: {describe_rate_limit(rate_limit)}", file=sys.stderr)
         print(base_url, flush=True)
         forever = threading.Event()
         # Wake now and then so the main thread handles Ctrl-C at once, whichever thread the

@@ -30,9 +30,18 @@ so ``skill_shift=1`` with ``shift_tasks=5`` makes five tasks fail every time —
 regression a trend must find.
 
 Faults are injected at the given rates on all three protocols: 429 with Retry-After, 500, 401,
-hangs past any timeout, truncated streams/bodies and empty answers. Every random draw comes from
-``Random(f"{seed}:{task}:{n}")`` (n = the task's request count), so a seed replays the same
-behaviour per task whatever the concurrency.
+hangs past any timeout, truncated streams/bodies and empty answers. A request that carries
+``X-Driftdesk-Attempt: task/attempt/try`` (the metering proxy sends it to loopback upstreams)
+draws the model's choice from ``Random(f"{seed}:{task}:{attempt}:{turn}")`` (turn: the tool
+calls the conversation already holds) and its fault and latency from the same key and the
+number of times that turn was asked: the same attempt plays the same turns whatever arrives
+around it, and whatever faults (or none) it met, so a run and its fault-free twin can be
+compared attempt by attempt. Without the header every draw comes from
+``Random(f"{seed}:{task}:{n}")`` (n = the task's request count).
+
+A rate limit can be played (``rate_limit=RateLimit(rps=20, burst=5, tpm=...)``, per key,
+reruns/rate_limit.py): past it a 429 with Retry-After, and the rate-limit headers OpenAI and
+Anthropic send on every answer.
 
 ``SandboxServer(...).start()`` runs it in a background thread and returns its base URL.
 
@@ -60,6 +69,7 @@ from typing import Any
 
 from aiohttp import web
 
+from driftdesk.reruns.rate_limit import RateLimit, RateLimiter
 from driftdesk.reruns.suites import Task, builtin_suites, load_suite
 from driftdesk.wire.answers import (
     Answer,
@@ -81,6 +91,13 @@ from driftdesk.wire.errors import simulated_error
 
 SIM_MODEL = "simulated-model-1"
 SIM_HEADER = "x-driftdesk-simulated"
+ATTEMPT_HEADER = "X-Driftdesk-Attempt"  # task/attempt/try, set by the metering proxy
+# Where a request keeps its rate-limit headers (a typed key where aiohttp has them, 3.12+).
+_RATE_HEADERS: Any = (
+    web.RequestKey("driftdesk_rate_headers", dict)
+    if hasattr(web, "RequestKey")
+    else "driftdesk_rate_headers"
+)
 BANNER = (
     "driftdesk sandbox: a SIMULATED model ({model}), not a real provider. It plays {what} "
     "and injects faults at the rates you set."
@@ -347,8 +364,10 @@ class SandboxEndpoint:
         skill_shift: float = 0.0,
         shift_tasks: int | None = None,
         shift_seed: int = 0,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self.seed = seed
+        self.limiter = RateLimiter(rate_limit) if rate_limit and rate_limit.active else None
         # The name answers carry (a gateway routing the asked name elsewhere), and its own
         # fingerprint; by default the simulated model's.
         self.served_model = serve_model or SIM_MODEL
@@ -362,6 +381,7 @@ class SandboxEndpoint:
         self.hang_s = hang_s
         self.stats = SandboxStats()
         self._per_task: Counter[str] = Counter()
+        self._per_turn: Counter[tuple[str, str, int]] = Counter()
         tasks = _load_tasks(suites)
         chosen = (
             None
@@ -380,8 +400,12 @@ class SandboxEndpoint:
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         return app
 
-    def _headers(self) -> dict[str, str]:
-        return {SIM_HEADER: "true"}
+    @staticmethod
+    def _headers(request: web.Request | None = None) -> dict[str, str]:
+        headers = {SIM_HEADER: "true"}
+        if request is not None:
+            headers.update(request.get(_RATE_HEADERS) or {})
+        return headers
 
     async def _models(self, request: web.Request) -> web.Response:
         listed = models_list(SIM_MODEL, "driftdesk-sandbox (simulated)")
@@ -389,10 +413,12 @@ class SandboxEndpoint:
 
     # --- the shared turn: parse, draw a fault, play ------------------------------------------
 
-    def _error(self, name: str, anthropic: bool) -> web.Response:
+    def _error(
+        self, name: str, anthropic: bool, request: web.Request | None = None
+    ) -> web.Response:
         status, body = simulated_error(name, anthropic)
-        headers = self._headers()
-        if status == 429:
+        headers = self._headers(request)
+        if status == 429 and "Retry-After" not in headers:
             headers["retry-after-ms"] = str(int(self.retry_after_s * 1000))
             headers["Retry-After"] = str(max(1, round(self.retry_after_s)))
         return web.json_response(body, status=status, headers=headers)
@@ -414,21 +440,44 @@ class SandboxEndpoint:
             return self._error("bad_json", anthropic)
         conv = parse(body)
         task = self.model.identify(conv)
+        if self.limiter is not None:
+            caller = request.headers.get("Authorization") or request.headers.get("x-api-key", "")
+            verdict = self.limiter.admit(caller, conv.size // 4 + 8)
+            request[_RATE_HEADERS] = verdict.headers
+            if not verdict.allowed:
+                self.stats.by_kind["rate_limited"] += 1
+                return self._error("rate_limit", anthropic, request)
         key = task.task_id if task else "(unknown)"
-        n = self._per_task[key]
-        self._per_task[key] += 1
-        rng = random.Random(f"{self.seed}:{key}:{n}")
+        rng, play_rng = self._draws(key, request.headers.get(ATTEMPT_HEADER), len(conv.calls))
         if self.latency_s:
             await asyncio.sleep(self.latency_s * (0.5 + rng.random()))
         fault = self._draw_fault(rng)
         self.stats.by_kind[fault or "ok"] += 1
         if fault in ("rate_limit", "server_error", "auth_error"):
-            return self._error(fault, anthropic)
+            return self._error(fault, anthropic, request)
         if fault == "timeout":
             await asyncio.sleep(self.hang_s)
-            return self._error("timeout", anthropic)
-        action = Action() if fault == "empty" else self.model.play(task, conv, rng)
+            return self._error("timeout", anthropic, request)
+        action = Action() if fault == "empty" else self.model.play(task, conv, play_rng)
         return body, conv, action, fault
+
+    def _draws(
+        self, task_key: str, attempt_header: str | None, turn: int
+    ) -> tuple[random.Random, random.Random]:
+        """The request's draws: (fault and latency, the model's choice). Keyed on (task,
+        attempt, turn) when the proxy says which attempt asks, so arrival order and faults
+        change nothing the model plays; else on the task's request count, as before."""
+        parts = (attempt_header or "").rsplit("/", 2)
+        if len(parts) == 3 and parts[1].isdigit():
+            task_id, attempt = parts[0], parts[1]
+            asked = self._per_turn[(task_id, attempt, turn)]
+            self._per_turn[(task_id, attempt, turn)] += 1
+            base = f"{self.seed}:{task_id}:{attempt}:{turn}"
+            return random.Random(f"{base}:{asked}"), random.Random(base)
+        n = self._per_task[task_key]
+        self._per_task[task_key] += 1
+        rng = random.Random(f"{self.seed}:{task_key}:{n}")
+        return rng, rng
 
     def _draw_fault(self, rng: random.Random) -> str | None:
         draw = rng.random()
@@ -458,8 +507,10 @@ class SandboxEndpoint:
     ) -> web.StreamResponse:
         raw = json.dumps(payload).encode()
         if not truncate:
-            return web.Response(body=raw, content_type="application/json", headers=self._headers())
-        response = web.StreamResponse(headers=self._headers())
+            return web.Response(
+                body=raw, content_type="application/json", headers=self._headers(request)
+            )
+        response = web.StreamResponse(headers=self._headers(request))
         response.content_type = "application/json"
         response.content_length = len(raw)
         await response.prepare(request)
@@ -471,7 +522,7 @@ class SandboxEndpoint:
         self, request: web.Request, events: list[bytes], truncate: bool
     ) -> web.StreamResponse:
         """An SSE stream; truncated: about half the events, then the connection drops."""
-        response = web.StreamResponse(headers=self._headers())
+        response = web.StreamResponse(headers=self._headers(request))
         response.content_type = "text/event-stream"
         await response.prepare(request)
         if truncate:
