@@ -59,11 +59,19 @@ def link_failure_verdict(outcome: str, calls: list[dict[str, Any]]) -> tuple[str
 
 def call_figures(calls: list[dict[str, Any]]) -> dict[str, Any]:
     """An attempt row's figures from its proxied calls: served-model mismatches, and the
-    model's own latency (the sum of its calls'), apart from the attempt's wall time."""
-    return {
-        "model_mismatches": sum(1 for c in calls if c.get("model_mismatch")),
-        "model_latency_ms": round(sum(float(c.get("latency_ms") or 0.0) for c in calls), 3),
+    model's own latency (the sum of its answered calls'), apart from the attempt's wall time.
+    A run that absorbs link faults (its rows say ``absorbed``) adds how many were absorbed
+    and the waits they cost (inside the wall time, not the model's latency)."""
+    answered = [c for c in calls if not c.get("absorbed")]
+    figures: dict[str, Any] = {
+        "model_mismatches": sum(1 for c in answered if c.get("model_mismatch")),
+        "model_latency_ms": round(sum(float(c.get("latency_ms") or 0.0) for c in answered), 3),
     }
+    if any("absorbed" in c for c in calls):
+        absorbed = [c for c in calls if c.get("absorbed")]
+        figures["absorbed_faults"] = len(absorbed)
+        figures["absorbed_wait_s"] = round(sum(float(c.get("wait_s") or 0.0) for c in absorbed), 3)
+    return figures
 
 
 def error_kind_for(status: int, body: bytes) -> str:

@@ -36,6 +36,7 @@ import contextlib
 import hmac
 import ipaddress
 import itertools
+import random
 import secrets
 import time
 import urllib.parse
@@ -55,6 +56,7 @@ from driftdesk.reruns.injection import (
     fault_response,
 )
 from driftdesk.reruns.key_scrub import DECODABLE, KeyScrubber, Passthrough, scrubbed_error_body
+from driftdesk.reruns.link_absorb import AbsorbPolicy, CallAbsorber, Held
 from driftdesk.reruns.metering import MAX_METERED_BODY, UsageMeter, header_value, judged_whole
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
@@ -172,9 +174,22 @@ class AttemptCalls:
     # (one token serves a whole inspect_ai eval, whose calls are sorted out from its log).
     deferred: bool = False
     try_number: int = 1  # the slot's try this token serves, 1-based (every row says it)
+    opened_at: float = field(default_factory=time.monotonic)  # absorbing's budget starts here
 
     def __post_init__(self) -> None:
         self.idle.set()
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One agent request as the proxy sends it upstream, once or (absorbing) again."""
+
+    url: str
+    body: bytes
+    protocol: str | None
+    requested_model: str | None
+    capture: CallCapture | None
+    absorber: CallAbsorber | None
 
 
 class MeteringProxy:
@@ -198,6 +213,7 @@ class MeteringProxy:
         recorder: CallRecorder | None = None,
         injector: FaultInjector | None = None,
         call_gate: CallGate | None = None,
+        absorb: AbsorbPolicy | None = None,
     ) -> None:
         self.run_id = run_id
         # Where agents reach it: loopback, or the driver's cluster-facing address when attempts
@@ -225,6 +241,9 @@ class MeteringProxy:
         # Room for each upstream model call (reruns/call_gate.py); None: no limit here.
         self._call_gate = call_gate
         self._to_loopback = is_loopback_url(self.upstream)
+        # --link-faults absorb (reruns/link_absorb.py); None: every fault goes to the agent.
+        self._absorb = absorb
+        self._rng = random.Random()  # backoff jitter only
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
         self._token_prefix = secrets.token_hex(6) + "-"
         self._request_numbers = itertools.count(1)
@@ -404,15 +423,34 @@ class MeteringProxy:
         url = f"{self.upstream}/{urllib.parse.quote('/'.join(segments), safe='/:@!$&()*+,;=~')}"
         if request.query_string:
             url += "?" + request.query_string
-        started_at = iso(utc_now())
-        t0 = time.perf_counter()
         body = await request.read()
         protocol = wire_protocol(tail)
         request_json = json_object(body)
-        requested_model = requested_model_of(request_json)
         capture = None
         if self._recorder is not None:
             capture = self._recorder.capture(protocol, body, request_json)
+        absorber = None
+        if self._absorb is not None and protocol in MODEL_PROTOCOLS:
+            # A deferred token serves a whole inspect eval: its calls' budget starts with them.
+            opened_at = time.monotonic() if calls.deferred else calls.opened_at
+            absorber = CallAbsorber(self._absorb, self._rng, opened_at)
+        call = _Call(url, body, protocol, requested_model_of(request_json), capture, absorber)
+        while True:
+            sent = await self._exchange(request, calls, call)
+            if not isinstance(sent, Held):
+                return sent
+            # The fault's row is written: a kill during the wait leaves it on record.
+            await asyncio.sleep(sent.wait_s)
+
+    async def _exchange(
+        self, request: web.Request, calls: AttemptCalls, call: _Call
+    ) -> web.StreamResponse | Held:
+        """One send of the call upstream (or its injected fault), recorded as one row; a fault
+        before the first byte reached the agent is ``Held`` when absorbing allows it."""
+        assert self._session is not None
+        started_at = iso(utc_now())
+        t0 = time.perf_counter()
+        protocol, capture = call.protocol, call.capture
         request_id = f"dd-{self._token_prefix}{next(self._request_numbers):x}"
         status: int | None = None
         ttfb_ms: float | None = None
@@ -422,6 +460,7 @@ class MeteringProxy:
         answered = False  # the agent has been sent the whole answer
         fault = self._fault_for(calls, protocol)
         injected: str | None = None
+        held: Held | None = None  # the fault is kept from the agent, the call sent again
         gated = False  # the call gate let this call through: released once, in ``finally``
         queue_wait_s = 0.0  # waiting for the gate: queueing, not the model's latency
         upstream_headers: Mapping[str, str] = {}
@@ -431,11 +470,21 @@ class MeteringProxy:
                 injected = fault.kind
                 if fault.kind == "drop":
                     error_kind = "connection"
+                    held = self._hold(call, error_kind, None)
+                    if held is not None:
+                        return held
                     _break_connection(request)
                     return web.Response()
                 if fault.kind == "timeout":
                     error_kind = "timeout"  # kept when the agent gives up first (cancelled)
-                    await asyncio.sleep(self._injector.hang_s)
+                    if self._absorb is not None and call.absorber is not None:
+                        # Absorbing, the proxy's own first-byte timeout ends the hang.
+                        await asyncio.sleep(self._absorb.first_byte_s)
+                        held = self._hold(call, error_kind, None)
+                        if held is not None:
+                            return held
+                    else:
+                        await asyncio.sleep(self._injector.hang_s)
                     _break_connection(request)
                     return web.Response()
                 if fault.kind == "slow":
@@ -447,6 +496,9 @@ class MeteringProxy:
                     error_kind = str(status)
                     ttfb_ms = (time.perf_counter() - t0) * 1000
                     retry_after_s = self._injector.spec.retry_after_s
+                    held = self._hold(call, error_kind, retry_after_s if status == 429 else None)
+                    if held is not None:
+                        return held
                     if status == 429:
                         calls.last_retry_after_s = retry_after_s
                     return fault_response(fault, protocol, request_id, retry_after_s)
@@ -456,13 +508,27 @@ class MeteringProxy:
                 await self._call_gate.acquire(self.upstream)
                 gated = True
                 queue_wait_s = time.perf_counter() - waited_from
-            async with self._session.request(
+            sending = self._session.request(
                 request.method,
-                url,
+                call.url,
                 headers=self._upstream_headers(request, calls),
-                data=body,
+                data=call.body,
                 allow_redirects=False,
-            ) as upstream:
+            )
+            try:
+                # Absorbing, an upstream that sends nothing is given up on and asked again.
+                absorbing = self._absorb if call.absorber is not None else None
+                first_byte_s = absorbing.first_byte_s if absorbing is not None else None
+                async with asyncio.timeout(first_byte_s):
+                    upstream = await sending
+            except TimeoutError:
+                error_kind = "timeout"
+                held = self._hold(call, error_kind, None)
+                if held is not None:
+                    return held
+                _break_connection(request)
+                return web.Response()
+            async with upstream:
                 status = upstream.status
                 upstream_headers = upstream.headers
                 ttfb_ms = (time.perf_counter() - t0 - queue_wait_s) * 1000
@@ -482,7 +548,11 @@ class MeteringProxy:
                     # key): buffer a bounded body, scrub it, then answer in one piece.
                     raw, truncated = await _read_bounded(upstream.content, _MAX_ERROR_BODY)
                     error_kind = error_kind_for(status, raw)
-                    calls.last_retry_after_s = parse_retry_after(upstream.headers)
+                    retry_after_s = parse_retry_after(upstream.headers)
+                    held = self._hold(call, error_kind, retry_after_s)
+                    if held is not None:
+                        return held
+                    calls.last_retry_after_s = retry_after_s
                     scrubbed = self._scrub_error_body(raw, truncated, headers)
                     if capture is not None:
                         capture.error = scrubbed
@@ -518,7 +588,7 @@ class MeteringProxy:
                     status=upstream.status, reason=upstream.reason, headers=headers
                 )
                 await _to_agent(response.prepare(request))
-                held = bytearray()  # a truncated answer, kept whole to be cut
+                cut_kept = bytearray()  # a truncated answer, kept whole to be cut
                 try:
                     async for chunk in upstream.content.iter_any():
                         out = passthrough.feed(chunk)
@@ -526,7 +596,7 @@ class MeteringProxy:
                         if passthrough.too_large or meter.invalid:
                             break
                         if truncating:
-                            held += out
+                            cut_kept += out
                             continue
                         if capture is not None:
                             capture.feed(out)
@@ -536,7 +606,7 @@ class MeteringProxy:
                         out = passthrough.flush()
                         meter.feed(out)
                         if truncating:
-                            held += out
+                            cut_kept += out
                         elif not meter.invalid:
                             if capture is not None:
                                 capture.feed(out)
@@ -554,7 +624,7 @@ class MeteringProxy:
                     # The provider answered in full (and billed it: the meter read it all); the
                     # agent gets the first half, then a broken connection.
                     injected, error_kind = "truncate", "truncated"
-                    part = cut_answer(bytes(held), meter.streamed)
+                    part = cut_answer(bytes(cut_kept), meter.streamed)
                     if capture is not None:
                         capture.feed(part)
                     await _to_agent(response.write(part))
@@ -580,6 +650,9 @@ class MeteringProxy:
             if response is not None:  # headers already sent: can only break the stream
                 _break_connection(request)
                 return response
+            held = self._hold(call, error_kind, None)
+            if held is not None:
+                return held
             failed = _proxy_error(
                 502, "connection", f"upstream connection failed: {type(exc).__name__}: {exc}"
             )
@@ -599,12 +672,20 @@ class MeteringProxy:
                 meter,
                 error_kind,
                 started_at,
-                requested_model,
+                call.requested_model,
                 request_id,
-                capture,
+                capture if held is None else None,  # what the agent was sent: the last send
                 injected,
                 queue_wait_s,
+                held,
             )
+
+    def _hold(self, call: _Call, kind: str, retry_after_s: float | None) -> Held | None:
+        """The fault held back from the agent (absorbing, within its budget), or None."""
+        if call.absorber is None:
+            return None
+        wait_s = call.absorber.hold(kind, retry_after_s)
+        return Held(kind, wait_s) if wait_s is not None else None
 
     def _record(
         self,
@@ -621,6 +702,7 @@ class MeteringProxy:
         capture: CallCapture | None = None,
         injected: str | None = None,
         queue_wait_s: float = 0.0,
+        held: Held | None = None,
     ) -> None:
         prompt, completion, total = meter.tokens()
         slot = (calls.task_id, calls.attempt)
@@ -661,6 +743,9 @@ class MeteringProxy:
             row["injected"] = injected
         if self._call_gate is not None:  # likewise a run without a gate
             row["queue_wait_s"] = round(queue_wait_s, 3)
+        if self._absorb is not None:  # and a run that does not absorb
+            row["absorbed"] = held is not None
+            row["wait_s"] = round(held.wait_s, 3) if held is not None else None
         calls.calls.append(row)
         if not calls.deferred:
             self._write(row)
