@@ -54,6 +54,16 @@ class AgentKind:
             return {"name": "driftdesk", "version": __version__}
         return {"name": None, "version": None}
 
+    @property
+    def default_link_faults(self) -> str:
+        """``--link-faults`` when neither the flag nor the profile says. ``absorb`` where a link
+        error would end the whole try (Claude Code and Codex run with their own retries off;
+        a command's harness may have none): every token before it would be paid again and
+        the trajectory start over. ``retry`` for the builtin agent and inspect, which retry
+        the failed call itself (per call, ``--max-retries``), keeping the trajectory: one
+        retry layer, theirs."""
+        return "retry" if self.in_process or self.once_per_run else "absorb"
+
     def isolation_problem(self) -> str | None:
         """Why ``--isolate`` (a harness under bubblewrap) does not apply to this kind."""
         if self.in_process:

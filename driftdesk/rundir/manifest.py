@@ -88,6 +88,8 @@ class RunManifest:
     resumes: list[dict[str, Any]]
     adaptive: dict[str, Any] | None
     injection: dict[str, Any] | None
+    # "absorb" or "retry" (--link-faults); None: a run from before the mode was recorded (retried)
+    link_faults: str | None
     imported_from: dict[str, Any] | None
     data: dict[str, Any] = field(repr=False)
 
@@ -124,6 +126,7 @@ class RunManifest:
             resumes=[r for r in _list(data.get("resumes")) if isinstance(r, dict)],
             adaptive=data.get("adaptive") if isinstance(data.get("adaptive"), dict) else None,
             injection=data.get("injection") if isinstance(data.get("injection"), dict) else None,
+            link_faults=_text(data.get("link_faults")),
             imported_from=(
                 data.get("imported_from") if isinstance(data.get("imported_from"), dict) else None
             ),
