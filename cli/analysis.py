@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.cli.errors import ANALYSIS_INPUT_ERRORS, guarded
+from driftdesk.cli.page import add_options as add_page_options
 from driftdesk.cli.report_text import cell, render_comparison, render_report_table
 from driftdesk.cli.thresholds import at_least_one, k_rate, points, rate
 from driftdesk.terminal import json_printable, printable, printable_path
@@ -31,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Per-task volatility of runs. RUN is a run dir, an attempts.jsonl or a glob.",
     )
     p.add_argument("runs", nargs="+", metavar="RUN")
-    p.add_argument("--format", default="table", choices=["table", "json", "csv", "parquet"])
-    p.add_argument("--out", help="write to this file (required for parquet)")
+    p.add_argument("--format", default="table", choices=["table", "json", "csv", "parquet", "html"])
+    p.add_argument("--out", help="write to this file (required for parquet and html)")
+    add_page_options(p)
     _add_metric_options(p)
     p.add_argument("--group-by", default="task", choices=["task", "scenario"])
     p.add_argument("--sort", default="spread", choices=["spread", "success", "task"])
@@ -53,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
-    p.add_argument("--format", default="table", choices=["table", "json"])
+    p.add_argument("--format", default="table", choices=["table", "json", "html"])
+    p.add_argument("--out", help="html: write the page to this file")
+    add_page_options(p)
     p.add_argument(
         "--all-tasks",
         action="store_true",
@@ -210,6 +214,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     if args.format == "json":
         return _report_json(args)
+    if args.format == "html":
+        return _report_html(args)
     reports = _reports(args, args.runs, group_by=args.group_by, sort=args.sort, top=args.top)
     if args.format == "parquet":
         from driftdesk.analysis.export import write_parquet
@@ -254,6 +260,27 @@ def _report_json(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_html(args: argparse.Namespace) -> int:
+    from driftdesk.analysis.page.build import report_page
+    from driftdesk.cli import page
+
+    if page.needs_out(args):
+        return 2
+    html = report_page(
+        list(args.runs),
+        page.options(args),
+        lambda line: print(printable(f"warning: {line}"), file=sys.stderr),
+        min_runs=args.min_runs,
+        include_link_errors=args.include_link_errors,
+        pass_k_convention=args.pass_k_convention,
+        group_by=args.group_by,
+        sort=args.sort,
+        top=args.top,
+    )
+    page.write(html, args.out)
+    return 0
+
+
 def _emit(text: str, out: str | None) -> None:
     if out:
         from driftdesk.fileio import atomic_write_text
@@ -265,7 +292,10 @@ def _emit(text: str, out: str | None) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from driftdesk.analysis.compare import compare_runs
+    from driftdesk.cli import page
 
+    if page.needs_out(args):
+        return 2
     comparison = compare_runs(
         args.run_a,
         args.run_b,
@@ -279,7 +309,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         (comparison.b, comparison.a) if comparison.swapped else (comparison.a, comparison.b)
     ):
         _warn_skipped(report)  # in the order the runs were given
-    if args.format == "json":
+    if args.format == "html":
+        from driftdesk.analysis.page.build import compare_page
+
+        page.write(compare_page(comparison, page.options(args)), args.out)
+    elif args.format == "json":
         sys.stdout.write(
             json_printable(json.dumps(comparison.to_json(), ensure_ascii=False)) + "\n"
         )
