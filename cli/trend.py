@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from driftdesk.cli.page import add_options as add_page_options
 from driftdesk.cli.thresholds import points
 from driftdesk.terminal import json_printable, printable
 
@@ -62,6 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", type=_positive, default=TASKS_SHOWN, metavar="N",
                    help=f"flip strips shown, most flipped first (default {TASKS_SHOWN})")  # fmt: skip
     p.add_argument("--json", action="store_true", help="the whole trend as JSON")
+    p.add_argument(
+        "--format", default="table", choices=["table", "json", "html"], help="json: as --json"
+    )
+    p.add_argument("--out", help="html: write the page to this file")
+    add_page_options(p)
     p.set_defaults(func=cmd_trend)
 
 
@@ -101,12 +107,16 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from driftdesk.analysis.trend import TrendError, build_trend, trend_json
+    from driftdesk.cli import page
     from driftdesk.paths import runs_dir
 
+    if page.needs_out(args):
+        return 2
+    as_json = args.json or args.format in ("json", "html")
     paths = [Path(p) for p in args.run_dirs] + list(args.runs or [])
     try:
         run_dirs = find_run_dirs(paths or [runs_dir()])
-        make = trend_json if args.json else build_trend
+        make = trend_json if as_json else build_trend
         made = make(
             run_dirs,
             suite=args.suite,
@@ -115,7 +125,13 @@ def cmd_trend(args: argparse.Namespace) -> int:
             allowed_pp=args.max_regression,
             agent=args.agent,
         )
-        if isinstance(made, str):  # a kept trend's JSON as it was kept (nothing rebuilt)
+        if args.format == "html":
+            import json
+
+            from driftdesk.analysis.page.build import trend_page
+
+            page.write(trend_page(json.loads(str(made)), page.options(args)), args.out)
+        elif isinstance(made, str):  # a kept trend's JSON as it was kept (nothing rebuilt)
             sys.stdout.write(json_printable(made) + "\n")
         else:
             sys.stdout.write(printable(render_trend(made, args.tasks)))
