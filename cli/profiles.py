@@ -59,6 +59,14 @@ def _register_profile(sub: argparse._SubParsersAction) -> None:
             "429=5%%,500=2%%; run --inject overrides it); edit --inject none clears it",
         )
         p.add_argument(
+            "--link-faults",
+            choices=["absorb", "retry", "none"],
+            help="what its runs do with a 429/5xx/connection error before the answer's first "
+            "byte: absorb (held at the proxy and sent again; the agent never sees it) or retry "
+            "(the agent sees it; the whole try is rerun); run --link-faults overrides it; "
+            "none clears it (the agent kind's default)",
+        )
+        p.add_argument(
             "--auth-header",
             choices=["x-api-key", "bearer"],
             help="how the key is sent: x-api-key (Anthropic's API; the anthropic default) or "
@@ -175,6 +183,7 @@ def cmd_profile_add(args: argparse.Namespace) -> int:
         auth_header=args.auth_header or default_auth_header(args.protocol),
         no_key=args.no_key,
         inject=_inject_setting(args.inject),
+        link_faults=None if args.link_faults in (None, "none") else args.link_faults,
     )
     profile.validate()
     if args.no_key and args.key_stdin:
@@ -343,6 +352,9 @@ def cmd_profile_edit(args: argparse.Namespace) -> int:
     if args.inject is not None:
         profile.inject = _inject_setting(args.inject)
         changed.append("inject")
+    if args.link_faults is not None:
+        profile.link_faults = None if args.link_faults == "none" else args.link_faults
+        changed.append("link_faults")
     if args.clear_headers:
         profile.headers = {}
         changed.append("headers")

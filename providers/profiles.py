@@ -60,6 +60,10 @@ def credential_header_problem(profile_name: str, header: str) -> str:
     )
 
 
+# How runs treat a link fault before the first byte (the engine's reruns/link_absorb.py
+# owns what each means; a profile only stores one).
+LINK_FAULT_MODES = ("absorb", "retry")
+
 @dataclass
 class Profile:
     name: str
@@ -82,6 +86,10 @@ class Profile:
     # ``inject = "429=5%,500=2%"``: runs of this profile inject these faults at the proxy
     # (driftdesk.reruns.injection; ``--inject`` overrides it). None: not set.
     inject: str | None = None
+    # ``link_faults = "absorb"`` or ``"retry"``: what runs of this profile do with a link fault
+    # before the first byte (driftdesk.reruns.link_absorb; ``--link-faults`` overrides it).
+    # None: not set (the agent kind's default).
+    link_faults: str | None = None
     # ``pass_env = ["HF_TOKEN", "AWS_*"]``: variables (names or globs) a harness of this
     # profile's runs gets beyond the allow-list (driftdesk.providers.harness_env). Written
     # only when set, so a form that does not know the field never drops it.
@@ -102,6 +110,8 @@ class Profile:
                 f"invalid profile name {self.name!r}: use letters, digits, '.', '_' or '-' "
                 "(at most 64, starting with a letter or digit)"
             )
+        if self.link_faults not in (None, *LINK_FAULT_MODES):
+            raise ProfileError(f"invalid link_faults {self.link_faults!r}: use absorb or retry")
         if self.protocol not in PROTOCOLS:
             raise ProfileError(
                 f"invalid protocol {self.protocol!r}: expected one of {', '.join(PROTOCOLS)}"
@@ -151,6 +161,7 @@ def _from_table(name: str, table: dict[str, Any]) -> Profile:
         no_key=bool(table.get("no_key", False)),
         record_bodies=_flag(table["record_bodies"]) if "record_bodies" in table else None,
         inject=str(table["inject"]) if table.get("inject") else None,
+        link_faults=str(table["link_faults"]) if table.get("link_faults") else None,
         # kept as written: ``validate`` says what is wrong with it, when it is used
         pass_env=_written_list(table["pass_env"]) if "pass_env" in table else [],
     )
@@ -241,6 +252,7 @@ class ProfileStore:
         if profile.record_bodies is not None:
             table["record_bodies"] = profile.record_bodies
         values["inject"] = profile.inject  # None: no injection (a cleared setting goes)
+        values["link_faults"] = profile.link_faults  # None: the agent kind's default
         if profile.pass_env:
             table["pass_env"] = list(profile.pass_env)
         for key, value in values.items():

@@ -23,6 +23,7 @@ from driftdesk.reruns import rundir
 from driftdesk.reruns.adaptive import AdaptiveDesign
 from driftdesk.reruns.agent_kinds import AGENT_KINDS, agent_kind
 from driftdesk.reruns.injection import InjectionSpec
+from driftdesk.reruns.link_absorb import MANIFEST_DEFAULT_LINK_FAULTS, link_faults_problem
 from driftdesk.reruns.ray_executor import RaySettings
 from driftdesk.reruns.recording import (
     DEFAULT_MAX_RECORDED_MB,
@@ -93,6 +94,9 @@ class RunSpec:
     # Fault injection at the proxy (reruns/injection.py): ``429=5%,500=2%``...; None: the
     # profile's ``inject`` setting; "none": no faults whatever the profile says.
     inject: str | None = None
+    # Link faults before the first byte (reruns/link_absorb.py): "absorb" (held at the proxy,
+    # sent again) or "retry" (the whole try); None: the profile's, else the agent kind's.
+    link_faults: str | None = None
     # Adaptive reruns (reruns/adaptive.py): None, every task runs ``repeat`` times.
     adaptive: AdaptiveDesign | None = None
 
@@ -143,6 +147,7 @@ class RunSpec:
             record_bodies=recording.bodies,
             max_recorded_mb=recording.max_recorded_mb,
             inject=injection.text() if injection is not None else "none",
+            link_faults=settings.link_faults,
             adaptive=(
                 AdaptiveDesign.from_manifest(manifest["adaptive"])
                 if isinstance(manifest.get("adaptive"), dict)
@@ -164,6 +169,7 @@ class RunSettings:
     concurrency: int
     timeout_s: float
     seed: int
+    link_faults: str  # "absorb" | "retry"
 
     @classmethod
     def from_manifest(cls, manifest: dict[str, Any]) -> RunSettings:
@@ -177,6 +183,7 @@ class RunSettings:
             concurrency=int(manifest.get("concurrency") or MANIFEST_DEFAULT_CONCURRENCY),
             timeout_s=float(manifest.get("timeout_seconds") or DEFAULT_TIMEOUT_S),
             seed=int(manifest.get("seed") or 0),
+            link_faults=str(manifest.get("link_faults") or MANIFEST_DEFAULT_LINK_FAULTS),
         )
 
 
@@ -194,6 +201,9 @@ def check_run_spec(spec: RunSpec) -> None:
         raise RunSetupError("--concurrency must be at least 1")
     if spec.timeout_s <= 0:
         raise RunSetupError("--timeout must be positive")
+    problem = link_faults_problem(spec.link_faults)
+    if problem is not None:
+        raise RunSetupError(problem)
     problem = max_recorded_mb_problem(spec.max_recorded_mb)
     if problem is not None:
         raise RunSetupError(problem)
@@ -249,6 +259,10 @@ def new_run_manifest(
         ),
         "tasks": task_ids,
         "retry_policy": spec.retry_policy.to_manifest(),
+        # R_fault means another thing under absorbing: compare and trend read this.
+        "link_faults": (
+            spec.link_faults or profile.link_faults or AGENT_KINDS[spec.agent].default_link_faults
+        ),
         "recording": RecordingSettings(
             bodies=spec.record_bodies and profile.records_bodies,
             max_recorded_mb=spec.max_recorded_mb,
