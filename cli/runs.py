@@ -168,6 +168,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(429=5%%:2s sets its Retry-After; any 5xx; none: no faults, whatever the profile's "
         "inject setting says)",
     )
+    p.add_argument(
+        "--link-faults",
+        choices=["absorb", "retry"],
+        help="a 429/5xx/connection error/timeout before the answer's first byte: absorb (held "
+        "at the proxy and the call sent again within --max-retry-delay and the timeout; the "
+        "agent never sees it) or retry (the agent sees it; a try it ends is rerun whole). "
+        "Default: the profile's link_faults, else absorb for claude-code, codex and command, "
+        "retry for builtin and inspect (they retry the call themselves)",
+    )
     _executor_arguments(p, default="local")
     p.set_defaults(func=cmd_run)
 
@@ -182,6 +191,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("run_dir", type=Path)
     r.add_argument("--retry-link-errors", action="store_true")
     r.add_argument("--concurrency", type=int, help="override the run's concurrency")
+    r.add_argument(
+        "--link-faults",
+        choices=["absorb", "retry"],
+        help="override the run's link-faults mode (recorded with the resume)",
+    )
     r.add_argument("--no-probe", action="store_true", help="do not check the endpoint first")
     _executor_arguments(r, default=None)
     r.set_defaults(func=cmd_resume)
@@ -457,6 +471,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         record_bodies=not args.no_bodies,
         max_recorded_mb=args.max_recorded_mb,
         inject=args.inject,
+        link_faults=args.link_faults,
     )
     return _drive(lambda progress: execute_run(spec, progress))
 
@@ -529,6 +544,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             progress,
             retry_link_errors=args.retry_link_errors,
             concurrency=args.concurrency,
+            link_faults=args.link_faults,
             probe=not args.no_probe,
             executor=args.executor,
             ray=ray,

@@ -54,6 +54,7 @@ from driftdesk.reruns.events import (
 )
 from driftdesk.reruns.injection import FaultInjector, InjectionSpec, injection_figures
 from driftdesk.reruns.inspect_harness import run_inspect_eval
+from driftdesk.reruns.link_absorb import AbsorbPolicy
 from driftdesk.reruns.local_tries import LocalTries
 from driftdesk.reruns.proxy import MeteringProxy
 from driftdesk.reruns.ray_executor import RayCluster
@@ -332,6 +333,11 @@ class Execution:
             tries=tries_begun(self.run_dir),
             host=self.cluster.node_ip if self.cluster is not None else "127.0.0.1",
             recorder=recorder,
+            absorb=(
+                AbsorbPolicy(self.policy, self.timeout_s)
+                if RunSettings.from_manifest(self.manifest).link_faults == "absorb"
+                else None
+            ),
             injector=(
                 # An injected timeout hangs past the client's timeout and the attempt's.
                 FaultInjector(self.injection, self._seed, hang_s=self.timeout_s + 5.0)

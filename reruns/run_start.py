@@ -222,6 +222,7 @@ async def resume_run(
     probe: bool = False,
     executor: str | None = None,
     ray: RaySettings | None = None,
+    link_faults: str | None = None,
 ) -> RunOutcome:
     """Run exactly the missing (task, attempt) slots of ``run_dir``; with
     ``retry_link_errors`` also the slots whose latest row is a link_error (the new row is
@@ -306,6 +307,8 @@ async def resume_run(
             recording.bodies = recording.bodies and profile.records_bodies
             manifest["recording"] = recording.to_manifest()
             manifest["status"] = "running"
+            if link_faults is not None:  # the resume's attempts go on in this mode
+                manifest["link_faults"] = link_faults
             manifest.setdefault("resumes", []).append(
                 {
                     "started_at": rundir.iso(rundir.utc_now()),
@@ -316,6 +319,7 @@ async def resume_run(
                     # its attempts' client and check rule (the run's may be older)
                     "client": await asyncio.to_thread(AGENT_KINDS[agent].client_identity),
                     "check_rule": CHECK_RULE,
+                    "link_faults": link_faults,  # None: the run's own
                 }
             )
             return await _write_manifest_and_execute(
