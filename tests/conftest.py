@@ -49,6 +49,7 @@ MISSING_PARTS = {
     "Ray": ("ray is not installed",),
     "real client": ("client is not installed",),
     "bubblewrap": ("bubblewrap", "bwrap"),
+    "Chromium": ("chromium is not installed",),
 }
 _REQUIRE_ALL = False  # read once: the ``home`` fixture takes DRIFTDESK_* out during a test
 
