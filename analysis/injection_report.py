@@ -40,12 +40,14 @@ class TaskInjection:
     recovered: int = 0
     surfaced: int = 0
     misattributed: int = 0
+    absorbed: int = 0  # held at the proxy (--link-faults absorb): the agent never saw them
 
     def add(self, row: dict[str, Any]) -> None:
         self.faults += _count(row, "injected_faults")
         self.recovered += _count(row, "injected_recovered")
         self.surfaced += _count(row, "injected_surfaced")
         self.misattributed += _count(row, "injected_misattributed")
+        self.absorbed += _count(row, "injected_absorbed")
 
 
 @dataclass
@@ -74,6 +76,7 @@ class InjectionSummary:
             "recovered": t.recovered,
             "surfaced": t.surfaced,
             "misattributed": t.misattributed,
+            "absorbed": t.absorbed,
             "misattributed_attempts": [
                 {"task_id": task, "attempt": attempt}
                 for task, attempt in self.misattributed_attempts
@@ -144,6 +147,8 @@ def summary_line(summary: InjectionSummary) -> str:
         f"injected faults ({summary.spec or '?'}): {t.faults}: recovered {t.recovered}, "
         f"surfaced as link errors {t.surfaced}, misattributed {t.misattributed}"
     )
+    if t.absorbed:
+        line += f"; {t.absorbed} of them absorbed at the proxy (the agent never saw them)"
     if t.misattributed:
         named = ", ".join(f"{task}/{attempt}" for task, attempt in summary.misattributed_attempts)
         line += f" (expected 0: judged although the model's answer never came: {named[:400]})"

@@ -287,12 +287,20 @@ def classify_faults(calls: list[dict[str, Any]], outcome: str) -> list[tuple[int
 def injection_figures(calls: list[dict[str, Any]], outcome: str) -> dict[str, int]:
     """An attempt row's injection counts (a run that injects adds them to every row)."""
     verdicts = [verdict for _, verdict in classify_faults(calls, outcome)]
-    return {
+    figures = {
         "injected_faults": len(verdicts),
         "injected_recovered": verdicts.count("recovered"),
         "injected_surfaced": verdicts.count("surfaced"),
         "injected_misattributed": verdicts.count("misattributed"),
     }
+    if any("absorbed" in call for call in calls):
+        # Absorbing (--link-faults absorb): of the faults, those the proxy held back and sent
+        # again, which the agent never saw (a part of the recovered ones, or of the others
+        # when the agent left during the wait).
+        figures["injected_absorbed"] = sum(
+            1 for call in calls if call.get("injected") and call.get("absorbed")
+        )
+    return figures
 
 
 def fault_response(
