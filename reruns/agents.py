@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiohttp
 
 from driftdesk.reruns.call_verdicts import error_kind_for
-from driftdesk.reruns.proxy import PROXY_ERROR_HEADER
+from driftdesk.reruns.proxy_http import PROXY_ERROR_HEADER
 from driftdesk.reruns.retry import (
     RetryPolicy,
     is_retryable,

@@ -34,14 +34,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import itertools
 import random
 import secrets
 import time
 import urllib.parse
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,100 +57,34 @@ from driftdesk.reruns.injection import (
 from driftdesk.reruns.key_scrub import DECODABLE, KeyScrubber, Passthrough, scrubbed_error_body
 from driftdesk.reruns.link_absorb import AbsorbPolicy, CallAbsorber, Held
 from driftdesk.reruns.metering import MAX_METERED_BODY, UsageMeter, header_value, judged_whole
+from driftdesk.reruns.proxy_http import (
+    ATTEMPT_HEADER,
+    DROP_REQUEST,
+    DROP_RESPONSE,
+    MAX_ERROR_BODY,
+    REQUEST_ID_HEADER,
+    AgentHungUp,
+    attempt_header_value,
+    break_connection,
+    is_loopback_url,
+    proxy_error,
+    read_bounded,
+    scrubbed_error_headers,
+    to_agent,
+)
 from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
 from driftdesk.secrets import redact
 from driftdesk.wire import MODEL_PROTOCOLS, wire_protocol
-from driftdesk.wire.errors import proxy_error_body
 from driftdesk.wire.usage import json_object, models_differ, requested_model_of
 
 if TYPE_CHECKING:
     from driftdesk.reruns.call_gate import CallGate
     from driftdesk.reruns.recording import CallCapture, CallRecorder
 
-PROXY_ERROR_HEADER = "x-driftdesk-error"  # set on responses the proxy itself produced
-# Every response carries a request id (the upstream's, or one we make up): harnesses that log
-# the ids they saw (inspect_ai records x-request-id per model call) let calls be attributed.
-REQUEST_ID_HEADER = "x-request-id"
-# Which try a call belongs to, ``<task_id percent-encoded>/<attempt>/<try>``: sent only to a
-# loopback upstream (the simulated endpoint keys its draws on it, so a run and its fault-free
-# twin draw alike attempt by attempt); a real provider never sees it.
-ATTEMPT_HEADER = "X-Driftdesk-Attempt"
-_HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-}
-_DROP_REQUEST = _HOP_BY_HOP | {"host", "authorization", "x-api-key", "content-length"}
-_DROP_RESPONSE = _HOP_BY_HOP | {"content-length"}
-_MAX_ERROR_BODY = 64 * 1024  # an error body is buffered (to scrub it) up to this size
 # A 200 body is decoded (to scrub and meter it) up to this size; past it the call fails
 # (``too_large``): a gzip bomb or an endless plain body must not cost the agent, or us, gigabytes.
 MAX_BODY_BYTES = 64 * 1024 * 1024
-
-
-class _AgentHungUp(Exception):
-    """The agent closed its connection while the proxy wrote to it: its doing, not the link's."""
-
-
-async def _to_agent(write: Awaitable[Any]) -> None:
-    """Await a write to the agent, its hanging up raised as ``_AgentHungUp`` (a write to the
-    agent failing is otherwise an ``OSError`` taken for the upstream's connection failing)."""
-    try:
-        await write
-    except ConnectionResetError as exc:  # aiohttp's ClientConnectionResetError is one too
-        raise _AgentHungUp from exc
-
-
-def _proxy_error(status: int, kind: str, message: str) -> web.Response:
-    body = proxy_error_body(kind, message)
-    return web.json_response(body, status=status, headers={PROXY_ERROR_HEADER: kind})
-
-
-async def _read_bounded(content: aiohttp.StreamReader, limit: int) -> tuple[bytes, bool]:
-    """Up to ``limit`` bytes of a body, and whether there was more (left unread)."""
-    body = bytearray()
-    try:
-        while len(body) < limit:
-            chunk = await content.read(limit - len(body))
-            if not chunk:
-                return bytes(body), False
-            body += chunk
-        return bytes(body), not content.at_eof()
-    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
-        return bytes(body), True
-
-
-def _break_connection(request: web.Request) -> None:
-    """End the response without its terminating chunk: the client reads a broken body."""
-    if request.transport is not None:
-        request.transport.close()
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether ``url``'s host is this machine (127.0.0.0/8, ::1 or ``localhost``)."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def attempt_header_value(task_id: str, attempt: int, try_number: int) -> str:
-    """``X-Driftdesk-Attempt``'s value: the task id percent-encoded (a ``/`` in it too)."""
-    return f"{urllib.parse.quote(task_id, safe='')}/{attempt}/{try_number}"
-
-
-def _scrubbed_error_headers(headers: dict[str, str]) -> dict[str, str]:
-    # The scrubbed body is sent as plain bytes with its own length.
-    return {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
 
 
 class RowSink(Protocol):
@@ -333,7 +266,7 @@ class MeteringProxy:
     # --- handlers -------------------------------------------------------------------------
 
     async def _no_token(self, request: web.Request) -> web.Response:
-        return _proxy_error(
+        return proxy_error(
             404, "driftdesk_proxy_no_attempt", "paths start with /a/<attempt-token>/"
         )
 
@@ -355,7 +288,7 @@ class MeteringProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):
-            return _proxy_error(
+            return proxy_error(
                 401,
                 "driftdesk_proxy_unauthorized",
                 "this request does not carry the run's token; the proxy only serves the agents "
@@ -363,7 +296,7 @@ class MeteringProxy:
             )
         calls = self._live_attempt(request.match_info["token"])
         if calls is None:
-            return _proxy_error(
+            return proxy_error(
                 404, "driftdesk_proxy_unknown_attempt", "unknown or finished attempt token"
             )
         calls.in_flight += 1
@@ -390,7 +323,7 @@ class MeteringProxy:
         headers = {
             k: v
             for k, v in request.headers.items()
-            if k.lower() not in _DROP_REQUEST and k.lower() != ATTEMPT_HEADER.lower()
+            if k.lower() not in DROP_REQUEST and k.lower() != ATTEMPT_HEADER.lower()
         }
         headers.update(self._extra_headers)
         if self._to_loopback:
@@ -408,7 +341,7 @@ class MeteringProxy:
         """The error body without the real key (masked), decoded first if it was compressed."""
         encoding = (header_value(headers, "content-encoding") or "identity").strip().lower()
         return scrubbed_error_body(
-            self._scrubber, self._real_key, raw, truncated, encoding, _MAX_ERROR_BODY
+            self._scrubber, self._real_key, raw, truncated, encoding, MAX_ERROR_BODY
         )
 
     async def _forward(self, request: web.Request, calls: AttemptCalls) -> web.StreamResponse:
@@ -417,7 +350,7 @@ class MeteringProxy:
         segments = [seg for seg in tail.split("/") if seg != "."]
         if ".." in segments or any("\\" in seg for seg in segments):
             # Never a path outside the profile's base URL with the real key attached.
-            return _proxy_error(
+            return proxy_error(
                 400, "driftdesk_proxy_bad_path", "a path may not climb out of the base URL (..)"
             )
         url = f"{self.upstream}/{urllib.parse.quote('/'.join(segments), safe='/:@!$&()*+,;=~')}"
@@ -473,7 +406,7 @@ class MeteringProxy:
                     held = self._hold(call, error_kind, None)
                     if held is not None:
                         return held
-                    _break_connection(request)
+                    break_connection(request)
                     return web.Response()
                 if fault.kind == "timeout":
                     error_kind = "timeout"  # kept when the agent gives up first (cancelled)
@@ -485,7 +418,7 @@ class MeteringProxy:
                             return held
                     else:
                         await asyncio.sleep(self._injector.hang_s)
-                    _break_connection(request)
+                    break_connection(request)
                     return web.Response()
                 if fault.kind == "slow":
                     error_kind = "timeout"  # only if the agent gives up while it waits
@@ -526,7 +459,7 @@ class MeteringProxy:
                 held = self._hold(call, error_kind, None)
                 if held is not None:
                     return held
-                _break_connection(request)
+                break_connection(request)
                 return web.Response()
             async with upstream:
                 status = upstream.status
@@ -539,14 +472,14 @@ class MeteringProxy:
                 headers = {
                     k: v
                     for k, v in upstream.headers.items()
-                    if k.lower() not in _DROP_RESPONSE and not self._scrubber.found(v)
+                    if k.lower() not in DROP_RESPONSE and not self._scrubber.found(v)
                 }
                 request_id = header_value(headers, REQUEST_ID_HEADER) or request_id
                 headers.setdefault(REQUEST_ID_HEADER, request_id)
                 if status >= 400:
                     # Error bodies are small and may echo what the upstream received (the real
                     # key): buffer a bounded body, scrub it, then answer in one piece.
-                    raw, truncated = await _read_bounded(upstream.content, _MAX_ERROR_BODY)
+                    raw, truncated = await read_bounded(upstream.content, MAX_ERROR_BODY)
                     error_kind = error_kind_for(status, raw)
                     retry_after_s = parse_retry_after(upstream.headers)
                     held = self._hold(call, error_kind, retry_after_s)
@@ -559,13 +492,13 @@ class MeteringProxy:
                     return web.Response(
                         status=status,
                         reason=redact(upstream.reason or "", [self._real_key]) or None,
-                        headers=_scrubbed_error_headers(headers),
+                        headers=scrubbed_error_headers(headers),
                         body=scrubbed,
                     )
                 if 300 <= status < 400:
                     # Forwarded, the agent would follow it past the proxy (and its meter).
                     error_kind = "redirect"
-                    failed = _proxy_error(
+                    failed = proxy_error(
                         502,
                         "redirect",
                         f"the upstream answered {status} (a redirect); not followed",
@@ -577,17 +510,17 @@ class MeteringProxy:
                     encoding = ""
                 elif encoding not in DECODABLE:
                     error_kind = "unreadable_encoding"  # asked for identity; cannot scrub this
-                    return _proxy_error(
+                    return proxy_error(
                         502, error_kind, f"the upstream sent {encoding!r}, which we cannot read"
                     )
-                headers = _scrubbed_error_headers(headers)  # decoded below: no encoding left
+                headers = scrubbed_error_headers(headers)  # decoded below: no encoding left
                 passthrough = Passthrough(
                     self._scrubber, meter.streamed, encoding, self._max_body_bytes
                 )
                 response = web.StreamResponse(
                     status=upstream.status, reason=upstream.reason, headers=headers
                 )
-                await _to_agent(response.prepare(request))
+                await to_agent(response.prepare(request))
                 cut_kept = bytearray()  # a truncated answer, kept whole to be cut
                 try:
                     async for chunk in upstream.content.iter_any():
@@ -600,7 +533,7 @@ class MeteringProxy:
                             continue
                         if capture is not None:
                             capture.feed(out)
-                        await _to_agent(response.write(out))
+                        await to_agent(response.write(out))
                         answered = meter.finished
                     else:
                         out = passthrough.flush()
@@ -610,7 +543,7 @@ class MeteringProxy:
                         elif not meter.invalid:
                             if capture is not None:
                                 capture.feed(out)
-                            await _to_agent(response.write(out))
+                            await to_agent(response.write(out))
                 except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, zlib.error):
                     error_kind = "truncated"
                 meter.close()
@@ -627,16 +560,16 @@ class MeteringProxy:
                     part = cut_answer(bytes(cut_kept), meter.streamed)
                     if capture is not None:
                         capture.feed(part)
-                    await _to_agent(response.write(part))
+                    await to_agent(response.write(part))
                 if error_kind is not None:
                     # Never end a cut answer cleanly: the agent would take the partial body
                     # for the model's answer. A dropped connection is what it can retry.
-                    _break_connection(request)
+                    break_connection(request)
                     return response
                 answered = meter.finished  # every byte of it is written
-                await _to_agent(response.write_eof())
+                await to_agent(response.write_eof())
                 return response
-        except _AgentHungUp:
+        except AgentHungUp:
             error_kind = error_kind or (None if answered else "client_closed")
             assert response is not None  # only a write to it can hang up
             return response
@@ -648,12 +581,12 @@ class MeteringProxy:
         except (aiohttp.ClientError, OSError) as exc:
             error_kind = "connection"
             if response is not None:  # headers already sent: can only break the stream
-                _break_connection(request)
+                break_connection(request)
                 return response
             held = self._hold(call, error_kind, None)
             if held is not None:
                 return held
-            failed = _proxy_error(
+            failed = proxy_error(
                 502, "connection", f"upstream connection failed: {type(exc).__name__}: {exc}"
             )
             failed.headers[REQUEST_ID_HEADER] = request_id

@@ -18,7 +18,8 @@ from reruns_helpers import LoopbackServer, read_rows
 
 from driftdesk.fileio import JsonlAppender
 from driftdesk.reruns.injection import FaultInjector, parse_inject
-from driftdesk.reruns.proxy import ATTEMPT_HEADER, MeteringProxy, is_loopback_url
+from driftdesk.reruns.proxy import MeteringProxy
+from driftdesk.reruns.proxy_http import ATTEMPT_HEADER, is_loopback_url
 
 REAL = "sk-REALKEY-gate-0123456789abcdef"
 
