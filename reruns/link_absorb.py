@@ -14,7 +14,8 @@ One retry layer: which faults are retryable and how long to wait come from
 ``Retry-After`` past ``--max-retry-delay``). The budget is time, not a count: a wait is taken
 only when it ends inside the first ``ABSORB_SHARE`` of the try's timeout, so a provider that
 stays down leaves the client the rest of its time to see the fault and end the try as a
-``link_error`` (rerun as today) instead of being killed at its timeout. Absorbed waits are
+``link_error`` (rerun as today) instead of being killed at its timeout, and a call is sent
+again ``MAX_RESENDS`` times at most. Absorbed waits are
 not ``--max-retries`` retries (those count whole tries).
 
 Each absorbed fault is a calls.jsonl row of its own (``absorbed: true``, ``wait_s``: the hold
@@ -42,6 +43,9 @@ ABSORB_SHARE = 0.75
 FIRST_BYTE_SHARE = 0.25
 FIRST_BYTE_MIN_S = 10.0
 FIRST_BYTE_MAX_S = 120.0
+# Re-sends of one call at most: a provider that keeps refusing is not helped by being asked
+# again and again (a 5 ms Retry-After let one call be sent 1,233 times inside a 1.5 s budget).
+MAX_RESENDS = 8
 
 
 def link_faults_problem(text: str | None) -> str | None:
@@ -83,7 +87,7 @@ class CallAbsorber:
 
     def hold(self, kind: str | None, retry_after_s: float | None) -> float | None:
         """Seconds to hold the call before sending it again, or None: the client sees it."""
-        if not is_retryable(kind):
+        if not is_retryable(kind) or self.resends >= MAX_RESENDS:
             return None
         retry = self._policy.retry
         if retry.waits_too_long(retry_after_s):

@@ -91,6 +91,7 @@ async def _command_run(tmp_path: Path, **more: object) -> Path:
                 concurrency=1,
                 seed=5,
                 inject="429=25%:0.01s",
+                link_faults="retry",  # the faults end tries: what this test studies
                 timeout_s=60.0,
                 out_dir=tmp_path / "runs",
                 agent="command",

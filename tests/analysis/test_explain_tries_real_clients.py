@@ -99,6 +99,7 @@ async def _run(agent: str, inject: str | None, tmp_path: Path) -> Path:
                 concurrency=1,  # the coin and the faults fall the same way on every run
                 seed=seed,
                 inject=inject or "none",
+                link_faults="retry",  # the faults end tries: what this test studies
                 timeout_s=120.0,
                 out_dir=tmp_path / "runs",
                 api_key=REAL_KEY,

@@ -111,6 +111,7 @@ async def test_command_agent_end_to_end_without_the_key_in_its_environment(
             command=command,
             api_key=REAL_KEY,
             retry_policy=RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.02),
+            link_faults="retry",  # each 429 ends the try: the retries this test counts
         ),
         recorder,
     )

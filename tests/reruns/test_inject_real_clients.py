@@ -56,6 +56,7 @@ async def test_an_injected_fault_on_the_first_call_is_retried_and_accounted_for(
                 agent=agent,  # type: ignore[arg-type]
                 retry_policy=RetryPolicy(max_retries=1, base_delay_s=0.05, max_delay_s=0.1),
                 inject=spec,
+                link_faults="retry",  # the client sees each fault
             )
         )
         requests = server.stats.requests
@@ -106,6 +107,7 @@ async def test_a_small_faulted_run_accounts_for_every_fault(
                 agent=agent,  # type: ignore[arg-type]
                 retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.05, max_delay_s=0.1),
                 inject="429=20%:0.05s,500=10%,truncate=10%",
+                link_faults="retry",  # the client sees each fault
             )
         )
     summary = read_injection(outcome.run_dir)

@@ -275,3 +275,15 @@ async def test_no_key_in_any_row(provider: ScriptedProvider, absorbing: Any) -> 
     text = run.calls_path.read_text()
     assert REAL not in text and run.proxy.run_key not in text
     assert len(run.rows()) == 4
+
+
+async def test_a_call_is_sent_again_a_bounded_number_of_times(
+    provider: ScriptedProvider, absorbing: Any
+) -> None:
+    from driftdesk.reruns.link_absorb import MAX_RESENDS
+
+    run = await absorbing()
+    provider.script = ["429:0.001"] * 50  # a provider that keeps refusing, asking for no wait
+    assert (await run.ask())[0] == 429
+    assert provider.received == 1 + MAX_RESENDS
+    assert [r["absorbed"] for r in run.rows()] == [True] * MAX_RESENDS + [False]

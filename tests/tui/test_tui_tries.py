@@ -39,6 +39,7 @@ async def _codex_run_with_429s(tmp_path: Path, runs_dir: Path) -> Path:
             profile=Profile("codex-sim", "openai", server.base_url, SIM_MODEL),
             suite=str(suite), repeat=4, concurrency=1, agent="codex", out_dir=runs_dir,
             api_key="sk-test-tries-0123456789", timeout_s=180, inject="429=30%",
+            link_faults="retry",
         )  # fmt: skip
         outcome = await execute_run(spec, _Quiet())
     return Path(outcome.run_dir)
