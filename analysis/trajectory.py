@@ -274,6 +274,10 @@ def _event_step(row: dict[str, Any], *, retried: bool) -> Step:
     text = f"{kind} (status {row.get('status') if row.get('status') is not None else '-'})"
     if kind == "model_mismatch":
         text = f"answered by {row.get('served_model')}, not {row.get('requested_model')}"
+    if row.get("absorbed"):  # --link-faults absorb: held at the proxy, the agent never saw it
+        detail["absorbed"] = True
+        detail["wait_s"] = _number(row.get("wait_s"))
+        text = f"{kind} absorbed, waited {detail['wait_s'] or 0:.1f} s"
     if row.get("injected"):  # run --inject: the fault is driftdesk's, put in at the proxy
         detail["injected"] = str(row["injected"])
         text = f"injected {row['injected']} → {text}"

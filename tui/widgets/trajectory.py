@@ -34,6 +34,10 @@ def step_line(step: Step) -> Text:
     line = Text(f"{step.index:>3} ", style="dim")
     if step.kind == "link_event":
         kind = step.detail.get("kind") or "error"
+        if step.detail.get("absorbed"):  # held at the proxy and sent again: the agent never saw it
+            wait = step.detail.get("wait_s") or 0.0
+            line.append(f"⚡ {kind} absorbed, waited {wait:.1f} s", style="magenta")
+            return line
         retried = "retried" if step.detail.get("retried") else "not retried"
         line.append(f"⚡ {kind} ({retried})", style="bold magenta")
         return line
