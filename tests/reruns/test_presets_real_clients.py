@@ -246,6 +246,7 @@ async def test_faults_reach_the_real_clients_and_are_classified(
                 api_key=REAL_KEY,
                 agent=agent,  # type: ignore[arg-type]
                 retry_policy=RetryPolicy(max_retries=retries, base_delay_s=0.05, max_delay_s=0.1),
+                link_faults="retry",  # each fault reaches the client: what is classified here
             )
         )
         requests = server.stats.requests
