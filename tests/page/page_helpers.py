@@ -3,10 +3,12 @@ page opened in Chromium with its console messages and requests recorded."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,3 +97,36 @@ def open_page(browser: Any, path: Path, width: int = 1280, height: int = 900) ->
     page.goto(path.as_uri())
     page.wait_for_selector("body[data-ready]", timeout=15_000)
     return opened
+
+
+def plant(run_dir: Path, words: str) -> None:
+    """``words`` into every recorded call (the prompt and the answer), every transcript, a
+    failed attempt's error message, and the manifest's base URL (as user info and query)."""
+    for recording in run_dir.glob("attempts/*/*.calls.jsonl.gz"):
+        records = [
+            json.loads(line) for line in gzip.decompress(recording.read_bytes()).splitlines()
+        ]
+        for record in records:
+            for item in record["request"]["items"]:
+                if isinstance(item.get("content"), str):
+                    item["content"] += " " + words
+            if record.get("response") and isinstance(record["response"].get("text"), str):
+                record["response"]["text"] += " " + words
+        text = "".join(json.dumps(r) + "\n" for r in records)
+        recording.write_bytes(gzip.compress(text.encode()))
+    for transcript in run_dir.glob("attempts/*/*.transcript.json"):
+        messages = json.loads(transcript.read_text())
+        for message in messages:
+            if isinstance(message.get("content"), str):
+                message["content"] += " " + words
+        transcript.write_text(json.dumps(messages))
+    rows = (run_dir / "attempts.jsonl").read_text().splitlines()
+    failed = next(i for i, line in enumerate(rows) if '"outcome":"fail"' in line)
+    row = json.loads(rows[failed])
+    row["error_message"] = f"the harness said: {words}"
+    rows[failed] = json.dumps(row, separators=(",", ":"))
+    (run_dir / "attempts.jsonl").write_text("\n".join(rows) + "\n")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    url = urllib.parse.urlsplit(manifest["base_url"])
+    manifest["base_url"] = f"http://user:{KEY}@{url.netloc}{url.path}?api_key={KEY}#{KEY}"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))

@@ -10,7 +10,6 @@ style, by hash.
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import json
 import re
@@ -20,7 +19,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from page_helpers import KEY, SHAPED_KEY, PageEnv, page_data
+from page_helpers import KEY, SHAPED_KEY, PageEnv, page_data, plant
 
 pytestmark = pytest.mark.keyring
 
@@ -56,39 +55,6 @@ def test_html_without_out_is_refused_in_one_line(page_env: PageEnv) -> None:
         assert result.stderr == "driftdesk: --format html needs --out FILE\n"
 
 
-def _plant(run_dir: Path, words: str) -> None:
-    """``words`` into every recorded call (the prompt and the answer), every transcript, a
-    failed attempt's error message, and the manifest's base URL (as user info and query)."""
-    for recording in run_dir.glob("attempts/*/*.calls.jsonl.gz"):
-        records = [
-            json.loads(line) for line in gzip.decompress(recording.read_bytes()).splitlines()
-        ]
-        for record in records:
-            for item in record["request"]["items"]:
-                if isinstance(item.get("content"), str):
-                    item["content"] += " " + words
-            if record.get("response") and isinstance(record["response"].get("text"), str):
-                record["response"]["text"] += " " + words
-        text = "".join(json.dumps(r) + "\n" for r in records)
-        recording.write_bytes(gzip.compress(text.encode()))
-    for transcript in run_dir.glob("attempts/*/*.transcript.json"):
-        messages = json.loads(transcript.read_text())
-        for message in messages:
-            if isinstance(message.get("content"), str):
-                message["content"] += " " + words
-        transcript.write_text(json.dumps(messages))
-    rows = (run_dir / "attempts.jsonl").read_text().splitlines()
-    failed = next(i for i, line in enumerate(rows) if '"outcome":"fail"' in line)
-    row = json.loads(rows[failed])
-    row["error_message"] = f"the harness said: {words}"
-    rows[failed] = json.dumps(row, separators=(",", ":"))
-    (run_dir / "attempts.jsonl").write_text("\n".join(rows) + "\n")
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    url = urllib.parse.urlsplit(manifest["base_url"])
-    manifest["base_url"] = f"http://user:{KEY}@{url.netloc}{url.path}?api_key={KEY}#{KEY}"
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
-
-
 def _shapes(key: str) -> list[str]:
     raw = key.encode()
     return [
@@ -109,7 +75,7 @@ def test_a_key_planted_in_recorded_calls_leaves_no_trace_in_the_page(
         f"PLANTED-MARK {KEY} b64 {base64.b64encode(KEY.encode()).decode()} "
         f"url {urllib.parse.quote(KEY, safe='')} hex {KEY.encode().hex()} shaped {SHAPED_KEY}"
     )
-    _plant(run_copy, planted)
+    plant(run_copy, planted)
     html, _ = page_env.page("report", str(run_copy))
     assert "PLANTED-MARK" in html  # the planted text is on the page: only the keys are gone
     for shape in [*_shapes(KEY), SHAPED_KEY, SHAPED_KEY[12:]]:
@@ -121,7 +87,7 @@ def test_a_key_planted_in_recorded_calls_leaves_no_trace_in_the_page(
 
 def test_recorded_markup_cannot_end_the_data_block(page_env: PageEnv, run_copy: Path) -> None:
     hostile = "</script><script>window.pwned=1</script><!-- <img src=x onerror=alert(1)>"
-    _plant(run_copy, hostile)
+    plant(run_copy, hostile)
     html, _ = page_env.page("report", str(run_copy))
     assert "</script><script>window.pwned" not in html
     assert "<img src=x" not in html
