@@ -1,18 +1,20 @@
 """``--format html --out FILE`` of report, compare and trend: the shareable page
 (``analysis.page``), and the run's key handed to its scrubber.
 
-The key is read here, in a face: the cores never open the keyring. A run whose profile has no
-key stored (or a keyring that cannot answer) gets a page scrubbed of anything that looks like a
-key, as the run dir's files already are.
+The run's key comes from the keyring (``providers.page_keys``) through here, a face: the page's
+core never opens the keyring.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from driftdesk.terminal import printable_path
+
+if TYPE_CHECKING:
+    from driftdesk.analysis.page.build import PageOptions
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -32,24 +34,12 @@ def needs_out(args: argparse.Namespace) -> bool:
     return False
 
 
-def secrets_of(profile: str | None) -> Sequence[str]:
-    """The key of ``profile`` from the keyring, to scrub from the page; none when it has none."""
-    if not profile:
-        return ()
-    from driftdesk.providers.keys import get_key
-
-    try:
-        return (get_key(profile),)
-    except Exception:  # no key, no keyring, a locked one: the key-shaped scrub still applies
-        return ()
-
-
-def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def options(args: argparse.Namespace) -> PageOptions:
     from driftdesk.analysis.page.build import PageOptions
+    from driftdesk.providers.page_keys import keys_to_scrub
 
-    return PageOptions(
-        drop_content=bool(getattr(args, "redact_content", False)), secrets_of=secrets_of
-    )
+    drop = bool(getattr(args, "redact_content", False))
+    return PageOptions(drop_content=drop, secrets_of=keys_to_scrub)
 
 
 def write(html: str, out: str) -> None:

@@ -106,7 +106,9 @@ class VolatilityScreen(WorkbenchScreen):
         ),
         Binding("c", "copy_task", "Copy id", id="volatility.copy_task", show=False),
         Binding("C", "copy_table", "Copy table", id="volatility.copy_table", show=False),
-        Binding("e", "export", "Export", id="volatility.export", tooltip="Export JSON + CSV"),
+        Binding(
+            "e", "export", "Export", id="volatility.export", tooltip="Export JSON, CSV and the page"
+        ),
         Binding(
             "u",
             "resume",
@@ -286,8 +288,8 @@ class VolatilityScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, group="vol-export", exit_on_error=False, name="the export")
     def export_report(self, run_dir: Path) -> None:
-        """The report as JSON and its task table as CSV, both from the analysis core (the
-        same CSV as ``report --format csv``)."""
+        """The report as JSON, its task table as CSV, both from the analysis core (the
+        same CSV as ``report --format csv``), and the page to send (``report --format html``)."""
         from driftdesk.analysis.export import tasks_csv
         from driftdesk.analysis.report import build_report
         from driftdesk.fileio import atomic_write_json, atomic_write_text
@@ -299,7 +301,12 @@ class VolatilityScreen(WorkbenchScreen):
         csv_path = out / f"{report.run_id}.tasks.csv"
         atomic_write_json(json_path, report.to_json())
         atomic_write_text(csv_path, tasks_csv(reports))
-        self.app.call_from_thread(self.notify, f"exported {json_path} and {csv_path.name}")
+        from driftdesk.tui.page_export import run_page
+
+        page = run_page(run_dir, out)
+        self.app.call_from_thread(
+            self.notify, f"exported {json_path}, {csv_path.name} and the page {page.name}"
+        )
 
     # -- timers --------------------------------------------------------------------------------
     def _live_tick(self) -> None:
@@ -656,7 +663,9 @@ class VolatilityScreen(WorkbenchScreen):
                 "volatility: copy table", "Copy the task table (TSV)", self.action_copy_table
             ),
             PaletteCommand(
-                "volatility: export", "Write the report as JSON and CSV", self.action_export
+                "volatility: export",
+                "Write the report as JSON and CSV, and the page to send (HTML)",
+                self.action_export,
             ),
         ]
 
