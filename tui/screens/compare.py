@@ -55,6 +55,7 @@ class CompareScreen(WorkbenchScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", id="compare.back"),
         Binding("c", "copy", "Copy changes", id="compare.copy"),
+        Binding("e", "export", "Export page", id="compare.export", tooltip="The page to send"),
     ]
 
     def __init__(self, a: Path, b: Path) -> None:
@@ -157,9 +158,24 @@ class CompareScreen(WorkbenchScreen):
         self.app.copy_to_clipboard("\n".join(lines) + "\n")
         self.notify(f"copied {len(lines) - 1} changed task(s)")
 
+    def action_export(self) -> None:
+        if self.comparison is not None:
+            self.export_page(self.comparison)
+
+    @work(thread=True, exclusive=True, group="compare-export", exit_on_error=False, name="export")
+    def export_page(self, comparison: Any) -> None:
+        """The comparison as the page to send (``compare --format html``)."""
+        from driftdesk.tui.page_export import compare_page
+
+        path = compare_page(comparison, self.workbench.export_dir)
+        self.app.call_from_thread(self.notify, f"exported the page {path}", markup=False)
+
     def palette_commands(self) -> list[PaletteCommand]:
         return [
             PaletteCommand(
                 "compare: copy changes", "Copy the changed tasks (TSV)", self.action_copy
-            )
+            ),
+            PaletteCommand(
+                "compare: export page", "Write the comparison as one HTML file", self.action_export
+            ),
         ]

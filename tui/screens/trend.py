@@ -88,6 +88,7 @@ class TrendScreen(WorkbenchScreen):
             tooltip="Open the task under the cursor in that run",
         ),
         Binding("r", "reload", "Reload", id="trend.reload", show=False),
+        Binding("e", "export", "Export page", id="trend.export", tooltip="The page to send"),
         Binding(
             "a",
             "toggle_agents",
@@ -241,8 +242,23 @@ class TrendScreen(WorkbenchScreen):
 
         self.app.push_screen(TaskScreen(*cell))
 
+    def action_export(self) -> None:
+        if self.trend is not None:
+            self.export_page(self.trend)
+
+    @work(thread=True, exclusive=True, group="trend-export", exit_on_error=False, name="export")
+    def export_page(self, trend: Any) -> None:
+        """The trend as the page to send (``trend --format html``)."""
+        from driftdesk.tui.page_export import trend_page
+
+        path = trend_page(trend, self.workbench.export_dir)
+        self.app.call_from_thread(self.notify, f"exported the page {path}", markup=False)
+
     def palette_commands(self) -> list[PaletteCommand]:
         return [
+            PaletteCommand(
+                "trend: export page", "Write the trend as one HTML file", self.action_export
+            ),
             PaletteCommand(
                 "trend: open task",
                 "Open the task under the cursor in that run",
