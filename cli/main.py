@@ -19,7 +19,7 @@ PROFILE_IMPORT_SOURCES = ("claude", "codex", "env")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from driftdesk.cli import analysis, cache, explain, profiles, runs, trend, workbench
+    from driftdesk.cli import analysis, cache, explain, profiles, runs, storage, trend, workbench
 
     parser = argparse.ArgumentParser(
         prog="driftdesk",
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.register(sub)
     cache.register(sub)
     workbench.register(sub)
+    storage.register(sub)
     _register_import(sub)
     return parser
 
@@ -161,7 +162,7 @@ def _quiet_stdout() -> None:
 # to a harness, which a run marks with DRIFTDESK_RUN_CHILD (the real key is refused there too).
 _RUN_COMMANDS = frozenset(
     {"run", "resume", "report", "compare", "check", "tasks", "plot", "trend", "explain"}
-    | {"cache", "tui", "demo", "import"}
+    | {"cache", "tui", "demo", "import", "push", "pull"}
 )
 
 
@@ -202,6 +203,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(printable(f"driftdesk: error: {refused}"), file=sys.stderr)
         return 1
+    if func is not None and any("://" in a for a in args_list):
+        # a URL where a run dir or folder goes: read in place, published, or refused
+        from driftdesk.cli.storage import place_urls
+
+        placed = place_urls(args, args_list)
+        if placed is not None:
+            return placed
+        func = args.func
     try:
         if func is None:
             from driftdesk.cli.workbench import open_workbench

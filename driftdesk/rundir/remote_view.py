@@ -1,0 +1,172 @@
+"""Runs in a bucket read in place: a local view of their reading set, kept by ETag.
+
+``view(url)`` lists the URL once (``store.list_runs``) and keeps, per run, under the user's
+cache dir, what every reader of a run dir reads: its manifest and the two growing files as the
+run-dir reader reads them (their parts joined in offset order, ``store.join_parts``). Nothing
+else of a run is copied (its logs, transcripts, recordings and workspaces stay in the bucket;
+``task_ids`` brings one task's attempt files, for ``explain``). The view of a run is rewritten
+only when the ETags of its reading set change; a run that grew by parts has only its new parts
+fetched and appended, so the file a cache keyed on (``cache_store.file_identity``) grows as a
+local run's does. An unchanged history costs one listing: every file identity stays, and every
+cache of derived data (rows, reports, trend aggregates) is used as for runs on disk.
+
+Why a view and not DuckDB reading the objects through fsspec (``register_filesystem``, which
+works with any DuckDB; its own ``httpfs`` needs an extension downloaded at first use, and a
+credential chain of its own): every read of the rows — a report, then a trend, the workbench
+every few seconds — would fetch the whole object again (DuckDB keeps no cache of a registered
+filesystem, and sends a HEAD per file per query), and the readers that tail a file by byte
+offset (the row cache, the live workbench) would each need a second reader of objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from driftdesk.rundir import store
+from driftdesk.rundir.layout import ATTEMPTS_DIR, MANIFEST_FILE, task_folder_name
+
+VIEW_STATE = ".remote-view.json"  # in each run's view: its URL and the ETags it was made of
+VIEWS_FOLDER = "remote-runs"
+ATTEMPTS_TO_LIST = 3  # listings tried while objects change under the read
+
+
+def views_root() -> Path:
+    from driftdesk.paths import cache_dir
+
+    return cache_dir() / VIEWS_FOLDER
+
+
+def view_folder(url: str) -> Path:
+    readable = store.safe_name_of_url(url)[:60]
+    digest = hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return views_root() / f"{readable}-{digest}"
+
+
+def is_view(path: Path) -> bool:
+    """Whether ``path`` is (in) a view of runs in a bucket: read-only, never resumed."""
+    try:
+        return Path(path).resolve().is_relative_to(views_root().resolve())
+    except OSError:
+        return False
+
+
+def url_of_view(run_dir: Path) -> str | None:
+    state = _read_state(Path(run_dir))
+    return None if state is None else str(state.get("url"))
+
+
+def view(url: str, *, task_ids: tuple[str, ...] = ()) -> Path:
+    """The local view of ``url`` (a folder of runs, or a run dir when the URL is one run),
+    in step with the bucket as one listing sees it (``StoreError`` when it cannot be read)."""
+    from driftdesk.filelock import locked
+
+    url = store.normal_url(url)
+    fs = store.filesystem(url)
+    root = store.strip_protocol(fs, url)
+    folder = view_folder(url)
+    with locked(f"remote-view-{folder.name}"):
+        for _ in range(ATTEMPTS_TO_LIST):
+            runs = store.list_runs(fs, root)
+            try:
+                _sync(fs, url, root, folder, runs, task_ids)
+                break
+            except store.Changed:
+                continue  # an object replaced or deleted since the listing: list again
+        else:
+            raise store.StoreError(f"the objects of {url} kept changing under the read; try again")
+    if not runs:
+        _exists_or_fail(fs, root, url)
+    single = next((r for r in runs.values() if r.path == root), None)
+    return folder / single.run_id if single is not None else folder
+
+
+def _exists_or_fail(fs: Any, root: str, url: str) -> None:
+    bucket = root.split("/", 1)[0]
+    try:
+        if not fs.exists(bucket):
+            raise store.StoreError(f"{url}: no bucket {bucket!r} (or no permission to see it)")
+    except PermissionError as exc:
+        raise store.StoreError(f"{url}: the store refused access: {exc}") from None
+
+
+def _read_state(run_view: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((run_view / VIEW_STATE).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _sync(
+    fs: Any,
+    url: str,
+    root: str,
+    folder: Path,
+    runs: dict[str, store.StoredRun],
+    task_ids: tuple[str, ...],
+) -> None:
+    from driftdesk.fileio import atomic_write_bytes
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for run in runs.values():
+        run_view = folder / run.run_id
+        run_url = url if run.path == root else store.join(url, run.run_id)
+        state = _read_state(run_view) or {}
+        key = run.key()
+        files: dict[str, str] = dict(state.get("files") or {})
+        wanted = _task_files(run, task_ids)
+        if state.get("key") == key and all(files.get(o.path) == o.etag for o in wanted):
+            continue
+        run_view.mkdir(parents=True, exist_ok=True)
+        old_key = state.get("key") or [None, {}]
+        assert run.manifest is not None
+        if old_key[0] != run.manifest.etag or not (run_view / MANIFEST_FILE).is_file():
+            data = store.fetch(fs, run.manifest)
+            atomic_write_bytes(run_view / MANIFEST_FILE, data, mode=0o600, durable=False)
+        for name in store.GROWING_FILES:
+            _sync_growing(fs, run, run_view, name, old_key[1].get(name) or [])
+        for stored in wanted:
+            if files.get(stored.path) != stored.etag:
+                target = run_view / stored.path[len(run.path) + 1 :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(target, store.fetch(fs, stored), mode=0o600, durable=False)
+                files[stored.path] = stored.etag
+        new_state = {"url": run_url, "key": key, "files": files}
+        atomic_write_bytes(run_view / VIEW_STATE, json.dumps(new_state).encode(), durable=False)
+    for child in list(folder.iterdir()):
+        if child.name not in runs and (child / VIEW_STATE).is_file():
+            shutil.rmtree(child, ignore_errors=True)  # gone from the bucket
+
+
+def _task_files(run: store.StoredRun, task_ids: tuple[str, ...]) -> list[store.StoredObject]:
+    prefixes = tuple(f"{run.path}/{ATTEMPTS_DIR}/{task_folder_name(t)}/" for t in task_ids)
+    return [o for o in run.other if prefixes and o.path.startswith(prefixes)]
+
+
+def _sync_growing(
+    fs: Any, run: store.StoredRun, run_view: Path, name: str, had: list[list[Any]]
+) -> None:
+    """Bring ``name`` in step with its parts: the new parts appended when the old ones are
+    all still there, else the whole file written again."""
+    from driftdesk.fileio import atomic_write_bytes
+
+    parts = run.parts.get(name, [])
+    now = [[offset, stored.etag] for offset, stored in parts]
+    target = run_view / name
+    if had and now[: len(had)] == had and target.is_file():
+        end = max(o + p.size for o, p in parts[: len(had)])
+        with contextlib.suppress(OSError):
+            if target.stat().st_size == end:
+                tail = store.join_parts(fs, parts, start=end)
+                if tail:
+                    with open(target, "ab") as out:
+                        out.write(tail)
+                return
+    if not parts and not target.exists():
+        return
+    atomic_write_bytes(target, store.join_parts(fs, parts), mode=0o600, durable=False)

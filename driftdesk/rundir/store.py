@@ -1,0 +1,305 @@
+"""A run dir in object storage (``s3://bucket/prefix``, or any fsspec URL): THE owner of its
+layout there — the URLs, the immutable parts its growing files are published as, the lock
+object, the one listing and the ETags a reader keys on.
+
+A run at ``<url>/<run_id>/`` holds its files under the same names as on disk, except the two
+that grow: an object cannot be appended to, so ``attempts.jsonl`` and ``calls.jsonl`` are
+published as immutable parts, ``attempts.jsonl.parts/<offset>.jsonl``, each a run of whole
+lines starting at that byte offset of the local file. Read in offset order they are the file
+(``join_parts``); a part is never rewritten (a republished range has the same name and bytes).
+``publish.lock`` names the machine that publishes the run: created only if absent (a
+conditional write), it keeps two machines from resuming one run.
+
+Credentials are never ours: fsspec's filesystem (s3fs: botocore's chain — environment,
+``~/.aws``, profiles, instance roles) finds them; a URL carrying one is refused, so none is in
+a path we print or a manifest we write. fsspec is the optional ``remote`` extra
+(``pip install 'driftdesk[remote]'``: fsspec + s3fs); it is imported only when a URL is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from driftdesk.rundir.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
+
+EXTRA = "remote"
+INSTALL_EXTRA = f"pip install 'driftdesk[{EXTRA}]'"
+PARTS_SUFFIX = ".parts"  # attempts.jsonl.parts/<offset>.jsonl
+PART_DIGITS = 16
+LOCK_OBJECT = "publish.lock"
+GROWING_FILES = (ATTEMPTS_FILE, CALLS_FILE)
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# What each store's fsspec implementation is called, for the line a missing one gets.
+_IMPLEMENTATIONS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs"}
+_IMPLEMENTATIONS |= {"abfs": "adlfs", "abfss": "adlfs"}
+
+
+class StoreError(Exception):
+    """Object storage could not be used as asked (one line, never a credential)."""
+
+
+def is_url(text: object) -> bool:
+    """Whether a command-line value is a URL (``scheme://…``), never a folder name."""
+    return isinstance(text, str) and _SCHEME.match(text) is not None
+
+
+def normal_url(url: str) -> str:
+    """``url`` without a trailing slash; a URL holding a credential (``user:secret@``) or a
+    query is refused, since we print and record the URLs we are given."""
+    parts = urlsplit(url)
+    if parts.username or parts.password or "@" in parts.netloc:
+        raise StoreError(
+            "a storage URL must not hold credentials (user:secret@): they come from the "
+            "store's own chain (environment, ~/.aws, profiles, instance roles)"
+        )
+    if parts.query or parts.fragment:
+        raise StoreError(f"a storage URL takes no query or fragment: {url.split('?')[0]}…")
+    if not parts.netloc:
+        raise StoreError(f"{url}: no bucket in the URL")
+    return url.rstrip("/")
+
+
+def join(url: str, *names: str) -> str:
+    return "/".join([url.rstrip("/"), *names])
+
+
+def safe_name_of_url(url: str) -> str:
+    """A folder name that tells which URL it stands for (``s3-team-nightly``)."""
+    from driftdesk.rundir.ids import safe_name
+
+    return safe_name(url.replace("://", "-"), fallback="store")
+
+
+def protocol_of(url: str) -> str:
+    match = _SCHEME.match(url)
+    return match.group(1).lower() if match else ""
+
+
+def filesystem(url: str) -> Any:
+    """The fsspec filesystem of ``url`` (a ``StoreError`` saying what to install if the
+    extra or the store's implementation is missing). Its credentials come from its chain."""
+    protocol = protocol_of(url)
+    try:
+        import fsspec
+    except ImportError:
+        raise StoreError(
+            f"{protocol}:// URLs need driftdesk's object-storage extra: {INSTALL_EXTRA}"
+        ) from None
+    try:
+        return fsspec.filesystem(protocol)
+    except ImportError:
+        needed = _IMPLEMENTATIONS.get(protocol)
+        what = f"pip install {needed}" if needed else f"the fsspec implementation of {protocol}"
+        extra = f" ({INSTALL_EXTRA} brings s3://)" if protocol not in ("s3", "s3a") else ""
+        raise StoreError(f"{protocol}:// URLs need {what}{extra}") from None
+    except ValueError:
+        raise StoreError(f"{protocol}:// is no storage fsspec knows") from None
+
+
+def strip_protocol(fs: Any, url: str) -> str:
+    return str(fs._strip_protocol(url)).rstrip("/")
+
+
+def part_name(offset: int) -> str:
+    return f"{offset:0{PART_DIGITS}d}.jsonl"
+
+
+def part_offset(name: str) -> int | None:
+    stem = name.removesuffix(".jsonl")
+    return int(stem) if name.endswith(".jsonl") and stem.isdigit() else None
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    path: str  # as the filesystem names it (no protocol)
+    size: int
+    etag: str  # the store's ETag (or generation / version id): what caches key on
+
+
+@dataclass
+class StoredRun:
+    """One run in a bucket, as one listing saw it."""
+
+    run_id: str
+    path: str
+    manifest: StoredObject | None = None
+    parts: dict[str, list[tuple[int, StoredObject]]] = field(default_factory=dict)
+    lock: StoredObject | None = None
+    other: list[StoredObject] = field(default_factory=list)  # logs, transcripts, recordings
+
+    def key(self) -> list[Any]:
+        """What a reader's copy of this run keys on: the ETags of its reading set."""
+        return [
+            None if self.manifest is None else self.manifest.etag,
+            {name: [[o, p.etag] for o, p in parts] for name, parts in sorted(self.parts.items())},
+        ]
+
+    def published_end(self, name: str) -> int:
+        """The byte offset of ``name`` that its published parts reach."""
+        return max((o + p.size for o, p in self.parts.get(name, [])), default=0)
+
+
+def _etag(info: dict[str, Any]) -> str:
+    for key in ("ETag", "etag", "generation", "VersionId", "version_id", "md5Hash", "mtime"):
+        value = info.get(key)
+        if value not in (None, ""):
+            return str(value).strip('"')
+    return f"size:{info.get('size')}"
+
+
+def list_runs(fs: Any, root: str) -> dict[str, StoredRun]:
+    """Every run under ``root`` (a folder of runs, or one run), by one recursive listing."""
+    fs.invalidate_cache(root)  # a long-lived process (publisher, workbench) lists afresh
+    try:
+        listed = fs.find(root, detail=True)
+    except FileNotFoundError:
+        return {}
+    except PermissionError as exc:
+        raise StoreError(f"the store refused to list {root}: {exc}") from None
+    return runs_of(root, listed)
+
+
+def runs_of(root: str, listed: dict[str, dict[str, Any]]) -> dict[str, StoredRun]:
+    runs: dict[str, StoredRun] = {}
+    single = f"{root}/{MANIFEST_FILE}" in listed
+    for path, info in listed.items():
+        if info.get("type", "file") != "file" or not path.startswith(root + "/"):
+            continue
+        names = path[len(root) + 1 :].split("/")
+        if single:
+            run_path, rest = root, names
+        elif len(names) >= 2:
+            run_path, rest = f"{root}/{names[0]}", names[1:]
+        else:
+            continue
+        run = runs.setdefault(run_path, StoredRun(run_path.rsplit("/", 1)[-1], run_path))
+        stored = StoredObject(path, int(info.get("size") or 0), _etag(info))
+        grown = rest[0].removesuffix(PARTS_SUFFIX)
+        if rest == [MANIFEST_FILE]:
+            run.manifest = stored
+        elif rest == [LOCK_OBJECT]:
+            run.lock = stored
+        elif len(rest) == 2 and rest[0].endswith(PARTS_SUFFIX) and grown in GROWING_FILES:
+            offset = part_offset(rest[1])
+            if offset is not None:
+                run.parts.setdefault(grown, []).append((offset, stored))
+        else:
+            run.other.append(stored)
+    for run in runs.values():
+        for parts in run.parts.values():
+            parts.sort(key=lambda item: item[0])
+    return {run.run_id: run for run in runs.values() if run.manifest is not None}
+
+
+class Changed(Exception):
+    """An object listed was gone or of another size when read: list again."""
+
+
+def fetch(fs: Any, stored: StoredObject) -> bytes:
+    """The bytes of ``stored`` as listed (``Changed`` if it was replaced or deleted since)."""
+    try:
+        data = bytes(fs.cat_file(stored.path))
+    except FileNotFoundError:
+        raise Changed(stored.path) from None
+    if len(data) != stored.size:
+        raise Changed(stored.path)
+    return data
+
+
+def join_parts(fs: Any, parts: Iterable[tuple[int, StoredObject]], start: int = 0) -> bytes:
+    """The file the parts make from byte ``start`` on: each part where the one before ended
+    (a part starting inside a range already read is a republished range, skipped; a gap ends
+    the file there, as a writer killed mid-publish leaves it)."""
+    chunks, end = [], start
+    for offset, stored in parts:
+        if offset + stored.size <= end:
+            continue
+        if offset > end:
+            break
+        data = fetch(fs, stored)
+        chunks.append(data[end - offset :])
+        end = offset + stored.size
+    return b"".join(chunks)
+
+
+def put(fs: Any, path: str, data: bytes) -> None:
+    try:
+        fs.pipe_file(path, data)
+    except PermissionError as exc:
+        raise StoreError(f"the store refused to write {path}: {exc}") from None
+
+
+def owner_token(local_run_dir: Path) -> str:
+    """Who publishes a run: this machine and this local run dir (the same after a resume
+    here, another on another machine)."""
+    where = f"{socket.gethostname()}\0{Path(local_run_dir).resolve()}"
+    return hashlib.sha256(where.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def take_lock(fs: Any, run_path: str, token: str, *, take_over: bool = False) -> None:
+    """Create the run's lock object for ``token`` (a conditional write: only if absent). Held
+    by another publisher, a ``StoreError`` names it, unless ``take_over``."""
+    path = f"{run_path}/{LOCK_OBJECT}"
+    body = json.dumps(
+        {"owner": token, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+    ).encode()
+    try:
+        fs.pipe_file(path, body, mode="create")
+        return
+    except FileExistsError:
+        pass
+    except PermissionError as exc:
+        raise StoreError(f"the store refused to write {path}: {exc}") from None
+    try:
+        held = json.loads(fs.cat_file(path))
+    except (FileNotFoundError, ValueError):
+        held = {}
+    if held.get("owner") == token or take_over:
+        put(fs, path, body)
+        return
+    since = held.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(since)) if since else "?"
+    raise StoreError(
+        f"{run_path.rsplit('/', 1)[-1]} is published by {held.get('host', '?')} "
+        f"(pid {held.get('pid', '?')}, since {when}): two machines never resume one run "
+        "(--take-over if that machine is gone)"
+    )
+
+
+def release_lock(fs: Any, run_path: str, token: str) -> None:
+    path = f"{run_path}/{LOCK_OBJECT}"
+    try:
+        held = json.loads(fs.cat_file(path))
+    except (FileNotFoundError, ValueError):
+        return
+    if held.get("owner") == token:
+        fs.rm_file(path)
+
+
+def publishable_files(run_dir: Path) -> list[Path]:
+    """A local run dir's files published whole, the manifest excepted (published last): not
+    the growing files (published as parts), nor its hidden top-level entries (the process
+    lock, the manifest reserve, caches of derived data: this machine's own)."""
+    found = []
+    for path in sorted(Path(run_dir).rglob("*")):
+        relative = path.relative_to(run_dir)
+        if path.is_symlink() or not path.is_file():
+            continue
+        top = relative.parts[0]
+        if top.startswith(".") or (
+            len(relative.parts) == 1 and top in (*GROWING_FILES, MANIFEST_FILE)
+        ):
+            continue
+        found.append(path)
+    return found

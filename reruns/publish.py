@@ -1,0 +1,248 @@
+"""Publishing runs to object storage as they go (``run --out s3://…``) and whole (``push``).
+
+A run is durable locally first, exactly as without a URL: it runs in a staging folder
+(``staging_folder``, named and shown), fsynced row by row, resumable. A ``Publisher`` thread
+copies what is new every ``interval`` seconds — the growing files as immutable parts of whole
+lines (``driftdesk.rundir.store``: the layout is its), the manifest when it was replaced — and
+at the end everything else (logs, transcripts, recordings, workspaces), then the final
+manifest, then it lets go of the run's lock object. A publisher killed mid-way leaves parts
+up to some line and its lock; a resume on the same machine takes the lock again (same owner)
+and publishes from where the bucket ends.
+
+The publisher runs in the driftdesk process, never in a harness: the store's credentials
+(its own chain: environment, ``~/.aws``, instance roles) stay out of the harness's environment
+(``providers.harness_env``'s allow-list has no ``AWS_*``), so the agent under test cannot
+write the team's history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from driftdesk.rundir import store
+from driftdesk.rundir.layout import MANIFEST_FILE
+
+DEFAULT_INTERVAL_S = 1.0
+REMOTE_MARKER = ".driftdesk-remote.json"  # in a staging folder: the URL its runs go to
+STAGING_FOLDER = "staging"
+
+
+def staging_folder(url: str) -> Path:
+    """Where runs published to ``url`` are written first (this machine's copy)."""
+    import hashlib
+
+    from driftdesk.paths import data_dir
+
+    digest = hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    name = f"{store.safe_name_of_url(url)[:60]}-{digest}"
+    return data_dir() / STAGING_FOLDER / name
+
+
+def prepare_staging(url: str) -> Path:
+    folder = staging_folder(url)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / REMOTE_MARKER
+    if not marker.is_file():
+        marker.write_text(json.dumps({"url": url}) + "\n")
+    return folder
+
+
+def remote_of_staging(run_dir: Path) -> str | None:
+    """The URL a staged run dir is published to (None for a run dir that is not staged)."""
+    try:
+        data = json.loads((Path(run_dir).resolve().parent / REMOTE_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    url = data.get("url") if isinstance(data, dict) else None
+    return url if store.is_url(url) else None
+
+
+@dataclass
+class _Published:
+    run_path: str
+    token: str
+    ends: dict[str, int] = field(default_factory=dict)
+    manifest_seen: tuple[int, int, int] | None = None
+    locked: bool = False
+
+
+class Publisher:
+    """Publish the run dirs that appear in ``staging`` (or just ``run_dir``) to ``url``."""
+
+    def __init__(
+        self,
+        url: str,
+        staging: Path,
+        *,
+        run_dir: Path | None = None,
+        interval: float = DEFAULT_INTERVAL_S,
+        take_over: bool = False,
+    ) -> None:
+        self.url = store.normal_url(url)
+        self.fs = store.filesystem(self.url)
+        self.root = store.strip_protocol(self.fs, self.url)
+        self.staging = Path(staging)
+        self.only = None if run_dir is None else Path(run_dir)
+        self.interval = interval
+        self.take_over = take_over
+        # runs already there when a new run starts are not this publisher's
+        self.before = set() if run_dir is not None else set(_children(self.staging))
+        self.runs: dict[Path, _Published] = {}
+        self.problem: str | None = None
+        self.published: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def take(self, run_dir: Path) -> _Published:
+        """This run's publication state, its lock taken (``StoreError`` when another
+        machine holds it)."""
+        run_dir = Path(run_dir)
+        known = self.runs.get(run_dir)
+        if known is not None:
+            return known
+        run_path = f"{self.root}/{run_dir.name}"
+        state = _Published(run_path, store.owner_token(run_dir))
+        store.take_lock(self.fs, run_path, state.token, take_over=self.take_over)
+        state.locked = True
+        listed = store.list_runs(self.fs, run_path).get(run_dir.name)
+        for name in store.GROWING_FILES:
+            state.ends[name] = 0 if listed is None else listed.published_end(name)
+        self.runs[run_dir] = state
+        return state
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="driftdesk-publish", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.tick()
+
+    def _targets(self) -> list[Path]:
+        if self.only is not None:
+            return [self.only]
+        return [d for d in _children(self.staging) if d not in self.before]
+
+    def tick(self) -> None:
+        """Publish what is new in each run (a failure is kept and tried again next time)."""
+        for run_dir in self._targets():
+            if not (run_dir / MANIFEST_FILE).is_file():
+                continue
+            try:
+                self._grow(run_dir, self.take(run_dir))
+            except (OSError, store.StoreError) as exc:
+                self.problem = str(exc)
+            except Exception as exc:  # a store's own error type: kept, retried
+                self.problem = f"{type(exc).__name__}: {exc}"
+
+    def _grow(self, run_dir: Path, state: _Published) -> None:
+        for name in store.GROWING_FILES:
+            local = run_dir / name
+            end = state.ends.get(name, 0)
+            try:
+                size = local.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size <= end:
+                continue
+            with open(local, "rb") as fh:
+                fh.seek(end)
+                data = fh.read(size - end)
+            whole = data[: data.rfind(b"\n") + 1]  # whole lines only: a torn tail waits
+            if whole:
+                part = f"{state.run_path}/{name}{store.PARTS_SUFFIX}/{store.part_name(end)}"
+                store.put(self.fs, part, whole)
+                state.ends[name] = end + len(whole)
+        self._manifest(run_dir, state)
+
+    def _manifest(self, run_dir: Path, state: _Published, *, force: bool = False) -> None:
+        path = run_dir / MANIFEST_FILE
+        stat = path.stat()
+        seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if seen != state.manifest_seen or force:
+            store.put(self.fs, f"{state.run_path}/{MANIFEST_FILE}", path.read_bytes())
+            state.manifest_seen = seen
+
+    def finish(self, run_dir: Path) -> None:
+        """Publish ``run_dir`` whole: its new lines, every other file, then its manifest; its
+        lock let go."""
+        state = self.take(run_dir)
+        self._grow(run_dir, state)
+        files = store.publishable_files(run_dir)
+        if files:
+            targets = [f"{state.run_path}/{p.relative_to(run_dir).as_posix()}" for p in files]
+            try:
+                self.fs.put([str(p) for p in files], targets)
+            except PermissionError as exc:
+                raise store.StoreError(
+                    f"the store refused to write {state.run_path}: {exc}"
+                ) from None
+        self._manifest(run_dir, state, force=True)
+        store.release_lock(self.fs, state.run_path, state.token)
+        state.locked = False
+        self.published.append(store.join(self.url, run_dir.name))
+
+    def stop(self) -> None:
+        """Stop the thread, then publish every run whole (a failure kept in ``problem``)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for run_dir in self._targets():
+            if not (run_dir / MANIFEST_FILE).is_file():
+                continue
+            try:
+                self.finish(run_dir)
+            except (OSError, store.StoreError) as exc:
+                self.problem = str(exc)
+            except Exception as exc:
+                self.problem = f"{type(exc).__name__}: {exc}"
+
+
+def _children(folder: Path) -> list[Path]:
+    with contextlib.suppress(OSError):
+        return [c for c in folder.iterdir() if c.is_dir() and not c.name.startswith(".")]
+    return []
+
+
+def push(run_dir: Path, url: str, *, take_over: bool = False) -> str:
+    """Publish an existing run dir to ``url`` (a folder of runs) whole; its URL."""
+    run_dir = Path(run_dir)
+    publisher = Publisher(url, run_dir.parent, run_dir=run_dir, take_over=take_over)
+    publisher.finish(run_dir)
+    return publisher.published[-1]
+
+
+def pull(url: str, out: Path) -> Path:
+    """Bring the run at ``url`` down into ``out/<run_id>`` (its parts joined into the files
+    they make); a ``StoreError`` when it is no run or the folder exists."""
+    import shutil
+
+    from driftdesk.fileio import atomic_write_bytes
+
+    url = store.normal_url(url)
+    fs = store.filesystem(url)
+    root = store.strip_protocol(fs, url)
+    run = next((r for r in store.list_runs(fs, root).values() if r.path == root), None)
+    if run is None:
+        raise store.StoreError(f"{url}: no run there (no {MANIFEST_FILE})")
+    target = Path(out) / run.run_id
+    if target.exists():
+        raise store.StoreError(f"{target} exists: pull into another folder (--out)")
+    staging = Path(out) / f".{run.run_id}.pulling"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for stored in run.other:
+        local = staging / stored.path[len(root) + 1 :]
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(store.fetch(fs, stored))
+    for name in store.GROWING_FILES:
+        if name in run.parts:
+            (staging / name).write_bytes(store.join_parts(fs, run.parts[name]))
+    assert run.manifest is not None
+    atomic_write_bytes(staging / MANIFEST_FILE, store.fetch(fs, run.manifest), mode=0o600)
+    staging.rename(target)
+    return target
