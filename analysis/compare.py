@@ -378,6 +378,11 @@ def _warnings(comparison: Comparison) -> list[str]:
                 f"it is {uneven['gap_at_k_pp']} pp)"
             )
     warnings.extend(agent_warnings(a, b))
+    from driftdesk.analysis.link_faults_report import mode_warning, run_link_faults_mode
+
+    modes = mode_warning(run_link_faults_mode(a.run_dir), run_link_faults_mode(b.run_dir))
+    if modes is not None:
+        warnings.append(modes)
     models_a, models_b = _models(a), _models(b)
     if models_a != models_b:
         warnings.append(

@@ -196,6 +196,9 @@ class RunReport:
     partial_scores: int = 0  # judged scores neither 0 nor 1: the scorer is not binary
     # ``run --inject``: faults injected, recovered, surfaced, misattributed (``analysis.injection_report``)
     injection: dict[str, Any] | None = None
+    # ``run --link-faults absorb``: what the proxy absorbed and what surfaced
+    # (``analysis.link_faults_report``); None: the run did not absorb (the key is left out).
+    link_faults: dict[str, Any] | None = None
     pass_k_convention: PassKConvention = "driftdesk"
     retries: int = 0
     model_mismatches: int = 0
@@ -301,6 +304,8 @@ class RunReport:
                 for s in self.skipped_lines
             ],
         }
+        if self.link_faults is not None:
+            data["link_faults"] = self.link_faults
         if self.group_by == "scenario":
             data["task_goal_completion"] = self.task_goal_completion
             data["scenario_goal_completion"] = self.scenario_goal_completion
@@ -410,6 +415,7 @@ def _assembled(
                     with_tasks=with_tasks,
                 )
                 report.injection = _injection_of(run)
+                report.link_faults = _link_faults_of(run)
                 if kept_ci95 is None and extras.cache_ref is not None:
                     keep = (extras.cache_ref, report)
                 yield con, report
@@ -428,6 +434,15 @@ def _injection_of(run: RunSource) -> dict[str, Any] | None:
 
     summary = read_injection(run.run_dir)
     return None if summary is None else summary.to_json()
+
+
+def _link_faults_of(run: RunSource) -> dict[str, Any] | None:
+    """What a run that absorbed link faults absorbed (None: it did not absorb)."""
+    from driftdesk.analysis.link_faults_report import link_faults_mode, read_link_faults
+
+    if link_faults_mode(run.manifest) != "absorb":
+        return None
+    return read_link_faults(run.run_dir, run.manifest)
 
 
 def write_report_json(

@@ -27,6 +27,8 @@ in one line:
 - ``client_changed``: the client or its version differs from the latest earlier run of the
   same kind that recorded one (a Claude Code upgrade stays in its series, flagged). Runs from
   before manifests named their client are never flagged against.
+- ``link_faults_changed``: the run treats link faults otherwise than the previous run
+  (``--link-faults absorb`` / ``retry``): link errors and R_fault mean other things.
 
 It stays whole (past 600 lines): one concern, the trend. Its model (``Trend``, ``TrendRun``,
 ``TaskStrip`` and their JSON and state forms), the computation that builds the runs and the flag
@@ -61,6 +63,7 @@ FLAGS = (
     "tokens_changed",
     "agent_changed",
     "client_changed",
+    "link_faults_changed",
 )
 GATING_FLAGS = ("regression", "served_model_changed", "link_errors_up", "agent_changed")
 ALL_AGENTS = "all"  # ``agent``: every agent kind in one trend (then flagged agent_changed)
@@ -545,6 +548,16 @@ def _set_flags(current: TrendRun, earlier: Sequence[RunAggregate]) -> None:
                 )
             )
     _set_agent_flags(current, earlier)
+    if earlier and None not in (run.link_faults, earlier[-1].link_faults):
+        before = earlier[-1]
+        if before.link_faults != run.link_faults:
+            current.flags.append(
+                Flag(
+                    "link_faults_changed",
+                    f"link faults {run.link_faults}; {before.run_id} link faults "
+                    f"{before.link_faults}: link errors and R_fault are not comparable",
+                )
+            )
     previous = next((r for r in reversed(earlier) if r.slots), None)
     if run.slots and previous is not None:
         flag = _link_errors_up(previous, run)

@@ -90,6 +90,7 @@ class RunAggregate:
     client: str | None = None
     client_version: str | None = None
     client_known: bool = False
+    link_faults: str | None = None  # "absorb" | "retry" (--link-faults); None: an imported run
 
     @property
     def tokens_per_attempt(self) -> float | None:
@@ -355,6 +356,7 @@ def _collect(con: Any, result: list[RunAggregate], per_task: str) -> None:
 
 def _from_manifest(source: RunSource) -> RunAggregate:
     from driftdesk.analysis.agent_identity import agent_identity
+    from driftdesk.analysis.link_faults_report import link_faults_mode
 
     manifest = RunManifest.from_json(source.manifest)
     who = agent_identity(source.manifest)
@@ -373,6 +375,7 @@ def _from_manifest(source: RunSource) -> RunAggregate:
         client=who.client,
         client_version=who.version,
         client_known=who.recorded,
+        link_faults=link_faults_mode(source.manifest),
     )
 
 

@@ -95,6 +95,10 @@ def render_report_table(report: RunReport) -> str:
     lines.extend(unequal_repeats_lines(report))
     lines.extend(noise_floor_lines(report))
     lines.extend(_injection_lines(report))
+    if report.link_faults is not None:
+        from driftdesk.analysis.link_faults_report import summary_line
+
+        lines.append("  " + cell(summary_line(report.link_faults)))
     if report.pass_hat_k:
         lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
         lines.append(f"  pass^k  {_curve(report.pass_hat_k)}")
