@@ -1,0 +1,91 @@
+"""Regenerate the README's screenshots of the shareable page (``report/compare/trend --format
+html``): two runs of the basic suite × 5 made by the real engine against the sandbox (faults
+injected), their pages opened in Debian's headless Chromium (Playwright) at a fixed size.
+
+    .venv-test/bin/python screenshots/make_page_screenshots.py
+
+Everything happens in a throwaway home; the runs' keys are fake and never reach a page.
+Writes page-report.png (headline, identity, plots), page-tasks.png (the task table and a
+volatile task's pass beside a fail), page-compare.png and page-trend.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+WIDTH = 1280
+
+
+def _run(out: Path, seed: int) -> Path:
+    from driftdesk.providers.profiles import Profile
+    from driftdesk.reruns.retry import RetryPolicy
+    from driftdesk.reruns.run_spec import RunSpec
+    from driftdesk.reruns.run_start import execute_run
+    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+
+    async def make() -> Path:
+        with SandboxServer(seed=seed, latency_ms=0.0) as server:
+            spec = RunSpec(
+                profile=Profile(name="sandbox", protocol="openai", base_url=server.base_url, model=SIM_MODEL),
+                suite="basic", repeat=5, concurrency=8, timeout_s=10.0, out_dir=out,
+                api_key="sk-fake-screenshot-key-0000", seed=5, inject="429=10%:0.01s,500=5%",
+                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
+            )  # fmt: skip
+            return (await execute_run(spec)).run_dir
+
+    return asyncio.run(make())
+
+
+def _page(*args: str, out: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "driftdesk", *args, "--format", "html", "--out", str(out)],
+        check=True,
+    )
+    return out
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    root = Path(tempfile.mkdtemp(prefix="driftdesk-page-shots-"))
+    os.environ["HOME"] = str(root)
+    for name in [n for n in os.environ if n.startswith(("XDG_", "DRIFTDESK_"))]:
+        del os.environ[name]
+    runs = root / "runs"
+    a = _run(runs, seed=3)
+    b = _run(runs, seed=11)
+    report = _page("report", str(a), out=root / "report.html")
+    compare = _page("compare", str(a), str(b), out=root / "compare.html")
+    trend = _page("trend", str(runs), out=root / "trend.html")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+        page.goto(report.as_uri())
+        page.wait_for_selector("body[data-ready]")
+        page.screenshot(path=str(HERE / "page-report.png"))
+        page.check('input[data-toggle="volatile"]')
+        page.click("button.task >> nth=0")
+        page.locator("section.run-tasks").scroll_into_view_if_needed()
+        page.locator("section.run-tasks").screenshot(path=str(HERE / "page-tasks.png"))
+        for path, name in ((compare, "page-compare.png"), (trend, "page-trend.png")):
+            page.goto(path.as_uri())
+            page.wait_for_selector("body[data-ready]")
+            page.screenshot(path=str(HERE / name))
+        browser.close()
+    print("wrote page-report.png, page-tasks.png, page-compare.png, page-trend.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
