@@ -135,6 +135,20 @@ def test_the_installed_wheel_runs_on_its_own(installed: Path, tmp_path: Path) ->
     assert "gsm-001" in report.stdout and "consistency gap" in report.stdout
 
 
+def test_the_installed_wheel_writes_the_page(installed: Path, tmp_path: Path) -> None:
+    """``report --format html``: the page's skeleton, style and script are package data."""
+    imported = _run(installed, tmp_path, "driftdesk", "import", str(FIXTURE), "--format", "jsonl")
+    assert imported.returncode == 0, imported.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    out = tmp_path / "page.html"
+    made = _run(installed, tmp_path, "driftdesk", "report", str(run_dir), "--format", "html",
+                "--out", str(out))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    page = out.read_text(encoding="utf-8")
+    assert 'id="driftdesk-data"' in page and "gsm-001" in page
+    assert "driftdesk-ready" in page and "Content-Security-Policy" in page  # script, CSP
+
+
 @pytest.mark.parametrize("bare", ["analysis", "providers", "reruns", "tui", "cli"])
 def test_no_bare_top_level_package_is_installed(installed: Path, tmp_path: Path, bare: str) -> None:
     result = _run(installed, tmp_path, "python", "-c", f"import {bare}")
