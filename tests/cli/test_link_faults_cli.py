@@ -63,3 +63,61 @@ def test_a_bad_mode_is_one_line_and_exit_2(home: Any, cli: Any) -> None:
     assert "--link-faults" in done.stderr and "sometimes" in done.stderr
     edit = cli("profile", "edit", "nobody", "--link-faults", "often")
     assert edit.returncode == 2 and "--link-faults" in edit.stderr
+
+
+def test_kill_9_during_a_hold_then_resume_loses_and_doubles_nothing(
+    home: Any, cli: Any, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from driftdesk.fileio import iter_jsonl
+
+    with SandboxServer(seed=3) as server:
+        added = cli(
+            "profile", "add", "sim", "--protocol", "openai", "--base-url", server.base_url,
+            "--model", SIM_MODEL, "--no-key", input="",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        out = tmp_path / "runs"
+        run = subprocess.Popen(
+            [
+                sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite",
+                "basic", "--repeat", "3", "--concurrency", "4", "--no-probe", "--seed", "5",
+                "--inject", "429=30%:3s", "--link-faults", "absorb", "--out", str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            held = False
+            for _ in range(300):  # a row of a fault being held (its 3 s wait under way)
+                calls = out.glob("*/calls.jsonl")
+                held = any('"absorbed":true' in p.read_text().replace(" ", "") for p in calls)
+                if held:
+                    break
+                time.sleep(0.05)
+            assert held
+            os.kill(run.pid, signal.SIGKILL)
+        finally:
+            run.wait(10)
+        run_dir = _run_dir(out)
+        problems: list[Any] = []
+        rows_before = [row for _, row in iter_jsonl(run_dir / "attempts.jsonl", problems)]
+        assert not problems
+        resumed = cli("resume", str(run_dir), "--no-probe", timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    rows = [row for _, row in iter_jsonl(run_dir / "attempts.jsonl", problems)]
+    calls = [row for _, row in iter_jsonl(run_dir / "calls.jsonl", problems)]
+    assert not problems
+    slots = [(r["task_id"], r["attempt"]) for r in rows]
+    assert len(slots) == len(set(slots))  # nothing doubled
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert len(slots) == len(manifest["tasks"]) * 3  # nothing lost
+    assert len(rows) > len(rows_before)
+    assert all(r["outcome"] in ("pass", "fail") for r in rows)
+    assert manifest["link_faults"] == "absorb" and manifest["status"] == "completed"
+    assert any(c["absorbed"] for c in calls)

@@ -90,3 +90,32 @@ async def test_the_profile_setting_and_the_agent_kind_choose_the_mode(tmp_path: 
             _spec(server.base_url, tmp_path, profile=profile, repeat=1, inject="none")
         )
     assert RunManifest.read(outcome.run_dir).link_faults == "absorb"
+
+
+async def test_a_resume_can_change_the_mode_and_records_it(tmp_path: Path) -> None:
+    from driftdesk.reruns.run_start import resume_run
+
+    with SandboxServer(seed=3) as server:
+        spec = _spec(
+            server.base_url,
+            tmp_path,
+            repeat=1,
+            inject="429=100%:0.01s",
+            link_faults="retry",
+            retry_policy=RetryPolicy(max_retries=0, base_delay_s=0.005, max_delay_s=0.05),
+        )
+        outcome = await execute_run(spec)
+        first = read_rows(outcome.run_dir / "attempts.jsonl")
+        assert {r["outcome"] for r in first} == {"link_error"}
+        await resume_run(
+            outcome.run_dir,
+            retry_link_errors=True,
+            api_key=KEY,
+            profile=spec.profile,  # type: ignore[arg-type]
+            link_faults="absorb",
+        )
+    manifest = RunManifest.read(outcome.run_dir)
+    assert manifest.link_faults == "absorb"
+    assert manifest.resumes[-1]["link_faults"] == "absorb"
+    rows = read_rows(outcome.run_dir / "attempts.jsonl")[len(first) :]
+    assert rows and all(r["absorbed_faults"] >= 1 for r in rows)  # held before surfacing
