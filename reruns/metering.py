@@ -8,10 +8,19 @@ import contextlib
 import json
 from typing import Any
 
+from driftdesk.secrets import redact
 from driftdesk.wire import ANY_END, END_MARKERS, is_event_payload
-from driftdesk.wire.usage import usage_from
+from driftdesk.wire.usage import models_differ, usage_from
 
 MAX_METERED_BODY = 16 * 1024 * 1024  # a body is kept (to read its usage) up to this size
+# A calls.jsonl row's first fields in the file's order (``request_id`` and each run's optional
+# fields follow): the proxy's own and the meter's (``UsageMeter.row_fields``), interleaved.
+CALL_ROW_ORDER = (
+    "run_id", "task_id", "attempt", "call_index", "try", "method", "path", "status",
+    "latency_ms", "ttfb_ms", "streamed", "prompt_tokens", "completion_tokens", "total_tokens",
+    "error_kind", "started_at", "cache_read_tokens", "cache_creation_tokens",
+    "requested_model", "served_model", "system_fingerprint", "model_mismatch",
+)  # fmt: skip
 
 
 class UsageMeter:
@@ -86,6 +95,30 @@ class UsageMeter:
         if total is None and prompt is not None and completion is not None:
             total = prompt + completion
         return prompt, completion, total
+
+    def row_fields(self, requested_model: str | None, real_key: str) -> dict[str, Any]:
+        """A call row's fields read from the answer (and the requested model beside the
+        served one). Decoded strings, redacted after decoding: the bytes were scrubbed of the
+        real key, but a key-like value (another key, one the scrubber's shapes miss) decodes
+        here."""
+        prompt, completion, total = self.tokens()
+        keys = [real_key]
+        requested = redact(requested_model, keys) if requested_model else requested_model
+        served = self.usage["served_model"]
+        served = redact(served, keys) if served else served
+        fingerprint = self.usage["system_fingerprint"]
+        return {
+            "streamed": self.streamed,
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": total,
+            "cache_read_tokens": self.usage["cache_read"],
+            "cache_creation_tokens": self.usage["cache_creation"],
+            "requested_model": requested,
+            "served_model": served,
+            "system_fingerprint": redact(fingerprint, keys) if fingerprint else fingerprint,
+            "model_mismatch": models_differ(requested, served),
+        }
 
 
 def judged_whole(meter: UsageMeter, headers: dict[str, str]) -> bool:

@@ -56,7 +56,13 @@ from driftdesk.reruns.injection import (
 )
 from driftdesk.reruns.key_scrub import DECODABLE, KeyScrubber, Passthrough, scrubbed_error_body
 from driftdesk.reruns.link_absorb import AbsorbPolicy, CallAbsorber, Held
-from driftdesk.reruns.metering import MAX_METERED_BODY, UsageMeter, header_value, judged_whole
+from driftdesk.reruns.metering import (
+    CALL_ROW_ORDER,
+    MAX_METERED_BODY,
+    UsageMeter,
+    header_value,
+    judged_whole,
+)
 from driftdesk.reruns.proxy_http import (
     ATTEMPT_HEADER,
     DROP_REQUEST,
@@ -76,7 +82,7 @@ from driftdesk.reruns.retry import parse_retry_after
 from driftdesk.reruns.rundir import iso, utc_now
 from driftdesk.secrets import redact
 from driftdesk.wire import MODEL_PROTOCOLS, wire_protocol
-from driftdesk.wire.usage import json_object, models_differ, requested_model_of
+from driftdesk.wire.usage import json_object, requested_model_of
 
 if TYPE_CHECKING:
     from driftdesk.reruns.call_gate import CallGate
@@ -637,16 +643,7 @@ class MeteringProxy:
         queue_wait_s: float = 0.0,
         held: Held | None = None,
     ) -> None:
-        prompt, completion, total = meter.tokens()
         slot = (calls.task_id, calls.attempt)
-        # Decoded strings, redacted after decoding: the bytes were scrubbed of the real key,
-        # but a key-like value (another key, one the scrubber's shapes miss) decodes here.
-        keys = [self._real_key]
-        requested_model = redact(requested_model, keys) if requested_model else requested_model
-        served_model = meter.usage["served_model"]
-        served_model = redact(served_model, keys) if served_model else served_model
-        fingerprint = meter.usage["system_fingerprint"]
-        fingerprint = redact(fingerprint, keys) if fingerprint else fingerprint
         row = {
             "run_id": self.run_id,
             "task_id": calls.task_id,
@@ -658,20 +655,11 @@ class MeteringProxy:
             "status": status,
             "latency_ms": round((time.perf_counter() - t0 - queue_wait_s) * 1000, 3),
             "ttfb_ms": round(ttfb_ms, 3) if ttfb_ms is not None else None,
-            "streamed": meter.streamed,
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": total,
+            **meter.row_fields(requested_model, self._real_key),
             "error_kind": error_kind,
             "started_at": started_at,
-            "cache_read_tokens": meter.usage["cache_read"],
-            "cache_creation_tokens": meter.usage["cache_creation"],
-            "requested_model": requested_model,
-            "served_model": served_model,
-            "system_fingerprint": fingerprint,
-            "model_mismatch": models_differ(requested_model, served_model),
-            "request_id": request_id,
         }
+        row = {key: row.get(key) for key in CALL_ROW_ORDER} | {"request_id": request_id}
         if self._injector is not None:  # a run without injection keeps its rows as they were
             row["injected"] = injected
         if self._call_gate is not None:  # likewise a run without a gate
