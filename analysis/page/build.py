@@ -123,11 +123,13 @@ def report_page(
         scrub = _scrubber(manifest, options)
         any_dropped = any_dropped or scrub.drop_content
         run_dir = report.get("run_dir")
-        volatile = _most_volatile(report) if run_dir else []
-        explanations = {
-            scrub.text(task_id): explained(run_dir, task_id, scrub)
-            for task_id in volatile[: options.explain_limit]
-        }
+        explanations = {}
+        if run_dir:  # an attempts file given alone has no recordings to explain by
+            volatile = _most_volatile(report)
+            for task_id in volatile[: options.explain_limit]:
+                explanations[scrub.text(task_id)] = explained(run_dir, task_id, scrub)
+        else:
+            volatile = []
         run = {
             "report": scrub.value(report),
             "identity": run_identity(report, manifest, scrub),

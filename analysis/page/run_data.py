@@ -79,7 +79,7 @@ def run_identity(
         "bodies_recorded": recording.get("bodies") if recording else None,
         "imported_from": _imported_format(manifest),
     }
-    return scrub.value(identity)  # type: ignore[no-any-return]
+    return scrub.value(identity)
 
 
 def _text(value: Any) -> str | None:
