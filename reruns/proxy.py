@@ -22,17 +22,20 @@ When the upstream cuts a body or stream short, the downstream connection is brok
 clean end), so the agent sees a transport error it can retry instead of a partial answer.
 
 This module is the server only. Beside it: what the protocols look like (``driftdesk.wire``),
-what is read of each answer as it passes (``reruns/metering.py``), the key's scrubbing
-(``reruns/key_scrub.py``) and what an attempt's calls say about it (``reruns/call_verdicts.py``).
-It stays a little over 600 lines because one call's path (``_forward``: injected fault,
-upstream, error, redirect, streamed answer) is one function: the error kind and what the agent
-was sent are set along it and recorded once, in its ``finally``.
+the HTTP around a call (``reruns/proxy_http.py``), the attempt-tokens and where rows go
+(``reruns/proxy_attempts.py``), what is read of each answer as it passes
+(``reruns/metering.py``), the key's scrubbing (``reruns/key_scrub.py``), whether a link fault
+is held and the call sent again (``reruns/link_absorb.py``, ``--link-faults absorb``), the
+gate a call waits at for room upstream (``reruns/call_gate.py``) and what an attempt's calls
+say about it (``reruns/call_verdicts.py``). One send of a call upstream (``_exchange``:
+injected fault, gate, upstream, error, redirect, streamed answer) is one function: the error
+kind, whether the fault is held and what the agent was sent are set along it and recorded
+once, in its ``finally``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import itertools
 import random
@@ -41,8 +44,8 @@ import time
 import urllib.parse
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -63,6 +66,7 @@ from driftdesk.reruns.metering import (
     header_value,
     judged_whole,
 )
+from driftdesk.reruns.proxy_attempts import AttemptCalls, AttemptTokens, RowSink
 from driftdesk.reruns.proxy_http import (
     ATTEMPT_HEADER,
     DROP_REQUEST,
@@ -93,32 +97,6 @@ if TYPE_CHECKING:
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
-class RowSink(Protocol):
-    """Where call rows go: a ``JsonlAppender`` or anything with the same ``append``."""
-
-    def append(self, row: dict[str, Any]) -> None: ...
-
-
-@dataclass
-class AttemptCalls:
-    """What the proxy saw for one attempt-token (one try of one (task, attempt) slot)."""
-
-    task_id: str
-    attempt: int
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    in_flight: int = 0
-    last_retry_after_s: float | None = None  # from the last failed call's headers
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    # Deferred: the rows are kept here, unwritten, until ``attribute`` names their attempt
-    # (one token serves a whole inspect_ai eval, whose calls are sorted out from its log).
-    deferred: bool = False
-    try_number: int = 1  # the slot's try this token serves, 1-based (every row says it)
-    opened_at: float = field(default_factory=time.monotonic)  # absorbing's budget starts here
-
-    def __post_init__(self) -> None:
-        self.idle.set()
-
-
 @dataclass(frozen=True)
 class _Call:
     """One agent request as the proxy sends it upstream, once or (absorbing) again."""
@@ -131,7 +109,7 @@ class _Call:
     absorber: CallAbsorber | None
 
 
-class MeteringProxy:
+class MeteringProxy(AttemptTokens):
     """One per run, on the engine's event loop. ``start()`` returns its base URL."""
 
     def __init__(
@@ -167,12 +145,13 @@ class MeteringProxy:
         self.protocol = protocol
         self._real_key = real_key
         self._extra_headers = dict(extra_headers or {})
-        self._calls_file = calls_file
-        self._on_call = on_call
-        self._call_counts = dict(call_counts or {})
-        # Tries already begun per slot (a resume's from calls.jsonl): each token is the next.
-        self._tries = dict(tries or {})
-        self._recorder = recorder  # what each call said (reruns/recording.py); None: not kept
+        super().__init__(
+            calls_file=calls_file,
+            on_call=on_call,
+            call_counts=call_counts,
+            tries=tries,
+            recorder=recorder,
+        )
         # Injected faults (reruns/injection.py), decided per (task, attempt, arrival index): the
         # index counts every call of the slot, across its tries and resumes.
         self._injector = injector
@@ -186,8 +165,6 @@ class MeteringProxy:
         self.run_key = "dd-run-" + secrets.token_urlsafe(24)  # throwaway, this run only
         self._token_prefix = secrets.token_hex(6) + "-"
         self._request_numbers = itertools.count(1)
-        self._attempts: dict[str, AttemptCalls] = {}
-        self._closed: set[str] = set()  # finished tries' tokens: refused, never reissued
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -221,53 +198,8 @@ class MeteringProxy:
         if self._recorder is not None:
             self._recorder.close_files()  # every call is recorded by now
 
-    # --- attempts -------------------------------------------------------------------------
-
-    def open_attempt(self, task_id: str, attempt: int, *, deferred: bool = False) -> str:
-        # A try's identity at the proxy: a random secret of its own (144 bits), not derived
-        # from anything another try sees, so a harness cannot work out a neighbour's URL from
-        # its own. A request needs both the run key and a live token; a closed token is
-        # refused for good (never issued again).
-        token = secrets.token_urlsafe(18)
-        while token in self._attempts or token in self._closed:
-            token = secrets.token_urlsafe(18)
-        number = 1
-        if not deferred:
-            number = self._tries.get((task_id, attempt), 0) + 1
-            self._tries[(task_id, attempt)] = number
-        self._attempts[token] = AttemptCalls(task_id, attempt, deferred=deferred, try_number=number)
-        return token
-
-    def attribute(self, row: dict[str, Any], task_id: str | None, attempt: int | None) -> None:
-        """Write a deferred call row as a call of ``(task_id, attempt)`` (None: of no attempt)."""
-        row["task_id"], row["attempt"] = task_id, attempt
-        if task_id is not None and attempt is not None:
-            row["call_index"] = self._next_call_index(task_id, attempt)
-            row["try"] = max(1, self._tries.get((task_id, attempt), 0))
-        self._write(row)
-        if self._recorder is not None:
-            self._recorder.attribute(row)
-
     def base_url_for(self, token: str) -> str:
         return f"{self.url}/a/{token}"
-
-    def attempt_calls(self, token: str) -> AttemptCalls:
-        return self._attempts[token]
-
-    async def settle(self, token: str, timeout_s: float = 2.0) -> AttemptCalls:
-        """Wait (bounded) for the attempt's in-flight calls to be recorded."""
-        calls = self._attempts[token]
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                await calls.idle.wait()
-        return calls
-
-    def close_attempt(self, token: str) -> AttemptCalls | None:
-        calls = self._attempts.pop(token, None)
-        self._closed.add(token)
-        if calls is not None and self._recorder is not None:
-            self._recorder.close(calls.task_id, calls.attempt, deferred=calls.deferred)
-        return calls
 
     # --- handlers -------------------------------------------------------------------------
 
@@ -282,15 +214,6 @@ class MeteringProxy:
         if auth.lower().startswith("bearer "):
             presented = presented or auth[7:].strip()
         return bool(presented) and hmac.compare_digest(presented, self.run_key)
-
-    def _live_attempt(self, token: str) -> AttemptCalls | None:
-        """The open try whose token this is, compared in constant time (a try's token is its
-        secret: how long a refusal takes must not tell how much of it was right)."""
-        found = None
-        for known, calls in self._attempts.items():
-            if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), known.encode()):
-                found = calls
-        return found
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):
@@ -673,14 +596,3 @@ class MeteringProxy:
         if capture is not None and self._recorder is not None:
             # The same call_index and request_id as the row; a deferred row's once attributed.
             self._recorder.record(row, capture, held=calls.deferred)
-
-    def _next_call_index(self, task_id: str, attempt: int) -> int:
-        index = self._call_counts.get((task_id, attempt), 0)
-        self._call_counts[(task_id, attempt)] = index + 1
-        return index
-
-    def _write(self, row: dict[str, Any]) -> None:
-        if self._calls_file is not None:
-            self._calls_file.append(row)
-        if self._on_call is not None:
-            self._on_call(row)
