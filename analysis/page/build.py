@@ -98,7 +98,8 @@ def report_json(
     out = io.StringIO()
     write_json(list(sources), out, warn=warn, **report_options)
     data = json.loads(out.getvalue())
-    return data if isinstance(data, list) else [data]
+    # one run: its object; several: {"runs": [...]} (docs/report-json.md)
+    return list(data["runs"]) if set(data) == {"runs"} else [data]
 
 
 def _most_volatile(report: dict[str, Any]) -> list[str]:
@@ -106,6 +107,14 @@ def _most_volatile(report: dict[str, Any]) -> list[str]:
     volatile = [t for t in report.get("tasks") or [] if t.get("volatile")]
     volatile.sort(key=lambda t: (abs((t.get("success_rate") or 0) - 0.5), str(t["task_id"])))
     return [str(t["task_id"]) for t in volatile]
+
+
+def _listed(report: dict[str, Any]) -> set[str] | None:
+    """The tasks the page lists, when ``--top`` cut the table (None: every task)."""
+    if len(report.get("tasks") or []) >= int(report.get("tasks_total") or 0):
+        return None
+    tasks = list(report.get("tasks") or []) + list(report.get("tasks_below_min_runs") or [])
+    return {str(t["task_id"]) for t in tasks}
 
 
 def report_page(
@@ -134,7 +143,7 @@ def report_page(
             "report": scrub.value(report),
             "identity": run_identity(report, manifest, scrub),
             "attempt_fields": list(ATTEMPT_FIELDS),
-            "attempts": attempt_rows(run_dir, manifest, scrub),
+            "attempts": attempt_rows(run_dir, manifest, scrub, _listed(report)),
             "explained": explanations,
             "explained_of": len(volatile),
         }

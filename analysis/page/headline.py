@@ -228,8 +228,11 @@ def compare_headline(data: dict[str, Any]) -> str:
         '<th class="num">B</th><th class="num">B − A</th><th>CI A</th><th>CI B</th></tr>'
     )
     for m in data.get("metrics") or []:
-        cells = [_metric(m.get(k)) for k in ("a", "b", "delta")]
-        cis = [_ci(m.get(k)) or "—" for k in ("ci_a", "ci_b")]
+        rate = str(m.get("name")).endswith("_rate")  # a fraction: shown in % (its delta in pp)
+        cells = [_pct(m.get(k)) if rate else _metric(m.get(k)) for k in ("a", "b")]
+        delta = m.get("delta")
+        cells.append(f"{delta * 100:+.1f} pp" if rate and delta is not None else _metric(delta))
+        cis = [_ci(m.get(k), 100 if rate else 1) or "—" for k in ("ci_a", "ci_b")]
         parts.append(
             f'<tr data-metric="{escape(str(m.get("name")), quote=True)}"><th>{escape(str(m.get("name")))}</th>'
             + "".join(f'<td class="num">{escape(c)}</td>' for c in cells)

@@ -152,6 +152,7 @@
       detail.replaceChildren(...taskDetail(task, attempts[task.task_id] || [], explained[task.task_id], fields, at, below.has(task.task_id)));
       detail.hidden = false;
       detail.scrollIntoView({ block: "nearest" });
+      if (!many) history.replaceState(null, "", "#task=" + encodeURIComponent(task.task_id));
     };
     section.append(dataTable({
       rows: tasks,
@@ -183,6 +184,10 @@
       ],
     }));
     section.append(detail);
+    // a link to the page with #task=<id> opens that task (a reader sends "look at this one")
+    const wanted = location.hash.startsWith("#task=") ? decodeURIComponent(location.hash.slice(6)) : null;
+    const linked = wanted === null ? null : tasks.find((t) => t.task_id === wanted);
+    if (linked) show(linked, null);
     return section;
   }
 
@@ -217,6 +222,10 @@
     const grid = el("div", { class: "pairs", "data-pair": `${pair.pass}-${pair.fail}` },
       el("div", { class: "head", text: `attempt ${pair.pass} · pass` }),
       el("div", { class: "head", text: `attempt ${pair.fail} · fail` }));
+    const earlier = (tries) => el("div", { class: "sub earlier" }, (tries || []).map((t) => el("div", { text: t })));
+    if ((pair.pass_earlier || []).length || (pair.fail_earlier || []).length) {
+      grid.append(earlier(pair.pass_earlier), earlier(pair.fail_earlier));
+    }
     const steps = Math.max(pair.pass_steps.length, pair.fail_steps.length);
     for (let i = 0; i < steps; i++) {
       grid.append(stepNode(pair.pass_steps[i], i, i === pair.pass_step, "pass"));

@@ -95,11 +95,14 @@ def _imported_format(manifest: dict[str, Any]) -> str | None:
 
 
 def attempt_rows(
-    run_dir: str | None, manifest: dict[str, Any], scrub: Scrubber
+    run_dir: str | None,
+    manifest: dict[str, Any],
+    scrub: Scrubber,
+    listed: set[str] | None = None,
 ) -> dict[str, list[list[Any]]]:
     """task id -> its attempts (the winning row of each slot, by attempt), each a list in
-    ``ATTEMPT_FIELDS`` order. The run's own ``attempts.jsonl`` is read once; a zero-copy
-    import's rows are read where they live, task by task."""
+    ``ATTEMPT_FIELDS`` order; ``listed``: only these tasks. The run's own ``attempts.jsonl``
+    is read once; a zero-copy import's rows are read where they live, task by task."""
     if not run_dir:
         return {}
     from driftdesk.analysis import zero_copy
@@ -115,6 +118,8 @@ def attempt_rows(
         rows = [row for _, row in iter_jsonl(path, problems)]
     by_task: dict[str, list[list[Any]]] = {}
     for (task_id, _), row in sorted(latest_rows(rows).items()):
+        if listed is not None and task_id not in listed:
+            continue  # a task ``--top`` left out of the table
         by_task.setdefault(scrub.text(task_id), []).append(_attempt_cells(row, scrub))
     return by_task
 

@@ -50,6 +50,9 @@ def explained(run_dir: str, task_id: str, scrub: Scrubber) -> dict[str, Any]:
             "fail_action": _action_words(d.b, scrub) if d else None,
             "pass_steps": _steps(views[p], scrub),
             "fail_steps": _steps(views[f], scrub),
+            # tries a link error ended before the final one: said, never compared
+            "pass_earlier": [scrub.text(t.summary) for t in views[p].earlier_tries],
+            "fail_earlier": [scrub.text(t.summary) for t in views[f].earlier_tries],
         }
     return data
 

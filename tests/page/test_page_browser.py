@@ -216,3 +216,20 @@ def test_a_big_table_is_paged(page_env: PageEnv, tmp_path: Path, browser: Any) -
     assert _rows(page)[-1] == "t0249" and len(_rows(page)) == 50
     page.fill("section.run-tasks input[type=search]", "t02")
     assert len(_rows(page)) == 50 and page.inner_text("section.run-tasks .where") == "page 1 of 1"
+
+
+def test_a_link_to_a_task_opens_it(page_env: PageEnv, browser: Any) -> None:
+    _, path = page_env.page("report", str(page_env.run_a))
+    report = page_env.json("report", str(page_env.run_a), "--format", "json")
+    volatile = next(t for t in report["tasks"] if t["volatile"])
+    page = open_page(browser, path).page
+    page.click(f'tr[data-task="{volatile["task_id"]}"] button.task')
+    link = page.evaluate("location.href")
+    assert link.endswith(f"#task={volatile['task_id']}")
+    opened = open_page(browser, Path(path))  # a fresh context, then the link a reader got
+    opened.page.goto(link)
+    opened.page.reload()
+    opened.page.wait_for_selector("body[data-ready]")
+    assert opened.page.inner_text("[data-detail] h3") == f"Task {volatile['task_id']}"
+    assert opened.page.locator("[data-detail] details[data-diverge]").count() == 2
+    assert opened.problems == []

@@ -186,3 +186,18 @@ def test_compare_and_trend_pages_hold_their_json(page_env: PageEnv) -> None:
     assert page_data(html)["trend"] == page_env.json(
         "trend", folder + "/a", folder + "/b", "--agent", "all", "--json"
     )
+
+
+def test_a_page_of_several_runs_holds_each_runs_report(page_env: PageEnv) -> None:
+    a, b = str(page_env.run_a), str(page_env.run_b)
+    html, _ = page_env.page("report", a, b)
+    want = page_env.json("report", a, b, "--format", "json")["runs"]
+    assert [run["report"] for run in page_data(html)["runs"]] == want
+    assert html.count('<section class="run"') == 2
+
+
+def test_top_keeps_only_the_listed_tasks_attempts(page_env: PageEnv) -> None:
+    html, _ = page_env.page("report", str(page_env.run_a), "--top", "5")
+    (run,) = page_data(html)["runs"]
+    listed = {t["task_id"] for t in run["report"]["tasks"]}
+    assert len(listed) == 5 and set(run["attempts"]) == listed
