@@ -64,6 +64,7 @@ def credential_header_problem(profile_name: str, header: str) -> str:
 # owns what each means; a profile only stores one).
 LINK_FAULT_MODES = ("absorb", "retry")
 
+
 @dataclass
 class Profile:
     name: str

@@ -410,11 +410,11 @@ class MeteringProxy(AttemptTokens):
                     # key): buffer a bounded body, scrub it, then answer in one piece.
                     raw, truncated = await read_bounded(upstream.content, MAX_ERROR_BODY)
                     error_kind = error_kind_for(status, raw)
-                    retry_after_s = parse_retry_after(upstream.headers)
-                    held = self._hold(call, error_kind, retry_after_s)
+                    asked_wait_s = parse_retry_after(upstream.headers)
+                    held = self._hold(call, error_kind, asked_wait_s)
                     if held is not None:
                         return held
-                    calls.last_retry_after_s = retry_after_s
+                    calls.last_retry_after_s = asked_wait_s
                     scrubbed = self._scrub_error_body(raw, truncated, headers)
                     if capture is not None:
                         capture.error = scrubbed
