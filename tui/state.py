@@ -116,7 +116,13 @@ class LiveRun:
                 f"[call {call.get('call_index')}] {call.get('method')} {call.get('path')} "
                 f"→ {call.get('status') or call.get('error_kind')} "
                 f"{float(call.get('latency_ms') or 0):.0f} ms, "
-                f"{call.get('total_tokens') or 0} tokens",
+                f"{call.get('total_tokens') or 0} tokens"
+                # --link-faults absorb: held at the proxy and sent again, the agent never saw it
+                + (
+                    f", absorbed (waiting {call.get('wait_s') or 0:.1f}s)"
+                    if call.get("absorbed")
+                    else ""
+                ),
             )
         elif isinstance(event, AttemptRetrying):
             self.cells[(event.task_id, event.attempt)] = "retrying"
