@@ -7,7 +7,7 @@ from this checkout and installed with **no extras** into fresh venvs by uv: once
 direct requirement at the lowest version its range allows (``--resolution lowest-direct``),
 once at the newest. Each venv then does the main job headless, as a new user would, in a
 throwaway home with no keyring: the sandbox, a keyless profile, two runs, ``report``,
-``compare``, ``check``, ``import`` of a JSONL file (copied) and of a tau-bench file, the
+``compare``, ``check``, the HTML page of a run, ``import`` of a JSONL file (copied) and of a tau-bench file, the
 workbench on those runs in a real terminal (tmux), and ``driftdesk demo`` to its Volatility
 view. The figures (install time, venv size, time to the Volatility view) are printed
 (``pytest -s``).
@@ -242,6 +242,10 @@ def test_a_plain_install_runs_reports_compares_imports_and_shows_the_workbench(
     assert "consistency gap" in user.ok("report", str(first))
     compared = json.loads(user.ok("compare", str(first), str(second), "--format", "json"))
     assert compared["shared_tasks"] == 34
+    # The page to send: whole without the plots' extra (matplotlib), which says how to add them.
+    user.ok("report", str(second), "--format", "html", "--out", "run.html")
+    page = (user.home / "run.html").read_text(encoding="utf-8")
+    assert 'data-figure="success_rate"' in page and "driftdesk[page]" in page
     assert "PASS" in user.ok("check", str(second), "--min-success", "0.1")
     assert user.run("check", str(second), "--min-success", "0.99").returncode == 1
 
