@@ -259,7 +259,9 @@ class TaskScreen(WorkbenchScreen):
                     style=dim + OUTCOME_STYLES.get(outcome, ""),
                 ),
                 Text(error[:60], style=dim),
-                str(row.get("retries") or 0),
+                # whole tries rerun; faults the proxy absorbed (--link-faults absorb) beside them
+                str(row.get("retries") or 0)
+                + (f" +{row['absorbed_faults']} absorbed" if row.get("absorbed_faults") else ""),
                 str(row.get("calls") or 0),
                 str(row.get("total_tokens") if row.get("total_tokens") is not None else "-"),
                 _client_tokens(row),
