@@ -287,3 +287,16 @@ async def test_a_call_is_sent_again_a_bounded_number_of_times(
     assert (await run.ask())[0] == 429
     assert provider.received == 1 + MAX_RESENDS
     assert [r["absorbed"] for r in run.rows()] == [True] * MAX_RESENDS + [False]
+
+
+async def test_an_injected_hang_is_given_up_at_the_first_byte_timeout_and_sent_again(
+    provider: ScriptedProvider, absorbing: Any
+) -> None:
+    # The injector's hang would last 60 s; absorbing gives up after the first-byte timeout.
+    run = await absorbing(inject="timeout=50%")
+    for _ in range(4):
+        status, body = await run.ask(timeout_s=15)
+        assert status == 200 and json.loads(body) == ANSWER
+    hangs = [r for r in run.rows() if r["injected"] == "timeout"]
+    assert hangs and all(r["absorbed"] and r["error_kind"] == "timeout" for r in hangs)
+    assert all(350 <= r["latency_ms"] < 2000 for r in hangs)  # 0.4 s, not 60
