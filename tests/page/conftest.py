@@ -67,7 +67,7 @@ def _made_run(env: dict[str, str], out: Path, profile: str, *extra: str) -> Path
 @pytest.fixture(scope="session")
 def page_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageEnv]:
     """Two profiles (keys in the keyring) on two simulated endpoints of different seeds; a
-    run of each with faults injected, and a ``--no-bodies`` run."""
+    run of each with faults injected, a ``--no-bodies`` run and a run whose faults surface."""
     from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     root = tmp_path_factory.mktemp("page-home")
@@ -93,7 +93,10 @@ def page_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageEnv]:
         a = _made_run(env, runs / "a", "sim", "--inject", INJECT)
         b = _made_run(env, runs / "b", "sim2", "--inject", INJECT)
         no_bodies = _made_run(env, runs / "nb", "sim", "--no-bodies")
-    yield PageEnv(root=root, env=env, run_a=a, run_b=b, no_bodies=no_bodies)
+        # faults the retries cannot all absorb: link errors surface, tries are run again
+        faulty = _made_run(env, runs / "faulty", "sim", "--inject", "500=35%,truncate=5%",
+                           "--max-retries", "1", "--link-faults", "retry")  # fmt: skip
+    yield PageEnv(root=root, env=env, run_a=a, run_b=b, no_bodies=no_bodies, faulty=faulty)
 
 
 @pytest.fixture

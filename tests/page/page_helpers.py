@@ -43,6 +43,7 @@ class PageEnv:
     run_a: Path
     run_b: Path
     no_bodies: Path
+    faulty: Path  # link errors surfaced past the retries
 
     def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -29,11 +29,13 @@ def _value(report: dict[str, Any], key: str) -> Any:
     return value
 
 
+@pytest.mark.parametrize("which", ["run_a", "faulty"])
 def test_the_page_opens_offline_and_shows_the_reports_figures(
-    page_env: PageEnv, browser: Any
+    page_env: PageEnv, browser: Any, which: str
 ) -> None:
-    _, path = page_env.page("report", str(page_env.run_a))
-    report = page_env.json("report", str(page_env.run_a), "--format", "json")
+    run_dir = getattr(page_env, which)
+    _, path = page_env.page("report", str(run_dir))
+    report = page_env.json("report", str(run_dir), "--format", "json")
     opened = open_page(browser, path)
     page = opened.page
     assert opened.problems == []
@@ -66,9 +68,14 @@ def test_the_page_opens_offline_and_shows_the_reports_figures(
     assert mark < 1000
     # every task is in the table, each with its flip strip of n attempts
     assert page.locator("section.run-tasks tbody tr").count() == len(report["tasks"])
-    first = report["tasks"][0]
-    strip = page.get_attribute(f'tr[data-task="{first["task_id"]}"] .strip', "data-strip")
-    assert len(strip.split(",")) == first["n"] + first["link_errors"] + first["harness_errors"]
+    for task in report["tasks"]:
+        strip = page.get_attribute(f'tr[data-task="{task["task_id"]}"] .strip', "data-strip")
+        outcomes = strip.split(",")
+        assert outcomes.count("pass") == task["passes"] and outcomes.count("fail") == task["fails"]
+        assert outcomes.count("link_error") == task["link_errors"]
+    if which == "faulty":  # the surfaced faults are on the page, apart from model failures
+        assert report["link_errors"] > 0 and report["injection"]["surfaced"] > 0
+        assert sum(t["link_errors"] for t in report["tasks"]) == report["link_errors"]
 
 
 def _rows(page: Any) -> list[str]:
