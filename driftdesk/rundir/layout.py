@@ -12,6 +12,11 @@ from driftdesk.rundir.ids import safe_name
 MANIFEST_FILE = "manifest.json"
 ATTEMPTS_FILE = "attempts.jsonl"
 CALLS_FILE = "calls.jsonl"
+# A live run's control channel (driftdesk ctl, the workbench's Run screen): requests are files
+# in CONTROL_DIR (private to the run's user); what the run did with them, and every change of
+# its concurrency, is a row of CONTROL_FILE.
+CONTROL_DIR = "control"
+CONTROL_FILE = "control.jsonl"
 INSPECT_LOG_DIR = "inspect"  # run --agent inspect: inspect_ai's own logs and output
 # attempts/<task folder>/<attempt>.log|.transcript.json, and one
 # <attempt>.<try id>.result.json per try of the command agent (the row's ``result_path``)
