@@ -37,6 +37,13 @@ def run_page(run_dir: Path, out_dir: Path) -> Path:
     return _write(html, out_dir, run_dir.name)
 
 
+def task_link(page: Path, task_id: str) -> str:
+    """The page's address that opens ``task_id`` (the page reads ``#task=<id>``)."""
+    from urllib.parse import quote
+
+    return f"{page.resolve().as_uri()}#task={quote(task_id, safe='')}"
+
+
 def compare_page(comparison: Any, out_dir: Path) -> Path:
     """The page of a comparison as ``<A>-vs-<B>.html``."""
     from driftdesk.analysis.page.build import compare_page as make

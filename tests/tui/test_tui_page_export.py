@@ -76,3 +76,23 @@ async def test_e_exports_the_page_of_the_run_the_comparison_and_the_trend(
     assert [r["run_id"] for r in trend["runs"]] == [
         r.run_id for r in build_trend([older, newer], agent="all").runs
     ]
+
+
+async def test_e_on_a_task_exports_the_runs_page_and_its_link_to_the_task(
+    home, fixture_runs, make_app, settle
+) -> None:
+    from driftdesk.tui.screens.task import TaskScreen
+
+    older, _ = fixture_runs
+    page = home.project / "driftdesk-exports" / f"{older.name}.html"
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.push_screen(TaskScreen(older, "arith-02"))
+        await settle(app, pilot)
+        await pilot.press("e")
+        await _wait_for(page, app, pilot, settle)
+        await settle(app, pilot)
+        said = [n.message for n in app._notifications]
+    assert any(m.endswith(f"{page.resolve().as_uri()}#task=arith-02") for m in said), said
+    assert "arith-02" in {t["task_id"] for t in _data(page)["runs"][0]["report"]["tasks"]}

@@ -96,6 +96,9 @@ class TaskScreen(WorkbenchScreen):
         Binding("y", "copy_error", "Copy error", id="task.copy_error"),
         Binding("t", "toggle_trajectory", "Trajectory/log", id="task.trajectory"),
         Binding("v", "side_by_side", "Side by side", id="task.side_by_side"),
+        Binding(
+            "e", "export", "Export page", id="task.export", tooltip="The run's page, at this task"
+        ),
     ]
 
     def __init__(self, run_dir: Path, task_id: str) -> None:
@@ -357,6 +360,19 @@ class TaskScreen(WorkbenchScreen):
             return None
         return self.rows[table.cursor_row]
 
+    def action_export(self) -> None:
+        self.export_page()
+
+    @work(thread=True, exclusive=True, group="task-export", exit_on_error=False, name="export")
+    def export_page(self) -> None:
+        """The run's page (``report --format html``), and its link that opens this task."""
+        from driftdesk.tui.page_export import run_page, task_link
+
+        path = run_page(self.run_dir, self.workbench.export_dir)
+        self.app.call_from_thread(
+            self.notify, f"exported the page: {task_link(path, self.task_id)}", markup=False
+        )
+
     def action_copy_task(self) -> None:
         self.app.copy_to_clipboard(self.task_id)
         self.notify(f"copied {self.task_id}")
@@ -372,6 +388,9 @@ class TaskScreen(WorkbenchScreen):
     def palette_commands(self) -> list[PaletteCommand]:
         return [
             PaletteCommand("task: copy id", "Copy this task id", self.action_copy_task),
+            PaletteCommand(
+                "task: export page", "Write the run's page, opened at this task", self.action_export
+            ),
             PaletteCommand(
                 "task: copy error", "Copy the attempt's error message", self.action_copy_error
             ),
