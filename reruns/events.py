@@ -136,6 +136,29 @@ class AdaptiveProgress:
 
 
 @dataclass(frozen=True)
+class ConcurrencyChanged:
+    """The run's concurrency limit moved (reruns/concurrency.py): the controller's law
+    (``reason`` "slow start", "grow", "at the provider's edge", "rate-limit episode") or a
+    retune ("set"); ``setting`` is the run's ``--concurrency`` now (``4``, ``auto:1-4-64``)."""
+
+    run_id: str
+    limit: int
+    previous: int
+    reason: str
+    setting: str
+    episodes: int  # rate-limit episodes so far
+
+
+@dataclass(frozen=True)
+class RunControlled:
+    """A control request was applied (``driftdesk ctl``, the workbench): ``row`` is its
+    ``control.jsonl`` row (``at``, ``change``, ``by``, ``concurrency``, ``paused``)."""
+
+    run_id: str
+    row: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class RunFinished:
     run_id: str
     status: str  # "completed" | "interrupted" | "failed"
@@ -153,6 +176,8 @@ RunEvent = (
     | RunFinished
     | AttemptPlaced
     | AdaptiveProgress
+    | ConcurrencyChanged
+    | RunControlled
 )
 
 
@@ -178,6 +203,12 @@ class RunStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model_mismatches: int = 0  # calls whose served model differed from the requested one
+    # The concurrency limit now (fixed or the controller's), whether new attempts are held
+    # (ctl --pause), and the rate-limit episodes so far.
+    concurrency: int = 0
+    concurrency_setting: str = ""
+    paused: bool = False
+    rate_limit_episodes: int = 0
     started_at: float = field(default_factory=time.monotonic)  # monotonic seconds
 
     @property
@@ -230,8 +261,16 @@ class RunStats:
         elif isinstance(event, RunStarted):
             self.total = event.total_attempts
             self.started_at = time.monotonic()
+            self.concurrency = int(event.spec.get("concurrency") or 0)
+            self.concurrency_setting = str(event.spec.get("concurrency_setting") or "")
         elif isinstance(event, AdaptiveProgress):
             self.total = event.execution_total
+        elif isinstance(event, ConcurrencyChanged):
+            self.concurrency = event.limit
+            self.concurrency_setting = event.setting
+            self.rate_limit_episodes = event.episodes
+        elif isinstance(event, RunControlled):
+            self.paused = bool(event.row.get("paused"))
         elif isinstance(event, RunFinished):
             self.running = 0
 
@@ -249,6 +288,10 @@ class RunStats:
             prompt_tokens=int(data.get("prompt_tokens") or 0),
             completion_tokens=int(data.get("completion_tokens") or 0),
             model_mismatches=int(data.get("model_mismatches") or 0),
+            concurrency=int(data.get("concurrency") or 0),
+            concurrency_setting=str(data.get("concurrency_setting") or ""),
+            paused=bool(data.get("paused")),
+            rate_limit_episodes=int(data.get("rate_limit_episodes") or 0),
             started_at=time.monotonic() - float(data.get("elapsed_seconds") or 0.0),
         )
 
@@ -264,6 +307,10 @@ class RunStats:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "model_mismatches": self.model_mismatches,
+            "concurrency": self.concurrency,
+            "concurrency_setting": self.concurrency_setting,
+            "paused": self.paused,
+            "rate_limit_episodes": self.rate_limit_episodes,
             "elapsed_seconds": round(self.elapsed_seconds, 3),
         }
 
@@ -283,6 +330,8 @@ _EVENT_TYPES: dict[str, type[Any]] = {
         AttemptFinished,
         RunFinished,
         AdaptiveProgress,
+        ConcurrencyChanged,
+        RunControlled,
     )
 }
 

@@ -12,6 +12,7 @@ A new manifest is built as a ``RunManifest`` (driftdesk/rundir) and serialised b
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,14 @@ from driftdesk.paths import rerun_dir, runs_dir
 from driftdesk.reruns import rundir
 from driftdesk.reruns.adaptive import AdaptiveDesign
 from driftdesk.reruns.agent_kinds import AGENT_KINDS, agent_kind
+from driftdesk.reruns.concurrency import (
+    AutoBounds,
+    Concurrency,
+    ConcurrencyError,
+    concurrency_text,
+    parse_concurrency,
+    start_of,
+)
 from driftdesk.reruns.injection import InjectionSpec
 from driftdesk.reruns.link_absorb import MANIFEST_DEFAULT_LINK_FAULTS, link_faults_problem
 from driftdesk.reruns.ray_executor import RaySettings
@@ -62,7 +71,8 @@ class RunSpec:
     profile: str | Profile
     suite: str  # a built-in suite name (``basic``) or a path to a suite JSONL file
     repeat: int = DEFAULT_REPEAT
-    concurrency: int = DEFAULT_CONCURRENCY
+    # N, or the controller's bounds (``--concurrency auto[:MIN-START-MAX]``, reruns/concurrency.py)
+    concurrency: Concurrency = DEFAULT_CONCURRENCY
     timeout_s: float = DEFAULT_TIMEOUT_S
     tasks: list[str] | None = None
     sample: int | None = None
@@ -130,7 +140,7 @@ class RunSpec:
             profile=profile or str(manifest.get("profile")),
             suite=str(suite.get("path") or suite.get("name") or "basic"),
             repeat=settings.repeat,
-            concurrency=settings.concurrency,
+            concurrency=settings.concurrency_setting,
             timeout_s=settings.timeout_s,
             tasks=list(tasks),
             seed=settings.seed,
@@ -166,24 +176,38 @@ class RunSettings:
     isolate: bool
     pass_env: tuple[str, ...]
     repeat: int
-    concurrency: int
+    concurrency: int  # the fixed number, or where ``auto`` started
     timeout_s: float
     seed: int
     link_faults: str  # "absorb" | "retry"
+    # the bounds of ``--concurrency auto`` (``concurrency_control``); None: fixed
+    auto: AutoBounds | None = None
+
+    @property
+    def concurrency_setting(self) -> Concurrency:
+        return self.auto if self.auto is not None else self.concurrency
 
     @classmethod
     def from_manifest(cls, manifest: dict[str, Any]) -> RunSettings:
         command = manifest.get("command")
+        concurrency = int(manifest.get("concurrency") or MANIFEST_DEFAULT_CONCURRENCY)
+        control = manifest.get("concurrency_control")
+        auto = None
+        if isinstance(control, dict) and isinstance(control.get("setting"), str):
+            with contextlib.suppress(ConcurrencyError):  # unreadable: the number, as before
+                setting = parse_concurrency(control["setting"])
+                auto = setting if isinstance(setting, AutoBounds) else None
         return cls(
             agent=str(manifest.get("agent", "builtin")),
             command=str(command) if command is not None else None,
             isolate=bool(manifest.get("isolate", False)),
             pass_env=tuple(str(n) for n in manifest.get("pass_env") or ()),
             repeat=int(manifest.get("repeat") or DEFAULT_REPEAT),
-            concurrency=int(manifest.get("concurrency") or MANIFEST_DEFAULT_CONCURRENCY),
+            concurrency=concurrency,
             timeout_s=float(manifest.get("timeout_seconds") or DEFAULT_TIMEOUT_S),
             seed=int(manifest.get("seed") or 0),
             link_faults=str(manifest.get("link_faults") or MANIFEST_DEFAULT_LINK_FAULTS),
+            auto=auto,
         )
 
 
@@ -197,8 +221,10 @@ def check_run_spec(spec: RunSpec) -> None:
         )
     if spec.repeat < 1:
         raise RunSetupError("--repeat must be at least 1")
-    if spec.concurrency < 1:
-        raise RunSetupError("--concurrency must be at least 1")
+    try:
+        parse_concurrency(spec.concurrency)  # a number >= 1, or bounds (checked when parsed)
+    except ConcurrencyError as exc:
+        raise RunSetupError(str(exc)) from None
     if spec.timeout_s <= 0:
         raise RunSetupError("--timeout must be positive")
     problem = link_faults_problem(spec.link_faults)
@@ -238,7 +264,10 @@ def new_run_manifest(
         "suite": suite_manifest(suite),
         # adaptive: the first round every task gets (the rest follow the design)
         "repeat": spec.adaptive.min_repeats if spec.adaptive else spec.repeat,
-        "concurrency": spec.concurrency,
+        "concurrency": start_of(spec.concurrency),  # where auto starts
+        # how the concurrency ran (reruns/concurrency.py): the setting now, the limit's range,
+        # rate-limit episodes and every retune (the execution fills it in at the end)
+        "concurrency_control": {"setting": concurrency_text(spec.concurrency)},
         "timeout_seconds": spec.timeout_s,
         "agent": spec.agent,
         # the client behind the agent and its version (analysis.agent_identity reads it)
