@@ -193,8 +193,11 @@ def _run_section(run: dict[str, Any]) -> str:
     return (
         f'<section class="run" data-run="{escape(str(report["run_id"]), quote=True)}">'
         f"<h2>Run <code>{escape(str(report['run_id']))}</code></h2>"
-        + headline.identity_table(run["identity"])
+        + '<div class="run-top"><div class="headline">'
         + headline.run_headline(report)
+        + '</div><div class="who"><h3>Identity</h3>'
+        + headline.identity_table(run["identity"])
+        + "</div></div>"
         + _plots_html(images)
         + "</section>"
     )  # fmt: skip

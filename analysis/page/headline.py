@@ -105,12 +105,14 @@ def _kinds(kinds: Any) -> str:
 def _cost(report: dict[str, Any]) -> str:
     cost = report.get("cost_usd")
     tokens = (report.get("tokens") or {}).get("total")
+    notes = [f"{tokens} tokens"] if tokens else []
     if cost is not None:
         shown = f"${cost:.4f}"
     else:
+        shown = "unknown"
         unpriced = ", ".join(str(m) for m in report.get("unpriced_models") or [])
-        shown = "unknown" + (f" (no price for {unpriced})" if unpriced else "")
-    return figure("cost_usd", "cost", cost, shown, f"{tokens} tokens" if tokens else "")
+        notes += [f"no price for {unpriced}"] if unpriced else []
+    return figure("cost_usd", "cost", cost, shown, "; ".join(notes))
 
 
 def _injection(injection: Any) -> str:
