@@ -71,9 +71,12 @@ class LinkEvent:
     # Of an abandoned try: "ended" (its last failure, after which the try was run again) or
     # "during" (another failure of that try); None: of the final try.
     earlier: str | None = None
+    absorbed: bool = False  # held at the proxy and sent again (--link-faults absorb)
 
     @property
     def phrase(self) -> str:
+        if self.absorbed:
+            return f"{self.kind} absorbed at the proxy before step {self.before + 1}"
         if self.earlier == "ended":
             return f"{self.kind} ended a try (run again from scratch)"
         if self.earlier is not None:
@@ -119,6 +122,7 @@ class AttemptView:
                     "retried": e.retried,
                     "status": e.status,
                     **({"earlier_try": e.earlier} if e.earlier else {}),
+                    **({"absorbed": True} if e.absorbed else {}),
                 }
                 for e in self.events
             ],
@@ -394,6 +398,7 @@ def _view(attempt: int, row: dict[str, Any], traj: Trajectory | None, text: bool
                     position,
                     bool(step.detail.get("retried")),
                     status if isinstance(status, int) else None,
+                    absorbed=bool(step.detail.get("absorbed")),
                 )
             )
     return AttemptView(

@@ -49,3 +49,10 @@ async def test_an_absorbed_fault_shows_where_it_happened(tmp_path: Path) -> None
     after = traj.steps[traj.steps.index(event) + 1 :]
     assert any(s.kind == "model" and (s.call_index or 0) > call["call_index"] for s in after)
     assert step_line(event).plain.endswith("⚡ 429 absorbed, waited 0.1 s")
+    # explain names it as absorbed: the agent never saw it.
+    from driftdesk.analysis.explain import explain_task
+
+    data = explain_task(outcome.run_dir, call["task_id"]).to_json()
+    [view] = [v for v in data["attempts"] if v["attempt"] == call["attempt"]]
+    marked = [e for e in view["link_events"] if e.get("absorbed")]
+    assert marked and marked[0]["kind"] == "429"
