@@ -145,6 +145,7 @@ def report_page(
             "attempt_fields": list(ATTEMPT_FIELDS),
             "attempts": attempt_rows(run_dir, manifest, scrub, _listed(report)),
             "explained": explanations,
+            "explained_order": list(explanations),  # a JS object puts ids like "12" first
             "explained_of": len(volatile),
         }
         runs.append(run)

@@ -154,6 +154,7 @@
       detail.scrollIntoView({ block: "nearest" });
       if (!many) history.replaceState(null, "", "#task=" + encodeURIComponent(task.task_id));
     };
+    section.append(wobbling(tasks, explained, run.explained_order || Object.keys(explained), show));
     section.append(dataTable({
       rows: tasks,
       text: (t) => t.task_id,
@@ -189,6 +190,26 @@
     const linked = wanted === null ? null : tasks.find((t) => t.task_id === wanted);
     if (linked) show(linked, null);
     return section;
+  }
+
+  // The volatile tasks at a glance, the most volatile first (the order they were explained
+  // in), each with explain's first finding: where its passes and fails part.
+  const WOBBLING_SHOWN = 20;
+  function wobbling(tasks, explained, order, show) {
+    const byId = new Map(tasks.map((t) => [t.task_id, t]));
+    const ids = order.filter((id) => byId.has(id) && explained[id]);
+    if (!ids.length) return el("div", { hidden: true });
+    const items = ids.slice(0, WOBBLING_SHOWN).map((id) => {
+      const e = explained[id];
+      const task = byId.get(id);
+      const button = el("button", { type: "button", class: "link", text: id });
+      button.addEventListener("click", () => show(task, null));
+      const said = e.problem || (e.sentences || [])[0] || "";
+      return el("li", { "data-wobbling": id }, button, ` ${pct(task.success_rate)} of ${task.n}: ${said}`);
+    });
+    return el("div", { class: "wobbling" },
+      el("h3", { text: `Wobbling tasks (${ids.length}${ids.length > WOBBLING_SHOWN ? `, the first ${WOBBLING_SHOWN} shown` : ""})` }),
+      el("ul", { class: "sentences" }, items));
   }
 
   function taskDetail(task, rows, explanation, fields, at, below) {

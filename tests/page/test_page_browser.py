@@ -240,3 +240,19 @@ def test_a_link_to_a_task_opens_it(page_env: PageEnv, browser: Any) -> None:
     assert opened.page.inner_text("[data-detail] h3") == f"Task {volatile['task_id']}"
     assert opened.page.locator("[data-detail] details[data-diverge]").count() == 2
     assert opened.problems == []
+
+
+def test_the_wobbling_tasks_are_listed_with_why(page_env: PageEnv, browser: Any) -> None:
+    html, path = page_env.page("report", str(page_env.run_a))
+    run = page_data(html)["runs"][0]
+    explained = run["explained"]
+    assert run["explained_order"] == list(explained)  # the most volatile first
+    page = open_page(browser, path).page
+    listed = page.eval_on_selector_all(
+        "[data-wobbling]", "items => items.map(i => i.dataset.wobbling)"
+    )
+    assert listed == list(explained)[:20] and listed
+    first = listed[0]
+    assert explained[first]["sentences"][0] in page.inner_text(f'[data-wobbling="{first}"]')
+    page.click(f'[data-wobbling="{first}"] button')
+    assert page.inner_text("[data-detail] h3") == f"Task {first}"
