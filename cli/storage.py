@@ -105,7 +105,7 @@ def cmd_push(args: argparse.Namespace) -> int:
                 published = push(local, url, take_over=args.take_over)
                 print(printable(f"published: {published}"))
     except (store.StoreError, SourceError, ResultsImportError) as exc:
-        return _fail(str(exc), EXIT_FAILED)
+        return _fail(str(exc), _exit_code(exc))
     return 0
 
 
@@ -145,9 +145,13 @@ def cmd_pull(args: argparse.Namespace) -> int:
     try:
         run_dir = pull(args.url, Path(args.out))
     except store.StoreError as exc:
-        return _fail(str(exc), EXIT_FAILED)
+        return _fail(str(exc), _exit_code(exc))
     print(printable(f"pulled: {printable_path(run_dir)}"))
     return 0
+
+
+def _exit_code(exc: Exception) -> int:
+    return EXIT_BAD_INPUT if isinstance(exc, store.MissingExtra) else EXIT_FAILED
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:

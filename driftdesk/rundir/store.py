@@ -49,6 +49,10 @@ class StoreError(Exception):
     """Object storage could not be used as asked (one line, never a credential)."""
 
 
+class MissingExtra(StoreError):
+    """The URL's store needs a package this install lacks (the line says which)."""
+
+
 def is_url(text: object) -> bool:
     """Whether a command-line value is a URL (``scheme://…``), never a folder name."""
     return isinstance(text, str) and _SCHEME.match(text) is not None
@@ -93,7 +97,7 @@ def filesystem(url: str) -> Any:
     try:
         import fsspec
     except ImportError:
-        raise StoreError(
+        raise MissingExtra(
             f"{protocol}:// URLs need driftdesk's object-storage extra: {INSTALL_EXTRA}"
         ) from None
     try:
@@ -102,7 +106,7 @@ def filesystem(url: str) -> Any:
         needed = _IMPLEMENTATIONS.get(protocol)
         what = f"pip install {needed}" if needed else f"the fsspec implementation of {protocol}"
         extra = f" ({INSTALL_EXTRA} brings s3://)" if protocol not in ("s3", "s3a") else ""
-        raise StoreError(f"{protocol}:// URLs need {what}{extra}") from None
+        raise MissingExtra(f"{protocol}:// URLs need {what}{extra}") from None
     except ValueError:
         raise StoreError(f"{protocol}:// is no storage fsspec knows") from None
 

@@ -1,0 +1,73 @@
+"""Helpers of the object-storage tests: runs on disk to publish, a sandbox profile, a plain
+install (no fsspec) for a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from analysis_fixtures import attempt_row, write_run
+
+REAL_KEY = "sk-test-REALKEY-storage-0123456789ab"
+
+
+def history(root: Path, machine: str, nights: int, tasks: int = 4, repeat: int = 3) -> list[Path]:
+    """``nights`` completed runs of one suite under ``root``, as one machine wrote them: some
+    link errors, retried tries (``retries``), a flaky task."""
+    made = []
+    for night in range(nights):
+        run_id = f"{machine}-night{night:02d}"
+        rows: list[dict[str, Any] | str] = []
+        for t in range(tasks):
+            for attempt in range(repeat):
+                if t == 0 and attempt == 0 and night % 2:
+                    outcome = "link_error"
+                else:
+                    outcome = "pass" if (t + attempt + night) % 3 else "fail"
+                rows.append(
+                    attempt_row(
+                        run_id, f"task-{t}", attempt, outcome, retries=attempt % 2,
+                        started_at=f"2026-11-{night + 1:02d}T0{t}:00:00.000Z",
+                    )
+                )  # fmt: skip
+        run = write_run(
+            root, run_id, rows, tasks=[f"task-{t}" for t in range(tasks)], repeat=repeat
+        )
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest["started_at"] = f"2026-11-{night + 1:02d}T0{'12'[machine < 'b']}:00:00Z"
+        (run / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        made.append(run)
+    return made
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+def without_fsspec(tmp: Path) -> dict[str, str]:
+    """The environment of a plain install: ``import fsspec`` fails as it does without the
+    extra (a module of that name first on the path that raises ImportError)."""
+    blocker = tmp / "plain-install"
+    blocker.mkdir(exist_ok=True)
+    (blocker / "fsspec.py").write_text("raise ImportError('No module named fsspec')\n")
+    return cli_env(PYTHONPATH=f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+
+def driftdesk(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+              timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "driftdesk", *args],
+        capture_output=True, text=True, env=env if env is not None else dict(os.environ),
+        cwd=cwd, timeout=timeout,
+    )  # fmt: skip
+
+
+def json_of(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
