@@ -63,8 +63,10 @@ def test_a_new_runs_manifest_reads_back_as_its_spec(tmp_path: Path) -> None:
         concurrency=7,
         timeout_s=33.0,
         seed=11,
+        link_faults="absorb",  # the command agent's default (its whole try would be rerun)
     )
     again = RunSpec.rerun_of(manifest, ["arith-01"], tmp_path / "run")
+    assert again.link_faults == "absorb"
     for name in ("repeat", "concurrency", "timeout_s", "seed", "agent", "command", "isolate"):
         assert getattr(again, name) == getattr(spec, name), name
     assert again.pass_env == spec.pass_env
