@@ -204,7 +204,7 @@
       const task = byId.get(id);
       const button = el("button", { type: "button", class: "link", text: id });
       button.addEventListener("click", () => show(task, null));
-      const said = e.problem || (e.sentences || [])[0] || "";
+      const said = e.problem || e.finding || "";
       return el("li", { "data-wobbling": id }, button, ` ${pct(task.success_rate)} of ${task.n}: ${said}`);
     });
     return el("div", { class: "wobbling" },

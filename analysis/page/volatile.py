@@ -30,11 +30,16 @@ def explained(run_dir: str, task_id: str, scrub: Scrubber) -> dict[str, Any]:
     except (SourceError, NoTrajectoryError, OSError, ValueError) as exc:
         return {"problem": scrub.text(str(exc))}
     views = {v.attempt: v for v in e.views}
+    sentences = _sentences(e, scrub.drop_content)
+    differing = [s for s in sentences if s.startswith("step ")]
     data: dict[str, Any] = {
         "groups": e.groups,
         "apart": [[v.attempt, v.outcome] for v in e.apart],
         "without_trajectory": e.without_trajectory,
-        "sentences": [scrub.text(s) for s in _sentences(e, scrub.drop_content)],
+        "sentences": [scrub.text(s) for s in sentences],
+        # the one line the list of wobbling tasks shows: the step where passes and fails differ
+        # most, else where pairs part
+        "finding": scrub.text(next(iter(differing), sentences[0] if sentences else "")),
         "pair": None,
     }
     chosen = _chosen_pair(e)

@@ -253,6 +253,8 @@ def test_the_wobbling_tasks_are_listed_with_why(page_env: PageEnv, browser: Any)
     )
     assert listed == list(explained)[:20] and listed
     first = listed[0]
-    assert explained[first]["sentences"][0] in page.inner_text(f'[data-wobbling="{first}"]')
+    finding = explained[first]["finding"]
+    assert finding in explained[first]["sentences"] and finding.startswith("step ")
+    assert finding in page.inner_text(f'[data-wobbling="{first}"]')
     page.click(f'[data-wobbling="{first}"] button')
     assert page.inner_text("[data-detail] h3") == f"Task {first}"
