@@ -56,3 +56,39 @@ async def test_the_task_screen_counts_absorbed_faults(home, runs_dir, make_app, 
     absorbed = [r for r in retries if r.endswith(" absorbed")]
     assert len(absorbed) == len(rows), retries
     assert absorbed[0] == f"0 +{rows[0]['absorbed_faults']} absorbed"
+
+
+async def test_the_headline_says_what_was_absorbed(home, runs_dir, make_app, settle) -> None:
+    from driftdesk.analysis.report import build_report
+    from driftdesk.tui.screens.volatility import VolatilityScreen
+
+    with SandboxServer(seed=3) as server:
+        outcome = await execute_run(
+            RunSpec(
+                profile=Profile(
+                    name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL
+                ),
+                suite="basic",
+                repeat=2,
+                concurrency=8,
+                out_dir=runs_dir,
+                api_key="sk-test-REALKEY-absorb-tui-0123456789",
+                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
+                seed=4,
+                inject="429=40%:0.01s",
+                link_faults="absorb",
+            )
+        )
+    [report] = build_report([Path(outcome.run_dir)])
+    section = report.link_faults
+    assert section is not None and section["absorbed"] > 0
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, VolatilityScreen) and screen.report is not None
+        shown = str(screen.query_one("#summary").render())
+    assert (
+        f"link faults       absorbed {section['absorbed']} "
+        f"(waited {section['absorbed_wait_s']:.1f} s), surfaced 0"
+    ) in shown, shown

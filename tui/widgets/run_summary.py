@@ -86,6 +86,16 @@ def summary_text(
             f"{injection['surfaced']}, misattributed {injection['misattributed']}",
             "bold red" if injection["misattributed"] else "cyan",
         )
+    absorbed = getattr(report, "link_faults", None)
+    if absorbed:
+        # run --link-faults absorb: faults held at the proxy and sent again (never seen by
+        # the agent), beside what still surfaced as link errors
+        fact(
+            "link faults",
+            f"absorbed {absorbed['absorbed']} (waited {absorbed['absorbed_wait_s']:.1f} s), "
+            f"surfaced {absorbed['surfaced']}",
+            "cyan",
+        )
     if report.harness_errors:
         # Attempts the harness itself broke (a crash, no result): not the model, not the
         # link; when every attempt is one, nothing was measured and the reason says why.
