@@ -19,7 +19,17 @@ PROFILE_IMPORT_SOURCES = ("claude", "codex", "env")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from driftdesk.cli import analysis, cache, explain, profiles, runs, storage, trend, workbench
+    from driftdesk.cli import (
+        analysis,
+        cache,
+        ctl,
+        explain,
+        profiles,
+        runs,
+        storage,
+        trend,
+        workbench,
+    )
 
     parser = argparse.ArgumentParser(
         prog="driftdesk",
@@ -49,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     profiles.register(sub)
     runs.register(sub)
+    ctl.register(sub)
     analysis.register(sub)
     trend.register(sub)
     explain.register(sub)
@@ -162,7 +173,7 @@ def _quiet_stdout() -> None:
 # to a harness, which a run marks with DRIFTDESK_RUN_CHILD (the real key is refused there too).
 _RUN_COMMANDS = frozenset(
     {"run", "resume", "report", "compare", "check", "tasks", "plot", "trend", "explain"}
-    | {"cache", "tui", "demo", "import", "push", "pull"}
+    | {"cache", "tui", "demo", "import", "push", "pull", "ctl"}
 )
 
 

@@ -69,10 +69,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     budget.add_argument("--budget-usd", type=float, metavar="X", help="cost at most (priced)")
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=concurrency_argument,
         default=2,
-        help="attempts at once (default 2, as in the workbench: gentle on a provider's rate "
-        "limit; the demo runs 8 against its sandbox)",
+        metavar="N|auto[:MIN-START-MAX]",
+        help="attempts at once and model calls in flight (default 2, as in the workbench: "
+        "gentle on a provider's rate limit; the demo runs 8 against its sandbox); auto: a "
+        "controller finds what the provider allows (auto = auto:1-4-64); driftdesk ctl "
+        "changes it while the run runs",
     )
     p.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per attempt try (default 120)"
@@ -190,7 +193,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("run_dir", type=Path)
     r.add_argument("--retry-link-errors", action="store_true")
-    r.add_argument("--concurrency", type=int, help="override the run's concurrency")
+    r.add_argument(
+        "--concurrency",
+        type=concurrency_argument,
+        metavar="N|auto[:MIN-START-MAX]",
+        help="override the run's concurrency",
+    )
     r.add_argument(
         "--link-faults",
         choices=["absorb", "retry"],
@@ -550,6 +558,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
             ray=ray,
         )
     )
+
+
+def concurrency_argument(text: str) -> Any:
+    """``--concurrency``: a number, ``auto`` or ``auto:MIN-START-MAX``."""
+    from driftdesk.reruns.concurrency import ConcurrencyError, parse_concurrency
+
+    try:
+        return parse_concurrency(text)
+    except ConcurrencyError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--concurrency ")) from None
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:

@@ -61,8 +61,11 @@ class AutoBounds:
 Concurrency = int | AutoBounds
 
 
-def parse_concurrency(value: str | int) -> Concurrency:
-    """``4``, ``auto`` or ``auto:2-8-64`` (``auto:2-64``: start at the smaller of 4 and 64)."""
+def parse_concurrency(value: str | Concurrency) -> Concurrency:
+    """``4``, ``auto`` or ``auto:2-8-64`` (``auto:2-64``: start at the smaller of 4 and 64);
+    bounds given as such are checked."""
+    if isinstance(value, AutoBounds):
+        return parse_concurrency(value.text())
     if isinstance(value, int):
         if value < 1:
             raise ConcurrencyError("--concurrency must be at least 1")

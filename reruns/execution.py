@@ -23,7 +23,7 @@ import random
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +38,7 @@ from driftdesk.reruns.adaptive import AdaptivePolicy
 from driftdesk.reruns.agent_kinds import AGENT_KINDS
 from driftdesk.reruns.agents import AttemptContext
 from driftdesk.reruns.call_verdicts import call_figures
+from driftdesk.reruns.concurrency import Concurrency, concurrency_text, start_of
 from driftdesk.reruns.events import (
     AdaptiveProgress,
     AttemptEnded,
@@ -46,6 +47,8 @@ from driftdesk.reruns.events import (
     AttemptRetrying,
     AttemptStarted,
     CallRecorded,
+    ConcurrencyChanged,
+    RunControlled,
     RunEvent,
     RunFinished,
     RunListener,
@@ -61,10 +64,16 @@ from driftdesk.reruns.ray_executor import RayCluster
 from driftdesk.reruns.ray_tries import RayTries
 from driftdesk.reruns.recording import CallRecorder, RecordingSettings, tries_begun
 from driftdesk.reruns.retry import RetryPolicy
+from driftdesk.reruns.run_control import LiveControl
 from driftdesk.reruns.run_spec import RunSettings, RunSetupError
 from driftdesk.reruns.suites import Suite
 from driftdesk.reruns.tries import TryHost
-from driftdesk.rundir import RECORDING_SUFFIX, open_private, write_final_manifest
+from driftdesk.rundir import (
+    CONTROL_FILE,
+    RECORDING_SUFFIX,
+    open_private,
+    write_final_manifest,
+)
 from driftdesk.secrets import redact
 
 if TYPE_CHECKING:
@@ -105,7 +114,7 @@ class Execution:
         listener: RunListener | None,
         notices: list[str],
         cluster: RayCluster | None = None,
-        concurrency: int | None = None,
+        concurrency: Concurrency | None = None,
     ) -> None:
         """The run's settings come from its manifest, written before: a fresh run and a resume
         run the same way (``concurrency`` overrides the manifest's, as ``resume`` allows)."""
@@ -121,7 +130,18 @@ class Execution:
         self.kind = AGENT_KINDS[settings.agent]  # refused before when unknown
         self.pass_env = settings.pass_env
         self.timeout_s = settings.timeout_s
-        self.concurrency = max(1, concurrency or settings.concurrency)
+        # N, or auto bounds: the limit on attempts at once and on model calls in flight at
+        # the proxy (reruns/concurrency.py); ``ctl`` may change it while the run runs.
+        self.concurrency_setting: Concurrency = (
+            concurrency if concurrency is not None else settings.concurrency_setting
+        )
+        self.concurrency = start_of(self.concurrency_setting)
+        self.live = LiveControl(
+            run_dir, self.run_id, self.concurrency_setting, self.emit, self._ensure_workers
+        )
+        self.admission = self.live.admission
+        self._control_appender: JsonlAppender | None = None
+        self._pending: deque[tuple[str, int]] = deque()
         seed = settings.seed
         self.policy = RetryPolicy.from_manifest(manifest)
         self.injection = InjectionSpec.from_manifest(manifest)
@@ -152,6 +172,8 @@ class Execution:
     # --- events -----------------------------------------------------------------------------
 
     def emit(self, event: RunEvent) -> None:
+        if isinstance(event, (ConcurrencyChanged, RunControlled)):
+            self.stats.record_event(event)  # the limit, the pause, the episodes
         if self.listener is None:
             return
         try:
@@ -168,6 +190,18 @@ class Execution:
         secrets = (self._real_key, self.proxy.run_key if self.proxy else None)
         trace = "".join(traceback.format_exception(exc))
         log.error("%s\n%s", message, redact(trace, secrets).rstrip("\n"))
+
+    # --- the workers the limit needs (reruns/run_control.py) ---------------------------------
+
+    def _ensure_workers(self) -> None:
+        """Enough workers for the limit (a retune may raise it past the workers started)."""
+        if not self._workers or (self.adaptive is None and not self._pending):
+            return
+        while sum(not w.done() for w in self._workers) < self.live.worker_count():
+            self._workers.append(asyncio.get_running_loop().create_task(self._next_worker()))
+
+    def _next_worker(self) -> Coroutine[Any, Any, None]:
+        return self._adaptive_worker() if self.adaptive is not None else self._worker()
 
     def _on_call(self, call: dict[str, Any]) -> None:
         self.stats.record_call(call)
@@ -202,6 +236,8 @@ class Execution:
 
     async def run(self, slots: list[tuple[str, int]], *, total: int | None = None) -> RunOutcome:
         self.stats.total = len(slots) if total is None else total
+        self.stats.concurrency = self.live.controller.limit()
+        self.stats.concurrency_setting = concurrency_text(self.live.setting)
         task_ids = tuple(self.manifest["tasks"])
         # the client of this execution (a resume's may be newer than the run's)
         resumes = self.manifest.get("resumes") or [{}]
@@ -219,6 +255,7 @@ class Execution:
                     "agent": self.agent,
                     "client": client,
                     "concurrency": self.concurrency,
+                    "concurrency_setting": concurrency_text(self.live.setting),
                     "timeout_seconds": self.timeout_s,
                     "resumed": bool(self.manifest.get("resumes")),
                     "notices": list(self.notices),
@@ -232,25 +269,29 @@ class Execution:
             )
         )
         status = "failed"
+        control: asyncio.Task[None] | None = None
         try:
             await self._start()
+            control = asyncio.create_task(self.live.take_requests())
             if self.kind.once_per_run:  # one inspect process for the whole run
                 await run_inspect_eval(self)
                 slots = []
-            pending = deque(slots)
+            self._pending = deque(slots)
             if self.adaptive is not None:
                 self._emit_progress(now=True)
-                workers = self._workers = [
-                    asyncio.create_task(self._adaptive_worker()) for _ in range(self.concurrency)
-                ]
+                count = self.live.worker_count()
             else:
-                workers = self._workers = [
-                    asyncio.create_task(self._worker(pending))
-                    for _ in range(min(self.concurrency, len(slots)))
-                ]
+                count = min(self.live.worker_count(), len(slots))
+            self._workers = [asyncio.create_task(self._next_worker()) for _ in range(count)]
             try:
-                await asyncio.gather(*workers)
+                # A retune may add workers while these run: wait for those too.
+                while True:
+                    workers = list(self._workers)
+                    await asyncio.gather(*workers)
+                    if len(self._workers) == len(workers):
+                        break
             except BaseException:
+                workers = list(self._workers)
                 for worker in workers:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
@@ -266,7 +307,13 @@ class Execution:
             status = "interrupted"
             raise
         finally:
+            if control is not None:
+                control.cancel()
+                await asyncio.gather(control, return_exceptions=True)
             await self._stop()
+            self.manifest["concurrency_control"] = self.live.summary(
+                self.manifest.get("concurrency_control")
+            )
             self.manifest["status"] = status
             self.manifest["ended_at"] = rundir.iso(rundir.utc_now())
             if self._stop_reason is not None:
@@ -305,12 +352,17 @@ class Execution:
             # calls.jsonl rows are written at once (a kill -9 keeps them: they are in the OS's
             # page cache) but not fsynced one by one: only attempts.jsonl rows carry that cost.
             self._calls_file = JsonlAppender(self.run_dir / rundir.CALLS, fsync=False)
+            self._control_appender = JsonlAppender(self.run_dir / CONTROL_FILE, fsync=False)
         except OSError as exc:
             raise RunSetupError(cannot_write_run_dir(self.run_dir, exc)) from None
         # File writes and fsyncs run on one I/O thread, in submission order, so they never
         # stall the event loop (and the proxy's streams with it). One thread: on a small
         # machine more threads only compete with the loop for the cores.
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="driftdesk-run-io")
+        try:
+            self.live.open(_BackgroundRows(self._control_appender, self._io, self._watch_write))
+        except OSError as exc:
+            raise RunSetupError(cannot_write_run_dir(self.run_dir, exc)) from None
         recording = RecordingSettings.from_manifest(self.manifest)
         recorder = None
         if recording.bodies:
@@ -333,6 +385,7 @@ class Execution:
             tries=tries_begun(self.run_dir),
             host=self.cluster.node_ip if self.cluster is not None else "127.0.0.1",
             recorder=recorder,
+            call_gate=self.live.controller,
             absorb=(
                 AbsorbPolicy(self.policy, self.timeout_s)
                 if RunSettings.from_manifest(self.manifest).link_faults == "absorb"
@@ -398,18 +451,27 @@ class Execution:
             self.cluster.close()
         if self._io is not None:
             self._io.shutdown(wait=True)  # every submitted write is done before we close
-        for appender in (self._calls_file, self._attempts_file):
+        self.live.close()
+        for appender in (self._calls_file, self._attempts_file, self._control_appender):
             if appender is not None:
                 appender.close()
 
-    async def _worker(self, pending: deque[tuple[str, int]]) -> None:
+    async def _worker(self) -> None:
+        """Run the next pending slot whenever the admission has room (the limit, a pause)."""
+        pending = self._pending
         while pending and self._stop_reason is None:
-            task_id, attempt = pending.popleft()
+            await self.admission.enter()
             try:
-                await self._run_slot(task_id, attempt)
-            except OSError as exc:  # the attempt's log or result folder could not be written
-                self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
-                return
+                if not pending or self._stop_reason is not None:
+                    return  # another worker took the last slot meanwhile
+                task_id, attempt = pending.popleft()
+                try:
+                    await self._run_slot(task_id, attempt)
+                except OSError as exc:  # the attempt's log or result folder was not written
+                    self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
+                    return
+            finally:
+                self.admission.leave()
 
     async def _adaptive_worker(self) -> None:
         """Start the slot the policy hands out whenever this worker is free; when it hands out
@@ -417,8 +479,10 @@ class Execution:
         policy = self.adaptive
         assert policy is not None
         while self._stop_reason is None:
+            await self.admission.enter()
             slot = policy.next_slot()
             if slot is None:
+                self.admission.leave()
                 if policy.in_flight() == 0:
                     self._slot_freed.set()  # the run is done: wake the waiting workers
                     return
@@ -432,6 +496,7 @@ class Execution:
                 self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
                 return
             finally:
+                self.admission.leave()
                 if policy.tallies[task_id].in_flight and (task_id, attempt) not in self._landed:
                     policy.abandoned(task_id, attempt)  # no row: the number is free again
                 self._landed.discard((task_id, attempt))

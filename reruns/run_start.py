@@ -26,6 +26,7 @@ from driftdesk.reruns import rundir
 from driftdesk.reruns.adaptive import AdaptivePolicy
 from driftdesk.reruns.agent_kinds import AGENT_KINDS, agent_kind
 from driftdesk.reruns.command_agent import kill_leftover_harnesses
+from driftdesk.reruns.concurrency import Concurrency
 from driftdesk.reruns.demo import demo_stand_in
 from driftdesk.reruns.events import RunListener
 from driftdesk.reruns.execution import Execution, RunOutcome, cannot_write_run_dir
@@ -218,7 +219,7 @@ async def resume_run(
     *,
     api_key: str | None = None,
     profile: Profile | None = None,
-    concurrency: int | None = None,
+    concurrency: Concurrency | None = None,
     probe: bool = False,
     executor: str | None = None,
     ray: RaySettings | None = None,

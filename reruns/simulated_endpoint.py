@@ -345,6 +345,10 @@ class SandboxStats:
     by_path: Counter[str] = field(default_factory=Counter)
     authorizations: list[str] = field(default_factory=list)  # what callers sent (tests check)
     api_keys: list[str] = field(default_factory=list)  # x-api-key headers (Messages callers)
+    # Model requests being answered now, and the most at once since ``peak`` was last reset
+    # (what a concurrency limit is checked against).
+    in_flight: int = 0
+    peak: int = 0
 
 
 class SandboxEndpoint:
@@ -391,8 +395,25 @@ class SandboxEndpoint:
         self.shifted = chosen
         self.model = SimulatedModel(tasks, SkillShift(skill_shift, chosen))
 
+    @web.middleware
+    async def _count_in_flight(
+        self, request: web.Request, handler: Callable[[web.Request], Any]
+    ) -> web.StreamResponse:
+        if request.method != "POST" or request.path.endswith("count_tokens"):
+            return await handler(request)
+        self.stats.in_flight += 1
+        self.stats.peak = max(self.stats.peak, self.stats.in_flight)
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        finally:
+            self.stats.in_flight -= 1
+
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)  # agents send long contexts
+        app = web.Application(
+            client_max_size=64 * 1024 * 1024,  # agents send long contexts
+            middlewares=[self._count_in_flight],
+        )
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/responses", self._responses)
