@@ -188,7 +188,7 @@ def place_urls(args: argparse.Namespace, argv: list[str]) -> int | None:
             _read_in_place(args, name, url_of)
     except store.StoreError as exc:
         return _fail(str(exc))
-    for name in LOCAL_PATHS:
+    for name in () if command in ("push", "pull") else LOCAL_PATHS:
         values = getattr(args, name, None)
         for value in values if isinstance(values, list) else [values]:
             url = url_of(value)

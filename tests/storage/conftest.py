@@ -9,9 +9,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,8 +18,7 @@ for _helpers in ("analysis", "reruns"):
     if str(_TESTS / _helpers) not in sys.path:
         sys.path.append(str(_TESTS / _helpers))
 
-SECRET = "storage-SECRET-do-not-write-0123456789abcdef"
-ACCESS_KEY = "AKIASTORAGETESTKEY01"
+from storage_helpers import ACCESS_KEY, SECRET, Bucket  # noqa: E402
 
 
 def _free_port() -> int:
@@ -41,21 +38,6 @@ def moto_endpoint() -> Iterator[str]:
     server.start()
     yield f"http://127.0.0.1:{port}"
     server.stop()
-
-
-@dataclass
-class Bucket:
-    name: str
-    endpoint: str
-    fs: Any
-
-    def url(self, *names: str) -> str:
-        return "/".join([f"s3://{self.name}", *names])
-
-    def objects(self, prefix: str = "") -> dict[str, dict[str, Any]]:
-        path = f"{self.name}/{prefix}".rstrip("/")
-        self.fs.invalidate_cache()
-        return dict(self.fs.find(path, detail=True))
 
 
 @pytest.fixture

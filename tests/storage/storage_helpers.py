@@ -7,12 +7,32 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analysis_fixtures import attempt_row, write_run
 
 REAL_KEY = "sk-test-REALKEY-storage-0123456789ab"
+SECRET = "storage-SECRET-do-not-write-0123456789abcdef"  # the store's secret key
+ACCESS_KEY = "AKIASTORAGETESTKEY01"
+
+
+@dataclass
+class Bucket:
+    """A bucket of the loopback S3 server, and an s3fs client of it."""
+
+    name: str
+    endpoint: str
+    fs: Any
+
+    def url(self, *names: str) -> str:
+        return "/".join([f"s3://{self.name}", *names])
+
+    def objects(self, prefix: str = "") -> dict[str, dict[str, Any]]:
+        path = f"{self.name}/{prefix}".rstrip("/")
+        self.fs.invalidate_cache()
+        return dict(self.fs.find(path, detail=True))
 
 
 def history(root: Path, machine: str, nights: int, tasks: int = 4, repeat: int = 3) -> list[Path]:

@@ -1,0 +1,181 @@
+"""Runs pushed to a bucket read in place: report, compare, check, trend, explain and tasks
+over an s3:// URL give the figures of the same runs on disk; a second read of an unchanged
+history fetches nothing (one listing); objects changing under a read; a bucket that is not
+there or refuses; a prefix of thousands of runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from storage_helpers import SECRET, Bucket, driftdesk, history, json_of
+
+from driftdesk.rundir import remote_view, store
+
+
+def _two_machines(tmp_path: Path, bucket: Bucket) -> Path:
+    """Machine a and machine b each push their nights; a local folder holds both."""
+    a = history(tmp_path / "machine-a", "a", 3)
+    b = history(tmp_path / "machine-b", "b", 3)
+    for machine in ("machine-a", "machine-b"):
+        result = driftdesk("push", str(tmp_path / machine), bucket.url("nightly"))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.count("published: s3://") == 3
+    together = tmp_path / "together"
+    for run in a + b:
+        shutil.copytree(run, together / run.name)
+    return together
+
+
+def _without_paths(report: object) -> object:
+    if isinstance(report, dict):
+        return {
+            k: _without_paths(v)
+            for k, v in report.items()
+            if k not in ("path", "run_dir", "source")
+        }
+    if isinstance(report, list):
+        return [_without_paths(v) for v in report]
+    return report
+
+
+def test_two_machines_history_in_a_bucket_reads_as_on_disk(bucket: Bucket, tmp_path: Path) -> None:
+    together = _two_machines(tmp_path, bucket)
+    url = bucket.url("nightly")
+    remote = json_of(driftdesk("trend", url, "--json"))
+    local = json_of(driftdesk("trend", str(together), "--json"))
+    assert [r["run_id"] for r in remote["runs"]] == [r["run_id"] for r in local["runs"]]
+    assert len(remote["runs"]) == 6
+    assert _without_paths(remote) == _without_paths(local)
+
+    run = "b-night01"  # has a link error and retried tries
+    remote_report = json_of(driftdesk("report", bucket.url("nightly", run), "--format", "json"))
+    local_report = json_of(driftdesk("report", str(together / run), "--format", "json"))
+    assert _without_paths(remote_report) == _without_paths(local_report)
+
+    compared = driftdesk(
+        "compare",
+        bucket.url("nightly", "a-night00"),
+        bucket.url("nightly", run),
+        "--format",
+        "json",
+    )
+    local_compared = driftdesk(
+        "compare", str(together / "a-night00"), str(together / run), "--format", "json"
+    )
+    assert _without_paths(json_of(compared)) == _without_paths(json_of(local_compared))
+    checked = driftdesk("check", bucket.url("nightly", run), "--min-success", "0.1")
+    local_checked = driftdesk("check", str(together / run), "--min-success", "0.1")
+    assert checked.returncode == local_checked.returncode
+    tasks = driftdesk("tasks", bucket.url("nightly", run), "--failed")
+    assert tasks.stdout == driftdesk("tasks", str(together / run), "--failed").stdout
+    assert "task-" in tasks.stdout
+    # nothing driftdesk wrote holds the store's secret
+    for folder in (Path.home(), tmp_path):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    _two_machines(tmp_path, bucket)
+    url = bucket.url("nightly")
+    folder = remote_view.view(url)
+    seen = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    fetched: list[str] = []
+    real_fetch = store.fetch
+
+    def counting(fs: object, stored: store.StoredObject) -> bytes:
+        fetched.append(stored.path)
+        return real_fetch(fs, stored)
+
+    store.fetch = counting  # type: ignore[assignment]
+    try:
+        assert remote_view.view(url) == folder
+        assert fetched == []
+        # a run grows by one part: only that part is fetched, appended to the view's file
+        run = "a-night02"
+        end = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run].published_end(
+            "attempts.jsonl"
+        )
+        row = (folder / run / "attempts.jsonl").read_text().splitlines()[0]
+        grown = json.dumps({**json.loads(row), "attempt": 3}) + "\n"
+        part = f"{bucket.name}/nightly/{run}/attempts.jsonl.parts/{store.part_name(end)}"
+        bucket.fs.pipe_file(part, grown.encode())
+        before = (folder / run / "attempts.jsonl").stat()
+        remote_view.view(url)
+        assert fetched == [part]
+        after = (folder / run / "attempts.jsonl").stat()
+        assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size + len(grown))
+    finally:
+        store.fetch = real_fetch  # type: ignore[assignment]
+    unchanged = [p for p in seen if "a-night02" not in str(p) and p.exists()]
+    assert all(p.stat().st_mtime_ns == seen[p] for p in unchanged)
+
+
+def test_objects_changing_under_a_read(bucket: Bucket, tmp_path: Path) -> None:
+    _two_machines(tmp_path, bucket)
+    url = bucket.url("nightly")
+    root = f"{bucket.name}/nightly"
+    stale = store.list_runs(bucket.fs, root)  # a listing taken before the writes below
+    manifest = f"{root}/a-night00/manifest.json"
+    changed = json.loads(bucket.fs.cat_file(manifest))
+    changed["model"] = "gpt-5-replaced"
+    bucket.fs.pipe_file(manifest, json.dumps(changed).encode())
+    gone = stale["b-night00"].parts["attempts.jsonl"][0][1].path
+    first = bucket.fs.cat_file(gone).splitlines(keepends=True)
+    rows = b"".join(first[:-1])  # the part written again, one line shorter, under the read
+    bucket.fs.rm_file(gone)
+    bucket.fs.pipe_file(gone, rows)
+    listings = iter([stale])
+    real = store.list_runs
+
+    listed_times = 0
+
+    def first_stale(fs: object, where: str) -> dict[str, store.StoredRun]:
+        nonlocal listed_times
+        listed_times += 1
+        return next(listings, None) or real(fs, where)
+
+    store.list_runs = first_stale  # type: ignore[assignment]
+    try:
+        folder = remote_view.view(url)
+    finally:
+        store.list_runs = real  # type: ignore[assignment]
+    assert json.loads((folder / "a-night00" / "manifest.json").read_text())["model"] == (
+        "gpt-5-replaced"
+    )
+    assert (folder / "b-night00" / "attempts.jsonl").read_bytes() == rows
+    assert listed_times == 2  # the stale listing, then one more after the change was seen
+
+
+def test_a_missing_bucket_and_a_refusing_store_say_so(bucket: Bucket, monkeypatch) -> None:
+    result = driftdesk("trend", "s3://no-such-bucket-here/nightly")
+    assert result.returncode == 2
+    assert "no bucket 'no-such-bucket-here'" in result.stderr and "Traceback" not in result.stderr
+    empty = driftdesk("report", bucket.url("nothing-here"))
+    assert empty.returncode == 2 and "Traceback" not in empty.stderr
+
+
+def test_a_prefix_with_thousands_of_runs(bucket: Bucket, tmp_path: Path) -> None:
+    template = history(tmp_path / "one", "t", 1)[0]
+    manifest = json.loads((template / "manifest.json").read_text())
+    rows = (template / "attempts.jsonl").read_bytes()
+    objects = {}
+    count = 2000
+    for n in range(count):
+        run_id = f"run-{n:05d}"
+        started = f"2026-{1 + n // 28 % 12:02d}-{1 + n % 28:02d}T{n % 24:02d}:00:00Z"
+        objects[f"{bucket.name}/many/{run_id}/manifest.json"] = json.dumps(
+            {**manifest, "run_id": run_id, "started_at": started}
+        ).encode()
+        objects[f"{bucket.name}/many/{run_id}/attempts.jsonl.parts/{store.part_name(0)}"] = rows
+    bucket.fs.pipe(objects)
+    result = driftdesk("trend", bucket.url("many"), "--json", "--last", "5", timeout=600)
+    trend = json_of(result)
+    assert len(trend["runs"]) == 5
+    folder = remote_view.view_folder(bucket.url("many"))
+    assert len([p for p in folder.iterdir() if p.is_dir()]) == count
