@@ -61,6 +61,7 @@ import json
 import random
 import re
 import threading
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -490,7 +491,7 @@ class SandboxEndpoint:
         change nothing the model plays; else on the task's request count, as before."""
         parts = (attempt_header or "").rsplit("/", 2)
         if len(parts) == 3 and parts[1].isdigit():
-            task_id, attempt = parts[0], parts[1]
+            task_id, attempt = urllib.parse.unquote(parts[0]), parts[1]
             asked = self._per_turn[(task_id, attempt, turn)]
             self._per_turn[(task_id, attempt, turn)] += 1
             base = f"{self.seed}:{task_id}:{attempt}:{turn}"

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from driftdesk.reruns.proxy import attempt_header_value
 from driftdesk.reruns.rate_limit import RateLimit, RateLimiter, openai_duration
 from driftdesk.reruns.simulated_endpoint import ATTEMPT_HEADER, FaultRates, SandboxServer
 from driftdesk.reruns.suites import load_suite
@@ -124,7 +125,10 @@ async def _answers_in_order(
         for task_id, attempt in order:
             while True:
                 status, _, body = await _chat(
-                    session, server.base_url, _prompt(task_id), attempt=f"{task_id}/{attempt}/0"
+                    session,
+                    server.base_url,
+                    _prompt(task_id),
+                    attempt=attempt_header_value(task_id, attempt, 0),
                 )
                 if status == 200 or not retry_faults:
                     break
