@@ -107,8 +107,10 @@ def run_copy(page_env: PageEnv, tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one test module: closed after it, so that Playwright's own event loop is
+    gone before a later module's asyncio tests run in the same worker."""
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium is not installed (./run tests installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
