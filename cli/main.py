@@ -214,8 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(printable(f"driftdesk: error: {refused}"), file=sys.stderr)
         return 1
-    if func is not None and any("://" in a for a in args_list):
-        # a URL where a run dir or folder goes: read in place, published, or refused
+    if func is not None and (args.command == "resume" or any("://" in a for a in args_list)):
+        # a URL where a run dir or folder goes: read in place, published, or refused (and a
+        # staged run resumed is published again)
         from driftdesk.cli.storage import place_urls
 
         placed = place_urls(args, args_list)
