@@ -1,0 +1,177 @@
+"""``run --out s3://…``: durable locally first (a staging folder, shown), published as it
+goes as immutable parts a teammate reads live, whole at its end; killed mid-publish and
+resumed; the lock object keeps another machine from resuming it; the store's credentials
+never reach a harness nor anything written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from storage_helpers import REAL_KEY, SECRET, Bucket, cli_env, driftdesk, json_of
+
+from driftdesk.providers.harness_env import harness_base_environment
+from driftdesk.providers.keys import set_key
+from driftdesk.providers.profiles import Profile, ProfileStore
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+from driftdesk.rundir import store
+
+TASKS = ("arith-01", "arith-02", "arith-03", "arith-04", "arith-05", "arith-06")
+REPEAT = 3
+
+
+@pytest.fixture
+def sandbox() -> Iterator[SandboxServer]:
+    server = SandboxServer(seed=3, latency_ms=400)
+    server.start()
+    yield server
+    server.stop()
+
+
+def _start_run(sandbox: SandboxServer, url: str) -> subprocess.Popen[str]:
+    ProfileStore().save(
+        Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL)
+    )
+    set_key("sim", REAL_KEY)
+    return subprocess.Popen(
+        [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", "basic",
+         "--tasks", ",".join(TASKS), "--repeat", str(REPEAT), "--concurrency", "2",
+         "--timeout", "20", "--inject", "429=15%:0.01s,500=10%", "--seed", "5", "--out", url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _wait_for(condition, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def _published_run(bucket: Bucket) -> store.StoredRun | None:
+    bucket.fs.invalidate_cache()
+    runs = store.list_runs(bucket.fs, f"{bucket.name}/nightly")
+    run = next(iter(runs.values()), None)
+    return run if run is not None and run.parts.get("attempts.jsonl") else None
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _attempts(report: dict) -> int:
+    return int(report["attempts_judged"] + report["link_errors"] + report["harness_errors"])
+
+
+def _teammate(tmp_path: Path) -> dict[str, str]:
+    """Another person's laptop: their own home, cache and data dirs, the same store."""
+    other = tmp_path / "teammate"
+    other.mkdir(exist_ok=True)
+    return cli_env(
+        HOME=str(other), XDG_CACHE_HOME=str(other / "cache"), XDG_DATA_HOME=str(other / "data"),
+        XDG_CONFIG_HOME=str(other / "config"),
+    )  # fmt: skip
+
+
+@pytest.mark.keyring
+def test_a_run_published_as_it_goes_is_read_live_and_whole(
+    bucket: Bucket, sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    url = bucket.url("nightly")
+    process = _start_run(sandbox, url)
+    live = _wait_for(lambda: _published_run(bucket))
+    seen_parts = {p.path: p.etag for _, p in live.parts["attempts.jsonl"]}
+    teammate = _teammate(tmp_path)
+    during = json_of(
+        driftdesk("report", store.join(url, live.run_id), "--format", "json", env=teammate)
+    )
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, err
+    total = len(TASKS) * REPEAT
+    assert during["status"] == "running" and 0 < _attempts(during) < total
+    assert "staging: " in err and f"published: {url}/{live.run_id}" in out
+    staged = next(Path(os.environ["XDG_DATA_HOME"]).glob(f"driftdesk/staging/*/{live.run_id}"))
+    assert not Path.cwd().joinpath("s3:").exists()
+
+    final = _published_run(bucket)
+    assert final is not None and final.lock is None  # let go at the end
+    now = {p.path: p.etag for _, p in final.parts["attempts.jsonl"]}
+    assert all(now.get(path) == etag for path, etag in seen_parts.items())  # never rewritten
+    assert len(now) > len(seen_parts)
+    remote = json_of(driftdesk("report", store.join(url, live.run_id), "--format", "json",
+                               env=teammate))  # fmt: skip
+    local = json_of(driftdesk("report", str(staged), "--format", "json"))
+    assert _attempts(remote) == _attempts(local) == total
+    assert {k: v for k, v in remote.items() if k not in ("source", "run_dir")} == {
+        k: v for k, v in local.items() if k not in ("source", "run_dir")
+    }
+    assert remote["status"] == "completed"
+    explained = driftdesk("explain", store.join(url, live.run_id), "arith-01", "--json",
+                          env=teammate)  # fmt: skip
+    local_explained = json_of(driftdesk("explain", str(staged), "arith-01", "--json"))
+    assert json_of(explained) == {**local_explained, "run_dir": json_of(explained)["run_dir"]}
+    assert local_explained["attempts"] or local_explained
+    # the whole run is there: logs and transcripts published at its end
+    assert any("/attempts/" in o.path for o in final.other)
+    for path, _ in bucket.objects().items():
+        assert SECRET.encode() not in bucket.fs.cat_file(path), path
+        assert REAL_KEY.encode() not in bucket.fs.cat_file(path), path
+
+
+@pytest.mark.keyring
+def test_a_run_killed_mid_publish_resumes_and_no_other_machine_can(
+    bucket: Bucket, sandbox: SandboxServer, tmp_path: Path
+) -> None:
+    url = bucket.url("nightly")
+    process = _start_run(sandbox, url)
+    live = _wait_for(lambda: _published_run(bucket))
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+    killed = _published_run(bucket)
+    assert killed is not None and killed.lock is not None  # its lock stays: nobody let go
+    run_url = store.join(url, live.run_id)
+
+    refused = driftdesk("resume", run_url, env=_teammate(tmp_path))
+    assert refused.returncode != 0
+    assert "two machines never resume one run" in refused.stderr
+
+    staged = next(Path(os.environ["XDG_DATA_HOME"]).glob(f"driftdesk/staging/*/{live.run_id}"))
+    resumed = driftdesk("resume", str(staged), timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"published: {run_url}" in resumed.stdout
+    pulled = driftdesk("pull", run_url, "--out", str(tmp_path / "pulled"), env=_teammate(tmp_path))
+    assert pulled.returncode == 0, pulled.stderr
+    rows = _rows(tmp_path / "pulled" / live.run_id / "attempts.jsonl")
+    assert rows == _rows(staged / "attempts.jsonl")
+    slots = {(r["task_id"], r["attempt"]) for r in rows}
+    assert slots == {(t, a) for t in TASKS for a in range(REPEAT)}
+    done = _published_run(bucket)
+    assert done is not None and done.lock is None
+    manifest = json.loads((tmp_path / "pulled" / live.run_id / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and len(manifest["resumes"]) == 1
+
+
+def test_the_stores_credentials_never_reach_a_harness() -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "AWS_ACCESS_KEY_ID": "AKIA0000",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_SESSION_TOKEN": "token",
+        "AWS_PROFILE": "team",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/k.json",
+        "AZURE_STORAGE_KEY": "k",
+    }
+    given = harness_base_environment(environ=environ)
+    assert set(given) == {"PATH", "HOME"}
