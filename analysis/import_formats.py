@@ -9,7 +9,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,7 +17,7 @@ from driftdesk.analysis.sources import OUTCOMES, field_problem
 from driftdesk.secrets import redact
 from driftdesk.text import article
 
-Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld"]
+Format = Literal["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect", "harbor"]
 FORMATS = ("jsonl", "tau-bench", "tau2", "appworld")
 REWARD_TOLERANCE = 1e-6
 TASK_FIELDS = ("task_id", "task")
@@ -74,6 +74,8 @@ class Attempt:
     retries: int = 0
     messages: Any = None  # the attempt's conversation, kept as its trajectory (analysis.trajectory)
     record: int | None = None  # its number in the source document, to name it
+    # more fields for its row, a format's own (Harbor: the trial folder, every reward key)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def number_rows(rows: list[tuple[str, int | None]]) -> list[int]:
@@ -481,4 +483,5 @@ def attempt_row(run_id: str, a: Attempt) -> dict[str, Any]:
         "ended_at": a.ended_at,
         "model": a.model,
         "base_url": None,
+        **a.extra,
     }

@@ -78,6 +78,8 @@ class ImportResult:
     published: dict[str, Any] = field(default_factory=dict)  # numbers the source file states
     zero_copy: bool = False  # the run reads its rows from the source file (analysis.zero_copy)
     notes: list[str] = field(default_factory=list)  # warnings that skipped nothing
+    # Harbor: a job (or folder of jobs) gives one run per agent, model and dataset
+    more: list[ImportResult] = field(default_factory=list)
 
 
 def _refuse_a_second_import(
@@ -120,6 +122,7 @@ def import_results(
     run_id: str | None = None,
     copy: bool = False,
     max_member_mb: int | None = None,
+    merge: bool = False,
 ) -> ImportResult:
     """Read ``path`` in ``fmt`` and write ``out/<run_id>/{manifest.json,attempts.jsonl}``.
 
@@ -129,6 +132,8 @@ def import_results(
     if fmt == "inspect" or (fmt == "auto" and _inspect_log(path)):
         # inspect_ai logs: analysis/inspect_logs.py (its own threshold when none was given)
         return _import_inspect(path, out, run_id, score_threshold, max_member_mb)
+    if fmt == "harbor" or (fmt == "auto" and path.is_dir() and _harbor_jobs(path)):
+        return _import_harbor(path, out, run_id, merge, copy)
     if score_threshold is None:
         score_threshold = 1.0
     if not path.is_file():
@@ -328,7 +333,9 @@ def _keep_jsonl_trajectories(
             write_trajectory(run_dir, traj)
 
 
-def _attempts_writer(attempts: list[Attempt], fmt: str) -> Callable[[Path, str], _Written]:
+def _attempts_writer(
+    attempts: list[Attempt], fmt: str, keep_messages: bool = True
+) -> Callable[[Path, str], _Written]:
     """Writes ``attempts`` as the run's rows (one fsync for the file, not one per row), and
     each attempt's conversation as its trajectory file beside them."""
 
@@ -340,7 +347,7 @@ def _attempts_writer(attempts: list[Attempt], fmt: str) -> Callable[[Path, str],
             for a in attempts:
                 appender.append(attempt_row(final_id, a))
             appender.sync()
-        for a in attempts:
+        for a in attempts if keep_messages else ():
             traj = trajectory_from_messages(a.task_id, a.attempt or 0, a.outcome, a.messages, fmt)
             if traj is not None:
                 write_trajectory(target.parent, traj)
@@ -369,6 +376,11 @@ def _write_run(
     skipped: Callable[[_Written], int],
     import_key: str,
     linked: Callable[[], dict[str, Any]] | None = None,
+    *,
+    stem: str | None = None,
+    suite_name: str | None = None,
+    started_at: str | None = None,
+    source_facts: dict[str, Any] | None = None,
 ) -> tuple[_Written, Path]:
     """Build the run dir in a hidden staging folder (``write_rows`` writes its attempts file,
     given the run id) and rename it into place: an interrupted import leaves nothing."""
@@ -378,7 +390,7 @@ def _write_run(
 
     from driftdesk import __version__
 
-    base = import_run_id_base(fmt, source.stem, datetime.now(UTC), run_id)
+    base = import_run_id_base(fmt, stem or source.stem, datetime.now(UTC), run_id)
     out.mkdir(parents=True, exist_ok=True)
     final = free_run_dir(out, base)
     staging = out / f".{final.name}.importing-{os.getpid()}"
@@ -395,7 +407,7 @@ def _write_run(
             "model": model,
             "suite": {
                 "path": str(source.resolve()),
-                "name": f"import:{fmt}",
+                "name": suite_name or f"import:{fmt}",
                 "sha256": sha256(),
             },
             "repeat": written.repeat,
@@ -406,7 +418,7 @@ def _write_run(
             "seed": None,
             "tasks": written.tasks,
             "driftdesk_version": __version__,
-            "started_at": datetime.now(UTC).isoformat(),
+            "started_at": started_at or datetime.now(UTC).isoformat(),
             "ended_at": datetime.now(UTC).isoformat(),
             "status": "completed",
             "imported_from": {
@@ -418,6 +430,7 @@ def _write_run(
                 "published": published,
                 # zero-copy: the source file the rows are read from (analysis.zero_copy)
                 **(linked() if linked is not None else {}),
+                **(source_facts or {}),  # a format's own figures (Harbor: "harbor")
             },
         }
         write_manifest(staging, manifest, mode=0o644)
@@ -426,6 +439,56 @@ def _write_run(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return written, final
+
+
+def _import_harbor(
+    path: Path, out: Path, run_id: str | None, merge: bool, copy: bool
+) -> ImportResult:
+    """Harbor jobs (``analysis.harbor_import``): one run dir per job and key, or per key with
+    ``merge``; the first run is the result, the others its ``more``. Rows are written, the
+    trajectories read in place unless ``copy``."""
+    from driftdesk.analysis.harbor_import import copy_trajectories, prepare
+
+    problems: list[str] = []
+    results: list[ImportResult] = []
+    for run in prepare(path, run_id=run_id, merge=merge, problems=problems):
+        import_key = _refuse_a_second_import(path, run.digest, run.options, out, run_id)
+        writer = _attempts_writer(run.attempts, "harbor", keep_messages=False)
+
+        def write_rows(target: Path, final_id: str, writer: Any = writer, run: Any = run) -> _Written:
+            written = writer(target, final_id)
+            if copy:
+                copy_trajectories(target.parent, run.attempts, problems)
+            return written
+
+        written, run_dir = _write_run(
+            path,
+            lambda run=run: run.digest,
+            "harbor",
+            write_rows,
+            out,
+            run_id,
+            run.model,
+            {},
+            lambda _: 0,
+            import_key,
+            stem=run.stem,
+            suite_name=run.suite_name,
+            started_at=run.started_at,
+            source_facts={"harbor": run.facts, "copied_trajectories": copy},
+        )
+        results.append(
+            ImportResult(run_dir, "harbor", written.records, len(written.tasks), [], {})
+        )
+    first = results[0]
+    first.problems, first.more = problems, results[1:]
+    return first
+
+
+def _harbor_jobs(path: Path) -> bool:
+    from driftdesk.analysis.harbor_jobs import looks_like_harbor
+
+    return looks_like_harbor(path)
 
 
 def _inspect_log(path: Path) -> bool:

@@ -233,6 +233,9 @@ class RunReport:
     agent: dict[str, Any] | None = None
     check_rule: str | None = None  # the rule that judged its checks (``analysis.check_rule``)
     check_warnings: list[str] = field(default_factory=list)
+    # A Harbor import: Harbor's own mean beside driftdesk's, and what each left out
+    # (the manifest's ``imported_from.harbor``, ``analysis.harbor_jobs.figures``)
+    harbor: dict[str, Any] | None = None
 
     def to_json(self, *, task_curves: bool = False) -> dict[str, Any]:
         """The documented report JSON (docs/report-json.md); ``task_curves`` adds each task's
@@ -306,6 +309,8 @@ class RunReport:
         }
         if self.link_faults is not None:
             data["link_faults"] = self.link_faults
+        if self.harbor is not None:
+            data["harbor"] = self.harbor
         if self.group_by == "scenario":
             data["task_goal_completion"] = self.task_goal_completion
             data["scenario_goal_completion"] = self.scenario_goal_completion
@@ -606,6 +611,9 @@ def assemble_report(
     report.models = sorted(m for m in extras.tokens_by_model if m)
     adaptive = run.manifest.get("adaptive")
     report.adaptive = adaptive if isinstance(adaptive, dict) else None
+    imported = run.manifest.get("imported_from")
+    if isinstance(imported, dict) and isinstance(imported.get("harbor"), dict):
+        report.harbor = imported["harbor"]
     tasks = run.manifest.get("tasks")
     missing = task_report.prepare(
         con,

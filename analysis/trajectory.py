@@ -7,7 +7,9 @@ Sources, tried in this order for one (task, attempt) of a run dir:
 3. the trajectory an import kept (``<attempt>.trajectory.json``, written by
    ``write_trajectory`` from tau-bench ``traj``, tau2 and inspect_ai ``messages``, or a
    JSON-lines row's ``messages``/``traj``/``trajectory``);
-4. a zero-copy import's source line (``analysis.zero_copy``), read when asked.
+4. a Harbor import's trial folder (the row's ``harbor_trial``): its ATIF trajectory, read when
+   asked (``analysis.harbor_jobs.trial_steps``, ``analysis.atif``);
+5. a zero-copy import's source line (``analysis.zero_copy``), read when asked.
 
 A slot's calls each say their try (``try``, 1-based, in the recording's records and the
 calls.jsonl rows; a call from before tries were kept reads as try 1): the trajectory's steps
@@ -415,6 +417,17 @@ def load_trajectory(
         traj = _from_row(task_id, attempt, row, stored.steps, stored.source)
         traj.tokens = traj.tokens if traj.tokens is not None else stored.tokens
         traj.latency_ms = traj.latency_ms if traj.latency_ms is not None else stored.latency_ms
+        return traj
+    if row is not None and isinstance(row.get("harbor_trial"), str):
+        # a Harbor import: the trial's ATIF trajectory, read in place (analysis.harbor_jobs)
+        from driftdesk.analysis.harbor_jobs import trial_steps
+
+        problems: list[str] = []
+        steps = trial_steps(Path(row["harbor_trial"]), problems)
+        if steps is None and not problems:
+            return None
+        traj = _from_row(task_id, attempt, row, steps or [], "harbor")
+        traj.problems.extend(problems)
         return traj
     if row is not None and isinstance(row.get("line"), int):
         lines = source_lines if source_lines is not None else zero_copy_lines(run_dir, task_id)

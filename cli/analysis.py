@@ -422,15 +422,21 @@ def _import_results(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         copy=args.copy,
         max_member_mb=args.max_member_mb,
+        merge=getattr(args, "merge", False),
     )
     for problem in result.notes + result.problems:  # a note skipped nothing: not counted
         print(printable(f"warning: {args.source}: {problem}"), file=sys.stderr)
     print(
         f"imported {plural(result.attempts, 'attempt')} of {plural(result.tasks, 'task')} "
-        f"({article(result.format)} file) "
-        f"into {printable_path(result.run_dir)}"
+        + ("(Harbor) " if result.format == "harbor" else f"({article(result.format)} file) ")
+        + f"into {printable_path(result.run_dir)}"
         + (f"; {plural(len(result.problems), 'record')} skipped" if result.problems else "")
     )
+    for other in result.more:  # Harbor: the other runs of the jobs
+        print(
+            f"imported {plural(other.attempts, 'attempt')} of {plural(other.tasks, 'task')} "
+            f"into {printable_path(other.run_dir)}"
+        )
     if result.zero_copy:
         print(
             f"the run reads its rows from {printable_path(Path(args.source).resolve())} in place "

@@ -98,8 +98,15 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--format",
         default="auto",
-        choices=["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect"],
-        help="inspect: inspect_ai .eval/.json logs, a file or a folder (auto-detected)",
+        choices=["auto", "jsonl", "tau-bench", "tau2", "appworld", "inspect", "harbor"],
+        help="inspect: inspect_ai .eval/.json logs, a file or a folder (auto-detected); "
+        "harbor: a Harbor job dir or a folder of jobs (auto-detected)",
+    )
+    r.add_argument(
+        "--merge",
+        action="store_true",
+        help="harbor: one run per agent, model and dataset across the jobs (a task's trials "
+        "from every job are its attempts) instead of one run per job",
     )
     r.add_argument(
         "--task-field",

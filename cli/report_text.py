@@ -92,6 +92,10 @@ def render_report_table(report: RunReport) -> str:
             + ", ".join(f"{k} {v}" for k, v in report.errors_counted_as_failures.items())
         )
     lines.extend(f"  warning: {cell(w)}" for w in report.check_warnings)
+    if report.harbor is not None:
+        from driftdesk.cli.harbor_text import harbor_lines
+
+        lines.extend(cell(line) for line in harbor_lines(report.harbor))
     lines.extend(unequal_repeats_lines(report))
     lines.extend(noise_floor_lines(report))
     lines.extend(_injection_lines(report))
