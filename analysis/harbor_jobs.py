@@ -445,24 +445,10 @@ def harbor_mean(rewards: list[dict[str, float] | None]) -> dict[str, float] | No
     }
 
 
-HARBOR_K_START = (2, 5)  # Harbor reports pass@k at k = 2, 4, 8, … and 5, 10, 15, …
-
-
-def harbor_k_values(max_k: int) -> list[int]:
-    """The k Harbor reports pass@k at, up to ``max_k`` (``utils/pass_at_k.py``)."""
-    ks = set()
-    k = 2
-    while k <= max_k:
-        ks.add(k)
-        k *= 2
-    ks.update(range(5, max_k + 1, 5))
-    return sorted(ks)
-
-
 def harbor_pass_at_k(trials: list[HarborTrial]) -> dict[str, float]:
     """Harbor's own pass@k over the trials: every trial, a missing reward a 0; none unless
     every reward is one binary key; k up to the fewest trials of a task."""
-    from driftdesk.analysis.metrics import pass_curves
+    from driftdesk.analysis.metrics import harbor_k_values, pass_curves
 
     per_task: dict[str, list[int]] = {}
     for trial in trials:

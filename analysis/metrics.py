@@ -35,6 +35,17 @@ def pass_curves(n: int, c: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return tuple(hat), tuple(at)
 
 
+def harbor_k_values(max_k: int) -> list[int]:
+    """The k Harbor reports pass@k at, up to ``max_k``: 2, 4, 8, … and 5, 10, 15, …
+    (harbor 0.25's ``utils/pass_at_k.py``; never k = 1)."""
+    ks = set(range(5, max_k + 1, 5))
+    k = 2
+    while k <= max_k:
+        ks.add(k)
+        k *= 2
+    return sorted(ks)
+
+
 def resample_count(tasks: int) -> int:
     if tasks == 0:
         return 0

@@ -55,8 +55,10 @@ GroupBy = Literal["task", "scenario"]
 # "inspect" averages every task at every k, a task judged fewer than k times counting 0 (as
 # inspect_ai's at_least_k reducer counts a sample short of k scored epochs; per task pass^k
 # equals at_least_k at k = n, its epochs).
-PassKConvention = Literal["driftdesk", "tau2", "inspect"]
-PASS_K_CONVENTIONS: tuple[str, ...] = ("driftdesk", "tau2", "inspect")
+# "harbor": Harbor's pass@k (k = 2, 4, 8, … and 5, 10, … up to the fewest attempts of a task,
+# every task averaged at every k).
+PassKConvention = Literal["driftdesk", "tau2", "inspect", "harbor"]
+PASS_K_CONVENTIONS: tuple[str, ...] = ("driftdesk", "tau2", "inspect", "harbor")
 RESOURCES = ("latency", "tokens", "cost")
 SortKey = Literal["spread", "success", "task"]
 Source = Path | str
@@ -750,6 +752,8 @@ def _run_curves(
     count and every task is averaged at every k, one with n < k counting 0 there (inspect_ai's
     ``at_least_k`` over its scored samples). ``pairs``: (n, passes, tasks)."""
     max_n = max(n for n, _, _ in pairs)
+    if convention == "harbor":
+        return _harbor_curves(pairs)
     if convention == "tau2":
         max_n = min(n for n, _, _ in pairs)
         if repeat is not None:
@@ -771,6 +775,20 @@ def _run_curves(
         {k + 1: at_sum[k] / count[k] for k in range(max_n)},
         {k + 1: count[k] for k in range(max_n)},
     )
+
+
+def _harbor_curves(
+    pairs: list[tuple[int, int, int]],
+) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
+    """Harbor's convention (``utils/pass_at_k.py``): k at Harbor's values up to the fewest
+    counted attempts of a task, every task averaged at every k."""
+    from driftdesk.analysis.metrics import harbor_k_values
+
+    tasks = sum(times for _, _, times in pairs)
+    ks = harbor_k_values(min(n for n, _, _ in pairs))
+    hat = {k: sum(pass_curves(n, c)[0][k - 1] * t for n, c, t in pairs) / tasks for k in ks}
+    at = {k: sum(pass_curves(n, c)[1][k - 1] * t for n, c, t in pairs) / tasks for k in ks}
+    return hat, at, dict.fromkeys(ks, tasks)
 
 
 def _apply_tokens_and_cost(

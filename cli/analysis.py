@@ -178,11 +178,12 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pass-k-convention",
         default="driftdesk",
-        choices=["driftdesk", "tau2", "inspect"],
+        choices=["driftdesk", "tau2", "inspect", "harbor"],
         help="pass^k averaging: driftdesk (each k over the tasks run ≥ k times), tau2 "
         "(k capped at the smallest per-task trial count, every task averaged) or inspect "
         "(every task at every k, one run fewer than k times counting 0, as inspect_ai's "
-        "at_least_k)",
+        "at_least_k) or harbor (Harbor's pass@k: k = 2, 4, 8, … and 5, 10, … up to the "
+        "fewest attempts of a task, every task averaged)",
     )
 
 

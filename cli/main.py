@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         cache,
         ctl,
         explain,
+        export,
         profiles,
         runs,
         storage,
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     analysis.register(sub)
     trend.register(sub)
     explain.register(sub)
+    export.register(sub)
     cache.register(sub)
     workbench.register(sub)
     storage.register(sub)
