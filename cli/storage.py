@@ -244,7 +244,8 @@ def _run_to_store(args: argparse.Namespace, url: str) -> None:
     from driftdesk.reruns.publish import Publisher, prepare_staging
 
     url = store.normal_url(url)
-    store.filesystem(url)  # a missing extra is said before anything runs
+    fs = store.filesystem(url)  # a missing extra is said before anything runs
+    store.check_writable(fs, store.strip_protocol(fs, url))  # and a store that refuses
     staging = prepare_staging(url)
     args.out = staging
     publisher = Publisher(url, staging)

@@ -244,6 +244,21 @@ def put(fs: Any, path: str, data: bytes) -> None:
         raise StoreError(f"the store refused to write {path}: {exc}") from None
 
 
+def check_writable(fs: Any, root: str) -> None:
+    """Write and delete a probe object under ``root``: a store that refuses is said before a
+    run spends anything (``StoreError``)."""
+    import uuid
+
+    probe = f"{root}/.driftdesk-probe-{uuid.uuid4().hex}"
+    try:
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except PermissionError as exc:
+        raise StoreError(f"the store refused to write under {root}: {exc}") from None
+    except FileNotFoundError:
+        raise StoreError(f"{root}: no such bucket") from None
+
+
 def owner_token(local_run_dir: Path) -> str:
     """Who publishes a run: this machine and this local run dir (the same after a resume
     here, another on another machine)."""

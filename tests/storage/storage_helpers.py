@@ -91,3 +91,11 @@ def driftdesk(*args: str, env: dict[str, str] | None = None, cwd: Path | None = 
 def json_of(result: subprocess.CompletedProcess[str]) -> Any:
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -6,10 +6,17 @@ there or refuses; a prefix of thousands of runs."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from storage_helpers import SECRET, Bucket, driftdesk, history, json_of
+import pytest
+from storage_helpers import ACCESS_KEY, SECRET, Bucket, driftdesk, free_port, history, json_of
 
 from driftdesk.rundir import remote_view, store
 
@@ -179,3 +186,47 @@ def test_a_prefix_with_thousands_of_runs(bucket: Bucket, tmp_path: Path) -> None
     assert len(trend["runs"]) == 5
     folder = remote_view.view_folder(bucket.url("many"))
     assert len([p for p in folder.iterdir() if p.is_dir()]) == count
+
+
+@pytest.fixture
+def refusing_store(home: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """moto's standalone server (its own process) checking credentials: ours are unknown to
+    it, so every request is refused as a bucket without permission is."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        yield "s3://team/nightly"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_a_store_that_refuses_says_so_in_one_line(refusing_store: str, tmp_path: Path) -> None:
+    run = history(tmp_path / "runs", "a", 1)[0]
+    for args, code in (
+        (("trend", refusing_store), 2),
+        (("report", f"{refusing_store}/{run.name}"), 2),
+        (("push", str(run), refusing_store), 1),
+        (("pull", f"{refusing_store}/{run.name}"), 1),
+        (("run", "--profile", "p", "--suite", "basic", "--out", refusing_store), 2),
+    ):
+        result = driftdesk(*args)
+        assert result.returncode == code, (args, result.stderr)
+        assert "refused" in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and SECRET not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not list(Path(os.environ["XDG_DATA_HOME"]).glob("driftdesk/staging/*"))  # no run
