@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 DEFAULT_AUTO = (1, 4, 64)  # ``--concurrency auto``: MIN-START-MAX
 DECREASE = 0.8  # the cut of a rate-limit episode
 EDGE_STEP = 0.95  # the step back when the provider says its room is spent
+HEADROOM = 2  # requests of room the provider must report for the limit to grow
+PACE_SHARE = 0.98  # sends are paced at this share of the request rate the provider states
 MAX_HOLD_S = 60.0  # the longest Retry-After honoured before the next send
 
 
@@ -162,14 +164,17 @@ class EndpointLimit:
     episode_until: float = 0.0  # 429s before this belong to the current episode
     edge_until: float = 0.0  # no second step back before this
     round_trip_s: float = 0.0  # smoothed time a call takes (0: none seen yet)
+    rate: float | None = None  # requests/s the provider states (its limit-requests / 60)
+    next_send: float = 0.0  # paced: no send before this (monotonic)
     sent_at: deque[float] = field(default_factory=deque)
     waiters: deque[asyncio.Future[None]] = field(default_factory=deque)  # first come, first in
     timer: asyncio.TimerHandle | None = None  # wakes the waiters when a hold ends
     episodes: int = 0
     rate_limited: int = 0  # upstream 429s
     calls: int = 0
-    low: int = 0  # the limit's range once past slow start
-    high: int = 0
+    # Seconds spent at each whole limit (the range the report gives is time-weighted)
+    time_at: dict[int, float] = field(default_factory=dict)
+    since: float = 0.0  # when the limit took its current whole value (0: not yet)
 
     @property
     def whole(self) -> int:
@@ -203,7 +208,7 @@ class ConcurrencyController:
         if state is None:
             bounds = self.setting if isinstance(self.setting, AutoBounds) else None
             state = EndpointLimit(float(self._default), bounds)
-            state.low = state.high = state.whole
+            state.since = self._clock()
             self._limits[endpoint] = state
         return state
 
@@ -227,11 +232,18 @@ class ConcurrencyController:
             raise
 
     def _room(self, state: EndpointLimit) -> bool:
-        return state.in_flight < state.whole and state.hold_until <= self._clock()
+        return state.in_flight < state.whole and self._not_before(state) <= self._clock()
+
+    @staticmethod
+    def _not_before(state: EndpointLimit) -> float:
+        return max(state.hold_until, state.next_send if state.rate else 0.0)
 
     def _take(self, state: EndpointLimit) -> None:
+        now = self._clock()
         state.in_flight += 1
-        state.sent_at.append(self._clock())
+        state.sent_at.append(now)
+        if state.rate:
+            state.next_send = max(now, state.next_send) + 1.0 / (state.rate * PACE_SHARE)
 
     def _dispatch(self, state: EndpointLimit) -> None:
         """Let waiting calls in, first come first in, while there is room; a hold (Retry-After)
@@ -239,7 +251,7 @@ class ConcurrencyController:
         while state.waiters and state.waiters[0].done():
             state.waiters.popleft()  # cancelled while waiting
         while state.waiters and state.in_flight < state.whole:
-            wait = state.hold_until - self._clock()
+            wait = self._not_before(state) - self._clock()
             if wait > 0:
                 if state.timer is None:
                     loop = asyncio.get_running_loop()
@@ -271,6 +283,9 @@ class ConcurrencyController:
             state.round_trip_s = (
                 took if not state.round_trip_s else 0.8 * state.round_trip_s + 0.2 * took
             )
+        if state.bounds is not None:
+            per_minute = requests_per_minute(headers)
+            state.rate = per_minute / 60.0 if per_minute else state.rate
         if status == 429:
             state.rate_limited += 1
             self._rate_limited(endpoint, state, now, retry_after_s(headers))
@@ -311,8 +326,13 @@ class ConcurrencyController:
                 state.edge_until = now + state.round_trip_s
                 self._set(endpoint, state, state.limit * EDGE_STEP, "at the provider's edge")
             return
-        if now < state.episode_until or not self._saturated():
+        if remaining is not None and remaining < HEADROOM:
+            return  # near the edge: hold where it is
+        if now < max(state.episode_until, state.edge_until) or not self._saturated():
             return
+        if state.waiters:
+            state.slow_start = False  # the pace binds: the limit is about where it should be
+            return  # calls queue here already (a pace, a hold): more room would not be used
         if state.slow_start:
             self._set(endpoint, state, state.limit + 1, "slow start")
         else:
@@ -323,11 +343,16 @@ class ConcurrencyController:
         if state.bounds is not None:
             value = min(float(state.bounds.max), max(float(state.bounds.min), value))
         state.limit = value
-        if not state.slow_start or state.bounds is None:
-            state.low = min(state.low, state.whole) if state.low else state.whole
-            state.high = max(state.high, state.whole)
-        if state.whole != previous and self._on_change is not None:
-            self._on_change(LimitChange(endpoint, state.whole, previous, reason))
+        if state.whole != previous:
+            self._spent_at(state, previous)
+            if self._on_change is not None:
+                self._on_change(LimitChange(endpoint, state.whole, previous, reason))
+
+    def _spent_at(self, state: EndpointLimit, whole: int) -> None:
+        now = self._clock()
+        if state.since:
+            state.time_at[whole] = state.time_at.get(whole, 0.0) + now - state.since
+        state.since = now
 
     # --- what the run and ctl read and set ------------------------------------------------------
 
@@ -358,15 +383,38 @@ class ConcurrencyController:
     def summary(self) -> dict[str, object]:
         """What the manifest keeps of how the run ran (all endpoints together)."""
         states = list(self._limits.values())
+        time_at: dict[int, float] = {}
+        for state in states:
+            self._spent_at(state, state.whole)
+            for whole, seconds in state.time_at.items():
+                time_at[whole] = time_at.get(whole, 0.0) + seconds
+        low, high = time_weighted_range(time_at, self._default)
         return {
             "setting": concurrency_text(self.setting),
-            "low": min((s.low for s in states), default=self._default),
-            "high": max((s.high for s in states), default=self._default),
+            "low": low,  # the limit's range over the run: 10th to 90th percentile of its time
+            "high": high,
             "last": self.limit(),
             "episodes": sum(s.episodes for s in states),
             "rate_limited": sum(s.rate_limited for s in states),
             "calls": sum(s.calls for s in states),
         }
+
+
+def time_weighted_range(time_at: dict[int, float], default: int) -> tuple[int, int]:
+    """The 10th and 90th percentile of the time spent at each limit (the run's range, without
+    the moments it passed through on the way)."""
+    total = sum(time_at.values())
+    if total <= 0:
+        return default, default
+    low = high = None
+    seen = 0.0
+    for whole in sorted(time_at):
+        seen += time_at[whole]
+        if low is None and seen >= 0.1 * total:
+            low = whole
+        if high is None and seen >= 0.9 * total:
+            high = whole
+    return low or default, high or default
 
 
 class AttemptAdmission:
@@ -385,12 +433,14 @@ class AttemptAdmission:
     def room(self) -> bool:
         return not self.paused and self.running < self._limit()
 
-    async def enter(self) -> None:
+    async def enter(self) -> Ticket:
+        """Wait for room; the ticket's ``leave`` (once, idempotent) gives it back."""
         while not self.room():
             self._changed.clear()
             with contextlib.suppress(TimeoutError):  # a safety net: changes wake it at once
                 await asyncio.wait_for(self._changed.wait(), 0.25)
         self.running += 1
+        return Ticket(self)
 
     def leave(self) -> None:
         self.running = max(0, self.running - 1)
@@ -399,3 +449,15 @@ class AttemptAdmission:
     def pause(self, paused: bool) -> None:
         self.paused = paused
         self._changed.set()
+
+
+class Ticket:
+    """One admitted attempt: ``leave`` when its work ends (its row may still be written)."""
+
+    def __init__(self, admission: AttemptAdmission) -> None:
+        self._admission: AttemptAdmission | None = admission
+
+    def leave(self) -> None:
+        if self._admission is not None:
+            self._admission.leave()
+            self._admission = None

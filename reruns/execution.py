@@ -38,7 +38,7 @@ from driftdesk.reruns.adaptive import AdaptivePolicy
 from driftdesk.reruns.agent_kinds import AGENT_KINDS
 from driftdesk.reruns.agents import AttemptContext
 from driftdesk.reruns.call_verdicts import call_figures
-from driftdesk.reruns.concurrency import Concurrency, concurrency_text, start_of
+from driftdesk.reruns.concurrency import Concurrency, Ticket, concurrency_text, start_of
 from driftdesk.reruns.events import (
     AdaptiveProgress,
     AttemptEnded,
@@ -460,18 +460,18 @@ class Execution:
         """Run the next pending slot whenever the admission has room (the limit, a pause)."""
         pending = self._pending
         while pending and self._stop_reason is None:
-            await self.admission.enter()
+            ticket = await self.admission.enter()
             try:
                 if not pending or self._stop_reason is not None:
                     return  # another worker took the last slot meanwhile
                 task_id, attempt = pending.popleft()
                 try:
-                    await self._run_slot(task_id, attempt)
+                    await self._run_slot(task_id, attempt, ticket)
                 except OSError as exc:  # the attempt's log or result folder was not written
                     self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
                     return
             finally:
-                self.admission.leave()
+                ticket.leave()
 
     async def _adaptive_worker(self) -> None:
         """Start the slot the policy hands out whenever this worker is free; when it hands out
@@ -479,10 +479,10 @@ class Execution:
         policy = self.adaptive
         assert policy is not None
         while self._stop_reason is None:
-            await self.admission.enter()
+            ticket = await self.admission.enter()
             slot = policy.next_slot()
             if slot is None:
-                self.admission.leave()
+                ticket.leave()
                 if policy.in_flight() == 0:
                     self._slot_freed.set()  # the run is done: wake the waiting workers
                     return
@@ -491,12 +491,12 @@ class Execution:
                 continue
             task_id, attempt = slot
             try:
-                await self._run_slot(task_id, attempt)
+                await self._run_slot(task_id, attempt, ticket)
             except OSError as exc:
                 self._stop_for_write_failure(exc, f"the files of {task_id}/{attempt}")
                 return
             finally:
-                self.admission.leave()
+                ticket.leave()
                 if policy.tallies[task_id].in_flight and (task_id, attempt) not in self._landed:
                     policy.abandoned(task_id, attempt)  # no row: the number is free again
                 self._landed.discard((task_id, attempt))
@@ -530,7 +530,9 @@ class Execution:
             pass_env=(*self.pass_env, *self.profile.pass_env, *self.suite.task(task_id).pass_env),
         )
 
-    async def _run_slot(self, task_id: str, attempt: int) -> None:
+    async def _run_slot(self, task_id: str, attempt: int, ticket: Ticket | None = None) -> None:
+        """One attempt; its admission ``ticket`` is given back once its work ends, so another
+        may start while its row is written (the worker itself waits for the row)."""
         self.emit(AttemptStarted(self.run_id, task_id, attempt))
         self.stats.running += 1
         started_at = rundir.iso(rundir.utc_now())
@@ -545,6 +547,8 @@ class Execution:
             )
         finally:
             self.stats.running -= 1
+            if ticket is not None:
+                ticket.leave()
             self.emit(AttemptEnded(self.run_id, task_id, attempt))
         row = {
             "run_id": self.run_id,

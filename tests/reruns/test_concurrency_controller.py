@@ -199,3 +199,33 @@ async def test_admission_pause_and_limit() -> None:
     admission.pause(False)
     await asyncio.sleep(0.01)
     assert fourth.done() and admission.running == 3
+
+
+async def test_sends_are_paced_at_the_rate_the_provider_states() -> None:
+    """limit-requests (per minute) is a pace: 1200/min lets a send through every ~51 ms."""
+    gate = ConcurrencyController(AutoBounds(1, 8, 64))
+    await gate.acquire(EP)
+    gate.release(EP, 200, {"x-ratelimit-limit-requests": "1200"}, None)
+    started = time.monotonic()
+    for _ in range(6):
+        await gate.acquire(EP)
+        gate.release(EP, 200, {"x-ratelimit-limit-requests": "1200"}, None)
+    assert time.monotonic() - started >= 5 * 0.05
+    # A fixed limit is not paced (as before auto existed).
+    fixed = ConcurrencyController(8)
+    fixed.release(EP, 200, {"x-ratelimit-limit-requests": "60"}, None)
+    started = time.monotonic()
+    for _ in range(5):
+        await fixed.acquire(EP)
+    assert time.monotonic() - started < 0.05
+
+
+async def test_the_range_is_time_weighted() -> None:
+    clock = Clock()
+    gate = ConcurrencyController(AutoBounds(1, 4, 64), clock=clock)
+    gate.endpoint(EP)
+    clock.now += 1  # 1 s at 4
+    await _calls(gate, 4, 200, OK)  # slow start to 8
+    clock.now += 20  # 20 s at 8
+    summary = gate.summary()
+    assert (summary["low"], summary["high"]) == (8, 8)
