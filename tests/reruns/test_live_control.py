@@ -252,3 +252,72 @@ async def test_without_isolate_a_harness_that_drops_the_marker_reaches_it_as_doc
     assert reports and reports[0]["found"]  # the folder is there to be found
     applied = [r for r in control_rows(run_dir) if r["kind"] == "control"]
     assert applied and applied[0]["setting"] == "1"
+
+
+def _row_count(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+@pytest.mark.keyring
+def test_nothing_lost_or_doubled_across_pause_unpause_kill_9_and_resume(
+    home: object, tmp_path: Path
+) -> None:
+    import signal
+
+    from driftdesk.providers.keys import set_key
+    from driftdesk.providers.profiles import ProfileStore
+
+    with SandboxServer(latency_ms=200, rate_limit=RateLimit(rps=40, burst=5)) as server:
+        ProfileStore().save(
+            Profile(name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL)
+        )
+        set_key("sim", KEY)
+        out = tmp_path / "runs"
+        suite = write_suite(tmp_path / "suite.jsonl", [f"t{i}" for i in range(40)])
+        run = subprocess.Popen(
+            [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", str(suite),
+             "--repeat", "5", "--concurrency", "auto:2-4-16", "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            attempts = out / "missing"
+            while time.monotonic() < deadline and run.poll() is None:
+                found = list(out.glob("*/attempts.jsonl"))
+                if found and _row_count(found[0]) >= 20:
+                    attempts = found[0]
+                    break
+                time.sleep(0.02)
+            assert attempts.exists(), run.stderr.read() if run.stderr else ""
+            run_dir = attempts.parent
+            assert _ctl(str(run_dir), "--pause").returncode == 0
+            time.sleep(1.0)  # the attempts in flight (0.1-0.3 s each) finish
+            held = _row_count(attempts)
+            time.sleep(1.0)
+            assert _row_count(attempts) == held  # paused: nothing new started
+            assert _ctl(str(run_dir), "--unpause").returncode == 0
+            while _row_count(attempts) < held + 30 and run.poll() is None:
+                time.sleep(0.01)
+            os.kill(run.pid, signal.SIGKILL)
+            run.wait(10)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        before = _row_count(attempts)
+        assert before < 200
+        resumed = subprocess.run(
+            [sys.executable, "-m", "driftdesk", "resume", str(run_dir), "--concurrency", "6"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = read_rows(attempts)
+    slots = Counter((r["task_id"], r["attempt"]) for r in rows)
+    assert len(slots) == 200 and set(slots.values()) == {1}
+    changes = [r["change"] for r in control_rows(run_dir) if r["kind"] == "control"]
+    assert changes == ["paused", "unpaused"]  # kept across the kill
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["concurrency_control"]["setting"] == "6"
+    assert manifest["status"] == "completed"
