@@ -365,9 +365,10 @@ def write_job(
             "n_errors": n_errors,
             "evals": stats["evals"],
         }
+    started = T0 + timedelta(minutes=min((t.minute for t in trials), default=0))
     job_result = {
         "id": str(uuid.uuid4()),
-        "started_at": (T0.replace(tzinfo=None) if legacy_stats else T0).isoformat(),
+        "started_at": (started.replace(tzinfo=None) if legacy_stats else started).isoformat(),
         "updated_at": (T0 + timedelta(hours=1)).isoformat(),
         "finished_at": (T0 + timedelta(hours=1)).isoformat() if finished else None,
         "n_total_trials": len(trials),
