@@ -201,6 +201,9 @@ class RunReport:
     # ``run --link-faults absorb``: what the proxy absorbed and what surfaced
     # (``analysis.link_faults_report``); None: the run did not absorb (the key is left out).
     link_faults: dict[str, Any] | None = None
+    # How the run's concurrency ran: setting, range, rate-limit episodes, surfaced 429s,
+    # retunes (``analysis.concurrency_report``); None: nothing recorded (the key is left out).
+    concurrency: dict[str, Any] | None = None
     pass_k_convention: PassKConvention = "driftdesk"
     retries: int = 0
     model_mismatches: int = 0
@@ -311,6 +314,8 @@ class RunReport:
         }
         if self.link_faults is not None:
             data["link_faults"] = self.link_faults
+        if self.concurrency is not None:
+            data["concurrency"] = self.concurrency
         if self.harbor is not None:
             data["harbor"] = self.harbor
         if self.group_by == "scenario":
@@ -423,6 +428,7 @@ def _assembled(
                 )
                 report.injection = _injection_of(run)
                 report.link_faults = _link_faults_of(run)
+                report.concurrency = _concurrency_of(run)
                 if kept_ci95 is None and extras.cache_ref is not None:
                     keep = (extras.cache_ref, report)
                 yield con, report
@@ -450,6 +456,13 @@ def _link_faults_of(run: RunSource) -> dict[str, Any] | None:
     if link_faults_mode(run.manifest) != "absorb":
         return None
     return read_link_faults(run.run_dir, run.manifest)
+
+
+def _concurrency_of(run: RunSource) -> dict[str, Any] | None:
+    """How the run's concurrency ran (None: nothing recorded, an imported run)."""
+    from driftdesk.analysis.concurrency_report import read_concurrency
+
+    return read_concurrency(run.run_dir, run.manifest)
 
 
 def write_report_json(

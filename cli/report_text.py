@@ -103,6 +103,11 @@ def render_report_table(report: RunReport) -> str:
         from driftdesk.analysis.link_faults_report import summary_line
 
         lines.append("  " + cell(summary_line(report.link_faults)))
+    if report.concurrency is not None:
+        from driftdesk.analysis.concurrency_report import summary_lines, worth_showing
+
+        if worth_showing(report.concurrency):
+            lines.extend("  " + cell(line) for line in summary_lines(report.concurrency))
     if report.pass_hat_k:
         lines.append(f"  pass^k ({report.pass_k_convention} convention, see docs/report-json.md)")
         lines.append(f"  pass^k  {_curve(report.pass_hat_k)}")

@@ -87,16 +87,23 @@ async def test_auto_finds_the_providers_limit_and_records_how_it_ran(tmp_path: P
         manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
         control = manifest["concurrency_control"]
         assert control["setting"] == control["started_as"] == "auto:1-2-32"
-        assert control["high"] >= 4 and control["low"] >= 1
+        assert control["high"] >= 3 and control["low"] >= 1
         assert control["calls"] == server.stats.requests
         assert control["rate_limited"] == server.stats.by_kind["rate_limited"]
         assert control["rate_limited"] <= 0.1 * server.stats.requests
         rows = control_rows(outcome.run_dir)
         reasons = Counter(r["reason"] for r in rows if r["kind"] == "limit")
-        assert reasons["slow start"] >= 2, reasons
+        assert reasons["slow start"] >= 1 and sum(reasons.values()) >= 3, reasons
         changes = timeline.of(ConcurrencyChanged)
         assert changes and changes[-1][1].setting == "auto:1-2-32"
         assert outcome.stats.concurrency == changes[-1][1].limit
+        from driftdesk.analysis.concurrency_report import read_concurrency, summary_lines
+
+        summary = read_concurrency(outcome.run_dir, manifest)
+        assert summary is not None
+        assert summary["rate_limited"] == control["rate_limited"]
+        line = summary_lines(summary)[0]
+        assert line.startswith("concurrency: auto:1-2-32, ") and " concurrent, " in line
 
 
 async def test_ctl_retunes_pauses_and_unpauses_a_live_run(tmp_path: Path) -> None:
@@ -152,6 +159,31 @@ async def test_ctl_retunes_pauses_and_unpauses_a_live_run(tmp_path: Path) -> Non
     assert all(r["at"] and r["by"] == "ctl" for r in retunes)
     assert manifest["concurrency_control"]["started_as"] == "8"
     assert manifest["concurrency_control"]["setting"] == "auto:1-4-64"
+
+    # The report says how it ran, and every retune with its time.
+    report = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "report", str(outcome.run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    text = report.stdout
+    assert "concurrency: 8 (now auto:1-4-64), " in text
+    assert " rate-limit episodes, 0 surfaced" in text
+    for change in ("concurrency 2 (by ctl)", "paused (by ctl)", "unpaused (by ctl)"):
+        assert change in text, text
+    as_json = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "driftdesk", "report", str(outcome.run_dir), "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    )
+    assert [r["change"] for r in as_json["concurrency"]["retunes"]] == [
+        r["change"] for r in retunes
+    ]
 
     # A finished run is refused in one line.
     finished = _ctl(str(outcome.run_dir), "--pause")
