@@ -86,6 +86,9 @@ def new_run_request(spec: Any) -> dict[str, Any]:
     fields["ray"] = dataclasses.asdict(spec.ray)
     if spec.adaptive is not None:
         fields["adaptive"] = spec.adaptive.to_manifest()
+    from driftdesk.reruns.concurrency import concurrency_text
+
+    fields["concurrency"] = concurrency_text(spec.concurrency)  # "4" or "auto:1-4-64"
     return {"action": "run", "spec": fields, "api_key": api_key}
 
 
@@ -104,6 +107,9 @@ def spec_of(request: dict[str, Any]) -> Any:
             fields[name] = Path(fields[name])
     fields["retry_policy"] = RetryPolicy(**fields["retry_policy"])
     fields["ray"] = RaySettings(**fields["ray"])
+    from driftdesk.reruns.concurrency import parse_concurrency
+
+    fields["concurrency"] = parse_concurrency(str(fields["concurrency"]))
     if fields.get("adaptive") is not None:
         from driftdesk.reruns.adaptive import AdaptiveDesign
 
