@@ -129,11 +129,12 @@ def import_results(
     Generic JSON lines are imported zero-copy unless ``copy``: every line is checked, but the
     run dir holds only the manifest, which links the source (``analysis.zero_copy``).
     ``max_member_mb``: an inspect ``.eval`` member decompressing past it is refused."""
+    # Harbor first: the inspect check opens every JSON file of a folder (2,000 trajectories)
+    if fmt == "harbor" or (fmt == "auto" and path.is_dir() and _harbor_jobs(path)):
+        return _import_harbor(path, out, run_id, merge, copy)
     if fmt == "inspect" or (fmt == "auto" and _inspect_log(path)):
         # inspect_ai logs: analysis/inspect_logs.py (its own threshold when none was given)
         return _import_inspect(path, out, run_id, score_threshold, max_member_mb)
-    if fmt == "harbor" or (fmt == "auto" and path.is_dir() and _harbor_jobs(path)):
-        return _import_harbor(path, out, run_id, merge, copy)
     if score_threshold is None:
         score_threshold = 1.0
     if not path.is_file():

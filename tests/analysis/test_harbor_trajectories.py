@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,30 @@ def test_files_it_cannot_read_are_one_line_each(
     shutil.rmtree(job)
     gone = load_trajectory(result.run_dir, "t", 1)
     assert gone is not None and "is not there any more" in gone.problems[0]
+
+
+AUDITED_IMPORT = r"""
+import sys
+opened = []
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and "trajectory" in args[0]:
+        opened.append(args[0])
+sys.addaudithook(hook)
+from driftdesk.analysis.imports import import_results
+from pathlib import Path
+import_results(Path(sys.argv[1]), out=Path(sys.argv[2]))
+print(len(opened))
+"""
+
+
+def test_the_import_opens_no_trajectory(tmp_path: Path) -> None:
+    # they are read when a task is opened; a folder of jobs was first scanned as inspect logs,
+    # which opened every JSON file in it
+    write_job(tmp_path / "jobs", "j", standard_trials(), n_attempts=3)
+    done = subprocess.run(
+        [sys.executable, "-c", AUDITED_IMPORT, str(tmp_path / "jobs"), str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "0"
