@@ -223,21 +223,32 @@ def _read_in_place(
         _keep_in_step(viewed)
 
 
+_REFRESHING: list[threading.Event] = []  # each workbench view refresher's stop switch
+
+
 def _keep_in_step(urls: list[str]) -> None:
     """While the workbench is open, bring its bucket views in step (a teammate's live run
     grows on screen as the workbench follows local runs)."""
     from driftdesk.rundir.remote_view import view
 
+    stop = threading.Event()
+    _REFRESHING.append(stop)
+
     def refresh() -> None:
-        while True:
-            threading.Event().wait(VIEW_REFRESH_S)
+        while not stop.wait(VIEW_REFRESH_S):
             for url in urls:
                 try:
                     view(url)
-                except (OSError, store.StoreError):
-                    continue  # a listing that failed now: the next one may not
+                except Exception:  # a listing that failed now (any store's error): next time
+                    continue
 
     threading.Thread(target=refresh, name="driftdesk-remote-views", daemon=True).start()
+
+
+def stop_refreshing() -> None:
+    """Stop every view refresher this process started (the workbench closed)."""
+    while _REFRESHING:
+        _REFRESHING.pop().set()
 
 
 def _run_to_store(args: argparse.Namespace, url: str) -> None:
