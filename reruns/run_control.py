@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -222,6 +223,8 @@ class LiveControl:
         self.admission = AttemptAdmission(self.controller.limit)
         self._rows: RowSink | None = None
         self.retunes: list[dict[str, Any]] = []  # this execution's requests, as applied
+        # The auto bounds the run was given (plain ``auto`` later means these)
+        self._own_auto = setting if isinstance(setting, AutoBounds) else None
 
     def open(self, rows: RowSink) -> None:
         """Start recording to ``rows`` (control.jsonl) and take requests from the channel."""
@@ -271,8 +274,11 @@ class LiveControl:
         bounds when it started auto), a pause of new attempts or its end; recorded."""
         if request.concurrency is not None:
             setting = request.concurrency
-            if setting == AutoBounds(*DEFAULT_AUTO) and isinstance(self.setting, AutoBounds):
-                setting = self.setting  # plain ``auto`` on an auto run: its own bounds
+            if setting == AutoBounds(*DEFAULT_AUTO) and self._own_auto is not None:
+                setting = self._own_auto  # plain ``auto`` on a run that had bounds: those
+            elif isinstance(setting, AutoBounds):
+                self._own_auto = setting
+            request = dataclasses.replace(request, concurrency=setting)  # as applied
             self.setting = setting
             self.controller.set(setting)
         if request.pause is not None:

@@ -97,7 +97,13 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
                         yield Input("5", id="repeat", type="integer")
                     with Vertical():
                         yield Label("Concurrency")
-                        yield Input(str(DEFAULT_CONCURRENCY), id="concurrency", type="integer")
+                        # a number, auto or auto:MIN-START-MAX (reruns/concurrency.py)
+                        yield Input(
+                            str(DEFAULT_CONCURRENCY),
+                            id="concurrency",
+                            placeholder="N or auto",
+                            tooltip="attempts at once; auto: follow the provider's limit",
+                        )
                     with Vertical():
                         yield Label("Timeout (s)")
                         yield Input("120", id="timeout", type="number")
@@ -219,9 +225,16 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             self._error("choose a profile")
             return
         values: dict[str, int | float | None] = {}
+        from driftdesk.reruns.concurrency import ConcurrencyError, parse_concurrency
+
+        raw_concurrency = self.query_one("#concurrency", Input).value.strip()
+        try:
+            concurrency = parse_concurrency(raw_concurrency or str(DEFAULT_CONCURRENCY))
+        except ConcurrencyError as exc:
+            self._error(str(exc).replace("--concurrency", "concurrency"))
+            return
         for field_id, kind in (
             ("repeat", int),
-            ("concurrency", int),
             ("timeout", float),
             ("sample", int),
         ):
@@ -279,7 +292,7 @@ class LaunchScreen(ForwardsWorkerFailures, ModalScreen[Any]):
             profile=profile,
             suite=self.query_one("#suite", Input).value.strip() or "basic",
             repeat=int(values["repeat"] or 5),
-            concurrency=int(values["concurrency"] or DEFAULT_CONCURRENCY),
+            concurrency=concurrency,
             timeout_s=float(values["timeout"] or 120.0),
             sample=int(values["sample"]) if values["sample"] else None,
             only_failed=Path(str(earlier)) if only == "failed" else None,

@@ -68,7 +68,11 @@ class RunScreen(WorkbenchScreen):
         "Launch a run (n), watch it fill in, and follow one attempt's output and proxy calls "
         "(move in the grid, or f to follow the newest attempt: it stays on one until it ends). Cells: · pending  ▶ running  "
         "↻ retrying  ✔ pass  ✘ fail  ⚡ link error  ! harness error. x cancels the shown run (it "
-        "is marked interrupted and can be resumed: Volatility, u); [ and ] switch between runs."
+        "is marked interrupted and can be resumed: Volatility, u); [ and ] switch between runs. "
+        "A live run's concurrency (attempts at once, model calls in flight) can be set: + and - "
+        "move it by one, a gives it back to the controller (auto); p pauses starting new "
+        "attempts (those in flight finish) and resumes. Each change is recorded with its time "
+        "and shown in the run's report; runs followed from another terminal too."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "launch", "New run", id="run.launch", tooltip="Open the launch form"),
@@ -82,6 +86,27 @@ class RunScreen(WorkbenchScreen):
         Binding("right_square_bracket", "cycle(1)", "Next run", id="run.next", show=False),
         Binding(
             "v", "volatility", "Volatility", id="run.volatility", tooltip="This run's volatility"
+        ),
+        Binding(
+            "p", "pause", "Pause/unpause", id="run.pause", tooltip="Start no new attempts / again"
+        ),
+        Binding(
+            "plus,equals_sign",
+            "concurrency(1)",
+            "Concurrency +1",
+            id="run.concurrency_up",
+            show=False,
+        ),
+        Binding(
+            "minus", "concurrency(-1)", "Concurrency -1", id="run.concurrency_down", show=False
+        ),
+        Binding(
+            "a",
+            "concurrency_auto",
+            "Auto concurrency",
+            id="run.concurrency_auto",
+            show=False,
+            tooltip="Give the concurrency back to the controller",
         ),
     ]
 
@@ -388,9 +413,71 @@ class RunScreen(WorkbenchScreen):
         else:
             self.app.switch_mode("volatility")
 
+    # -- live control (reruns/run_control.py: the run's channel, whichever process runs it) ----
+    def _controllable(self) -> LiveRun | None:
+        live = self.live
+        if live is None or live.finished or live.run_dir is None:
+            self.notify("no live run to control", severity="warning")
+            return None
+        return live
+
+    def action_pause(self) -> None:
+        live = self._controllable()
+        if live is not None:
+            self.send_control(live, None, not live.stats.paused)
+
+    def action_concurrency(self, step: int) -> None:
+        live = self._controllable()
+        if live is not None:
+            now = live.stats.concurrency or int(live.spec.get("concurrency") or 1)
+            self.send_control(live, max(1, now + step), None)
+
+    def action_concurrency_auto(self) -> None:
+        live = self._controllable()
+        if live is not None:
+            self.send_control(live, "auto", None)
+
+    @work(thread=True, group="run-control", exit_on_error=False, name="run control")
+    def send_control(
+        self, live: LiveRun, concurrency: int | str | None, pause: bool | None
+    ) -> None:
+        """Hand the change to the run (it may run in another process) and say what it did."""
+        from driftdesk.reruns.concurrency import parse_concurrency
+        from driftdesk.reruns.run_control import ControlRefused, ControlRequest, send_request
+
+        assert live.run_dir is not None
+        setting = parse_concurrency(concurrency) if concurrency is not None else None
+        try:
+            row = send_request(live.run_dir, ControlRequest(setting, pause, by="workbench"))
+        except ControlRefused as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="warning", markup=False)
+            return
+        said = f"{row.get('change')}: concurrency {row.get('setting')}, limit {row.get('limit')}"
+        self.app.call_from_thread(self.notify, said, markup=False)
+
     def palette_commands(self) -> list[PaletteCommand]:
         commands = [
             PaletteCommand("run: launch", "Open the launch form", self.action_launch),
+            PaletteCommand(
+                "run: pause or unpause new attempts",
+                "Start no new attempts (those in flight finish), or start them again",
+                self.action_pause,
+            ),
+            PaletteCommand(
+                "run: concurrency +1",
+                "One more attempt and model call at once",
+                lambda: self.action_concurrency(1),
+            ),
+            PaletteCommand(
+                "run: concurrency -1",
+                "One attempt and model call fewer at once",
+                lambda: self.action_concurrency(-1),
+            ),
+            PaletteCommand(
+                "run: concurrency auto",
+                "Give the concurrency back to the controller (it follows the provider's limit)",
+                self.action_concurrency_auto,
+            ),
             PaletteCommand("run: cancel", "Interrupt the shown run", self.action_cancel_run),
             PaletteCommand(
                 "run: follow newest", "Follow the newest attempt's log", self.action_follow
@@ -476,6 +563,20 @@ def _counters(live: LiveRun) -> Text:
     if harness:
         parts.append((f"harness errors {harness}", "bright_red"))
     parts.append((f"retries {live.retries}", "yellow"))
+    stats = live.stats
+    if stats.concurrency:
+        # The limit now, as the controller (auto) or a retune set it; whether new attempts
+        # are held; the provider's rate-limit episodes so far.
+        setting = stats.concurrency_setting or str(live.spec.get("concurrency_setting") or "")
+        auto = " auto" if setting.startswith("auto") else ""
+        episodes = (
+            f", {stats.rate_limit_episodes} rate-limit episodes"
+            if stats.rate_limit_episodes
+            else ""
+        )
+        parts.append((f"concurrency {stats.concurrency}{auto}{episodes}", "bold"))
+    if stats.paused:
+        parts.append(("PAUSED: no new attempts (p)", "bold yellow"))
     if live.stats.model_mismatches:
         # answers from another model than the one asked for (a gateway routing elsewhere)
         parts.append((f"model mismatches {live.stats.model_mismatches}", "bold magenta"))
