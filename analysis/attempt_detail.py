@@ -61,8 +61,13 @@ def attempt_calls(run_dir: Path, task_id: str, attempt: int) -> list[dict[str, A
 
 def attempt_detail(run_dir: Path, task_id: str, attempt: int) -> AttemptDetail:
     run_dir = Path(run_dir)
+    check_output = _lines(attempt_file(run_dir, task_id, attempt, CHECK_OUTPUT_SUFFIX))
+    if check_output is None:  # a Harbor trial: its verifier's output, read in place
+        from driftdesk.analysis.harbor_jobs import verifier_output
+
+        check_output = verifier_output(run_dir, task_id, attempt)
     return AttemptDetail(
-        check_output=_lines(attempt_file(run_dir, task_id, attempt, CHECK_OUTPUT_SUFFIX)),
+        check_output=check_output,
         diff=_lines(attempt_file(run_dir, task_id, attempt, WORKSPACE_DIFF_SUFFIX)),
         calls=attempt_calls(run_dir, task_id, attempt),
     )

@@ -556,3 +556,40 @@ def trial_steps(trial_dir: Path, problems: list[str]) -> list[Any] | None:
         )
         found.extend(steps)
     return numbered(found) if found else None
+
+
+VERIFIER_FILES = ("test-stdout.txt", "test-stderr.txt", "reward.txt", "reward.json")
+MAX_VERIFIER_LINES = 2000
+
+
+def verifier_output(run_dir: Path, task_id: str, attempt: int) -> list[str] | None:
+    """What a Harbor trial's verifier wrote (and its ``exception.txt``), redacted, for the
+    drill-down's check output; None for a run that is not a Harbor import."""
+    from driftdesk.analysis.sources import SourceError, manifest_or_empty
+
+    try:
+        imported = _dict(manifest_or_empty(run_dir).get("imported_from"))
+    except SourceError:
+        return None
+    if imported.get("format") != "harbor":
+        return None
+    from driftdesk.analysis.attempts import task_attempts
+
+    rows = [r for r in task_attempts(run_dir, task_id) if r["attempt"] == attempt]
+    trial = rows[-1].get("harbor_trial") if rows else None
+    if not isinstance(trial, str):
+        return None
+    trial_dir = Path(trial)
+    lines: list[str] = []
+    for path in [trial_dir / "verifier" / n for n in VERIFIER_FILES] + [
+        trial_dir / "exception.txt"
+    ]:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        lines.append(f"── {path.relative_to(trial_dir)}")
+        lines.extend(redact(text).splitlines())
+    if len(lines) > MAX_VERIFIER_LINES:
+        lines = [*lines[:MAX_VERIFIER_LINES], f"… {len(lines) - MAX_VERIFIER_LINES} more lines"]
+    return lines or None
