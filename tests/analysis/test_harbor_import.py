@@ -54,7 +54,8 @@ def test_harbors_mean_reproduced_beside_the_judged_trials(tmp_path: Path) -> Non
     # Harbor's mean: every trial on disk, the 5 without a reward (rate limit, sandbox,
     # billing, verifier timeout, cancelled) counted 0: 6 / 14, the job's own figure
     assert harbor["harbor_mean"] == {"mean": approx(6 / 14, abs=1e-15)}
-    assert harbor["job_reported_mean"] == group["metrics"][0]
+    # to the digit: the very figure the job's result.json states
+    assert harbor["harbor_mean"] == harbor["job_reported_mean"] == group["metrics"][0]
     assert harbor["trials_on_disk"] == 14 and harbor["missing_rewards_as_zero"] == 5
     # driftdesk's: the judged trials only: 6 passes of 9
     assert harbor["judged_mean"] == {"mean": approx(6 / 9)} and harbor["judged_trials"] == 9
@@ -166,6 +167,25 @@ def test_jobs_stay_separate_runs_or_merge(tmp_path: Path) -> None:
     facts = report_of(merged.run_dir).harbor
     assert facts is not None and facts["job_reported_mean"] is None  # two jobs: no one figure
     assert facts["harbor_mean"] == {"mean": approx(12 / 28)}
+
+
+def test_trend_and_compare_across_nightly_jobs(tmp_path: Path) -> None:
+    from driftdesk.analysis.compare import compare_runs
+    from driftdesk.analysis.trend import build_trend
+
+    jobs = tmp_path / "jobs"
+    write_job(jobs, "night-1", standard_trials(), n_attempts=3)
+    later = standard_trials(minute=1440)
+    later[1].reward = 1.0  # the long task's failing trial passes the next night
+    write_job(jobs, "night-2", later, n_attempts=3, seed=3)
+    result = import_results(jobs, out=tmp_path / "runs")
+    runs = [result.run_dir, result.more[0].run_dir]
+    trend = build_trend(runs)
+    assert len(trend.runs) == 2 and trend.suite == "harbor:terminal-bench@2.0"
+    comparison = compare_runs(runs[0], runs[1])
+    moved = {t.task_id: t for t in comparison.changed}
+    assert (moved[LONG_TASK].before, moved[LONG_TASK].after) == ("volatile", "pass")
+    assert moved[LONG_TASK].success_a == approx(2 / 3) and moved[LONG_TASK].success_b == 1.0
 
 
 def test_runs_are_keyed_by_agent_model_and_dataset(tmp_path: Path) -> None:
