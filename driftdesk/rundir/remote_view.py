@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,27 @@ def _read_state(run_view: Path) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
+@dataclass
+class _Plan:
+    """What one run's view needs from the bucket, fetched with every other run's at once."""
+
+    run: store.StoredRun
+    view: Path
+    url: str
+    manifest: bool
+    growing: dict[str, tuple[int, list[tuple[int, store.StoredObject]]]]  # name -> start, parts
+    task_files: list[store.StoredObject]
+    files: dict[str, str]
+
+    def objects(self) -> list[store.StoredObject]:
+        wanted = list(self.task_files)
+        if self.manifest and self.run.manifest is not None:
+            wanted.append(self.run.manifest)
+        for _, parts in self.growing.values():
+            wanted.extend(stored for _, stored in parts)
+        return wanted
+
+
 def _sync(
     fs: Any,
     url: str,
@@ -110,63 +132,85 @@ def _sync(
     runs: dict[str, store.StoredRun],
     task_ids: tuple[str, ...],
 ) -> None:
-    from driftdesk.fileio import atomic_write_bytes
-
     folder.mkdir(parents=True, exist_ok=True)
+    plans = []
     for run in runs.values():
-        run_view = folder / run.run_id
-        run_url = url if run.path == root else store.join(url, run.run_id)
-        state = _read_state(run_view) or {}
-        key = run.key()
-        files: dict[str, str] = dict(state.get("files") or {})
-        wanted = _task_files(run, task_ids)
-        if state.get("key") == key and all(files.get(o.path) == o.etag for o in wanted):
-            continue
-        run_view.mkdir(parents=True, exist_ok=True)
-        old_key = state.get("key") or [None, {}]
-        assert run.manifest is not None
-        if old_key[0] != run.manifest.etag or not (run_view / MANIFEST_FILE).is_file():
-            data = store.fetch(fs, run.manifest)
-            atomic_write_bytes(run_view / MANIFEST_FILE, data, mode=0o600, durable=False)
-        for name in store.GROWING_FILES:
-            _sync_growing(fs, run, run_view, name, old_key[1].get(name) or [])
-        for stored in wanted:
-            if files.get(stored.path) != stored.etag:
-                target = run_view / stored.path[len(run.path) + 1 :]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(target, store.fetch(fs, stored), mode=0o600, durable=False)
-                files[stored.path] = stored.etag
-        new_state = {"url": run_url, "key": key, "files": files}
-        atomic_write_bytes(run_view / VIEW_STATE, json.dumps(new_state).encode(), durable=False)
+        plan = _plan(
+            run,
+            folder / run.run_id,
+            url if run.path == root else store.join(url, run.run_id),
+            task_ids,
+        )
+        if plan is not None:
+            plans.append(plan)
+    fetched = store.fetch_many(fs, [o for plan in plans for o in plan.objects()])
+    for plan in plans:
+        _apply(fs, plan, fetched)
     for child in list(folder.iterdir()):
         if child.name not in runs and (child / VIEW_STATE).is_file():
             shutil.rmtree(child, ignore_errors=True)  # gone from the bucket
 
 
-def _task_files(run: store.StoredRun, task_ids: tuple[str, ...]) -> list[store.StoredObject]:
-    prefixes = tuple(f"{run.path}/{ATTEMPTS_DIR}/{task_folder_name(t)}/" for t in task_ids)
-    return [o for o in run.other if prefixes and o.path.startswith(prefixes)]
+def _plan(
+    run: store.StoredRun, run_view: Path, run_url: str, task_ids: tuple[str, ...]
+) -> _Plan | None:
+    """What of ``run`` its view lacks (None: the view is the run as listed)."""
+    state = _read_state(run_view) or {}
+    files: dict[str, str] = dict(state.get("files") or {})
+    wanted = [o for o in _task_files(run, task_ids) if files.get(o.path) != o.etag]
+    if state.get("key") == run.key() and not wanted:
+        return None
+    old_key = state.get("key") or [None, {}]
+    assert run.manifest is not None
+    manifest = old_key[0] != run.manifest.etag or not (run_view / MANIFEST_FILE).is_file()
+    growing = {}
+    for name in store.GROWING_FILES:
+        parts = run.parts.get(name, [])
+        growing[name] = _growth(run_view / name, parts, old_key[1].get(name) or [])
+    return _Plan(run, run_view, run_url, manifest, growing, wanted, files)
 
 
-def _sync_growing(
-    fs: Any, run: store.StoredRun, run_view: Path, name: str, had: list[list[Any]]
-) -> None:
-    """Bring ``name`` in step with its parts: the new parts appended when the old ones are
-    all still there, else the whole file written again."""
-    from driftdesk.fileio import atomic_write_bytes
-
-    parts = run.parts.get(name, [])
+def _growth(
+    target: Path, parts: list[tuple[int, store.StoredObject]], had: list[list[Any]]
+) -> tuple[int, list[tuple[int, store.StoredObject]]]:
+    """(from which byte, the parts to read): only the new parts when the old ones are all
+    still there and the view's file is what they made, else all of them (-1: written again)."""
     now = [[offset, stored.etag] for offset, stored in parts]
-    target = run_view / name
-    if had and now[: len(had)] == had and target.is_file():
+    if had and now[: len(had)] == had:
         end = max(o + p.size for o, p in parts[: len(had)])
         with contextlib.suppress(OSError):
             if target.stat().st_size == end:
-                tail = store.join_parts(fs, parts, start=end)
-                if tail:
-                    with open(target, "ab") as out:
-                        out.write(tail)
-                return
-    if not parts and not target.exists():
-        return
-    atomic_write_bytes(target, store.join_parts(fs, parts), mode=0o600, durable=False)
+                return end, store.parts_to_read(parts, end)
+    return -1, store.parts_to_read(parts)
+
+
+def _apply(fs: Any, plan: _Plan, fetched: dict[str, bytes]) -> None:
+    from driftdesk.fileio import atomic_write_bytes
+
+    run, run_view = plan.run, plan.view
+    run_view.mkdir(parents=True, exist_ok=True)
+    if plan.manifest and run.manifest is not None:
+        data = fetched[run.manifest.path]
+        atomic_write_bytes(run_view / MANIFEST_FILE, data, mode=0o600, durable=False)
+    for name, (start, parts) in plan.growing.items():
+        target = run_view / name
+        if start >= 0:
+            tail = store.join_parts(fs, parts, start, fetched)
+            if tail:
+                with open(target, "ab") as out:  # grown: appended, as a local run grows
+                    out.write(tail)
+        elif parts or target.exists():
+            data = store.join_parts(fs, parts, 0, fetched)
+            atomic_write_bytes(target, data, mode=0o600, durable=False)
+    for stored in plan.task_files:
+        target = run_view / stored.path[len(run.path) + 1 :]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, fetched[stored.path], mode=0o600, durable=False)
+        plan.files[stored.path] = stored.etag
+    state = {"url": plan.url, "key": run.key(), "files": plan.files}
+    atomic_write_bytes(run_view / VIEW_STATE, json.dumps(state).encode(), durable=False)
+
+
+def _task_files(run: store.StoredRun, task_ids: tuple[str, ...]) -> list[store.StoredObject]:
+    prefixes = tuple(f"{run.path}/{ATTEMPTS_DIR}/{task_folder_name(t)}/" for t in task_ids)
+    return [o for o in run.other if prefixes and o.path.startswith(prefixes)]

@@ -221,18 +221,59 @@ def fetch(fs: Any, stored: StoredObject) -> bytes:
     return data
 
 
-def join_parts(fs: Any, parts: Iterable[tuple[int, StoredObject]], start: int = 0) -> bytes:
-    """The file the parts make from byte ``start`` on: each part where the one before ended
-    (a part starting inside a range already read is a republished range, skipped; a gap ends
-    the file there, as a writer killed mid-publish leaves it)."""
-    chunks, end = [], start
+def fetch_many(fs: Any, objects: Iterable[StoredObject]) -> dict[str, bytes]:
+    """The bytes of each object as listed, fetched concurrently (``Changed`` if one was
+    replaced or deleted since the listing)."""
+    wanted = list(objects)
+    if not wanted:
+        return {}
+    got = fs.cat([o.path for o in wanted], on_error="return")
+    fetched = {}
+    for stored in wanted:
+        data = got.get(stored.path)
+        if data is None or isinstance(data, FileNotFoundError):
+            raise Changed(stored.path)
+        if isinstance(data, PermissionError):
+            raise StoreError(f"the store refused to read {stored.path}: {data}")
+        if isinstance(data, BaseException):
+            raise data
+        if len(data) != stored.size:
+            raise Changed(stored.path)
+        fetched[stored.path] = bytes(data)
+    return fetched
+
+
+def parts_to_read(
+    parts: Iterable[tuple[int, StoredObject]], start: int = 0
+) -> list[tuple[int, StoredObject]]:
+    """The parts that make the file from byte ``start`` on: each where the one before ended
+    (a part inside a range already read is a republished range, skipped; a gap ends the file
+    there, as a writer killed mid-publish leaves it)."""
+    chosen, end = [], start
     for offset, stored in parts:
         if offset + stored.size <= end:
             continue
         if offset > end:
             break
-        data = fetch(fs, stored)
-        chunks.append(data[end - offset :])
+        chosen.append((offset, stored))
+        end = offset + stored.size
+    return chosen
+
+
+def join_parts(
+    fs: Any,
+    parts: Iterable[tuple[int, StoredObject]],
+    start: int = 0,
+    fetched: dict[str, bytes] | None = None,
+) -> bytes:
+    """The file the parts make from byte ``start`` on (``parts_to_read``), from ``fetched``
+    when given (``fetch_many``), else fetched now."""
+    chosen = parts_to_read(parts, start)
+    if fetched is None:
+        fetched = fetch_many(fs, [stored for _, stored in chosen])
+    chunks, end = [], start
+    for offset, stored in chosen:
+        chunks.append(fetched[stored.path][end - offset :])
         end = offset + stored.size
     return b"".join(chunks)
 

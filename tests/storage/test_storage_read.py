@@ -93,13 +93,14 @@ def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
     folder = remote_view.view(url)
     seen = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     fetched: list[str] = []
-    real_fetch = store.fetch
+    real_fetch = store.fetch_many
 
-    def counting(fs: object, stored: store.StoredObject) -> bytes:
-        fetched.append(stored.path)
-        return real_fetch(fs, stored)
+    def counting(fs: object, objects: list[store.StoredObject]) -> dict[str, bytes]:
+        objects = list(objects)
+        fetched.extend(o.path for o in objects)
+        return real_fetch(fs, objects)
 
-    store.fetch = counting  # type: ignore[assignment]
+    store.fetch_many = counting  # type: ignore[assignment]
     try:
         assert remote_view.view(url) == folder
         assert fetched == []
@@ -118,7 +119,7 @@ def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
         after = (folder / run / "attempts.jsonl").stat()
         assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size + len(grown))
     finally:
-        store.fetch = real_fetch  # type: ignore[assignment]
+        store.fetch_many = real_fetch  # type: ignore[assignment]
     unchanged = [p for p in seen if "a-night02" not in str(p) and p.exists()]
     assert all(p.stat().st_mtime_ns == seen[p] for p in unchanged)
 
