@@ -51,6 +51,9 @@ def status_line(stats: RunStats, bar: bool = True) -> str:
         parts.append(f"served-model mismatches {stats.model_mismatches}")
     parts.append(f"tokens {tokens(stats.tokens)}")
     parts.append(f"running {stats.running}")
+    if stats.concurrency_setting.startswith("auto") or stats.paused:
+        # the limit the controller (or a retune) set, and what a ctl --pause holds
+        parts.append(f"limit {stats.concurrency}" + (" PAUSED" if stats.paused else ""))
     parts.append(f"ETA {_duration(stats.eta_seconds())}")
     return "  ".join(parts)
 
@@ -131,7 +134,9 @@ class TextProgress:
                     f"{repeats}, {to_make}"
                     f"{plural(event.total_attempts, 'attempt')} to make; {spec.get('model')} at "
                     f"{spec.get('base_url')} (agent {_agent_label(spec)}, concurrency "
-                    f"{spec.get('concurrency')})\n  -> {event.run_dir}\n"
+                    f"{spec.get('concurrency_setting') or spec.get('concurrency')})\n"
+                    f"  -> {event.run_dir}  (driftdesk ctl DIR --concurrency N|auto, "
+                    "--pause, --unpause: retune it while it runs)\n"
                 )
             )
             if spec.get("executor") == "ray":
