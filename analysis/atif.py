@@ -34,6 +34,10 @@ class AtifError(ValueError):
     """The file is not an ATIF trajectory driftdesk can read (one line, naming it)."""
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _text(message: Any) -> str:
     """A message or observation content: a string, or ContentPart texts (media as a mark)."""
     if isinstance(message, str):
@@ -45,7 +49,7 @@ def _text(message: Any) -> str:
                 if part.get("type") == "text":
                     parts.append(str(part.get("text") or ""))
                 else:
-                    source = part.get("source") if isinstance(part.get("source"), dict) else {}
+                    source = _obj(part.get("source"))
                     parts.append(f"[{part.get('type')}: {source.get('path', '')}]")
         return "\n".join(parts)
     return ""
@@ -131,7 +135,7 @@ def _steps(
             detail["source"] = raw.get("source")
             out.append(Step("user", 0, text=redacted(text), detail=detail))
             continue
-        metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
+        metrics = _obj(raw.get("metrics"))
         counts = [metrics.get(k) for k in ("prompt_tokens", "completion_tokens")]
         tokens = (
             sum(c for c in counts if isinstance(c, int))
@@ -166,7 +170,7 @@ def _steps(
                 detail=detail,
             )
         )
-        observation = raw.get("observation") if isinstance(raw.get("observation"), dict) else {}
+        observation = _obj(raw.get("observation"))
         for result in observation.get("results") or []:
             if not isinstance(result, dict):
                 continue
@@ -267,7 +271,7 @@ def _atif_steps(steps: list[Step], model: str | None) -> list[dict[str, Any]]:
             atif = {"source": "user", "message": step.text}
         else:  # a tool result with no turn before it, or a link event: said by the system
             atif = {"source": "system", "message": step.text or step.summary()}
-        extra = {"driftdesk_kind": step.kind}
+        extra: dict[str, Any] = {"driftdesk_kind": step.kind}
         if step.call_index is not None:
             extra["call_index"] = step.call_index
         if step.latency_ms is not None:

@@ -36,7 +36,8 @@ class AtifExport:
 def _agent_of(manifest: dict[str, Any]) -> tuple[str, str]:
     from driftdesk import __version__
 
-    client = manifest.get("client") if isinstance(manifest.get("client"), dict) else {}
+    found = manifest.get("client")
+    client: dict[str, Any] = found if isinstance(found, dict) else {}
     name = client.get("name") or manifest.get("agent") or "driftdesk"
     version = client.get("version") or manifest.get("driftdesk_version") or __version__
     return str(name), str(version)

@@ -448,6 +448,8 @@ def _import_harbor(
     """Harbor jobs (``analysis.harbor_import``): one run dir per job and key, or per key with
     ``merge``; the first run is the result, the others its ``more``. Rows are written, the
     trajectories read in place unless ``copy``."""
+    import functools
+
     from driftdesk.analysis.harbor_import import copy_trajectories, prepare
 
     problems: list[str] = []
@@ -456,15 +458,18 @@ def _import_harbor(
         import_key = _refuse_a_second_import(path, run.digest, run.options, out, run_id)
         writer = _attempts_writer(run.attempts, "harbor", keep_messages=False)
 
-        def write_rows(target: Path, final_id: str, writer: Any = writer, run: Any = run) -> _Written:
+        def write_rows(
+            target: Path, final_id: str, writer: Any = writer, run: Any = run
+        ) -> _Written:
             written = writer(target, final_id)
             if copy:
                 copy_trajectories(target.parent, run.attempts, problems)
             return written
 
+        digest: Callable[[], str] = functools.partial(str, run.digest)
         written, run_dir = _write_run(
             path,
-            lambda run=run: run.digest,
+            digest,
             "harbor",
             write_rows,
             out,
@@ -478,9 +483,7 @@ def _import_harbor(
             started_at=run.started_at,
             source_facts={"harbor": run.facts, "copied_trajectories": copy},
         )
-        results.append(
-            ImportResult(run_dir, "harbor", written.records, len(written.tasks), [], {})
-        )
+        results.append(ImportResult(run_dir, "harbor", written.records, len(written.tasks), [], {}))
     first = results[0]
     first.problems, first.more = problems, results[1:]
     return first
