@@ -305,6 +305,8 @@ def read_trial(trial_dir: Path, job: str, problems: list[str]) -> HarborTrial | 
 def read_job(job_dir: Path, problems: list[str]) -> HarborJob:
     name = job_dir.name
     job_result = _dict(_read_json(job_dir / RESULT_FILE, problems, name))
+    if not (job_dir / RESULT_FILE).exists():
+        problems.append(f"{name}: no result.json (the job's own figures are not known)")
     lock = _dict(_read_json(job_dir / LOCK_FILE, problems, name))
     version = _dict(lock.get("harbor")).get("version")
     stats = _dict(job_result.get("stats"))

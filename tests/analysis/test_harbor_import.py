@@ -269,6 +269,16 @@ def test_bad_input_costs_a_line_each(tmp_path: Path) -> None:
     assert result.attempts == 12  # 14 trials, one torn, one cancelled: nothing else lost
 
 
+def test_a_job_without_its_result_json(tmp_path: Path) -> None:
+    job = write_job(tmp_path / "jobs", "killed", [Trial("t", 1.0), Trial("t", 0.0, minute=1)])
+    (job / "result.json").unlink()
+    result = import_results(job, fmt="harbor", out=tmp_path / "runs")
+    assert result.problems == ["killed: no result.json (the job's own figures are not known)"]
+    harbor = report_of(result.run_dir).harbor
+    assert harbor is not None and harbor["job_reported_mean"] is None
+    assert harbor["harbor_mean"] == {"mean": 0.5}
+
+
 def test_not_a_job(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(ResultsImportError, match="no Harbor job"):
