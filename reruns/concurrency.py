@@ -41,6 +41,7 @@ DECREASE = 0.8  # the cut of a rate-limit episode
 EDGE_STEP = 0.95  # the step back when the provider says its room is spent
 HEADROOM = 2  # requests of room the provider must report for the limit to grow
 PACE_SHARE = 0.98  # sends are paced at this share of the request rate the provider states
+PACE_BACKLOG = 2  # unused pace slots that may still be taken (a small burst)
 MAX_HOLD_S = 60.0  # the longest Retry-After honoured before the next send
 
 
@@ -243,7 +244,10 @@ class ConcurrencyController:
         state.in_flight += 1
         state.sent_at.append(now)
         if state.rate:
-            state.next_send = max(now, state.next_send) + 1.0 / (state.rate * PACE_SHARE)
+            # A pace slot nobody used may be taken a little late (PACE_BACKLOG of them), as a
+            # bucket's burst allows; never more: the provider's own burst covers the rest.
+            interval = 1.0 / (state.rate * PACE_SHARE)
+            state.next_send = max(now - PACE_BACKLOG * interval, state.next_send) + interval
 
     def _dispatch(self, state: EndpointLimit) -> None:
         """Let waiting calls in, first come first in, while there is room; a hold (Retry-After)
@@ -298,16 +302,16 @@ class ConcurrencyController:
     def _rate_limited(
         self, endpoint: str, state: EndpointLimit, now: float, wait: float | None
     ) -> None:
-        if state.bounds is None:
-            return
-        if wait:
+        fixed = state.bounds is None  # counted all the same: the report says how it ran
+        if wait and not fixed:
             state.hold_until = max(state.hold_until, now + min(wait, MAX_HOLD_S))
         if now < state.episode_until:
             return  # sent before the cut: the same episode
         state.episodes += 1
-        state.slow_start = False
         state.episode_until = now + max(state.round_trip_s, wait or 0.0) * 1.5
-        self._set(endpoint, state, state.limit * DECREASE, "rate-limit episode")
+        if not fixed:
+            state.slow_start = False
+            self._set(endpoint, state, state.limit * DECREASE, "rate-limit episode")
 
     def _succeeded(
         self, endpoint: str, state: EndpointLimit, now: float, headers: Mapping[str, str]

@@ -5,7 +5,8 @@ average (0.25-0.75 s), 429 with Retry-After past the limit and the rate-limit he
 answer. Each contender runs the same ATTEMPTS one-call attempts (the builtin agent) through
 the real engine and metering proxy, in this process, against a fresh sandbox:
 
-- throughput: attempts per second over the run's wall time, as a share of the limit's 20/s;
+- throughput: judged attempts (not link errors) per second over the run's wall time, as a
+  share of the limit's 20/s;
 - 429s: the share of upstream requests answered 429;
 - surfaced: link faults the agent saw (tries retried whole, plus attempts ending as link errors);
 - wasted: tokens of tries that were thrown away (paid again by the next try).
@@ -107,7 +108,8 @@ async def _contender(
         "name": f"{concurrency} ({link_faults})",
         "attempts": len(rows),
         "wall_s": wall,
-        "throughput": len(rows) / wall,
+        # judged attempts (pass or fail) per second: a link error is no answer
+        "throughput": sum(r["outcome"] in ("pass", "fail") for r in rows) / wall,
         "requests": requests,
         "share_429": refused / requests if requests else 0.0,
         "surfaced": surfaced,
