@@ -26,10 +26,10 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 def read_concurrency(run_dir: Path | None, manifest: dict[str, Any]) -> dict[str, Any] | None:
     """The report's ``concurrency`` section (None: nothing recorded, an imported run)."""
-    if run_dir is None or RunManifest.from_json(manifest).imported_from is not None:
+    typed = RunManifest.from_json(manifest)
+    if run_dir is None or typed.imported_from is not None:
         return None
-    control = manifest.get("concurrency_control")
-    control = control if isinstance(control, dict) else {}
+    control = typed.concurrency_control or {}
     rows = _rows(Path(run_dir) / CONTROL_FILE)
     if not control and not rows:
         return None

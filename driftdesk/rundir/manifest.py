@@ -90,6 +90,9 @@ class RunManifest:
     injection: dict[str, Any] | None
     # "absorb" or "retry" (--link-faults); None: a run from before the mode was recorded (retried)
     link_faults: str | None
+    # How the concurrency ran (reruns/run_control.py): its setting, range, rate-limit
+    # episodes, retunes; None: a run from before it was recorded
+    concurrency_control: dict[str, Any] | None
     imported_from: dict[str, Any] | None
     data: dict[str, Any] = field(repr=False)
 
@@ -127,6 +130,11 @@ class RunManifest:
             adaptive=data.get("adaptive") if isinstance(data.get("adaptive"), dict) else None,
             injection=data.get("injection") if isinstance(data.get("injection"), dict) else None,
             link_faults=_text(data.get("link_faults")),
+            concurrency_control=(
+                data.get("concurrency_control")
+                if isinstance(data.get("concurrency_control"), dict)
+                else None
+            ),
             imported_from=(
                 data.get("imported_from") if isinstance(data.get("imported_from"), dict) else None
             ),
