@@ -63,7 +63,7 @@ def attempt_detail(run_dir: Path, task_id: str, attempt: int) -> AttemptDetail:
     run_dir = Path(run_dir)
     check_output = _lines(attempt_file(run_dir, task_id, attempt, CHECK_OUTPUT_SUFFIX))
     if check_output is None:  # a Harbor trial: its verifier's output, read in place
-        from driftdesk.analysis.harbor_jobs import verifier_output
+        from driftdesk.analysis.harbor_trial_files import verifier_output
 
         check_output = verifier_output(run_dir, task_id, attempt)
     return AttemptDetail(

@@ -21,8 +21,8 @@ from driftdesk.analysis.harbor_jobs import (
     attempts_of,
     figures,
     read_runs,
-    trial_steps,
 )
+from driftdesk.analysis.harbor_trial_files import trial_steps
 from driftdesk.analysis.import_formats import Attempt, ResultsImportError
 from driftdesk.rundir import safe_name
 

@@ -420,7 +420,7 @@ def load_trajectory(
         return traj
     if row is not None and isinstance(row.get("harbor_trial"), str):
         # a Harbor import: the trial's ATIF trajectory, read in place (analysis.harbor_jobs)
-        from driftdesk.analysis.harbor_jobs import trial_steps
+        from driftdesk.analysis.harbor_trial_files import trial_steps
 
         problems: list[str] = []
         steps = trial_steps(Path(row["harbor_trial"]), problems)
