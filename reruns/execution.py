@@ -9,8 +9,11 @@ I/O thread (``AttemptFinished`` is emitted once it is on disk); cancelled attemp
 nothing, so a resume redoes exactly the missing slots. Events go to a ``RunListener``
 (reruns/events.py); a listener that fails is logged once and never stops the run.
 
-Just over 600 lines: one class, because the loop, the writer thread and the events share the
-execution's state (its stats, stop reason and rows in flight).
+How many attempts run at once, and the live retunes, are ``LiveControl``'s
+(reruns/run_control.py): the workers ask its admission before each slot.
+
+About 700 lines: one class, because the loop, the writer thread and the events share the
+execution's state (its stats, stop reason, rows in flight and workers).
 """
 
 from __future__ import annotations

@@ -47,9 +47,10 @@ Anthropic send on every answer.
 
 What requests and answers look like is ``driftdesk.wire``'s (``wire.conversation`` reads a
 request, ``wire.answers`` writes the answer, ``wire.errors`` the errors); this module is the
-simulated model and the endpoint that plays it. It stays a little over 600 lines because the
-two share the per-task seeded draw (the fault and the model's choice come from one ``Random``
-per request), which is clearer kept in one place than split across two modules.
+simulated model and the endpoint that plays it (its rate limit is reruns/rate_limit.py's).
+It stays near 700 lines because the two share the seeded draws (a request's fault and the
+model's choice come from one key), which is clearer kept in one place than split across two
+modules.
 """
 
 from __future__ import annotations
