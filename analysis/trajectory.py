@@ -8,7 +8,7 @@ Sources, tried in this order for one (task, attempt) of a run dir:
    ``write_trajectory`` from tau-bench ``traj``, tau2 and inspect_ai ``messages``, or a
    JSON-lines row's ``messages``/``traj``/``trajectory``);
 4. a Harbor import's trial folder (the row's ``harbor_trial``): its ATIF trajectory, read when
-   asked (``analysis.harbor_jobs.trial_steps``, ``analysis.atif``);
+   asked (``analysis.harbor_trial_files.trial_steps``, ``analysis.atif``);
 5. a zero-copy import's source line (``analysis.zero_copy``), read when asked.
 
 A slot's calls each say their try (``try``, 1-based, in the recording's records and the
@@ -419,7 +419,7 @@ def load_trajectory(
         traj.latency_ms = traj.latency_ms if traj.latency_ms is not None else stored.latency_ms
         return traj
     if row is not None and isinstance(row.get("harbor_trial"), str):
-        # a Harbor import: the trial's ATIF trajectory, read in place (analysis.harbor_jobs)
+        # a Harbor import: the trial's ATIF trajectory, read in place (analysis.harbor_trial_files)
         from driftdesk.analysis.harbor_trial_files import trial_steps
 
         problems: list[str] = []
