@@ -17,13 +17,22 @@ def run_facts() -> RunFacts:
     from driftdesk.reruns.rundir import PROCESS_GONE, interruption_reason, is_live
 
     return RunFacts(
-        is_live=is_live,
+        is_live=lambda run_dir: _published_live(run_dir, is_live),
         interruption_reason=interruption_reason,
         process_gone=PROCESS_GONE,
         suite_available=_suite_available,
         known_success=known_success,
         agent_label=_agent_label,
     )
+
+
+def _published_live(run_dir: Path, is_live: Any) -> bool:
+    """A bucket's run read in place is live while its publisher's lock object is there (no
+    local process holds a view); any other run, while a process holds its lock."""
+    from driftdesk.rundir.remote_view import published_live
+
+    held = published_live(run_dir)
+    return is_live(run_dir) if held is None else held
 
 
 def _suite_available(manifest: dict[str, Any]) -> bool:

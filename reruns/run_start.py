@@ -230,6 +230,10 @@ async def resume_run(
     appended later in the file and supersedes it: the last row per slot wins). ``executor``
     and ``ray`` default to the run's own (its manifest)."""
     run_dir = Path(run_dir)
+    from driftdesk.rundir.remote_view import is_view
+
+    if is_view(run_dir):  # a bucket's run read in place: its publisher resumes it (issue 51)
+        raise RunSetupError(f"{run_dir} is a read-only view of a run in a bucket: resume its URL")
     manifest = read_manifest(run_dir)
     recorded_kind = agent_kind(str(manifest.get("agent")))
     if recorded_kind is not None and recorded_kind.once_per_run:
