@@ -26,6 +26,8 @@ from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
 SCHEMA = json.loads((SCHEMAS / "atif_trajectory.schema.json").read_text())
+# Read once: the ``home`` fixture takes DRIFTDESK_* out of the environment during a test.
+HARBOR_PYTHON = os.environ.get("DRIFTDESK_HARBOR_PYTHON")
 REAL_KEY = "sk-test-REALKEY-export-atif-0123456789"
 RIGHT = ["cat calc.py", "sed -i 's/a - b/a + b/' calc.py", "python3 -c 'import calc'"]
 WRONG = ["cat calc.py", "sed -i 's/a - b/a * b/' calc.py", "python3 -c 'import calc'"]
@@ -86,11 +88,10 @@ def _calls(doc: dict) -> list[str]:
 
 def _harbor_check(out: Path) -> None:
     """The exported files read by harbor's own models, where a Python that has them is set."""
-    python = os.environ.get("DRIFTDESK_HARBOR_PYTHON")
-    if not python:
+    if not HARBOR_PYTHON:
         return
     done = subprocess.run(
-        [python, str(SCHEMAS / "derive_schemas.py"), "--check", str(out)],
+        [HARBOR_PYTHON, str(SCHEMAS / "derive_schemas.py"), "--check", str(out)],
         capture_output=True,
         text=True,
     )
@@ -180,7 +181,7 @@ def test_a_run_without_trajectories_exits_1(cli, tmp_path: Path) -> None:  # typ
     assert done.returncode == 1 and "1 attempts kept no trajectory: t#0" in done.stderr
 
 
-@pytest.mark.skipif(not os.environ.get("DRIFTDESK_HARBOR_PYTHON"), reason="no harbor models")
+@pytest.mark.skipif(not HARBOR_PYTHON, reason="harbor's models are not installed (./run tests)")
 def test_the_fixtures_are_what_harbors_models_read(tmp_path: Path) -> None:
     job = write_job(tmp_path / "jobs", "j", standard_trials(), n_attempts=3)
     _harbor_check(job)
