@@ -33,6 +33,8 @@ class RateLimit:
     rps: float | None = None  # requests per second
     burst: int = 1  # requests the bucket holds: how many may come at once
     tpm: int | None = None  # tokens per minute (the bucket holds one minute's worth)
+    # Send the rate-limit headers (False: a provider that states nothing but Retry-After)
+    headers: bool = True
 
     def problem(self) -> str | None:
         """Why these settings cannot be served, or None."""
@@ -121,10 +123,11 @@ class RateLimiter:
     def _headers(self, key: str, wait: float) -> dict[str, str]:
         headers: dict[str, str] = {}
         wall = datetime.now(UTC)
-        for kind, bucket, limit in (
+        stated: list[tuple[str, TokenBucket | None, float | None]] = [
             ("requests", self._requests.get(key), self.limit.rps and self.limit.rps * 60),
             ("tokens", self._tokens.get(key), self.limit.tpm),
-        ):
+        ]
+        for kind, bucket, limit in stated if self.limit.headers else []:
             if bucket is None or not limit:
                 continue
             remaining = str(max(0, math.floor(bucket.level)))

@@ -62,10 +62,12 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 
 async def _contender(
-    concurrency: str, link_faults: str, attempts: int, folder: Path
+    concurrency: str, link_faults: str, attempts: int, folder: Path, headers: bool = True
 ) -> dict[str, Any]:
     server = SandboxServer(
-        latency_ms=LATENCY_MS, rate_limit=RateLimit(rps=RPS, burst=BURST), retry_after_s=1.0
+        latency_ms=LATENCY_MS,
+        rate_limit=RateLimit(rps=RPS, burst=BURST, headers=headers),
+        retry_after_s=1.0,
     )
     server.start()
     try:
@@ -105,7 +107,7 @@ async def _contender(
         r["outcome"] == "link_error" for r in rows
     )
     return {
-        "name": f"{concurrency} ({link_faults})",
+        "name": f"{concurrency} ({link_faults}{'' if headers else ', no rate headers'})",
         "attempts": len(rows),
         "wall_s": wall,
         # judged attempts (pass or fail) per second: a link error is no answer
@@ -126,6 +128,12 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=2000)
     parser.add_argument("--only", default="auto,4,64", help="concurrencies, comma-separated")
     parser.add_argument("--link-faults", default="absorb,retry")
+    parser.add_argument(
+        "--no-headers-too",
+        action="store_true",
+        help="also run auto against a provider that states no rate (Retry-After only): the "
+        "law without its leading signals (AIMD on 429 episodes)",
+    )
     args = parser.parse_args()
     private_home("driftdesk-bench-concurrency-")
     os.environ.setdefault("DRIFTDESK_NO_CACHE", "1")
@@ -144,6 +152,13 @@ def main() -> int:
                 )
             results.append(result)
             print(_line(result), flush=True)
+    if args.no_headers_too:
+        with tempfile.TemporaryDirectory(prefix="bench-concurrency-") as folder:
+            result = asyncio.run(
+                _contender("auto", "absorb", args.attempts, Path(folder), headers=False)
+            )
+        results.append(result)
+        print(_line(result), flush=True)
     auto = next((r for r in results if r["name"] == "auto (absorb)"), None)
     if auto is not None:
         share = auto["throughput"] / RPS

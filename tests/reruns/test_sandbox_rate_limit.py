@@ -151,3 +151,11 @@ async def test_twins_draw_by_task_attempt_and_turn_not_arrival_order() -> None:
         assert faulty.stats.by_kind["rate_limit"] + faulty.stats.by_kind["server_error"] > 5
     assert other == twin
     assert len(set(twin.values())) > len(tasks)  # the draws do vary between attempts
+
+
+def test_a_provider_that_states_no_rate_sends_only_retry_after() -> None:
+    now = [0.0]
+    limiter = RateLimiter(RateLimit(rps=1, burst=1, headers=False), clock=lambda: now[0])
+    assert limiter.admit("k", 1).headers == {}
+    refused = limiter.admit("k", 1)
+    assert not refused.allowed and set(refused.headers) == {"retry-after-ms", "Retry-After"}
