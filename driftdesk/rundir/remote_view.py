@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from driftdesk.rundir.layout import ATTEMPTS_DIR, MANIFEST_FILE, task_folder_nam
 
 VIEW_STATE = ".remote-view.json"  # in each run's view: its URL and the ETags it was made of
 VIEWS_FOLDER = "remote-runs"
-ATTEMPTS_TO_LIST = 3  # listings tried while objects change under the read
+ATTEMPTS_TO_LIST = 4  # listings tried while objects change under the read
+RELIST_AFTER_S = 0.1  # then 0.3, 0.9 s
 
 
 def views_root() -> Path:
@@ -61,6 +63,13 @@ def url_of_view(run_dir: Path) -> str | None:
     return None if state is None else str(state.get("url"))
 
 
+def published_live(run_dir: Path) -> bool | None:
+    """Whether the run a view stands for was held by its publisher's lock object when last
+    listed (None: ``run_dir`` is no view)."""
+    state = _read_state(Path(run_dir))
+    return None if state is None else bool(state.get("locked"))
+
+
 def view(url: str, *, task_ids: tuple[str, ...] = ()) -> Path:
     """The local view of ``url`` (a folder of runs, or a run dir when the URL is one run),
     in step with the bucket as one listing sees it (``StoreError`` when it cannot be read)."""
@@ -70,16 +79,22 @@ def view(url: str, *, task_ids: tuple[str, ...] = ()) -> Path:
     fs = store.filesystem(url)
     root = store.strip_protocol(fs, url)
     folder = view_folder(url)
+    last: store.Changed | None = None
     with locked(f"remote-view-{folder.name}"):
-        for _ in range(ATTEMPTS_TO_LIST):
+        for attempt in range(ATTEMPTS_TO_LIST):
+            if attempt:  # a store that lists an object a moment before it serves it
+                time.sleep(RELIST_AFTER_S * 3 ** (attempt - 1))
             runs = store.list_runs(fs, root)
             try:
                 _sync(fs, url, root, folder, runs, task_ids)
                 break
-            except store.Changed:
-                continue  # an object replaced or deleted since the listing: list again
+            except store.Changed as changed:
+                last = changed  # an object replaced or deleted since the listing: list again
+                continue
         else:
-            raise store.StoreError(f"the objects of {url} kept changing under the read; try again")
+            raise store.StoreError(
+                f"the objects of {url} kept changing under the read ({last}); try again"
+            )
     if not runs:
         _exists_or_fail(fs, root, url)
     single = next((r for r in runs.values() if r.path == root), None)
@@ -158,7 +173,11 @@ def _plan(
     state = _read_state(run_view) or {}
     files: dict[str, str] = dict(state.get("files") or {})
     wanted = [o for o in _task_files(run, task_ids) if files.get(o.path) != o.etag]
-    if state.get("key") == run.key() and not wanted:
+    if (
+        state.get("key") == run.key()
+        and bool(state.get("locked")) == (run.lock is not None)
+        and not wanted
+    ):
         return None
     old_key = state.get("key") or [None, {}]
     assert run.manifest is not None
@@ -207,7 +226,8 @@ def _apply(fs: Any, plan: _Plan, fetched: dict[str, bytes]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, fetched[stored.path], mode=0o600, durable=False)
         plan.files[stored.path] = stored.etag
-    state = {"url": plan.url, "key": run.key(), "files": plan.files}
+    locked = run.lock is not None
+    state = {"url": plan.url, "key": run.key(), "files": plan.files, "locked": locked}
     atomic_write_bytes(run_view / VIEW_STATE, json.dumps(state).encode(), durable=False)
 
 

@@ -164,7 +164,10 @@ def _etag(info: dict[str, Any]) -> str:
 
 def list_runs(fs: Any, root: str) -> dict[str, StoredRun]:
     """Every run under ``root`` (a folder of runs, or one run), by one recursive listing."""
-    fs.invalidate_cache(root)  # a long-lived process (publisher, workbench) lists afresh
+    # Listed afresh, and nothing read after from the listing cache: s3fs reads an object's
+    # size from its folder's cached listing (a part newer than it "does not exist"), and
+    # invalidating a path keeps its sub-folders' listings.
+    fs.invalidate_cache()
     try:
         listed = fs.find(root, detail=True)
     except FileNotFoundError:
@@ -227,10 +230,11 @@ def fetch_many(fs: Any, objects: Iterable[StoredObject]) -> dict[str, bytes]:
     wanted = list(objects)
     if not wanted:
         return {}
-    got = fs.cat([o.path for o in wanted], on_error="return")
+    # cat_ranges reads exactly these paths (concurrently on an async store); ``cat`` would
+    # first expand them through the listing cache, where a part newer than it is missing
+    got = fs.cat_ranges([o.path for o in wanted], None, None, on_error="return")
     fetched = {}
-    for stored in wanted:
-        data = got.get(stored.path)
+    for stored, data in zip(wanted, got, strict=True):
         if data is None or isinstance(data, FileNotFoundError):
             raise Changed(stored.path)
         if isinstance(data, PermissionError):

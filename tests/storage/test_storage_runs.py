@@ -21,7 +21,7 @@ from driftdesk.providers.harness_env import harness_base_environment
 from driftdesk.providers.keys import set_key
 from driftdesk.providers.profiles import Profile, ProfileStore
 from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
-from driftdesk.rundir import store
+from driftdesk.rundir import remote_view, store
 
 TASKS = ("arith-01", "arith-02", "arith-03", "arith-04", "arith-05", "arith-06")
 REPEAT = 3
@@ -95,8 +95,14 @@ def test_a_run_published_as_it_goes_is_read_live_and_whole(
     during = json_of(
         driftdesk("report", store.join(url, live.run_id), "--format", "json", env=teammate)
     )
+    live_view = remote_view.view(store.join(url, live.run_id))
+    shown_live = remote_view.published_live(live_view)  # its lock object is there
     out, err = process.communicate(timeout=180)
     assert process.returncode == 0, err
+    assert shown_live is True
+    assert remote_view.published_live(remote_view.view(store.join(url, live.run_id))) is False
+    refused = driftdesk("resume", str(live_view))
+    assert refused.returncode == 2 and "read-only view" in refused.stderr
     total = len(TASKS) * REPEAT
     assert during["status"] == "running" and 0 < _attempts(during) < total
     assert "staging: " in err and f"published: {url}/{live.run_id}" in out
