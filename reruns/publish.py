@@ -3,9 +3,9 @@
 A run is durable locally first, exactly as without a URL: it runs in a staging folder
 (``staging_folder``, named and shown), fsynced row by row, resumable. A ``Publisher`` thread
 copies what is new every ``interval`` seconds — the growing files as immutable parts of whole
-lines (``driftdesk.rundir.store``: the layout is its), the manifest when it was replaced — and
-at the end everything else (logs, transcripts, recordings, workspaces), then the final
-manifest, then it lets go of the run's lock object. A publisher killed mid-way leaves parts
+lines (``driftdesk.rundir.store``: the layout is its), the manifest when it was replaced, the
+per-attempt files (logs, transcripts, recordings, workspaces) once they have settled — and at
+the end what is left, then the final manifest, then it lets go of the run's lock object. A publisher killed mid-way leaves parts
 up to some line and its lock; a resume on the same machine takes the lock again (same owner)
 and publishes from where the bucket ends.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from driftdesk.rundir import store
 from driftdesk.rundir.layout import MANIFEST_FILE
 
 DEFAULT_INTERVAL_S = 1.0
+SETTLED_S = 2.0  # a per-attempt file unchanged this long is published while the run goes
 REMOTE_MARKER = ".driftdesk-remote.json"  # in a staging folder: the URL its runs go to
 STAGING_FOLDER = "staging"
 
@@ -68,6 +70,8 @@ class _Published:
     ends: dict[str, int] = field(default_factory=dict)
     manifest_seen: tuple[int, int, int] | None = None
     locked: bool = False
+    # per-attempt files published so far: relative path -> (size, mtime_ns) when put
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class Publisher:
@@ -133,7 +137,9 @@ class Publisher:
             if not (run_dir / MANIFEST_FILE).is_file():
                 continue
             try:
-                self._grow(run_dir, self.take(run_dir))
+                state = self.take(run_dir)
+                self._grow(run_dir, state)
+                self._files(run_dir, state, settled_before=time.time() - SETTLED_S)
             except (OSError, store.StoreError) as exc:
                 self.problem = str(exc)
             except Exception as exc:  # a store's own error type: kept, retried
@@ -159,6 +165,33 @@ class Publisher:
                 state.ends[name] = end + len(whole)
         self._manifest(run_dir, state)
 
+    def _files(self, run_dir: Path, state: _Published, settled_before: float | None = None) -> None:
+        """Put the per-attempt files (logs, transcripts, recordings, workspaces) not yet
+        published as they are now; during the run only those unchanged for ``SETTLED_S``
+        (an attempt still writing its log is published later), at the end all of them."""
+        todo: list[tuple[Path, str, tuple[int, int]]] = []
+        for path in store.publishable_files(run_dir):
+            relative = path.relative_to(run_dir).as_posix()
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            seen = (stat.st_size, stat.st_mtime_ns)
+            if state.files.get(relative) == seen:
+                continue
+            if settled_before is not None and stat.st_mtime > settled_before:
+                continue
+            todo.append((path, relative, seen))
+        if not todo:
+            return
+        targets = [f"{state.run_path}/{relative}" for _, relative, _ in todo]
+        try:
+            self.fs.put([str(path) for path, _, _ in todo], targets)
+        except PermissionError as exc:
+            raise store.StoreError(f"the store refused to write {state.run_path}: {exc}") from None
+        for _, relative, seen in todo:
+            state.files[relative] = seen
+
     def _manifest(self, run_dir: Path, state: _Published, *, force: bool = False) -> None:
         path = run_dir / MANIFEST_FILE
         stat = path.stat()
@@ -172,15 +205,7 @@ class Publisher:
         lock let go."""
         state = self.take(run_dir)
         self._grow(run_dir, state)
-        files = store.publishable_files(run_dir)
-        if files:
-            targets = [f"{state.run_path}/{p.relative_to(run_dir).as_posix()}" for p in files]
-            try:
-                self.fs.put([str(p) for p in files], targets)
-            except PermissionError as exc:
-                raise store.StoreError(
-                    f"the store refused to write {state.run_path}: {exc}"
-                ) from None
+        self._files(run_dir, state)
         self._manifest(run_dir, state, force=True)
         store.release_lock(self.fs, state.run_path, state.token)
         state.locked = False
