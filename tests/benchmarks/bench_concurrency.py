@@ -142,7 +142,7 @@ def main() -> int:
         f"answer; {args.attempts} one-call attempts per contender; {load()}"
     )
     results = []
-    for concurrency in args.only.split(","):
+    for concurrency in filter(None, args.only.split(",")):
         for link_faults in args.link_faults.split(","):
             if concurrency == "4" and link_faults != args.link_faults.split(",")[0]:
                 continue  # 4 at once never meets the limit: one mode says it all
