@@ -28,6 +28,7 @@ from driftdesk.rundir import store
 from driftdesk.rundir.layout import MANIFEST_FILE
 
 DEFAULT_INTERVAL_S = 1.0
+BUNDLE_BYTES = 64 * 2**20  # the per-attempt files published as one object, at most
 SETTLED_S = 2.0  # a per-attempt file unchanged this long is published while the run goes
 REMOTE_MARKER = ".driftdesk-remote.json"  # in a staging folder: the URL its runs go to
 STAGING_FOLDER = "staging"
@@ -72,6 +73,7 @@ class _Published:
     locked: bool = False
     # per-attempt files published so far: relative path -> (size, mtime_ns) when put
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    next_bundle: int = 0
 
 
 class Publisher:
@@ -115,6 +117,7 @@ class Publisher:
         listed = store.list_runs(self.fs, run_path).get(run_dir.name)
         for name in store.GROWING_FILES:
             state.ends[name] = 0 if listed is None else listed.published_end(name)
+        state.next_bundle = 0 if listed is None else listed.next_bundle()
         self.runs[run_dir] = state
         return state
 
@@ -182,14 +185,36 @@ class Publisher:
             if settled_before is not None and stat.st_mtime > settled_before:
                 continue
             todo.append((path, relative, seen))
-        if not todo:
+        start = 0
+        while start < len(todo):  # bundles of at most BUNDLE_BYTES (a bigger file alone)
+            end, size = start, 0
+            while end < len(todo) and (end == start or size + todo[end][2][0] <= BUNDLE_BYTES):
+                size += todo[end][2][0]
+                end += 1
+            self._bundle(state, todo[start:end])
+            start = end
+
+    def _bundle(self, state: _Published, todo: list[tuple[Path, str, tuple[int, int]]]) -> None:
+        """One bundle of files: their bytes, then its index (a file that changed or went
+        meanwhile is left for the next bundle)."""
+        chunks, entries, offset, done = [], [], 0, []
+        for path, relative, seen in todo:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            chunks.append(data)
+            entries.append([relative, offset, len(data)])
+            offset += len(data)
+            if len(data) == seen[0]:
+                done.append((relative, seen))
+        if not entries:
             return
-        targets = [f"{state.run_path}/{relative}" for _, relative, _ in todo]
-        try:
-            self.fs.put([str(path) for path, _, _ in todo], targets)
-        except PermissionError as exc:
-            raise store.StoreError(f"the store refused to write {state.run_path}: {exc}") from None
-        for _, relative, seen in todo:
+        data_path, index_path = store.bundle_paths(state.run_path, state.next_bundle)
+        store.put(self.fs, data_path, b"".join(chunks))
+        store.put(self.fs, index_path, json.dumps({"files": entries}).encode())
+        state.next_bundle += 1
+        for relative, seen in done:
             state.files[relative] = seen
 
     def _manifest(self, run_dir: Path, state: _Published, *, force: bool = False) -> None:
@@ -264,6 +289,14 @@ def pull(url: str, out: Path) -> Path:
         local = staging / stored.path[len(root) + 1 :]
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(store.fetch(fs, stored))
+    bundled = store.bundled_files(fs, run)
+    fetched = store.fetch_many(fs, {data.path: data for data, _, _ in bundled.values()}.values())
+    for relative, (data, offset, size) in bundled.items():
+        local = staging / relative
+        if ".." in Path(relative).parts or Path(relative).is_absolute():
+            raise store.StoreError(f"{url}: a bundled file outside the run ({relative})")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(fetched[data.path][offset : offset + size])
     for name in store.GROWING_FILES:
         if name in run.parts:
             (staging / name).write_bytes(store.join_parts(fs, run.parts[name]))

@@ -129,6 +129,8 @@ class _Plan:
     growing: dict[str, tuple[int, list[tuple[int, store.StoredObject]]]]  # name -> start, parts
     task_files: list[store.StoredObject]
     files: dict[str, str]
+    # a task's bundled files: relative path -> (bundle, offset, size), read by ranges
+    ranged: dict[str, tuple[store.StoredObject, int, int]]
 
     def objects(self) -> list[store.StoredObject]:
         wanted = list(self.task_files)
@@ -151,6 +153,7 @@ def _sync(
     plans = []
     for run in runs.values():
         plan = _plan(
+            fs,
             run,
             folder / run.run_id,
             url if run.path == root else store.join(url, run.run_id),
@@ -167,16 +170,23 @@ def _sync(
 
 
 def _plan(
-    run: store.StoredRun, run_view: Path, run_url: str, task_ids: tuple[str, ...]
+    fs: Any, run: store.StoredRun, run_view: Path, run_url: str, task_ids: tuple[str, ...]
 ) -> _Plan | None:
     """What of ``run`` its view lacks (None: the view is the run as listed)."""
     state = _read_state(run_view) or {}
     files: dict[str, str] = dict(state.get("files") or {})
     wanted = [o for o in _task_files(run, task_ids) if files.get(o.path) != o.etag]
+    ranged = {}
+    if task_ids:
+        prefixes = tuple(f"{ATTEMPTS_DIR}/{task_folder_name(t)}/" for t in task_ids)
+        for relative, where in store.bundled_files(fs, run).items():
+            if relative.startswith(prefixes) and files.get(relative) != _tag(where):
+                ranged[relative] = where
     if (
         state.get("key") == run.key()
         and bool(state.get("locked")) == (run.lock is not None)
         and not wanted
+        and not ranged
     ):
         return None
     old_key = state.get("key") or [None, {}]
@@ -186,7 +196,12 @@ def _plan(
     for name in store.GROWING_FILES:
         parts = run.parts.get(name, [])
         growing[name] = _growth(run_view / name, parts, old_key[1].get(name) or [])
-    return _Plan(run, run_view, run_url, manifest, growing, wanted, files)
+    return _Plan(run, run_view, run_url, manifest, growing, wanted, files, ranged)
+
+
+def _tag(where: tuple[store.StoredObject, int, int]) -> str:
+    data, offset, size = where
+    return f"{data.etag}:{offset}:{size}"
 
 
 def _growth(
@@ -226,6 +241,16 @@ def _apply(fs: Any, plan: _Plan, fetched: dict[str, bytes]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, fetched[stored.path], mode=0o600, durable=False)
         plan.files[stored.path] = stored.etag
+    ranged = list(plan.ranged.items())
+    for (relative, where), data in zip(
+        ranged, store.read_ranges(fs, [w for _, w in ranged]), strict=True
+    ):
+        if ".." in Path(relative).parts or Path(relative).is_absolute():
+            continue  # never outside the view
+        target = run_view / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, data, mode=0o600, durable=False)
+        plan.files[relative] = _tag(where)
     locked = run.lock is not None
     state = {"url": plan.url, "key": run.key(), "files": plan.files, "locked": locked}
     atomic_write_bytes(run_view / VIEW_STATE, json.dumps(state).encode(), durable=False)

@@ -7,6 +7,11 @@ that grow: an object cannot be appended to, so ``attempts.jsonl`` and ``calls.js
 published as immutable parts, ``attempts.jsonl.parts/<offset>.jsonl``, each a run of whole
 lines starting at that byte offset of the local file. Read in offset order they are the file
 (``join_parts``); a part is never rewritten (a republished range has the same name and bytes).
+Every other file of the run (logs, transcripts, recordings, workspaces: thousands of small
+files) is published in bundles, ``files.parts/<seq>.bin`` (the files' bytes one after another)
+with ``files.parts/<seq>.json`` (each file's relative path, offset and size; written after its
+bundle, so a bundle without it is not yet one): a handful of objects a run, not one a file,
+and a reader fetches one file by a ranged read. A later bundle's copy of a path wins.
 ``publish.lock`` names the machine that publishes the run: created only if absent (a
 conditional write), it keeps two machines from resuming one run.
 
@@ -35,6 +40,8 @@ from driftdesk.rundir.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 EXTRA = "remote"
 INSTALL_EXTRA = f"pip install 'driftdesk[{EXTRA}]'"
 PARTS_SUFFIX = ".parts"  # attempts.jsonl.parts/<offset>.jsonl
+BUNDLES = "files.parts"  # files.parts/<seq>.bin + <seq>.json
+BUNDLE_DIGITS = 8
 PART_DIGITS = 16
 LOCK_OBJECT = "publish.lock"
 GROWING_FILES = (ATTEMPTS_FILE, CALLS_FILE)
@@ -140,7 +147,12 @@ class StoredRun:
     manifest: StoredObject | None = None
     parts: dict[str, list[tuple[int, StoredObject]]] = field(default_factory=dict)
     lock: StoredObject | None = None
-    other: list[StoredObject] = field(default_factory=list)  # logs, transcripts, recordings
+    # seq -> (its bytes, its index) of each bundle whose index is there
+    bundles: dict[int, tuple[StoredObject, StoredObject]] = field(default_factory=dict)
+    other: list[StoredObject] = field(default_factory=list)  # any other object, copied as is
+
+    def next_bundle(self) -> int:
+        return max(self.bundles, default=-1) + 1
 
     def key(self) -> list[Any]:
         """What a reader's copy of this run keys on: the ETags of its reading set."""
@@ -179,6 +191,7 @@ def list_runs(fs: Any, root: str) -> dict[str, StoredRun]:
 
 def runs_of(root: str, listed: dict[str, dict[str, Any]]) -> dict[str, StoredRun]:
     runs: dict[str, StoredRun] = {}
+    halves: dict[tuple[str, str], dict[str, StoredObject]] = {}
     single = f"{root}/{MANIFEST_FILE}" in listed
     for path, info in listed.items():
         if info.get("type", "file") != "file" or not path.startswith(root + "/"):
@@ -201,8 +214,14 @@ def runs_of(root: str, listed: dict[str, dict[str, Any]]) -> dict[str, StoredRun
             offset = part_offset(rest[1])
             if offset is not None:
                 run.parts.setdefault(grown, []).append((offset, stored))
+        elif len(rest) == 2 and rest[0] == BUNDLES:
+            halves.setdefault((run_path, rest[1].split(".")[0]), {})[rest[1]] = stored
         else:
             run.other.append(stored)
+    for (run_path, stem), found in halves.items():
+        data, index = found.get(f"{stem}.bin"), found.get(f"{stem}.json")
+        if stem.isdigit() and data is not None and index is not None:
+            runs[run_path].bundles[int(stem)] = (data, index)
     for run in runs.values():
         for parts in run.parts.values():
             parts.sort(key=lambda item: item[0])
@@ -280,6 +299,53 @@ def join_parts(
         chunks.append(fetched[stored.path][end - offset :])
         end = offset + stored.size
     return b"".join(chunks)
+
+
+def bundle_paths(run_path: str, seq: int) -> tuple[str, str]:
+    stem = f"{run_path}/{BUNDLES}/{seq:0{BUNDLE_DIGITS}d}"
+    return f"{stem}.bin", f"{stem}.json"
+
+
+def bundled_files(
+    fs: Any, run: StoredRun, fetched: dict[str, bytes] | None = None
+) -> dict[str, tuple[StoredObject, int, int]]:
+    """Each bundled file's (bundle, offset, size) by its path relative to the run, the
+    latest bundle's copy of a path winning (indexes from ``fetched`` when there)."""
+    indexes = [index for _, index in run.bundles.values()]
+    missing = [i for i in indexes if fetched is None or i.path not in fetched]
+    got = {**(fetched or {}), **fetch_many(fs, missing)}
+    files: dict[str, tuple[StoredObject, int, int]] = {}
+    for seq in sorted(run.bundles):
+        data, index = run.bundles[seq]
+        try:
+            entries = json.loads(got[index.path])["files"]
+        except (ValueError, KeyError, TypeError):
+            raise StoreError(f"{index.path}: not a bundle index") from None
+        for relative, offset, size in entries:
+            files[str(relative)] = (data, int(offset), int(size))
+    return files
+
+
+def read_ranges(fs: Any, ranges: list[tuple[StoredObject, int, int]]) -> list[bytes]:
+    """The bytes ``[offset, offset + size)`` of each object, read at once (ranged reads)."""
+    wanted = [r for r in ranges if r[2] > 0]  # an empty file is read from nowhere
+    got = iter(
+        fs.cat_ranges(
+            [o.path for o, _, _ in wanted],
+            [offset for _, offset, _ in wanted],
+            [offset + size for _, offset, size in wanted],
+            on_error="return",
+        )
+        if wanted
+        else []
+    )
+    out = []
+    for stored, _, size in ranges:
+        data = next(got) if size > 0 else b""
+        if isinstance(data, BaseException) or len(data) != size:
+            raise Changed(stored.path)
+        out.append(bytes(data))
+    return out
 
 
 def put(fs: Any, path: str, data: bytes) -> None:

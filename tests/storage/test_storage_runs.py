@@ -128,7 +128,9 @@ def test_a_run_published_as_it_goes_is_read_live_and_whole(
     assert json_of(explained) == {**local_explained, "run_dir": json_of(explained)["run_dir"]}
     assert local_explained["attempts"] or local_explained
     # the whole run is there: logs and transcripts published at its end
-    assert any("/attempts/" in o.path for o in final.other)
+    bundled = store.bundled_files(bucket.fs, final)
+    assert any(name.startswith("attempts/") and name.endswith(".log") for name in bundled)
+    assert len(final.bundles) < len(bundled) / 5  # a handful of objects, not one a file
     for path, _ in bucket.objects().items():
         assert SECRET.encode() not in bucket.fs.cat_file(path), path
         assert REAL_KEY.encode() not in bucket.fs.cat_file(path), path
@@ -158,6 +160,17 @@ def test_a_run_killed_mid_publish_resumes_and_no_other_machine_can(
     pulled = driftdesk("pull", run_url, "--out", str(tmp_path / "pulled"), env=_teammate(tmp_path))
     assert pulled.returncode == 0, pulled.stderr
     rows = _rows(tmp_path / "pulled" / live.run_id / "attempts.jsonl")
+    pulled_files = sorted(
+        p.relative_to(tmp_path / "pulled" / live.run_id)
+        for p in (tmp_path / "pulled" / live.run_id).rglob("*")
+        if p.is_file()
+    )
+    staged_files = sorted(
+        p.relative_to(staged)
+        for p in staged.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    )
+    assert pulled_files == staged_files
     assert rows == _rows(staged / "attempts.jsonl")
     slots = {(r["task_id"], r["attempt"]) for r in rows}
     assert slots == {(t, a) for t in TASKS for a in range(REPEAT)}
