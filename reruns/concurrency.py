@@ -237,13 +237,14 @@ class ConcurrencyController:
 
     @staticmethod
     def _not_before(state: EndpointLimit) -> float:
-        return max(state.hold_until, state.next_send if state.rate else 0.0)
+        paced = state.rate is not None and state.bounds is not None  # a fixed limit: no pace
+        return max(state.hold_until, state.next_send if paced else 0.0)
 
     def _take(self, state: EndpointLimit) -> None:
         now = self._clock()
         state.in_flight += 1
         state.sent_at.append(now)
-        if state.rate:
+        if state.rate and state.bounds is not None:
             # A pace slot nobody used may be taken a little late (PACE_BACKLOG of them), as a
             # bucket's burst allows; never more: the provider's own burst covers the rest.
             interval = 1.0 / (state.rate * PACE_SHARE)

@@ -213,6 +213,12 @@ async def test_sends_are_paced_at_the_rate_the_provider_states() -> None:
         gate.release(EP, 200, {"x-ratelimit-limit-requests": "1200"}, None)
     # Two unused slots may be taken at once (a small burst), then one per 1/20 s / 0.98.
     assert time.monotonic() - started >= 3 * 0.05 - 0.005
+    # Set to a fixed limit (ctl): the pace is the law's, not the fixed limit's.
+    gate.set(8)
+    started = time.monotonic()
+    for _ in range(7):
+        await gate.acquire(EP)
+    assert time.monotonic() - started < 0.04
     # A fixed limit is not paced (as before auto existed).
     fixed = ConcurrencyController(8)
     fixed.release(EP, 200, {"x-ratelimit-limit-requests": "60"}, None)
