@@ -43,8 +43,8 @@ READ_IN_PLACE = {
     "tui": ("runs",),
 }
 # Arguments that name a local file or folder: a URL there is refused, never made a folder.
-LOCAL_PATHS = ("out", "run_dir", "runs", "run", "run_a", "run_b", "baseline", "run_dirs")
-LOCAL_PATHS += ("only_failed", "only_volatile", "relink", "source")
+LOCAL_PATHS: tuple[str, ...] = ("out", "run_dir", "runs", "run", "run_a", "run_b", "baseline")
+LOCAL_PATHS += ("run_dirs", "only_failed", "only_volatile", "relink", "source")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -209,8 +209,9 @@ def _read_in_place(
     values = getattr(args, name, None)
     many = isinstance(values, list)
     task_ids = (str(args.task_id),) if getattr(args, "command", None) == "explain" else ()
-    placed, viewed = [], []
-    for value in values if many else [values]:
+    placed: list[Any] = []
+    viewed: list[str] = []
+    for value in list(values) if isinstance(values, list) else [values]:
         url = url_of(value)
         if url is None:
             placed.append(value)
