@@ -464,7 +464,8 @@ class SandboxEndpoint:
         conv = parse(body)
         task = self.model.identify(conv)
         if self.limiter is not None:
-            caller = request.headers.get("Authorization") or request.headers.get("x-api-key", "")
+            headers = request.headers
+            caller = headers.get("Authorization") or headers.get("x-api-key") or ""
             verdict = self.limiter.admit(caller, conv.size // 4 + 8)
             request[_RATE_HEADERS] = verdict.headers
             if not verdict.allowed:
