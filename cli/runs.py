@@ -194,6 +194,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("run_dir", type=Path)
     r.add_argument("--retry-link-errors", action="store_true")
     r.add_argument(
+        "--take-over",
+        action="store_true",
+        help="a run in a bucket: resume it though another machine's lock object holds it "
+        "(that machine is gone)",
+    )
+    r.add_argument(
         "--concurrency",
         type=concurrency_argument,
         metavar="N|auto[:MIN-START-MAX]",

@@ -287,7 +287,8 @@ def _resume(args: argparse.Namespace, url: str | None) -> int | None:
     remote = remote_of_staging(run_dir)
     if remote is None:
         return None
-    publisher = Publisher(remote, run_dir.parent, run_dir=run_dir)
+    take_over = bool(getattr(args, "take_over", False))
+    publisher = Publisher(remote, run_dir.parent, run_dir=run_dir, take_over=take_over)
     publisher.take(run_dir)  # another machine's lock refuses the resume before it starts
     print(printable(f"staging: {printable_path(run_dir)} (published to {remote})"), file=sys.stderr)
     args.func = _publishing(args.func, publisher)

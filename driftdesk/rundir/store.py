@@ -403,7 +403,7 @@ def take_lock(fs: Any, run_path: str, token: str, *, take_over: bool = False) ->
     raise StoreError(
         f"{run_path.rsplit('/', 1)[-1]} is published by {held.get('host', '?')} "
         f"(pid {held.get('pid', '?')}, since {when}): two machines never resume one run "
-        "(--take-over if that machine is gone)"
+        "(resume or push --take-over if that machine is gone)"
     )
 
 
