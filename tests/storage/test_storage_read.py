@@ -231,3 +231,18 @@ def test_a_store_that_refuses_says_so_in_one_line(refusing_store: str, tmp_path:
         assert "Traceback" not in result.stderr and SECRET not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not list(Path(os.environ["XDG_DATA_HOME"]).glob("driftdesk/staging/*"))  # no run
+
+
+def test_a_run_held_by_another_machines_lock_is_refused_unless_taken_over(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    run = history(tmp_path / "runs", "a", 1)[0]
+    run_path = f"{bucket.name}/nightly/{run.name}"
+    store.take_lock(bucket.fs, run_path, "a-machine-that-is-gone")
+    refused = driftdesk("push", str(run), bucket.url("nightly"))
+    assert refused.returncode == 1 and "two machines never resume one run" in refused.stderr
+    assert not bucket.objects(f"nightly/{run.name}/attempts.jsonl.parts")
+    taken = driftdesk("push", str(run), bucket.url("nightly"), "--take-over")
+    assert taken.returncode == 0, taken.stderr
+    published = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run.name]
+    assert published.lock is None and published.parts["attempts.jsonl"]
