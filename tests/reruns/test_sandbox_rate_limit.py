@@ -159,3 +159,35 @@ def test_a_provider_that_states_no_rate_sends_only_retry_after() -> None:
     assert limiter.admit("k", 1).headers == {}
     refused = limiter.admit("k", 1)
     assert not refused.allowed and set(refused.headers) == {"retry-after-ms", "Retry-After"}
+
+
+async def test_the_sandbox_cli_plays_the_limit_it_is_given() -> None:
+    import subprocess
+    import sys
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "driftdesk", "sandbox", "--rps", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and bad.stderr.strip() == "driftdesk: --rps must be positive"
+    served = subprocess.Popen(
+        [sys.executable, "-m", "driftdesk", "sandbox", "--rps", "2", "--burst", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert served.stdout is not None
+        base_url = served.stdout.readline().strip()
+        async with aiohttp.ClientSession() as session:
+            first = await _chat(session, base_url, "hello")
+            second = await _chat(session, base_url, "hello")
+        assert (first[0], second[0]) == (200, 429)
+        assert first[1]["x-ratelimit-limit-requests"] == "120"
+        assert int(second[1]["retry-after-ms"]) > 0
+    finally:
+        served.terminate()
+        _, stderr = served.communicate(timeout=30)
+    assert "rate limit per key: 2 requests/s (burst 1)" in stderr
