@@ -230,7 +230,8 @@ class RunScreen(WorkbenchScreen):
             )
             title.append(
                 f"  {live.spec.get('profile', '')} · {live.spec.get('model', '')} · "
-                f"{repeats} · concurrency {live.spec.get('concurrency', '?')}",
+                f"{repeats} · concurrency "
+                f"{live.spec.get('concurrency_setting') or live.spec.get('concurrency', '?')}",
                 style="dim",
             )
         agent = self._agent_of(live)
@@ -564,7 +565,12 @@ def _counters(live: LiveRun) -> Text:
         parts.append((f"harness errors {harness}", "bright_red"))
     parts.append((f"retries {live.retries}", "yellow"))
     stats = live.stats
-    if stats.concurrency:
+    started_as = str(live.spec.get("concurrency_setting") or live.spec.get("concurrency") or "")
+    moving = stats.concurrency_setting.startswith("auto") or (
+        stats.concurrency_setting and stats.concurrency_setting != started_as
+    )
+    if stats.concurrency and (moving or stats.rate_limit_episodes):
+        # (a fixed run's concurrency is in the title: here only when it moves)
         # The limit now, as the controller (auto) or a retune set it; whether new attempts
         # are held; the provider's rate-limit episodes so far.
         setting = stats.concurrency_setting or str(live.spec.get("concurrency_setting") or "")
