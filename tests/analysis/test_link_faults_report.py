@@ -11,30 +11,24 @@ from driftdesk.analysis.report import build_report
 from driftdesk.analysis.trend import build_trend
 from driftdesk.cli.report_text import render_report_table
 from driftdesk.fileio import iter_jsonl
-from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
-from driftdesk.reruns.run_spec import RunSpec
-from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SandboxServer
+from tests.sandbox_runs import sandbox_run
 
 
 async def _run(url: str, out: Path, link_faults: str) -> Path:
-    outcome = await execute_run(
-        RunSpec(
-            profile=Profile(name="sim", protocol="openai", base_url=url, model=SIM_MODEL),
-            suite="basic",
-            repeat=3,
-            concurrency=4,
-            timeout_s=20.0,
-            out_dir=out,
-            api_key="sk-test-REALKEY-lfreport-0123456789",
-            retry_policy=RetryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=1.0),
-            seed=4,
-            inject="429=25%:0.02s,500=10%",
-            link_faults=link_faults,
-        )
+    return await sandbox_run(
+        url,
+        out,
+        repeat=3,
+        concurrency=4,
+        timeout_s=20.0,
+        api_key="sk-test-REALKEY-lfreport-0123456789",
+        retry_policy=RetryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=1.0),
+        seed=4,
+        inject="429=25%:0.02s,500=10%",
+        link_faults=link_faults,
     )
-    return Path(outcome.run_dir)
 
 
 async def test_the_report_compare_and_trend_say_how_link_faults_were_treated(

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import jsonschema
@@ -19,53 +17,12 @@ import pytest
 from harbor_fixtures import LONG_TASK, SCHEMAS, Trial, standard_trials, write_job
 
 from driftdesk.analysis.imports import import_results
-from driftdesk.providers.profiles import Profile
-from driftdesk.reruns.retry import RetryPolicy
-from driftdesk.reruns.run_spec import RunSpec
-from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+from tests.sandbox_runs import RIGHT, WRONG, command_harness_run
 
 SCHEMA = json.loads((SCHEMAS / "atif_trajectory.schema.json").read_text())
 # Read once: the ``home`` fixture takes DRIFTDESK_* out of the environment during a test.
 HARBOR_PYTHON = os.environ.get("DRIFTDESK_HARBOR_PYTHON")
 REAL_KEY = "sk-test-REALKEY-export-atif-0123456789"
-RIGHT = ["cat calc.py", "sed -i 's/a - b/a + b/' calc.py", "python3 -c 'import calc'"]
-WRONG = ["cat calc.py", "sed -i 's/a - b/a * b/' calc.py", "python3 -c 'import calc'"]
-TASK = {
-    "task_id": "fix-add",
-    "prompt": "In calc.py, add() subtracts. Make it add.",
-    "workspace": "fix-add",
-    "check": "python3 -c 'import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)'",
-    "simulated": {"commands": RIGHT, "wrong": WRONG, "answer": "Done.", "skill": 0.5},
-}
-# A small agent loop over the proxy: one shell tool; an HTTP error ends the try (exit 3).
-HARNESS = textwrap.dedent(
-    """
-    import json, os, subprocess, sys, urllib.error, urllib.request
-    tools = [{"type": "function", "function": {"name": "shell", "parameters": {
-        "type": "object", "properties": {"command": {"type": "string"}}}}}]
-    messages = [{"role": "user", "content": os.environ["DRIFTDESK_PROMPT"]}]
-    while True:
-        body = {"model": os.environ["DRIFTDESK_MODEL"], "messages": messages, "tools": tools}
-        request = urllib.request.Request(
-            os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
-            headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
-                     "Content-Type": "application/json"})
-        try:
-            answer = json.loads(urllib.request.urlopen(request, timeout=30).read())
-        except urllib.error.HTTPError as exc:
-            sys.exit(3)
-        message = answer["choices"][0]["message"]
-        messages.append(message)
-        if not message.get("tool_calls"):
-            sys.exit(0)
-        for call in message["tool_calls"]:
-            command = json.loads(call["function"]["arguments"])["command"]
-            done = subprocess.run(command, shell=True, capture_output=True, text=True)
-            messages.append({"role": "tool", "tool_call_id": call["id"],
-                             "content": done.stdout + done.stderr})
-    """
-)
 
 
 def _exported(out: Path) -> dict[tuple[str, int], dict]:
@@ -99,37 +56,10 @@ def _harbor_check(out: Path) -> None:
 
 
 async def test_a_run_whose_tries_a_429_cut_exports_as_atif(home, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    folder = tmp_path / "suite"
-    (folder / "fix-add").mkdir(parents=True)
-    (folder / "fix-add" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    suite = folder / "fix-add.jsonl"
-    suite.write_text(json.dumps(TASK) + "\n")
-    script = tmp_path / "harness.py"
-    script.write_text(HARNESS)
-    with SandboxServer(seed=5, suites=[suite]) as server:
-        outcome = await execute_run(
-            RunSpec(
-                profile=Profile(
-                    name="p", protocol="openai", base_url=server.base_url, model=SIM_MODEL
-                ),
-                suite=str(suite),
-                repeat=8,
-                concurrency=1,
-                seed=5,
-                inject="429=25%:0.01s",
-                link_faults="retry",
-                timeout_s=60.0,
-                out_dir=tmp_path / "runs",
-                agent="command",
-                command=f"{sys.executable} {script}",
-                api_key=REAL_KEY,
-                retry_policy=RetryPolicy(max_retries=6, base_delay_s=0.01, max_delay_s=1.0),
-            )
-        )
-    assert outcome.status == "completed", outcome.reason
-    rows = [json.loads(line) for line in (outcome.run_dir / "attempts.jsonl").open()]
+    run_dir = await command_harness_run(tmp_path, REAL_KEY)
+    rows = [json.loads(line) for line in (run_dir / "attempts.jsonl").open()]
     out = tmp_path / "atif"
-    done = cli("export", str(outcome.run_dir), "--format", "atif", "--out", str(out))
+    done = cli("export", str(run_dir), "--format", "atif", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert f"wrote {len(rows)} ATIF trajectories" in done.stdout
     exported = _exported(out)

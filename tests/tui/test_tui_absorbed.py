@@ -8,15 +8,29 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.analysis.attempts import task_attempts
-from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
-from driftdesk.reruns.run_spec import RunSpec
-from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SandboxServer
+from tests.sandbox_runs import sandbox_run
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def _absorbing_run(runs_dir: Path, *, repeat: int) -> Path:
+    """The builtin agent on the sandbox's basic suite, 429s absorbed by the proxy."""
+    with SandboxServer(seed=3) as server:
+        return await sandbox_run(
+            server.base_url,
+            runs_dir,
+            repeat=repeat,
+            concurrency=8,
+            api_key="sk-test-REALKEY-absorb-tui-0123456789",
+            retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
+            seed=4,
+            inject="429=40%:0.01s",
+            link_faults="absorb",
+        )
 
 
 async def test_the_task_screen_counts_absorbed_faults(home, runs_dir, make_app, settle) -> None:
@@ -24,24 +38,7 @@ async def test_the_task_screen_counts_absorbed_faults(home, runs_dir, make_app, 
 
     from driftdesk.tui.screens.task import TaskScreen
 
-    with SandboxServer(seed=3) as server:
-        outcome = await execute_run(
-            RunSpec(
-                profile=Profile(
-                    name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL
-                ),
-                suite="basic",
-                repeat=3,
-                concurrency=8,
-                out_dir=runs_dir,
-                api_key="sk-test-REALKEY-absorb-tui-0123456789",
-                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
-                seed=4,
-                inject="429=40%:0.01s",
-                link_faults="absorb",
-            )
-        )
-    run_dir = Path(outcome.run_dir)
+    run_dir = await _absorbing_run(runs_dir, repeat=3)
     absorbing = [r for r in read_rows(run_dir / "attempts.jsonl") if r.get("absorbed_faults")]
     assert absorbing, "the seed absorbed nothing: choose another"
     task_id = absorbing[0]["task_id"]
@@ -62,24 +59,8 @@ async def test_the_headline_says_what_was_absorbed(home, runs_dir, make_app, set
     from driftdesk.analysis.report import build_report
     from driftdesk.tui.screens.volatility import VolatilityScreen
 
-    with SandboxServer(seed=3) as server:
-        outcome = await execute_run(
-            RunSpec(
-                profile=Profile(
-                    name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL
-                ),
-                suite="basic",
-                repeat=2,
-                concurrency=8,
-                out_dir=runs_dir,
-                api_key="sk-test-REALKEY-absorb-tui-0123456789",
-                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
-                seed=4,
-                inject="429=40%:0.01s",
-                link_faults="absorb",
-            )
-        )
-    [report] = build_report([Path(outcome.run_dir)])
+    run_dir = await _absorbing_run(runs_dir, repeat=2)
+    [report] = build_report([run_dir])
     section = report.link_faults
     assert section is not None and section["absorbed"] > 0
     app = make_app()

@@ -6,33 +6,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from driftdesk.analysis.injection_report import read_injection
-from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
-from driftdesk.reruns.run_spec import RunSpec
-from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SandboxServer
 from driftdesk.tui.screens.volatility import VolatilityScreen
+from tests.sandbox_runs import sandbox_run
 
 
 async def _injected_run(runs_dir: Path, inject: str) -> Path:
     """A small run of the builtin agent on the sandbox's basic suite, with ``inject``."""
     with SandboxServer(seed=3) as server:
-        outcome = await execute_run(
-            RunSpec(
-                profile=Profile(
-                    name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL
-                ),
-                suite="basic",
-                repeat=2,
-                concurrency=8,
-                out_dir=runs_dir,
-                api_key="sk-test-REALKEY-inject-tui-0123456789",
-                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
-                seed=4,
-                inject=inject,
-            )
+        return await sandbox_run(
+            server.base_url,
+            runs_dir,
+            repeat=2,
+            concurrency=8,
+            api_key="sk-test-REALKEY-inject-tui-0123456789",
+            retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
+            seed=4,
+            inject=inject,
         )
-    return outcome.run_dir
 
 
 async def test_the_headline_counts_the_injected_faults(home, runs_dir, make_app, settle) -> None:
