@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 EXTRA = "page"  # pip install 'driftdesk[page]' adds the plots
@@ -49,6 +50,28 @@ def _data_url(fig: Figure) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _finished(
+    fig: Figure,
+    ax: Axes,
+    *,
+    title: str,
+    ylabel: str,
+    xlabel: str | None = None,
+    percent: bool = False,
+    legend: bool = False,
+) -> str:
+    """The figure's data URL once its axes are named (``percent``: y from 0 to 100)."""
+    if percent:
+        ax.set_ylim(0, 100)
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend(fontsize="small")
+    return _data_url(fig)
+
+
 def success_per_run(runs: Sequence[tuple[str, float | None, Sequence[float] | None]]) -> str:
     """Each run's success with its 95 % CI, one point a run (label, rate, [lo, hi])."""
     fig = _figure()
@@ -63,10 +86,7 @@ def success_per_run(runs: Sequence[tuple[str, float | None, Sequence[float] | No
         )  # fmt: skip
     ax.set_xticks(range(len(runs)), [_short(label) for label, _, _ in runs])
     ax.set_xlim(-0.5, len(runs) - 0.5)
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("success % (95 % CI)")
-    ax.set_title("success per run")
-    return _data_url(fig)
+    return _finished(fig, ax, title="success per run", ylabel="success % (95 % CI)", percent=True)
 
 
 def pass_k_curves(curves: Sequence[tuple[str, dict[str, float], dict[str, float]]]) -> str:
@@ -86,12 +106,15 @@ def pass_k_curves(curves: Sequence[tuple[str, dict[str, float], dict[str, float]
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("k")
-    ax.set_ylabel("%")
-    ax.set_title("pass^k (all k attempts pass) and pass@k (at least one)")
-    ax.legend(fontsize="small")
-    return _data_url(fig)
+    return _finished(
+        fig,
+        ax,
+        title="pass^k (all k attempts pass) and pass@k (at least one)",
+        xlabel="k",
+        ylabel="%",
+        percent=True,
+        legend=True,
+    )
 
 
 def success_histogram(rates: Sequence[float]) -> str:
@@ -99,10 +122,7 @@ def success_histogram(rates: Sequence[float]) -> str:
     fig = _figure()
     ax = fig.add_subplot()
     ax.hist([r * 100 for r in rates], bins=10, range=(0, 100), color=LINE_COLOUR, rwidth=0.9)
-    ax.set_xlabel("task success %")
-    ax.set_ylabel("tasks")
-    ax.set_title("per-task success")
-    return _data_url(fig)
+    return _finished(fig, ax, title="per-task success", xlabel="task success %", ylabel="tasks")
 
 
 def trend_chart(runs: Sequence[dict[str, Any]]) -> str:
@@ -142,12 +162,15 @@ def trend_chart(runs: Sequence[dict[str, Any]]) -> str:
             edgecolors=FAIL_COLOUR, linewidths=2, label="flagged", zorder=3,
         )  # fmt: skip
     ax.set_xticks(xs)
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("run (oldest first)")
-    ax.set_ylabel("success %")
-    ax.set_title("success over time")
-    ax.legend(fontsize="small")
-    return _data_url(fig)
+    return _finished(
+        fig,
+        ax,
+        title="success over time",
+        xlabel="run (oldest first)",
+        ylabel="success %",
+        percent=True,
+        legend=True,
+    )
 
 
 def _short(label: str, width: int = 28) -> str:
