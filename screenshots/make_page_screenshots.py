@@ -11,7 +11,6 @@ volatile task's pass beside a fail), page-compare.png and page-trend.png.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -25,26 +24,6 @@ FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 WIDTH = 1280
-
-
-def _run(out: Path, seed: int) -> Path:
-    from driftdesk.providers.profiles import Profile
-    from driftdesk.reruns.retry import RetryPolicy
-    from driftdesk.reruns.run_spec import RunSpec
-    from driftdesk.reruns.run_start import execute_run
-    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
-
-    async def make() -> Path:
-        with SandboxServer(seed=seed, latency_ms=0.0) as server:
-            spec = RunSpec(
-                profile=Profile(name="sandbox", protocol="openai", base_url=server.base_url, model=SIM_MODEL),
-                suite="basic", repeat=5, concurrency=8, timeout_s=10.0, out_dir=out,
-                api_key="sk-fake-screenshot-key-0000", seed=5, inject="429=10%:0.01s,500=5%",
-                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
-            )  # fmt: skip
-            return (await execute_run(spec)).run_dir
-
-    return asyncio.run(make())
 
 
 def _page(*args: str, out: Path) -> Path:
@@ -62,9 +41,12 @@ def main() -> int:
     os.environ["HOME"] = str(root)
     for name in [n for n in os.environ if n.startswith(("XDG_", "DRIFTDESK_"))]:
         del os.environ[name]
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.sandbox_runs import faulted_basic_run
+
     runs = root / "runs"
-    a = _run(runs, seed=3)
-    b = _run(runs, seed=11)
+    a = faulted_basic_run(runs, server_seed=3, api_key="sk-fake-screenshot-key-0000")
+    b = faulted_basic_run(runs, server_seed=11, api_key="sk-fake-screenshot-key-0000")
     report = _page("report", str(a), out=root / "report.html")
     compare = _page("compare", str(a), str(b), out=root / "compare.html")
     trend = _page("trend", str(runs), out=root / "trend.html")

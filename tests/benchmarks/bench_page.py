@@ -24,7 +24,6 @@ the first page. Not part of the test suite.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import sys
@@ -34,33 +33,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "analysis"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "page"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchlib import drop_caches, interleave, load, private_home, table, timed_child, verdict
 from page_helpers import CHROMIUM, CHROMIUM_FLAGS
 from recording_fixtures import attempt_row, write_slot
 
+from tests.sandbox_runs import faulted_basic_run
+
 SMALL_MB, SMALL_OPEN_MS = 5.0, 1000.0
 BIG_MB = 50.0
-
-
-def suite_run(out: Path) -> Path:
-    """The basic suite × 5 made by the real engine against the sandbox, faults injected."""
-    from driftdesk.providers.profiles import Profile
-    from driftdesk.reruns.retry import RetryPolicy
-    from driftdesk.reruns.run_spec import RunSpec
-    from driftdesk.reruns.run_start import execute_run
-    from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
-
-    async def make() -> Path:
-        with SandboxServer(seed=3, latency_ms=0.0) as server:
-            spec = RunSpec(
-                profile=Profile(name="sim", protocol="openai", base_url=server.base_url, model=SIM_MODEL),
-                suite="basic", repeat=5, concurrency=8, timeout_s=10.0, out_dir=out,
-                api_key="sk-bench-page-0123456789abcdef", seed=5, inject="429=10%:0.01s,500=5%",
-                retry_policy=RetryPolicy(max_retries=4, base_delay_s=0.005, max_delay_s=0.05),
-            )  # fmt: skip
-            return (await execute_run(spec)).run_dir
-
-    return asyncio.run(make())
 
 
 def big_run(run: Path, tasks: int, attempts: int) -> Path:
@@ -176,7 +157,9 @@ def main() -> int:
         print(f"needs Chromium at {CHROMIUM} (./run tests installs Debian's)")
         return 1
     home = private_home("bench-page-")
-    small = suite_run(home / "runs")
+    small = faulted_basic_run(
+        home / "runs", server_seed=3, api_key="sk-bench-page-0123456789abcdef"
+    )
     ok = measure("suite × 5", small, args.rounds, args.opens, SMALL_MB, SMALL_OPEN_MS)
     big = big_run(home / "big" / f"big-{args.tasks}x{args.attempts}", args.tasks, args.attempts)
     ok &= measure(f"{args.tasks} × {args.attempts}", big, args.rounds, args.opens, BIG_MB, None)
