@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from reruns_helpers import ScriptedEndpoint
 
 from driftdesk.reruns.simulated_endpoint import SandboxServer
+from tests.conftest import real_client
 
 
 @pytest.fixture
@@ -33,3 +35,13 @@ def sandbox_for() -> Iterator[Callable[[Path], SandboxServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def clients_on_path(home: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real Claude Code and Codex on PATH, in a HOME of the test's own (``home``): the
+    clients' shell tools source the user's shell set-up, and this machine's (pyenv's rehash
+    lock, held by a dead process) stalled each command 60 s."""
+    folder = real_client("claude").parent
+    real_client("codex")
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")

@@ -16,6 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
+from driftdesk.providers.profiles import Profile
+from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+
 
 def _behaviour(body: dict[str, Any]) -> str:
     for message in body.get("messages") or []:
@@ -217,3 +220,13 @@ def needs_bwrap() -> None:
     if shutil.which("bwrap") is None:
         message = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+
+
+CLIENT_PROTOCOL = {"claude-code": "anthropic", "codex": "openai"}
+
+
+def client_profile(agent: str, server: SandboxServer) -> Profile:
+    """The profile a real client (``agent``: claude-code or codex) calls the sandbox
+    ``server`` through: Claude Code takes the root URL, Codex the OpenAI base URL."""
+    url = server.root_url if agent == "claude-code" else server.base_url
+    return Profile(name="sim", protocol=CLIENT_PROTOCOL[agent], base_url=url, model=SIM_MODEL)

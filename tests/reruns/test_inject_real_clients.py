@@ -4,33 +4,19 @@ driftdesk's retries show as calls after the injected one, and every fault is acc
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from coding_helpers import write_coding_suite
-from reruns_helpers import read_rows
+from reruns_helpers import client_profile, read_rows
 
 from driftdesk.analysis.injection_report import read_injection
-from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
-from tests.conftest import real_client
+from driftdesk.reruns.simulated_endpoint import SandboxServer
 
 REAL_KEY = "sk-test-REALKEY-inject-clients-0123456789"
-PROTOCOL = {"claude-code": "anthropic", "codex": "openai"}
-
-
-@pytest.fixture
-def clients_on_path(home: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    # ``home``: a HOME of the test's own. The clients' shell tools source the user's shell
-    # set-up; this machine's (pyenv's rehash lock, held by a dead process) stalled each
-    # command 60 s.
-    folder = real_client("claude").parent
-    real_client("codex")
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
@@ -41,12 +27,9 @@ async def test_an_injected_fault_on_the_first_call_is_retried_and_accounted_for(
     suite = write_coding_suite(tmp_path / "suite")
     spec = f"{fault}=100%" + (":0.05s" if fault == "429" else "")
     with SandboxServer(seed=7, suites=[suite], linger_s=0.3) as server:
-        url = server.root_url if agent == "claude-code" else server.base_url
         outcome = await execute_run(
             RunSpec(
-                profile=Profile(
-                    name="sim", protocol=PROTOCOL[agent], base_url=url, model=SIM_MODEL
-                ),
+                profile=client_profile(agent, server),
                 suite=str(suite),
                 tasks=["fix-add"],
                 repeat=1,
@@ -90,12 +73,9 @@ async def test_a_small_faulted_run_accounts_for_every_fault(
 ) -> None:
     suite = write_coding_suite(tmp_path / "suite")
     with SandboxServer(seed=7, suites=[suite], linger_s=0.3) as server:
-        url = server.root_url if agent == "claude-code" else server.base_url
         outcome = await execute_run(
             RunSpec(
-                profile=Profile(
-                    name="sim", protocol=PROTOCOL[agent], base_url=url, model=SIM_MODEL
-                ),
+                profile=client_profile(agent, server),
                 suite=str(suite),
                 tasks=["fix-add", "rename"],
                 repeat=2,

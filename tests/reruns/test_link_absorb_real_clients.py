@@ -5,42 +5,28 @@ sandbox's draws unchanged by faults it never received)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from coding_helpers import write_coding_suite
-from reruns_helpers import read_rows
+from reruns_helpers import client_profile, read_rows
 
 from driftdesk.analysis.trajectory import action_sequence, load_trajectory
-from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
-from tests.conftest import real_client
+from driftdesk.reruns.simulated_endpoint import SandboxServer
 
 REAL_KEY = "sk-test-REALKEY-absorb-clients-0123456789"
-PROTOCOL = {"claude-code": "anthropic", "codex": "openai"}
 INJECT = "429=10%:0.05s,500=5%"
 SEED = 6
 
 
-@pytest.fixture
-def clients_on_path(home: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = real_client("claude").parent
-    real_client("codex")
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-
-
 async def _run(agent: str, suite: Path, out: Path, inject: str, link_faults: str) -> Path:
     with SandboxServer(seed=SEED, suites=[suite], linger_s=0.3) as server:
-        url = server.root_url if agent == "claude-code" else server.base_url
         outcome = await execute_run(
             RunSpec(
-                profile=Profile(
-                    name="sim", protocol=PROTOCOL[agent], base_url=url, model=SIM_MODEL
-                ),
+                profile=client_profile(agent, server),
                 suite=str(suite),
                 tasks=["fix-add", "rename"],
                 repeat=3,
