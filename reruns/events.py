@@ -152,7 +152,7 @@ class ConcurrencyChanged:
 @dataclass(frozen=True)
 class RunControlled:
     """A control request was applied (``driftdesk ctl``, the workbench): ``row`` is its
-    ``control.jsonl`` row (``at``, ``change``, ``by``, ``concurrency``, ``paused``)."""
+    ``control.jsonl`` row (``at``, ``change``, ``by``, ``setting``, ``limit``, ``paused``)."""
 
     run_id: str
     row: dict[str, Any]
@@ -271,6 +271,11 @@ class RunStats:
             self.rate_limit_episodes = event.episodes
         elif isinstance(event, RunControlled):
             self.paused = bool(event.row.get("paused"))
+            # a retune to the limit it had already moves no limit: its setting changes all the same
+            if isinstance(event.row.get("limit"), int):
+                self.concurrency = event.row["limit"]
+            if event.row.get("setting"):
+                self.concurrency_setting = str(event.row["setting"])
         elif isinstance(event, RunFinished):
             self.running = 0
 

@@ -47,6 +47,10 @@ POLL_SECONDS = 0.2  # how often a run looks for requests: a change lands well wi
 ANSWER_SECONDS = 3.0  # how long ``send_request`` waits for the run to take a request
 RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"  # reruns.command_agent's, without importing it
 _REQUEST_SUFFIX = ".request.json"
+# control.jsonl's row kinds: the limit moved; a request applied; an execution started (its
+# setting, limit and pause then: a resume's, which may differ from where the run was left)
+LIMIT_KIND, CONTROL_KIND, START_KIND = "limit", "control", "start"
+EPISODE = "rate-limit episode"  # the controller's reason for a cut
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +146,51 @@ def control_rows(run_dir: Path) -> list[dict[str, Any]]:
     return [row for _, row in iter_jsonl(path, [])]
 
 
+def setting_now(run_dir: Path, recorded: Concurrency) -> Concurrency:
+    """The concurrency the run's user last left it at: the setting of ``control.jsonl``'s last
+    row (a retune, or what an execution started with; the file outlives a ``kill -9``), else
+    ``recorded`` (the manifest's). What a resume without ``--concurrency`` runs at."""
+    for row in reversed(control_rows(run_dir)):
+        setting = row.get("setting")
+        if isinstance(setting, str):
+            with contextlib.suppress(ConcurrencyError):
+                return parse_concurrency(setting)
+    return recorded
+
+
+class ControlReplay:
+    """``control.jsonl``'s rows as the events the run emitted when it wrote them: how a process
+    that sees only the run's files (the workbench following a run another process executes)
+    learns its limit, setting, pause and rate-limit episodes. Rows come in file order, a
+    resumed run's earlier executions first; the last one says how the run runs now."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.episodes = 0
+
+    def events(self, rows: list[dict[str, Any]]) -> list[ConcurrencyChanged | RunControlled]:
+        events: list[ConcurrencyChanged | RunControlled] = []
+        for row in rows:
+            kind = row.get("kind")
+            if kind == "limit" and isinstance(row.get("limit"), int):
+                reason = str(row.get("reason") or "")
+                self.episodes += reason == EPISODE
+                previous = row.get("previous")
+                events.append(
+                    ConcurrencyChanged(
+                        self.run_id,
+                        row["limit"],
+                        previous if isinstance(previous, int) else row["limit"],
+                        reason,
+                        str(row.get("setting") or ""),
+                        self.episodes,
+                    )
+                )
+            elif kind in (CONTROL_KIND, START_KIND):  # a retune, or an execution began
+                events.append(RunControlled(self.run_id, row))
+        return events
+
+
 def refusal(run_dir: Path) -> str | None:
     """Why ``run_dir`` cannot be controlled from here, in one line; None: it can."""
     if RUN_CHILD_ENV in os.environ:
@@ -230,6 +279,14 @@ class LiveControl:
         """Start recording to ``rows`` (control.jsonl) and take requests from the channel."""
         open_channel(self.run_dir)
         self._rows = rows
+        self._record(
+            {
+                "kind": START_KIND,
+                "setting": concurrency_text(self.setting),
+                "limit": self.controller.limit(),
+                "paused": self.admission.paused,
+            }
+        )
 
     def close(self) -> None:
         self._rows = None
@@ -253,7 +310,7 @@ class LiveControl:
         setting = concurrency_text(self.setting)
         self._record(
             {
-                "kind": "limit",
+                "kind": LIMIT_KIND,
                 "limit": change.limit,
                 "previous": change.previous,
                 "reason": change.reason,
@@ -287,7 +344,7 @@ class LiveControl:
         self._on_limit()
         row = self._record(
             {
-                "kind": "control",
+                "kind": CONTROL_KIND,
                 "request": request.id,
                 "by": request.by,
                 "change": request.describe(),

@@ -2,7 +2,9 @@
 workbench): found in the runs folders by their manifest ("running") and their lock (held), then
 tailed into a ``LiveRun`` as if their engine's events came here — the manifest gives the run's
 tasks and design, new calls.jsonl lines the calls (an attempt's first call starts it),
-new attempts.jsonl lines the finished attempts; the run ends when its manifest says so or
+new attempts.jsonl lines the finished attempts, new control.jsonl lines its concurrency limit
+and pause (as ``reruns.run_control`` reads them: the Run screen shows them and steps from them,
+as for this app's own runs); the run ends when its manifest says so or
 nobody holds its lock any more. Everything here runs on a worker thread; only complete lines
 are read (a line being written is read on the next poll)."""
 
@@ -20,7 +22,8 @@ from driftdesk.reruns.events import (
     RunFinished,
     RunStarted,
 )
-from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, read_manifest
+from driftdesk.reruns.run_control import ControlReplay
+from driftdesk.rundir import ATTEMPTS_FILE, CALLS_FILE, CONTROL_FILE, read_manifest
 from driftdesk.rundir.catalog import manifest_of, run_dirs_in
 from driftdesk.tui.state import AttemptKey, LiveRun
 
@@ -39,6 +42,7 @@ def run_spec_summary(manifest: dict[str, Any]) -> dict[str, Any]:
     """What the Run screen shows of a run's design, from its manifest (the engine's
     ``RunStarted.spec`` has the same keys)."""
     suite = manifest.get("suite")
+    control = manifest.get("concurrency_control")
     return {
         "profile": manifest.get("profile"),
         "model": manifest.get("model"),
@@ -47,6 +51,8 @@ def run_spec_summary(manifest: dict[str, Any]) -> dict[str, Any]:
         "agent": manifest.get("agent"),
         "client": manifest.get("client"),
         "concurrency": manifest.get("concurrency"),
+        # the setting the run runs at ("4", "auto:1-4-64"); control.jsonl says when it changes
+        "concurrency_setting": control.get("setting") if isinstance(control, dict) else None,
         "adaptive": manifest.get("adaptive"),
         "executor": manifest.get("executor"),
     }
@@ -59,7 +65,8 @@ class RunFollower:
         self.run_dir = run_dir
         self.live = LiveRun(label=FOLLOWED_LABEL, run_dir=run_dir)
         self.live.followed = True
-        self._offsets = {ATTEMPTS_FILE: 0, CALLS_FILE: 0}
+        self._offsets = {ATTEMPTS_FILE: 0, CALLS_FILE: 0, CONTROL_FILE: 0}
+        self._control: ControlReplay | None = None
         self._running: set[AttemptKey] = set()
         self._begun = False
 
@@ -89,6 +96,9 @@ class RunFollower:
                 self._running.discard(key)
                 live.on_event(AttemptEnded(live.run_id, *key))
             live.on_event(AttemptFinished(live.run_id, row))
+        if self._control is not None:
+            for event in self._control.events(self._new_lines(CONTROL_FILE)):
+                live.on_event(event)
         if ending:
             final = status if status in FINISHED else "interrupted"
             live.on_event(RunFinished(live.run_id, final, live.stats))
@@ -110,6 +120,7 @@ class RunFollower:
                 total_attempts=len(tasks) * per_task,
             )
         )
+        self._control = ControlReplay(self.live.run_id)
         self._begun = True
 
     def _new_lines(self, name: str) -> list[dict[str, Any]]:
