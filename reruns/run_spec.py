@@ -197,6 +197,8 @@ class RunSettings:
             with contextlib.suppress(ConcurrencyError):  # unreadable: the number, as before
                 setting = parse_concurrency(control["setting"])
                 auto = setting if isinstance(setting, AutoBounds) else None
+                if isinstance(setting, int):  # retuned to a number: it holds, as auto does
+                    concurrency = setting
         return cls(
             agent=str(manifest.get("agent", "builtin")),
             command=str(command) if command is not None else None,

@@ -26,7 +26,7 @@ from driftdesk.reruns import rundir
 from driftdesk.reruns.adaptive import AdaptivePolicy
 from driftdesk.reruns.agent_kinds import AGENT_KINDS, agent_kind
 from driftdesk.reruns.command_agent import kill_leftover_harnesses
-from driftdesk.reruns.concurrency import Concurrency
+from driftdesk.reruns.concurrency import Concurrency, concurrency_text
 from driftdesk.reruns.demo import demo_stand_in
 from driftdesk.reruns.events import RunListener
 from driftdesk.reruns.execution import Execution, RunOutcome, cannot_write_run_dir
@@ -48,6 +48,7 @@ from driftdesk.reruns.preflight import (
 )
 from driftdesk.reruns.ray_executor import RayCluster, RaySettings
 from driftdesk.reruns.recording import RecordingSettings
+from driftdesk.reruns.run_control import setting_now
 from driftdesk.reruns.run_spec import (
     RunSettings,
     RunSetupError,
@@ -314,6 +315,18 @@ async def resume_run(
             manifest["status"] = "running"
             if link_faults is not None:  # the resume's attempts go on in this mode
                 manifest["link_faults"] = link_faults
+            # The concurrency the user last left the run at (a retune by ctl or the workbench,
+            # fixed or auto, outlives the run's process), unless this resume says otherwise.
+            if concurrency is None:
+                concurrency = setting_now(run_dir, settings.concurrency_setting)
+            control = manifest.get("concurrency_control")
+            control = control if isinstance(control, dict) else {}
+            control.setdefault(
+                "started_as",
+                control.get("setting") or concurrency_text(settings.concurrency_setting),
+            )
+            control["setting"] = concurrency_text(concurrency)
+            manifest["concurrency_control"] = control
             manifest.setdefault("resumes", []).append(
                 {
                     "started_at": rundir.iso(rundir.utc_now()),

@@ -353,3 +353,83 @@ def test_nothing_lost_or_doubled_across_pause_unpause_kill_9_and_resume(
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["concurrency_control"]["setting"] == "6"
     assert manifest["status"] == "completed"
+
+
+def _wait_rows(path: Path, count: int, process: subprocess.Popen[bytes], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while _row_count(path) < count:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline, f"{path}: fewer than {count} rows in {seconds} s"
+        time.sleep(0.02)
+
+
+def _kill_9(process: subprocess.Popen[bytes]) -> None:
+    import signal
+
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(10)
+
+
+def test_the_users_last_setting_holds_across_kill_9_and_resume(
+    home: object, tmp_path: Path
+) -> None:
+    """A retune to a fixed number holds on resume as a retune to auto does (the user's last
+    setting, unless ``resume --concurrency`` says otherwise); ``started_as`` keeps the first."""
+    from driftdesk.providers.profiles import ProfileStore
+
+    with SandboxServer(latency_ms=300) as server:
+        ProfileStore().save(Profile("sim", "openai", server.base_url, SIM_MODEL, no_key=True))
+        out = tmp_path / "runs"
+        suite = write_suite(tmp_path / "suite.jsonl", [f"t{i}" for i in range(30)])
+        command = [sys.executable, "-m", "driftdesk"]
+        run = subprocess.Popen(
+            [*command, "run", "--profile", "sim", "--suite", str(suite), "--repeat", "4",
+             "--concurrency", "8", "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        resumed: subprocess.Popen[bytes] | None = None
+        try:
+            deadline = time.monotonic() + 60
+            while not list(out.glob("*/attempts.jsonl")):
+                assert run.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+            attempts = next(out.glob("*/attempts.jsonl"))
+            run_dir = attempts.parent
+            _wait_rows(attempts, 10, run, 60)
+            assert _ctl(str(run_dir), "--concurrency", "3").returncode == 0
+            _wait_rows(attempts, _row_count(attempts) + 6, run, 60)
+            _kill_9(run)
+            time.sleep(0.6)  # the killed run's calls are answered (0.3 s) and gone
+            server.stats.peak = server.stats.in_flight
+            # Resumed without --concurrency: at 3, the user's last setting, not at 8.
+            resumed = subprocess.Popen(
+                [*command, "resume", str(run_dir)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            _wait_rows(attempts, _row_count(attempts) + 20, resumed, 60)
+            assert server.stats.peak == 3
+            manifest = json.loads((run_dir / "manifest.json").read_text())
+            control = manifest["concurrency_control"]
+            assert (control["setting"], control["started_as"]) == ("3", "8")
+            # A retune to auto holds the same way.
+            assert _ctl(str(run_dir), "--concurrency", "auto").returncode == 0
+            _wait_rows(attempts, _row_count(attempts) + 6, resumed, 60)
+            _kill_9(resumed)
+        finally:
+            for process in (run, resumed):
+                if process is not None and process.poll() is None:
+                    process.kill()
+                    process.wait()
+        last = subprocess.run(
+            [*command, "resume", str(run_dir)], capture_output=True, text=True, timeout=240
+        )
+        assert last.returncode == 0, last.stderr[-3000:]
+    rows = read_rows(attempts)
+    slots = Counter((r["task_id"], r["attempt"]) for r in rows)
+    assert len(slots) == 120 and set(slots.values()) == {1}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    control = manifest["concurrency_control"]
+    assert (control["setting"], control["started_as"]) == ("auto:1-4-64", "8")
+    assert manifest["status"] == "completed"

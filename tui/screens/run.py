@@ -69,10 +69,12 @@ class RunScreen(WorkbenchScreen):
         "(move in the grid, or f to follow the newest attempt: it stays on one until it ends). Cells: · pending  ▶ running  "
         "↻ retrying  ✔ pass  ✘ fail  ⚡ link error  ! harness error. x cancels the shown run (it "
         "is marked interrupted and can be resumed: Volatility, u); [ and ] switch between runs. "
-        "A live run's concurrency (attempts at once, model calls in flight) can be set: + and - "
-        "move it by one, a gives it back to the controller (auto); p pauses starting new "
-        "attempts (those in flight finish) and resumes. Each change is recorded with its time "
-        "and shown in the run's report; runs followed from another terminal too."
+        "A live run's concurrency (attempts at once, model calls in flight) shows as it moves and "
+        "can be set: + and - move it one from where it is now, a gives it back to the controller "
+        "(auto); p pauses starting new attempts (those in flight finish), p again unpauses. "
+        "This works for runs followed from another terminal too. Each change is recorded with "
+        "its time and shown in the run's report, and the last setting holds when the run is "
+        "resumed (unless resume --concurrency says otherwise)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "launch", "New run", id="run.launch", tooltip="Open the launch form"),
