@@ -85,21 +85,21 @@ def cmd_ctl(args: argparse.Namespace) -> int:
 
 
 def describe_state(run_dir: Path, rows: list[dict[str, object]]) -> str:
-    """One line: the run's concurrency setting, its limit now, whether it is paused."""
-    limit = next((r for r in reversed(rows) if r.get("kind") == "limit"), None)
-    control = next((r for r in reversed(rows) if r.get("kind") == "control"), None)
+    """One line: the run's concurrency setting, its limit now, whether it is paused (its
+    ``control.jsonl`` rows replayed: a resumed run's own execution, not the one before)."""
+    from driftdesk.reruns.events import RunStats
+    from driftdesk.reruns.run_control import ControlReplay
     from driftdesk.rundir import RunManifest
 
+    stats = RunStats()
+    for event in ControlReplay(run_dir.name).events([dict(r) for r in rows]):
+        stats.record_event(event)
     manifest = RunManifest.read(run_dir).data
-    setting = (control or limit or {}).get("setting") or (
+    setting = stats.concurrency_setting or (
         (manifest.get("concurrency_control") or {}).get("setting") or manifest.get("concurrency")
     )
-    now = (limit or {}).get("limit") if limit else None
-    if control and (not limit or str(control.get("at")) >= str(limit.get("at"))):
-        now = control.get("limit")
-    paused = bool(control and control.get("paused"))
     return (
         f"{run_dir}: running, concurrency {setting}"
-        + (f", limit now {now}" if now is not None else "")
-        + (", new attempts paused" if paused else "")
+        + (f", limit now {stats.concurrency}" if stats.concurrency else "")
+        + (", new attempts paused" if stats.paused else "")
     )

@@ -399,6 +399,7 @@ def test_the_users_last_setting_holds_across_kill_9_and_resume(
             _wait_rows(attempts, 10, run, 60)
             assert _ctl(str(run_dir), "--concurrency", "3").returncode == 0
             _wait_rows(attempts, _row_count(attempts) + 6, run, 60)
+            assert _ctl(str(run_dir), "--pause").returncode == 0  # a pause ends with its process
             _kill_9(run)
             time.sleep(0.6)  # the killed run's calls are answered (0.3 s) and gone
             server.stats.peak = server.stats.in_flight
@@ -413,6 +414,9 @@ def test_the_users_last_setting_holds_across_kill_9_and_resume(
             manifest = json.loads((run_dir / "manifest.json").read_text())
             control = manifest["concurrency_control"]
             assert (control["setting"], control["started_as"]) == ("3", "8")
+            state = _ctl(str(run_dir))  # how it runs now: this execution's, not the last's
+            assert state.returncode == 0, state.stderr
+            assert state.stdout.strip().endswith("running, concurrency 3, limit now 3")
             # A retune to auto holds the same way.
             assert _ctl(str(run_dir), "--concurrency", "auto").returncode == 0
             _wait_rows(attempts, _row_count(attempts) + 6, resumed, 60)
