@@ -74,6 +74,8 @@ class _Published:
     # per-attempt files published so far: relative path -> (size, mtime_ns) when put
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     next_bundle: int = 0
+    manifest_put: bytes = b""  # the manifest's bytes as last published
+    sealed: set[str] = field(default_factory=set)  # the run's sealed objects there
 
 
 class Publisher:
@@ -118,6 +120,7 @@ class Publisher:
         for name in store.GROWING_FILES:
             state.ends[name] = 0 if listed is None else listed.published_end(name)
         state.next_bundle = 0 if listed is None else listed.next_bundle()
+        state.sealed = set() if listed is None else set(listed.sealed)
         self.runs[run_dir] = state
         return state
 
@@ -222,8 +225,28 @@ class Publisher:
         stat = path.stat()
         seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if seen != state.manifest_seen or force:
-            store.put(self.fs, f"{state.run_path}/{MANIFEST_FILE}", path.read_bytes())
-            state.manifest_seen = seen
+            data = path.read_bytes()
+            store.put(self.fs, f"{state.run_path}/{MANIFEST_FILE}", data)
+            state.manifest_seen, state.manifest_put = seen, data
+
+    def _seal(self, run_dir: Path, state: _Published) -> None:
+        """Seal the run's reading set as just published (``store.sealed_path``), and delete
+        the seals it replaces."""
+        manifest = f"{state.run_path}/{MANIFEST_FILE}"
+        self.fs.invalidate_cache(manifest)
+        etag = store.etag_of(self.fs.info(manifest))
+        files = {}
+        for name in store.GROWING_FILES:
+            end = state.ends.get(name, 0)
+            if end:
+                with open(run_dir / name, "rb") as fh:
+                    files[name] = fh.read(end)
+        path = store.sealed_path(state.run_path, etag, state.ends)
+        store.put(self.fs, path, store.seal(state.manifest_put, files))
+        for stale in state.sealed - {path}:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(stale)
+        state.sealed = {path}
 
     def finish(self, run_dir: Path) -> None:
         """Publish ``run_dir`` whole: its new lines, every other file, then its manifest; its
@@ -232,6 +255,7 @@ class Publisher:
         self._grow(run_dir, state)
         self._files(run_dir, state)
         self._manifest(run_dir, state, force=True)
+        self._seal(run_dir, state)
         store.release_lock(self.fs, state.run_path, state.token)
         state.locked = False
         self.published.append(store.join(self.url, run_dir.name))

@@ -76,7 +76,7 @@ def view(url: str, *, task_ids: tuple[str, ...] = ()) -> Path:
     from driftdesk.filelock import locked
 
     url = store.normal_url(url)
-    fs = store.filesystem(url)
+    fs = store.reading_filesystem(url)  # s3fs made only if an object must be read
     root = store.strip_protocol(fs, url)
     folder = view_folder(url)
     last: store.Changed | None = None
@@ -131,9 +131,13 @@ class _Plan:
     files: dict[str, str]
     # a task's bundled files: relative path -> (bundle, offset, size), read by ranges
     ranged: dict[str, tuple[store.StoredObject, int, int]]
+    # the whole reading set wanted and sealed in one object: it is fetched in their stead
+    sealed: store.StoredObject | None = None
 
     def objects(self) -> list[store.StoredObject]:
         wanted = list(self.task_files)
+        if self.sealed is not None:
+            return [*wanted, self.sealed]
         if self.manifest and self.run.manifest is not None:
             wanted.append(self.run.manifest)
         for _, parts in self.growing.values():
@@ -196,7 +200,9 @@ def _plan(
     for name in store.GROWING_FILES:
         parts = run.parts.get(name, [])
         growing[name] = _growth(run_view / name, parts, old_key[1].get(name) or [])
-    return _Plan(run, run_view, run_url, manifest, growing, wanted, files, ranged)
+    whole = manifest and all(start < 0 for start, _ in growing.values())
+    sealed = run.sealed_reading_set() if whole else None
+    return _Plan(run, run_view, run_url, manifest, growing, wanted, files, ranged, sealed)
 
 
 def _tag(where: tuple[store.StoredObject, int, int]) -> str:
@@ -223,12 +229,16 @@ def _apply(fs: Any, plan: _Plan, fetched: dict[str, bytes]) -> None:
 
     run, run_view = plan.run, plan.view
     run_view.mkdir(parents=True, exist_ok=True)
+    unsealed = {} if plan.sealed is None else store.unseal(plan.sealed, fetched[plan.sealed.path])
     if plan.manifest and run.manifest is not None:
-        data = fetched[run.manifest.path]
+        data = unsealed[MANIFEST_FILE] if unsealed else fetched[run.manifest.path]
         atomic_write_bytes(run_view / MANIFEST_FILE, data, mode=0o600, durable=False)
     for name, (start, parts) in plan.growing.items():
         target = run_view / name
-        if start >= 0:
+        if name in unsealed:  # the file as its parts make it, in the sealed object
+            if parts or target.exists():
+                atomic_write_bytes(target, unsealed[name], mode=0o600, durable=False)
+        elif start >= 0:
             tail = store.join_parts(fs, parts, start, fetched)
             if tail:
                 with open(target, "ab") as out:  # grown: appended, as a local run grows

@@ -13,7 +13,12 @@ with ``files.parts/<seq>.json`` (each file's relative path, offset and size; wri
 bundle, so a bundle without it is not yet one): a handful of objects a run, not one a file,
 and a reader fetches one file by a ranged read. A later bundle's copy of a path wins.
 ``publish.lock`` names the machine that publishes the run: created only if absent (a
-conditional write), it keeps two machines from resuming one run.
+conditional write), it keeps two machines from resuming one run. A run published whole (its
+publisher's end, or ``push``) also gets ``sealed/<digest>.bin``: its reading set (manifest
+and the two growing files as the parts make them) in one object, so a first read fetches one
+object a run, not three (the store's cost is per request). Its name is the digest of the
+manifest's ETag and the parts' ends it was made with (``sealed_path``): a run resumed or grown
+since no longer matches its listing, and is read from its parts.
 
 Credentials are never ours: fsspec's filesystem (s3fs: botocore's chain — environment,
 ``~/.aws``, profiles, instance roles) finds them; a URL carrying one is refused, so none is in
@@ -44,6 +49,7 @@ BUNDLES = "files.parts"  # files.parts/<seq>.bin + <seq>.json
 BUNDLE_DIGITS = 8
 PART_DIGITS = 16
 LOCK_OBJECT = "publish.lock"
+SEALED = "sealed"  # sealed/<digest>.bin: a run's reading set in one object
 GROWING_FILES = (ATTEMPTS_FILE, CALLS_FILE)
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -122,6 +128,123 @@ def strip_protocol(fs: Any, url: str) -> str:
     return str(fs._strip_protocol(url)).rstrip("/")
 
 
+def reading_filesystem(url: str) -> Any:
+    """The filesystem a reader of ``url`` uses: for ``s3://``, a ``DeferredS3`` (its listing
+    through botocore alone, s3fs made only when an object is read), else ``filesystem``."""
+    if protocol_of(url) in ("s3", "s3a") and _plain_s3():
+        return DeferredS3(url)
+    return filesystem(url)
+
+
+def _plain_s3() -> bool:
+    """Whether s3fs would be botocore's default client: s3fs and botocore are installed and
+    no fsspec configuration gives s3fs settings of its own (then s3fs lists, as it reads)."""
+    from importlib.util import find_spec
+
+    if any(find_spec(name) is None for name in ("fsspec", "s3fs", "botocore")):
+        return False  # ``filesystem`` says what to install
+    try:
+        from fsspec.config import conf
+    except ImportError:
+        return False
+    return not conf.get("s3") and not conf.get("s3a")
+
+
+class DeferredS3:
+    """An ``s3://`` store read without s3fs: an unchanged history costs one listing, and
+    s3fs's imports (aiobotocore, aiohttp: ~0.3 s) were most of that. The listing
+    (``list_objects``) and whole objects (``fetch_objects``) go through botocore's own client,
+    with the same chain of credentials and endpoint as s3fs's; anything else (ranged reads,
+    writes) through s3fs, made on first use."""
+
+    CONNECTIONS = 32  # objects fetched at once
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._fs: Any = None
+        self._s3: Any = None
+
+    def real(self) -> Any:
+        if self._fs is None:
+            self._fs = filesystem(self.url)
+        return self._fs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+    @staticmethod
+    def _strip_protocol(url: str) -> str:
+        return re.sub(r"^s3a?://", "", url).rstrip("/")
+
+    def list_objects(self, root: str) -> dict[str, dict[str, Any]] | None:
+        """Every object under ``root`` as ``fs.find(root, detail=True)`` gives it (path ->
+        size, ETag), by ListObjectsV2; None when botocore could not list (s3fs lists then,
+        and says why as it did)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, _, key = root.partition("/")
+        prefix = f"{key}/" if key else ""
+        listed: dict[str, dict[str, Any]] = {}
+        try:
+            pages = self._client().get_paginator("list_objects_v2")
+            pages = pages.paginate(Bucket=bucket, Prefix=prefix)
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    listed[f"{bucket}/{item['Key']}"] = {
+                        "size": item["Size"],
+                        "ETag": item["ETag"],
+                        "type": "file",
+                    }
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in ("NoSuchBucket", "404"):
+                return {}
+            if code in ("AccessDenied", "403", "AllAccessDisabled", "InvalidAccessKeyId"):
+                raise StoreError(f"the store refused to list {root}: {code}") from None
+            return None
+        except BotoCoreError:
+            return None
+        return listed
+
+    def _client(self) -> Any:
+        if self._s3 is None:
+            import botocore.session
+            from botocore.config import Config
+
+            session = botocore.session.get_session()
+            config = Config(max_pool_connections=self.CONNECTIONS)
+            self._s3 = session.create_client("s3", config=config)
+        return self._s3
+
+    def fetch_objects(self, wanted: list[StoredObject]) -> dict[str, bytes]:
+        """``fetch_many`` by botocore's client, ``CONNECTIONS`` objects at once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = self._client()
+
+        def get(stored: StoredObject) -> bytes:
+            bucket, _, key = stored.path.partition("/")
+            try:
+                data = bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if code in ("NoSuchKey", "404", "NoSuchBucket"):
+                    raise Changed(stored.path) from None
+                if code in ("AccessDenied", "403"):
+                    raise StoreError(f"the store refused to read {stored.path}: {code}") from None
+                raise StoreError(f"{stored.path}: {code or exc}") from None
+            except BotoCoreError as exc:
+                raise StoreError(f"{stored.path}: {exc}") from None
+            if len(data) != stored.size:
+                raise Changed(stored.path)
+            return data
+
+        with ThreadPoolExecutor(min(self.CONNECTIONS, len(wanted))) as pool:
+            return dict(zip((o.path for o in wanted), pool.map(get, wanted), strict=True))
+
+
 def part_name(offset: int) -> str:
     return f"{offset:0{PART_DIGITS}d}.jsonl"
 
@@ -150,6 +273,7 @@ class StoredRun:
     # seq -> (its bytes, its index) of each bundle whose index is there
     bundles: dict[int, tuple[StoredObject, StoredObject]] = field(default_factory=dict)
     other: list[StoredObject] = field(default_factory=list)  # any other object, copied as is
+    sealed: dict[str, StoredObject] = field(default_factory=dict)  # by path
 
     def next_bundle(self) -> int:
         return max(self.bundles, default=-1) + 1
@@ -165,8 +289,54 @@ class StoredRun:
         """The byte offset of ``name`` that its published parts reach."""
         return max((o + p.size for o, p in self.parts.get(name, [])), default=0)
 
+    def sealed_reading_set(self) -> StoredObject | None:
+        """The sealed object holding this run's reading set as listed (None: none matches
+        the manifest and parts listed)."""
+        if self.manifest is None or not self.sealed:
+            return None
+        ends = {}
+        for name in GROWING_FILES:
+            chosen = parts_to_read(self.parts.get(name, []))
+            ends[name] = chosen[-1][0] + chosen[-1][1].size if chosen else 0
+        return self.sealed.get(sealed_path(self.path, self.manifest.etag, ends))
 
-def _etag(info: dict[str, Any]) -> str:
+
+def sealed_path(run_path: str, manifest_etag: str, ends: dict[str, int]) -> str:
+    """Where the reading set made of the manifest with ``manifest_etag`` and the growing files
+    up to ``ends`` is sealed."""
+    made_of = json.dumps([manifest_etag, [ends.get(name, 0) for name in GROWING_FILES]])
+    return f"{run_path}/{SEALED}/{hashlib.sha256(made_of.encode()).hexdigest()[:32]}.bin"
+
+
+def seal(manifest: bytes, files: dict[str, bytes]) -> bytes:
+    """A reading set as one object: a JSON line of the sizes, then the manifest and the
+    growing files' bytes one after another."""
+    sizes = {MANIFEST_FILE: len(manifest), **{n: len(files.get(n, b"")) for n in GROWING_FILES}}
+    return b"".join(
+        [json.dumps(sizes).encode(), b"\n", manifest, *(files.get(n, b"") for n in GROWING_FILES)]
+    )
+
+
+def unseal(stored: StoredObject, data: bytes) -> dict[str, memoryview]:
+    """The manifest's and each growing file's bytes in a sealed object (``StoreError`` when
+    it is not one)."""
+    head_end = data.find(b"\n")
+    try:
+        sizes = json.loads(data[:head_end])
+        names = [MANIFEST_FILE, *GROWING_FILES]
+        lengths = [int(sizes[name]) for name in names]
+    except (ValueError, KeyError, TypeError):
+        raise StoreError(f"{stored.path}: not a sealed reading set") from None
+    if head_end < 0 or head_end + 1 + sum(lengths) != len(data):
+        raise StoreError(f"{stored.path}: not a sealed reading set")
+    view, found, at = memoryview(data), {}, head_end + 1
+    for name, length in zip(names, lengths, strict=True):
+        found[name] = view[at : at + length]
+        at += length
+    return found
+
+
+def etag_of(info: dict[str, Any]) -> str:
     for key in ("ETag", "etag", "generation", "VersionId", "version_id", "md5Hash", "mtime"):
         value = info.get(key)
         if value not in (None, ""):
@@ -179,6 +349,10 @@ def list_runs(fs: Any, root: str) -> dict[str, StoredRun]:
     # Listed afresh, and nothing read after from the listing cache: s3fs reads an object's
     # size from its folder's cached listing (a part newer than it "does not exist"), and
     # invalidating a path keeps its sub-folders' listings.
+    if isinstance(fs, DeferredS3):
+        direct = fs.list_objects(root)
+        if direct is not None:
+            return runs_of(root, direct)
     fs.invalidate_cache()
     try:
         listed = fs.find(root, detail=True)
@@ -204,7 +378,7 @@ def runs_of(root: str, listed: dict[str, dict[str, Any]]) -> dict[str, StoredRun
         else:
             continue
         run = runs.setdefault(run_path, StoredRun(run_path.rsplit("/", 1)[-1], run_path))
-        stored = StoredObject(path, int(info.get("size") or 0), _etag(info))
+        stored = StoredObject(path, int(info.get("size") or 0), etag_of(info))
         grown = rest[0].removesuffix(PARTS_SUFFIX)
         if rest == [MANIFEST_FILE]:
             run.manifest = stored
@@ -214,6 +388,8 @@ def runs_of(root: str, listed: dict[str, dict[str, Any]]) -> dict[str, StoredRun
             offset = part_offset(rest[1])
             if offset is not None:
                 run.parts.setdefault(grown, []).append((offset, stored))
+        elif len(rest) == 2 and rest[0] == SEALED and rest[1].endswith(".bin"):
+            run.sealed[path] = stored
         elif len(rest) == 2 and rest[0] == BUNDLES:
             halves.setdefault((run_path, rest[1].split(".")[0]), {})[rest[1]] = stored
         else:
@@ -249,6 +425,8 @@ def fetch_many(fs: Any, objects: Iterable[StoredObject]) -> dict[str, bytes]:
     wanted = list(objects)
     if not wanted:
         return {}
+    if isinstance(fs, DeferredS3):
+        return fs.fetch_objects(wanted)
     # cat_ranges reads exactly these paths (concurrently on an async store); ``cat`` would
     # first expand them through the listing cache, where a part newer than it is missing
     got = fs.cat_ranges([o.path for o in wanted], None, None, on_error="return")

@@ -124,10 +124,63 @@ def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
     assert all(p.stat().st_mtime_ns == seen[p] for p in unchanged)
 
 
+def test_a_first_read_fetches_one_sealed_object_a_run_and_never_a_stale_seal(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    together = _two_machines(tmp_path, bucket)
+    url = bucket.url("nightly")
+    fetched: list[str] = []
+    real_fetch = store.fetch_many
+
+    def counting(fs: object, objects: list[store.StoredObject]) -> dict[str, bytes]:
+        objects = list(objects)
+        fetched.extend(o.path for o in objects)
+        return real_fetch(fs, objects)
+
+    store.fetch_many = counting  # type: ignore[assignment]
+    try:
+        folder = remote_view.view(url)
+        # each run pushed whole: its reading set in one object, not manifest + 2 parts
+        assert len(fetched) == 6
+        assert all("/sealed/" in path for path in fetched), fetched
+        for run in together.iterdir():
+            for name in ("manifest.json", "attempts.jsonl", "calls.jsonl"):
+                if (run / name).is_file():
+                    assert (folder / run.name / name).read_bytes() == (run / name).read_bytes()
+                else:
+                    assert not (folder / run.name / name).exists()
+        # the run grows after its seal: the seal no longer matches, its parts are read
+        run = "a-night02"
+        end = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run].published_end(
+            "attempts.jsonl"
+        )
+        row = (together / run / "attempts.jsonl").read_text().splitlines()[0]
+        grown = json.dumps({**json.loads(row), "attempt": 3}) + "\n"
+        part = f"{bucket.name}/nightly/{run}/attempts.jsonl.parts/{store.part_name(end)}"
+        bucket.fs.pipe_file(part, grown.encode())
+        shutil.rmtree(remote_view.view_folder(url))
+        fetched.clear()
+        folder = remote_view.view(url)
+    finally:
+        store.fetch_many = real_fetch  # type: ignore[assignment]
+    grown_run = [path for path in fetched if f"/{run}/" in path]
+    assert part in grown_run and not any("/sealed/" in path for path in grown_run)
+    listed = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run]
+    assert len(grown_run) == 1 + sum(len(parts) for parts in listed.parts.values())
+    assert (folder / run / "attempts.jsonl").read_bytes() == (
+        together / run / "attempts.jsonl"
+    ).read_bytes() + grown.encode()
+    assert sum("/sealed/" in path for path in fetched) == 5
+
+
 def test_objects_changing_under_a_read(bucket: Bucket, tmp_path: Path) -> None:
     _two_machines(tmp_path, bucket)
     url = bucket.url("nightly")
     root = f"{bucket.name}/nightly"
+    for run in store.list_runs(bucket.fs, root).values():
+        # read from their parts (as a live run is): a sealed copy is a snapshot as listed
+        for sealed in run.sealed:
+            bucket.fs.rm_file(sealed)
     stale = store.list_runs(bucket.fs, root)  # a listing taken before the writes below
     manifest = f"{root}/a-night00/manifest.json"
     changed = json.loads(bucket.fs.cat_file(manifest))
