@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from driftdesk.analysis.injection_report import RFault, injection_spec, r_fault
 from driftdesk.analysis.metrics import mean_or_none
 from driftdesk.analysis.paired import PairedTest, sign_flip, stratified_permutation
-from driftdesk.analysis.report import RunReport, build_reports_reading
+from driftdesk.analysis.report import build_reports_reading
+from driftdesk.analysis.run_report import RunReport
 from driftdesk.analysis.sources import RunSource, SourceError, resolve_sources
 
 if TYPE_CHECKING:

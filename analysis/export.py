@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from driftdesk.analysis.report import RunReport
+from driftdesk.analysis.run_report import RunReport
 
 # Column name -> DuckDB type; one row per task (tasks below --min-runs included, flagged).
 TASK_TABLE_COLUMNS: dict[str, str] = {

@@ -19,7 +19,7 @@ from driftdesk.analysis.compare import (
     agent_warnings,
     compare_runs,
 )
-from driftdesk.analysis.report import RunReport
+from driftdesk.analysis.run_report import RunReport
 
 
 @dataclass

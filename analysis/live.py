@@ -18,15 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from driftdesk.analysis import attempt_table, row_cache
-from driftdesk.analysis.report import (
-    GroupBy,
-    RunExtras,
-    RunReport,
-    SkippedLine,
-    SortKey,
-    TaskStats,
-    assemble_report,
-)
+from driftdesk.analysis.report import SortKey, assemble_report
+from driftdesk.analysis.run_reader import RunExtras, SkippedLine
+from driftdesk.analysis.run_report import GroupBy, RunReport, TaskStats
 from driftdesk.analysis.sources import (
     ATTEMPTS_FILE,
     RunSource,

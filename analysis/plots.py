@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from driftdesk.analysis.report import RunReport
+from driftdesk.analysis.run_report import RunReport
 
 HISTOGRAM_BINS = 10
 # Thin braille line for pass^k, a dotted line for pass@k: distinct without colour.

@@ -21,7 +21,7 @@ from driftdesk.cli.thresholds import at_least_one, k_rate, points, rate
 from driftdesk.terminal import json_printable, printable, printable_path
 
 if TYPE_CHECKING:
-    from driftdesk.analysis.report import RunReport
+    from driftdesk.analysis.run_report import RunReport
 
 
 def register(sub: argparse._SubParsersAction) -> None:

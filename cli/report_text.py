@@ -11,7 +11,7 @@ from driftdesk.terminal import printable
 
 if TYPE_CHECKING:
     from driftdesk.analysis.compare import Comparison
-    from driftdesk.analysis.report import RunReport
+    from driftdesk.analysis.run_report import RunReport
 
 
 def cell(text: str) -> str:

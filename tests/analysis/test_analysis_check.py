@@ -134,7 +134,7 @@ def test_no_change_reruns_pass_the_gate_at_the_stated_false_alarm_rate() -> None
     import math
 
     from driftdesk.analysis.gate import check_run
-    from driftdesk.analysis.report import RunReport, TaskStats
+    from driftdesk.analysis.run_report import RunReport, TaskStats
 
     rng = random.Random(31)
 

@@ -14,7 +14,8 @@ import pytest
 
 from driftdesk.analysis.import_formats import ResultsImportError
 from driftdesk.analysis.imports import import_results
-from driftdesk.analysis.report import RunReport, build_report
+from driftdesk.analysis.report import build_report
+from driftdesk.analysis.run_report import RunReport
 
 FIXTURES = Path(__file__).parent / "fixtures"
 approx = pytest.approx

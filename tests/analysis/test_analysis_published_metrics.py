@@ -17,7 +17,8 @@ from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.imports import import_results
 from driftdesk.analysis.prices import ModelPrice
-from driftdesk.analysis.report import RunReport, build_report
+from driftdesk.analysis.report import build_report
+from driftdesk.analysis.run_report import RunReport
 
 approx = pytest.approx
 PRICE = ModelPrice(2.0, 8.0)

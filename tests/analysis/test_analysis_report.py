@@ -9,7 +9,8 @@ import pytest
 from analysis_fixtures import attempt_row, write_handmade_run, write_run
 
 from driftdesk.analysis.prices import load_prices
-from driftdesk.analysis.report import RunReport, build_report
+from driftdesk.analysis.report import build_report
+from driftdesk.analysis.run_report import RunReport
 from driftdesk.analysis.selection import select_task_ids
 
 approx = pytest.approx

@@ -10,7 +10,8 @@ from analysis_fixtures import attempt_row, write_run
 
 from driftdesk.analysis.compare import compare_runs
 from driftdesk.analysis.gate import check_run, regression_condition
-from driftdesk.analysis.report import RunReport, build_report
+from driftdesk.analysis.report import build_report
+from driftdesk.analysis.run_report import RunReport
 
 # Passes out of 4 per task: rates 0 (3 tasks), 0.25 (3), 0.5 (4), 0.75 (1), 1 (2), so that
 # the order by rate differs from the order by task id.

@@ -23,7 +23,8 @@ from harbor_fixtures import (
 from driftdesk.analysis.harbor_policy import attribute
 from driftdesk.analysis.import_formats import ResultsImportError
 from driftdesk.analysis.imports import import_results
-from driftdesk.analysis.report import RunReport, build_report
+from driftdesk.analysis.report import build_report
+from driftdesk.analysis.run_report import RunReport
 
 approx = pytest.approx
 
