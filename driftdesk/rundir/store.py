@@ -143,6 +143,11 @@ def _plain_s3() -> bool:
 
     if any(find_spec(name) is None for name in ("fsspec", "s3fs", "botocore")):
         return False  # ``filesystem`` says what to install
+    # fsspec's configuration comes from FSSPEC_* variables and the files of its folder: when
+    # there are none, it has nothing for s3fs (and fsspec's import, ~0.07 s, is spared)
+    folder = os.environ.get("FSSPEC_CONFIG_DIR", os.path.expanduser("~/.config/fsspec"))
+    if not any(k.startswith("FSSPEC_") for k in os.environ) and not os.path.isdir(folder):
+        return True
     try:
         from fsspec.config import conf
     except ImportError:

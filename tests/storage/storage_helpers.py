@@ -70,12 +70,30 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# Run at start-up (``sitecustomize``): the path finder finds no fsspec nor s3fs, as on an
+# install without the extra (``import`` fails, ``importlib.util.find_spec`` says None).
+_HIDE_THE_EXTRA = """
+from importlib.machinery import PathFinder
+
+_find = PathFinder.find_spec.__func__
+
+
+def _without_the_extra(cls, fullname, path=None, target=None):
+    if fullname.split(".")[0] in ("fsspec", "s3fs"):
+        return None
+    return _find(cls, fullname, path, target)
+
+
+PathFinder.find_spec = classmethod(_without_the_extra)
+"""
+
+
 def without_fsspec(tmp: Path) -> dict[str, str]:
-    """The environment of a plain install: ``import fsspec`` fails as it does without the
-    extra (a module of that name first on the path that raises ImportError)."""
+    """The environment of a plain install: fsspec and s3fs are not there (their import
+    fails, and looking them up finds nothing), as without the extra."""
     blocker = tmp / "plain-install"
     blocker.mkdir(exist_ok=True)
-    (blocker / "fsspec.py").write_text("raise ImportError('No module named fsspec')\n")
+    (blocker / "sitecustomize.py").write_text(_HIDE_THE_EXTRA)
     return cli_env(PYTHONPATH=f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 
 
