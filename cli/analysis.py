@@ -190,23 +190,36 @@ def _add_metric_options(p: argparse.ArgumentParser) -> None:
 def _reports(args: argparse.Namespace, sources: Sequence[str], **extra: Any) -> list[RunReport]:
     from driftdesk.analysis.report import build_report
 
-    reports = build_report(
-        list(sources),
-        min_runs=args.min_runs,
-        include_link_errors=args.include_link_errors,
-        pass_k_convention=args.pass_k_convention,
-        **extra,
-    )
+    reports = build_report(list(sources), **_run_options(args), **extra)
     for report in reports:
         _warn_skipped(report)
     return reports
+
+
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What decides a run's figures (``build_report``'s options the report, compare and the
+    page share)."""
+    return {
+        "min_runs": args.min_runs,
+        "include_link_errors": args.include_link_errors,
+        "pass_k_convention": args.pass_k_convention,
+    }
+
+
+def _task_options(args: argparse.Namespace) -> dict[str, Any]:
+    """How a report's tasks are grouped, ordered and cut."""
+    return {"group_by": args.group_by, "sort": args.sort, "top": args.top}
+
+
+def _warn(line: str) -> None:
+    print(printable(f"warning: {line}"), file=sys.stderr)
 
 
 def _warn_skipped(report: RunReport) -> None:
     from driftdesk.analysis.report_cache import skipped_warnings
 
     for line in skipped_warnings(report):
-        print(printable(f"warning: {line}"), file=sys.stderr)
+        _warn(line)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -217,7 +230,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _report_json(args)
     if args.format == "html":
         return _report_html(args)
-    reports = _reports(args, args.runs, group_by=args.group_by, sort=args.sort, top=args.top)
+    reports = _reports(args, args.runs, **_task_options(args))
     if args.format == "parquet":
         from driftdesk.analysis.export import write_parquet
 
@@ -247,14 +260,10 @@ def _report_json(args: argparse.Namespace) -> int:
     write_json(
         list(args.runs),
         out,
-        warn=lambda line: print(printable(f"warning: {line}"), file=sys.stderr),
+        warn=_warn,
         task_curves=args.task_curves,
-        min_runs=args.min_runs,
-        include_link_errors=args.include_link_errors,
-        pass_k_convention=args.pass_k_convention,
-        group_by=args.group_by,
-        sort=args.sort,
-        top=args.top,
+        **_run_options(args),
+        **_task_options(args),
     )
     if args.out:
         _emit(out.getvalue(), args.out)
@@ -270,13 +279,9 @@ def _report_html(args: argparse.Namespace) -> int:
     html = report_page(
         list(args.runs),
         page.options(args),
-        lambda line: print(printable(f"warning: {line}"), file=sys.stderr),
-        min_runs=args.min_runs,
-        include_link_errors=args.include_link_errors,
-        pass_k_convention=args.pass_k_convention,
-        group_by=args.group_by,
-        sort=args.sort,
-        top=args.top,
+        _warn,
+        **_run_options(args),
+        **_task_options(args),
     )
     page.write(html, args.out)
     return 0
@@ -302,9 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.run_b,
         all_tasks=args.all_tasks,
         newer_as_b=args.newer_as_b and not args.keep_order,
-        min_runs=args.min_runs,
-        include_link_errors=args.include_link_errors,
-        pass_k_convention=args.pass_k_convention,
+        **_run_options(args),
     )
     for report in (
         (comparison.b, comparison.a) if comparison.swapped else (comparison.a, comparison.b)
