@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from driftdesk.analysis.run_report import RunReport
 
 FIELDS = (
     "run_id",
@@ -168,3 +171,16 @@ def write_handmade_run(root: Path, run_id: str = "handmade") -> Path:
     return write_run(
         root, run_id, list(handmade_rows(run_id)), tasks=["t1", "t2", "t3", "t4", "t5"], repeat=4
     )
+
+
+def report_of(run_dir: Path, **options: object) -> RunReport:
+    """The report of the one run at ``run_dir`` (``options``: ``build_report``'s)."""
+    from driftdesk.analysis.report import build_report
+
+    (report,) = build_report([run_dir], **options)  # type: ignore[arg-type]
+    return report
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    """The run's attempts.jsonl rows, in file order."""
+    return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]

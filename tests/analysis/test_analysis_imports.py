@@ -11,23 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
+from analysis_fixtures import report_of, rows_of
 
 from driftdesk.analysis.import_formats import ResultsImportError
 from driftdesk.analysis.imports import import_results
-from driftdesk.analysis.report import build_report
-from driftdesk.analysis.run_report import RunReport
 
 FIXTURES = Path(__file__).parent / "fixtures"
 approx = pytest.approx
-
-
-def report_of(run_dir: Path, **options: object) -> RunReport:
-    (report,) = build_report([run_dir], **options)  # type: ignore[arg-type]
-    return report
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
 
 
 def test_tau_bench(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from analysis_fixtures import attempt_row, write_handmade_run, write_run
+from analysis_fixtures import attempt_row, report_of, write_handmade_run, write_run
 
 from driftdesk.analysis.prices import load_prices
 from driftdesk.analysis.report import build_report
@@ -19,11 +19,6 @@ approx = pytest.approx
 @pytest.fixture
 def handmade(tmp_path: Path) -> Path:
     return write_handmade_run(tmp_path)
-
-
-def report_of(run: Path, **options: object) -> RunReport:
-    (report,) = build_report([run], **options)  # type: ignore[arg-type]
-    return report
 
 
 def by_id(report: RunReport) -> dict:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from analysis_fixtures import report_of, rows_of
 from harbor_fixtures import (
     BILLING,
     LONG_TASK,
@@ -23,19 +24,8 @@ from harbor_fixtures import (
 from driftdesk.analysis.harbor_policy import attribute
 from driftdesk.analysis.import_formats import ResultsImportError
 from driftdesk.analysis.imports import import_results
-from driftdesk.analysis.report import build_report
-from driftdesk.analysis.run_report import RunReport
 
 approx = pytest.approx
-
-
-def report_of(run_dir: Path, **options: object) -> RunReport:
-    (report,) = build_report([run_dir], **options)  # type: ignore[arg-type]
-    return report
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
 
 
 def test_harbor_is_not_installed_here() -> None:

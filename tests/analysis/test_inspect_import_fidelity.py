@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from analysis_fixtures import rows_of
 
 from driftdesk.analysis.import_formats import ResultsImportError
 from driftdesk.analysis.imports import import_results
@@ -88,10 +89,6 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return root
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
 
 
 def _older_json_log(logs: Path, folder: Path) -> Path:
