@@ -35,16 +35,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reruns"))
 from benchlib import private_home
 from coding_helpers import write_coding_suite
+from reruns_helpers import client_profile
 
 from driftdesk.analysis.trajectory import action_sequence, load_trajectory
-from driftdesk.providers.profiles import Profile
 from driftdesk.reruns.retry import RetryPolicy
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
-from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+from driftdesk.reruns.simulated_endpoint import SandboxServer
 
 KEY = "sk-bench-not-a-real-key-absorb-0123456789"
-PROTOCOL = {"claude-code": "anthropic", "codex": "openai"}
 INJECT = "429=10%,500=5%"
 WAYS = (("clean", "none", "absorb"), ("absorb", INJECT, "absorb"), ("retry", INJECT, "retry"))
 
@@ -57,13 +56,10 @@ async def one_run(
     agent: str, suite: Path, out: Path, seed: int, repeat: int, inject: str, link_faults: str
 ) -> tuple[Path, float]:
     with SandboxServer(seed=seed, suites=[suite], linger_s=0.3) as server:
-        url = server.root_url if agent == "claude-code" else server.base_url
         started = time.perf_counter()
         outcome = await execute_run(
             RunSpec(
-                profile=Profile(
-                    name="sim", protocol=PROTOCOL[agent], base_url=url, model=SIM_MODEL
-                ),
+                profile=client_profile(agent, server),
                 suite=str(suite),
                 repeat=repeat,
                 concurrency=1,  # twins: the sandbox's draws fall in the same order
