@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.fileio import iter_jsonl
-from driftdesk.rundir import CALLS_FILE, CONTROL_FILE, RunManifest
-
-EPISODE = "rate-limit episode"
+from driftdesk.rundir import CALLS_FILE, RunManifest
+from driftdesk.rundir.control_log import CONTROL_KIND, EPISODE, LIMIT_KIND, control_rows
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -30,10 +29,10 @@ def read_concurrency(run_dir: Path | None, manifest: dict[str, Any]) -> dict[str
     if run_dir is None or typed.imported_from is not None:
         return None
     control = typed.concurrency_control or {}
-    rows = _rows(Path(run_dir) / CONTROL_FILE)
+    rows = control_rows(Path(run_dir))
     if not control and not rows:
         return None
-    limits = [r for r in rows if r.get("kind") == "limit" and isinstance(r.get("limit"), int)]
+    limits = [r for r in rows if r.get("kind") == LIMIT_KIND and isinstance(r.get("limit"), int)]
     rate_limited = surfaced = 0
     for call in _rows(Path(run_dir) / CALLS_FILE):
         if call.get("status") == 429 and not call.get("injected"):
@@ -56,7 +55,7 @@ def read_concurrency(run_dir: Path | None, manifest: dict[str, Any]) -> dict[str
         "retunes": [
             {k: r.get(k) for k in ("at", "change", "by", "setting", "limit", "paused")}
             for r in rows
-            if r.get("kind") == "control"
+            if r.get("kind") == CONTROL_KIND
         ],
     }
 

@@ -55,10 +55,10 @@ def cmd_ctl(args: argparse.Namespace) -> int:
     from driftdesk.reruns.run_control import (
         ControlRefused,
         ControlRequest,
-        control_rows,
         refusal,
         send_request,
     )
+    from driftdesk.rundir.control_log import control_rows
 
     run_dir = resolve_run(args.run)
     pause = True if args.pause else False if args.unpause else None

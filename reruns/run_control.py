@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from driftdesk.fileio import atomic_write_text, iter_jsonl
+from driftdesk.fileio import atomic_write_text
 from driftdesk.reruns.concurrency import (
     DEFAULT_AUTO,
     AttemptAdmission,
@@ -41,16 +41,19 @@ from driftdesk.reruns.concurrency import (
 )
 from driftdesk.reruns.events import ConcurrencyChanged, RunControlled
 from driftdesk.reruns.rundir import is_live, iso, utc_now
-from driftdesk.rundir import CONTROL_DIR, CONTROL_FILE, read_manifest
+from driftdesk.rundir import CONTROL_DIR, read_manifest
+from driftdesk.rundir.control_log import (
+    CONTROL_KIND,
+    EPISODE,
+    LIMIT_KIND,
+    START_KIND,
+    control_rows,
+)
 
 POLL_SECONDS = 0.2  # how often a run looks for requests: a change lands well within 1.5 s
 ANSWER_SECONDS = 3.0  # how long ``send_request`` waits for the run to take a request
 RUN_CHILD_ENV = "DRIFTDESK_RUN_CHILD"  # reruns.command_agent's, without importing it
 _REQUEST_SUFFIX = ".request.json"
-# control.jsonl's row kinds: the limit moved; a request applied; an execution started (its
-# setting, limit and pause then: a resume's, which may differ from where the run was left)
-LIMIT_KIND, CONTROL_KIND, START_KIND = "limit", "control", "start"
-EPISODE = "rate-limit episode"  # the controller's reason for a cut
 
 log = logging.getLogger(__name__)
 
@@ -136,14 +139,6 @@ def take_requests(run_dir: Path) -> tuple[list[ControlRequest], list[str]]:
         with contextlib.suppress(OSError):
             path.unlink()
     return requests, problems
-
-
-def control_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """The rows of ``control.jsonl`` (none for a run from before it existed)."""
-    path = Path(run_dir) / CONTROL_FILE
-    if not path.exists():
-        return []
-    return [row for _, row in iter_jsonl(path, [])]
 
 
 def setting_now(run_dir: Path, recorded: Concurrency) -> Concurrency:

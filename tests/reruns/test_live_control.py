@@ -29,10 +29,10 @@ from driftdesk.reruns.events import (
     RunStarted,
 )
 from driftdesk.reruns.rate_limit import RateLimit
-from driftdesk.reruns.run_control import control_rows
 from driftdesk.reruns.run_spec import RunSpec
 from driftdesk.reruns.run_start import execute_run
 from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+from driftdesk.rundir.control_log import control_rows
 
 KEY = "sk-test-live-control-0123456789abcdef"
 

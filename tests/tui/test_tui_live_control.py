@@ -115,8 +115,8 @@ async def test_a_run_started_elsewhere_shows_its_limit_and_pause_and_is_set_from
 
     from driftdesk.providers.profiles import Profile, ProfileStore
     from driftdesk.reruns.rate_limit import RateLimit
-    from driftdesk.reruns.run_control import control_rows
     from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
+    from driftdesk.rundir.control_log import control_rows
     from tests.reruns.reruns_helpers import write_suite
 
     def rows(kind: str) -> list[dict]:  # type: ignore[type-arg]
