@@ -103,6 +103,9 @@ MASKED_KEYS = frozenset(
         "wall_seconds",
         "elapsed_seconds",
         "duration_seconds",
+        "queue_wait_s",  # time at the call gate: a measured time like latency
+        "wait_s",  # an absorbed fault's hold (Retry-After or jittered backoff)
+        "absorbed_wait_s",
     }
 )
 # Keys that mix a measured time into a figure: a number is masked; in a breakdown by resource
