@@ -25,7 +25,7 @@ NEW_FILE_MODE = 0o600
 
 def atomic_write_bytes(
     path: Path | str,
-    data: bytes,
+    data: bytes | memoryview,  # a view: a slice of a bigger buffer written without a copy
     mode: int | None = None,
     before_replace: Callable[[], None] | None = None,
     *,
