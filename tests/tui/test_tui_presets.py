@@ -30,8 +30,8 @@ async def test_claude_code_attempts_live_then_drill_into_the_volatile_task(
     from driftdesk.reruns.simulated_endpoint import SIM_MODEL, SandboxServer
 
     monkeypatch.setenv("PATH", f"{real_client('claude').parent}{os.pathsep}{os.environ['PATH']}")
-    # Two tasks: one always wrong, one a coin flip (seed 0 plays it wrong, right, wrong when the
-    # attempts run one after another).
+    # Two tasks: one always wrong, one a coin flip (seed 0 plays its attempts 0, 1, 2 wrong,
+    # wrong, right: the sandbox draws by task, attempt and turn).
     tasks = [t for t in CODING_TASKS if t["task_id"] in ("write-notes", "rename")]
     suite = write_coding_suite(tmp_path / "suite", tasks)
     with SandboxServer(seed=0, suites=[suite]) as server:
@@ -69,8 +69,8 @@ async def test_claude_code_attempts_live_then_drill_into_the_volatile_task(
             assert isinstance(app.screen, TaskScreen) and app.screen.task_id == "rename"
             attempts = app.screen.query_one("#attempts", DataTable)
             outcomes = [str(attempts.get_row(k)[1]) for k in attempts.rows]
-            assert outcomes == ["fail", "pass", "fail"]
-            await pilot.press("down")  # the passing attempt
+            assert outcomes == ["fail", "fail", "pass"]
+            await pilot.press("down", "down")  # the passing attempt
             await settle(app, pilot)
             text = "\n".join(
                 line.text for line in app.screen.query_one("#attempt-log", RichLog).lines
