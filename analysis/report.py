@@ -39,7 +39,7 @@ from driftdesk.analysis.metrics import (
     unequal_repeats,
 )
 from driftdesk.analysis.noise import noise_floor_from_sums
-from driftdesk.analysis.run_reader import RunExtras
+from driftdesk.analysis.run_reader import RunExtras, read_runs
 from driftdesk.analysis.run_report import (
     GroupBy,
     PassKConvention,
@@ -264,37 +264,6 @@ def _write_run_json(
         else:
             out.write(dumps(value))
     out.write("}")
-
-
-def read_runs(
-    con: duckdb.DuckDBPyConnection,
-    runs: Sequence[RunSource],
-    *,
-    include_link_errors: bool,
-    prices: dict[str, ModelPrice] | None = None,
-    need_rows: bool = True,
-    pending: list[Callable[[], bool]] | None = None,
-) -> list[RunExtras]:
-    """Fill ``con`` (``attempt_table.connection()``) with the per-task aggregates of every run
-    (``task_aggs``, keyed by the run's index ``f``); each run's extras. One parallel scan per
-    file, or the run's cache (``analysis.run_reader``); without ``need_rows`` a run's cached
-    aggregates may stand in for its rows in ``attempts``; ``pending``: see
-    ``run_reader.read_runs``.
-
-    The rows land in one table in file order (``analysis.attempt_table``); per-task aggregates
-    keep the last valid row of each (task, attempt) slot, token sums count every valid row
-    (superseded rows cost money too), and the rows that are not usable are named by line.
-    """
-    from driftdesk.analysis import run_reader
-
-    return run_reader.read_runs(
-        con,
-        runs,
-        include_link_errors=include_link_errors,
-        prices=prices,
-        need_rows=need_rows,
-        pending=pending,
-    )
 
 
 def _apply_identity(report: RunReport, manifest: dict[str, Any]) -> None:

@@ -107,11 +107,18 @@ def read_runs(
     need_rows: bool = True,
     pending: list[Callable[[], bool]] | None = None,
 ) -> list[RunExtras]:
-    """``report.read_runs``: see there; ``need_rows`` False lets a run's kept aggregates
-    stand in for its rows (the caller reads ``task_aggs`` only, not ``attempts``). With
-    ``pending`` a run read from its JSONL has its rows written to its cache while the caller
-    goes on: each call in ``pending`` waits for one and says whether it was kept; the caller
-    makes them all before ``con`` closes, and uses a ``cache_ref`` only once it was kept."""
+    """Fill ``con`` (``attempt_table.connection()``) with the per-task aggregates of every run
+    (``task_aggs``, keyed by the run's index ``f``); each run's extras. One parallel scan per
+    file, or the run's cache. The rows land in one table in file order
+    (``analysis.attempt_table``); per-task aggregates keep the last valid row of each (task,
+    attempt) slot, token sums count every valid row (superseded rows cost money too), and the
+    rows that are not usable are named by line.
+
+    ``need_rows`` False lets a run's kept aggregates stand in for its rows (the caller reads
+    ``task_aggs`` only, not ``attempts``). With ``pending`` a run read from its JSONL has its
+    rows written to its cache while the caller goes on: each call in ``pending`` waits for one
+    and says whether it was kept; the caller makes them all before ``con`` closes, and uses a
+    ``cache_ref`` only once it was kept."""
     key = row_cache.options_key(include_link_errors, prices)
     extras = [RunExtras() for _ in runs]
     states = [_open(index, run) for index, run in enumerate(runs)]

@@ -1,7 +1,7 @@
 """What ``driftdesk trend`` reads of each run, and the small cache that spares reading it again.
 
 A run's trend figures come from its rows through the report's own reader
-(``report.read_runs``: the same row rules, the last row of a slot winning), plus the served
+(``run_reader.read_runs``: the same row rules, the last row of a slot winning), plus the served
 models and fingerprints of its ``calls.jsonl`` (the metering proxy's rows). They are kept as a
 ``RunAggregate``: per task (judged attempts, passes), the run's error counts, the sums behind
 tokens per attempt, latency percentiles, served models and fingerprints, and what the manifest
@@ -267,7 +267,7 @@ def read_aggregates(runs: Sequence[tuple[Path, dict[str, Any]]]) -> list[RunAggr
     A run's own attempts.jsonl is read with all the others in one scan, and no row cache is
     written for it: the aggregate kept here is all a trend reads again, and a statement and a
     cache per run cost four times the scan over a history of small runs. A zero-copy import
-    reads its rows where they are, through the report's reader (``report.read_runs``)."""
+    reads its rows where they are, through the report's reader (``run_reader.read_runs``)."""
     from driftdesk.analysis import attempt_table
     from driftdesk.analysis.sources import RunSource
     from driftdesk.analysis.zero_copy import linked_source
@@ -306,7 +306,7 @@ def _load_own_rows(con: Any, sources: Sequence[RunSource], result: list[RunAggre
 def _load_by_report_reader(
     con: Any, sources: Sequence[RunSource], result: list[RunAggregate]
 ) -> None:
-    from driftdesk.analysis.report import read_runs
+    from driftdesk.analysis.run_reader import read_runs
 
     extras = read_runs(con, sources, include_link_errors=False)
     for aggregate, extra in zip(result, extras, strict=True):

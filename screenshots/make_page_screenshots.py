@@ -12,6 +12,7 @@ volatile task's pass beside a fail), page-compare.png and page-trend.png.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,8 @@ FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 WIDTH = 1280
+# The profile's key for the two runs: made here, never written down (the page scrubs it anyway).
+SCREENSHOT_KEY = "sk-" + secrets.token_hex(16)
 
 
 def _page(*args: str, out: Path) -> Path:
@@ -45,8 +48,8 @@ def main() -> int:
     from tests.sandbox_runs import faulted_basic_run
 
     runs = root / "runs"
-    a = faulted_basic_run(runs, server_seed=3, api_key="sk-fake-screenshot-key-0000")
-    b = faulted_basic_run(runs, server_seed=11, api_key="sk-fake-screenshot-key-0000")
+    a = faulted_basic_run(runs, server_seed=3, api_key=SCREENSHOT_KEY)
+    b = faulted_basic_run(runs, server_seed=11, api_key=SCREENSHOT_KEY)
     report = _page("report", str(a), out=root / "report.html")
     compare = _page("compare", str(a), str(b), out=root / "compare.html")
     trend = _page("trend", str(runs), out=root / "trend.html")

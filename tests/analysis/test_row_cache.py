@@ -17,7 +17,8 @@ from analysis_fixtures import attempt_row
 from golden_runs import write_golden_runs
 
 from driftdesk.analysis import attempt_table, cache_seal, row_cache
-from driftdesk.analysis.report import read_runs, write_report_json
+from driftdesk.analysis.report import write_report_json
+from driftdesk.analysis.run_reader import read_runs
 from driftdesk.analysis.sources import resolve_sources
 
 OPTIONS: list[dict[str, Any]] = [
