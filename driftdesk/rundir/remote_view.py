@@ -76,7 +76,7 @@ def view(url: str, *, task_ids: tuple[str, ...] = ()) -> Path:
     from driftdesk.filelock import locked
 
     url = store.normal_url(url)
-    fs = store.reading_filesystem(url)  # s3fs made only if an object must be read
+    fs = store.client(url)  # s3fs made only if an object must be read by range
     root = store.strip_protocol(fs, url)
     folder = view_folder(url)
     last: store.Changed | None = None
@@ -165,9 +165,10 @@ def _sync(
         )
         if plan is not None:
             plans.append(plan)
-    fetched = store.fetch_many(fs, [o for plan in plans for o in plan.objects()])
-    for plan in plans:
-        _apply(fs, plan, fetched)
+    # each run's view is written as soon as its objects are there, while others still come
+    store.fetch_groups(
+        fs, [plan.objects() for plan in plans], lambda i, got: _apply(fs, plans[i], got)
+    )
     for child in list(folder.iterdir()):
         if child.name not in runs and (child / VIEW_STATE).is_file():
             shutil.rmtree(child, ignore_errors=True)  # gone from the bucket

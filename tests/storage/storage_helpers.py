@@ -3,10 +3,12 @@ install (no fsspec) for a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,26 @@ def history(root: Path, machine: str, nights: int, tasks: int = 4, repeat: int =
         (run / "manifest.json").write_text(json.dumps(manifest, indent=2))
         made.append(run)
     return made
+
+
+@contextlib.contextmanager
+def objects_read_whole() -> Iterator[list[str]]:
+    """The paths of the objects a reader of ``s3://`` fetches whole while in the block (its
+    botocore client's reads, from any thread)."""
+    from driftdesk.rundir import s3_client
+
+    seen: list[str] = []
+    real = s3_client.BotocoreS3.fetch_object
+
+    def counting(self: s3_client.BotocoreS3, stored: Any) -> bytes:
+        seen.append(stored.path)
+        return real(self, stored)
+
+    s3_client.BotocoreS3.fetch_object = counting  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        s3_client.BotocoreS3.fetch_object = real  # type: ignore[method-assign]
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -16,7 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from storage_helpers import ACCESS_KEY, SECRET, Bucket, driftdesk, free_port, history, json_of
+from storage_helpers import (
+    ACCESS_KEY,
+    SECRET,
+    Bucket,
+    driftdesk,
+    free_port,
+    history,
+    json_of,
+    objects_read_whole,
+)
 
 from driftdesk.rundir import remote_view, store
 
@@ -92,16 +101,7 @@ def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
     url = bucket.url("nightly")
     folder = remote_view.view(url)
     seen = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
-    fetched: list[str] = []
-    real_fetch = store.fetch_many
-
-    def counting(fs: object, objects: list[store.StoredObject]) -> dict[str, bytes]:
-        objects = list(objects)
-        fetched.extend(o.path for o in objects)
-        return real_fetch(fs, objects)
-
-    store.fetch_many = counting  # type: ignore[assignment]
-    try:
+    with objects_read_whole() as fetched:
         assert remote_view.view(url) == folder
         assert fetched == []
         # a run grows by one part: only that part is fetched, appended to the view's file
@@ -118,8 +118,6 @@ def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
         assert fetched == [part]
         after = (folder / run / "attempts.jsonl").stat()
         assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size + len(grown))
-    finally:
-        store.fetch_many = real_fetch  # type: ignore[assignment]
     unchanged = [p for p in seen if "a-night02" not in str(p) and p.exists()]
     assert all(p.stat().st_mtime_ns == seen[p] for p in unchanged)
 
@@ -129,16 +127,7 @@ def test_a_first_read_fetches_one_sealed_object_a_run_and_never_a_stale_seal(
 ) -> None:
     together = _two_machines(tmp_path, bucket)
     url = bucket.url("nightly")
-    fetched: list[str] = []
-    real_fetch = store.fetch_many
-
-    def counting(fs: object, objects: list[store.StoredObject]) -> dict[str, bytes]:
-        objects = list(objects)
-        fetched.extend(o.path for o in objects)
-        return real_fetch(fs, objects)
-
-    store.fetch_many = counting  # type: ignore[assignment]
-    try:
+    with objects_read_whole() as fetched:
         folder = remote_view.view(url)
         # each run pushed whole: its reading set in one object, not manifest + 2 parts
         assert len(fetched) == 6
@@ -161,8 +150,6 @@ def test_a_first_read_fetches_one_sealed_object_a_run_and_never_a_stale_seal(
         shutil.rmtree(remote_view.view_folder(url))
         fetched.clear()
         folder = remote_view.view(url)
-    finally:
-        store.fetch_many = real_fetch  # type: ignore[assignment]
     grown_run = [path for path in fetched if f"/{run}/" in path]
     assert part in grown_run and not any("/sealed/" in path for path in grown_run)
     listed = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run]
