@@ -204,9 +204,9 @@ def publish_bench(root: Path, args: argparse.Namespace, bucket: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--report-rows", type=int, default=200_000)
+    parser.add_argument("--report-rows", type=int, default=1_000_000)
     parser.add_argument("--run-repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=["trend", "report", "publish"])

@@ -64,18 +64,18 @@ def private_home(prefix: str) -> Path:
 
 
 def drop_caches(*run_dirs: Path) -> None:
-    """Delete every cache of derived data a report keeps (each run's typed row cache, and the
-    user's cache dir: kept reports, trends, the row caches of read-only runs), so that the
-    next report is cold. The benchmarks time cold reports: a kept one takes 0.15 s."""
+    """Delete every cache of derived data a report or a trend keeps, as ``driftdesk cache
+    clear`` finds them (each run's own entries of every declared cache: its row cache, its
+    trend aggregate beside it; and the user's cache dir: kept reports, trends, the caches of
+    read-only runs, the views of runs in a bucket), so that the next read is cold. The
+    benchmarks time cold reads: a kept report takes 0.15 s."""
     import shutil
 
-    from driftdesk.analysis import row_cache
-    from driftdesk.analysis.sources import resolve_sources
+    from driftdesk.analysis import cache_places
     from driftdesk.paths import cache_dir
 
-    for run_dir in run_dirs:
-        for folder in row_cache.folders(resolve_sources([run_dir])[0]):
-            shutil.rmtree(folder, ignore_errors=True)
+    failed = cache_places.clear(cache_places.of_runs(run_dirs)).failed
+    assert not failed, f"caches not cleared: {failed}"
     shutil.rmtree(cache_dir(), ignore_errors=True)
 
 
