@@ -9,20 +9,35 @@ the end what is left, then the final manifest, then it lets go of the run's lock
 up to some line and its lock; a resume on the same machine takes the lock again (same owner)
 and publishes from where the bucket ends.
 
-The publisher runs in the driftdesk process, never in a harness: the store's credentials
-(its own chain: environment, ``~/.aws``, instance roles) stay out of the harness's environment
+A run that publishes as it goes (``run``/``resume`` of a URL) has its ``Publisher`` in a
+child process of its own (``PublishingChild``, ``python -m driftdesk.reruns.publish``): its
+work (botocore's import and client, walking the run dir, sending parts) takes a core the run
+does not use, never the run's GIL from the metering proxy and the attempts, and its start
+(~0.35 s) overlaps the run's own imports. It says when it is ready (the store is writable, a
+resumed run's lock is taken) or why not, before the run spends anything; told to finish, it
+publishes every run whole and says what it published. Its parent killed (its stdin closed
+unsaid), it stops at once, as a thread of the killed process would: parts up to some line, the
+lock kept, for a resume to go on from.
+
+The publisher is driftdesk's, never a harness: the store's credentials (its own chain:
+environment, ``~/.aws``, instance roles) stay out of the harness's environment
 (``providers.harness_env``'s allow-list has no ``AWS_*``), so the agent under test cannot
-write the team's history.
+write the team's history; and the publisher's environment holds what the stores' chains read
+(``publisher_environment``), no provider's key.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from driftdesk.rundir import store
 from driftdesk.rundir.layout import MANIFEST_FILE
@@ -91,7 +106,7 @@ class Publisher:
         take_over: bool = False,
     ) -> None:
         self.url = store.normal_url(url)
-        self.fs = store.filesystem(self.url)
+        self.fs = store.client(self.url)
         self.root = store.strip_protocol(self.fs, self.url)
         self.staging = Path(staging)
         self.only = None if run_dir is None else Path(run_dir)
@@ -235,12 +250,7 @@ class Publisher:
         manifest = f"{state.run_path}/{MANIFEST_FILE}"
         self.fs.invalidate_cache(manifest)
         etag = store.etag_of(self.fs.info(manifest))
-        files = {}
-        for name in store.GROWING_FILES:
-            end = state.ends.get(name, 0)
-            if end:
-                with open(run_dir / name, "rb") as fh:
-                    files[name] = fh.read(end)
+        files = {n: (run_dir / n, state.ends[n]) for n in store.GROWING_FILES if state.ends.get(n)}
         path = store.sealed_path(state.run_path, etag, state.ends)
         store.put(self.fs, path, store.seal(state.manifest_put, files))
         for stale in state.sealed - {path}:
@@ -298,7 +308,7 @@ def pull(url: str, out: Path) -> Path:
     from driftdesk.fileio import atomic_write_bytes
 
     url = store.normal_url(url)
-    fs = store.filesystem(url)
+    fs = store.client(url)
     root = store.strip_protocol(fs, url)
     run = next((r for r in store.list_runs(fs, root).values() if r.path == root), None)
     if run is None:
@@ -328,3 +338,121 @@ def pull(url: str, out: Path) -> Path:
     atomic_write_bytes(staging / MANIFEST_FILE, store.fetch(fs, run.manifest), mode=0o600)
     staging.rename(target)
     return target
+
+
+# What a store's credential chain and driftdesk's own paths read; nothing else of the run's
+# environment (a provider's key given as OPENAI_API_KEY, say) reaches the publisher.
+_CHAIN_PREFIXES: tuple[str, ...] = ("AWS_", "BOTO_", "FSSPEC_", "GOOGLE_", "GCE_", "CLOUDSDK_")
+_CHAIN_PREFIXES += ("AZURE_", "LC_", "XDG_")
+_CHAIN_NAMES = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "PYTHONPATH"}
+_CHAIN_NAMES |= {"VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
+_CHAIN_NAMES |= {"CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"}
+_CHAIN_NAMES |= {"DRIFTDESK_CONFIG_DIR", "DRIFTDESK_DATA_DIR", "DRIFTDESK_RUNS_DIR"}
+
+
+def publisher_environment() -> dict[str, str]:
+    """The publisher's environment: the stores' chains' variables and driftdesk's paths."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name.upper() in _CHAIN_NAMES or name.upper().startswith(_CHAIN_PREFIXES)
+    }
+
+
+class PublishingChild:
+    """A ``Publisher`` of a run that publishes as it goes, in a child process (see the
+    module's docstring): ``ready`` before the run starts, ``stop`` after it ends."""
+
+    def __init__(
+        self, url: str, staging: Path, *, run_dir: Path | None = None, take_over: bool = False
+    ) -> None:
+        self.url = store.normal_url(url)
+        self.staging = Path(staging)
+        self.problem: str | None = None
+        self.published: list[str] = []
+        # runs already there when a new run starts are not this publisher's
+        before = [] if run_dir is not None else [c.name for c in _children(self.staging)]
+        order: dict[str, Any] = {"url": self.url, "staging": str(self.staging), "before": before}
+        order |= {"run_dir": None if run_dir is None else str(run_dir), "take_over": take_over}
+        self._child = subprocess.Popen(
+            [sys.executable, "-m", "driftdesk.reruns.publish"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=publisher_environment(),
+            start_new_session=True,  # a Ctrl-C is the run's: the publisher finishes when told
+        )
+        assert self._child.stdin is not None and self._child.stdout is not None
+        self._child.stdin.write(json.dumps(order) + "\n")
+        self._child.stdin.flush()
+        self._ready: bool | None = None
+
+    def _said(self) -> dict[str, Any]:
+        assert self._child.stdout is not None
+        try:
+            said = json.loads(self._child.stdout.readline() or "{}")
+        except ValueError:
+            said = {}
+        return said if isinstance(said, dict) else {}
+
+    def ready(self) -> None:
+        """Wait until the publisher is ready: the store writable, a resumed run's lock taken
+        (``StoreError`` with its line when not, the child gone)."""
+        if self._ready is None:
+            said = self._said()
+            self._ready = said.get("ready") is True
+            if not self._ready:
+                self._child.wait()
+                why = said.get("problem") or f"it stopped (exit {self._child.returncode})"
+                raise store.StoreError(str(why))
+
+    def stop(self) -> None:
+        """Have every run published whole, and wait for what was published (a failure kept
+        in ``problem``)."""
+        assert self._child.stdin is not None
+        with contextlib.suppress(OSError):  # a publisher that is gone already
+            self._child.stdin.write("finish\n")
+            self._child.stdin.close()
+        if self._ready is not False:
+            said = self._said()
+            if said.get("ready") is True:  # the run ended before it waited for it
+                said = self._said()
+            if "published" in said:
+                self.published = [str(url) for url in said["published"]]
+                self.problem = None if said.get("problem") is None else str(said["problem"])
+            else:
+                self.problem = f"the publisher stopped (exit {self._child.wait()})"
+        self._child.wait()
+
+
+def _serve_as_child() -> int:
+    """``python -m driftdesk.reruns.publish``: the child of a ``PublishingChild``."""
+    order = json.loads(sys.stdin.readline())
+
+    def say(**what: object) -> None:
+        print(json.dumps(what), flush=True)
+
+    run_dir = None if order.get("run_dir") is None else Path(order["run_dir"])
+    try:
+        publisher = Publisher(
+            order["url"], Path(order["staging"]), run_dir=run_dir, take_over=order["take_over"]
+        )
+        if run_dir is None:
+            publisher.before = {publisher.staging / name for name in order["before"]}
+        store.check_writable(publisher.fs, publisher.root)  # a store that refuses, said now
+        if run_dir is not None:
+            publisher.take(run_dir)  # another machine's lock refuses the resume
+    except (OSError, store.StoreError) as exc:
+        say(problem=str(exc))
+        return 2
+    say(ready=True)
+    publisher.start()
+    if sys.stdin.readline().strip() != "finish":
+        os._exit(0)  # the run's process is gone, unsaid (killed): stop here, lock kept
+    publisher.stop()
+    say(published=publisher.published, problem=publisher.problem)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_serve_as_child())
