@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from signal import SIGINT, SIGKILL
 
 import pytest
 from storage_helpers import REAL_KEY, SECRET, Bucket, cli_env, driftdesk, json_of
@@ -35,7 +35,9 @@ def sandbox() -> Iterator[SandboxServer]:
     server.stop()
 
 
-def _start_run(sandbox: SandboxServer, url: str) -> subprocess.Popen[str]:
+def _start_run(
+    sandbox: SandboxServer, url: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     ProfileStore().save(
         Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL)
     )
@@ -44,8 +46,36 @@ def _start_run(sandbox: SandboxServer, url: str) -> subprocess.Popen[str]:
         [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", "basic",
          "--tasks", ",".join(TASKS), "--repeat", str(REPEAT), "--concurrency", "2",
          "--timeout", "20", "--inject", "429=15%:0.01s,500=10%", "--seed", "5", "--out", url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
     )  # fmt: skip
+
+
+def _publisher_of(run: subprocess.Popen[str]) -> int:
+    """The pid of the run's publishing child (``python -m driftdesk.reruns.publish``)."""
+
+    def find() -> int | None:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmdline = (entry / "cmdline").read_bytes()
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == run.pid and b"driftdesk.reruns.publish" in cmdline:
+                return int(entry.name)
+        return None
+
+    return int(_wait_for(find, timeout=30))
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state == "Z"  # exited, not yet reaped by init
 
 
 def _wait_for(condition, timeout: float = 60.0):  # type: ignore[no-untyped-def]
@@ -143,8 +173,10 @@ def test_a_run_killed_mid_publish_resumes_and_no_other_machine_can(
     url = bucket.url("nightly")
     process = _start_run(sandbox, url)
     live = _wait_for(lambda: _published_run(bucket))
-    os.kill(process.pid, signal.SIGKILL)
+    publisher = _publisher_of(process)
+    os.kill(process.pid, SIGKILL)
     process.wait(10)
+    _wait_for(lambda: _gone(publisher), timeout=10)  # its publisher stops with it, unsaid
     killed = _published_run(bucket)
     assert killed is not None and killed.lock is not None  # its lock stays: nobody let go
     run_url = store.join(url, live.run_id)
@@ -178,6 +210,33 @@ def test_a_run_killed_mid_publish_resumes_and_no_other_machine_can(
     assert done is not None and done.lock is None
     manifest = json.loads((tmp_path / "pulled" / live.run_id / "manifest.json").read_text())
     assert manifest["status"] == "completed" and len(manifest["resumes"]) == 1
+
+
+@pytest.mark.keyring
+def test_a_run_stopped_by_ctrl_c_is_published_whole_by_a_publisher_without_provider_keys(
+    bucket: Bucket, sandbox: SandboxServer
+) -> None:
+    planted = "sk-planted-PROVIDER-key-in-the-runs-env-0123456789"
+    process = _start_run(sandbox, bucket.url("nightly"), env=cli_env(OPENAI_API_KEY=planted))
+    live = _wait_for(lambda: _published_run(bucket))
+    publisher = _publisher_of(process)
+    given = dict(
+        item.split(b"=", 1)
+        for item in Path(f"/proc/{publisher}/environ").read_bytes().split(b"\0")
+        if b"=" in item
+    )
+    assert given[b"AWS_SECRET_ACCESS_KEY"] == SECRET.encode()  # the store's chain: it needs it
+    assert b"OPENAI_API_KEY" not in given and planted.encode() not in b"".join(given.values())
+    assert REAL_KEY.encode() not in b"".join(given.values())
+    os.killpg(process.pid, SIGINT)  # Ctrl-C in a terminal: the foreground group
+    out, err = process.communicate(timeout=120)
+    assert f"published: {bucket.url('nightly', live.run_id)}" in out, err
+    assert _gone(publisher)
+    stopped = _published_run(bucket)
+    assert stopped is not None and stopped.lock is None  # let go: published whole
+    assert stopped.sealed_reading_set() is not None
+    manifest = json.loads(bucket.fs.cat_file(f"{stopped.path}/manifest.json"))
+    assert manifest["status"] == "interrupted"
 
 
 def test_the_stores_credentials_never_reach_a_harness() -> None:
