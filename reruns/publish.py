@@ -191,12 +191,8 @@ class Publisher:
         published as they are now; during the run only those unchanged for ``SETTLED_S``
         (an attempt still writing its log is published later), at the end all of them."""
         todo: list[tuple[Path, str, tuple[int, int]]] = []
-        for path in store.publishable_files(run_dir):
-            relative = path.relative_to(run_dir).as_posix()
-            try:
-                stat = path.stat()
-            except FileNotFoundError:
-                continue
+        for relative, stat in store.publishable_files(run_dir):
+            path = run_dir / relative
             seen = (stat.st_size, stat.st_mtime_ns)
             if state.files.get(relative) == seen:
                 continue
@@ -452,7 +448,7 @@ def _serve_as_child() -> int:
         os._exit(0)  # the run's process is gone, unsaid (killed): stop here, lock kept
     publisher.stop()
     say(published=publisher.published, problem=publisher.problem)
-    return 0
+    os._exit(0)  # all is said and sent: the run waits on this exit, not on a teardown
 
 
 if __name__ == "__main__":

@@ -543,19 +543,31 @@ def release_lock(fs: Any, run_path: str, token: str) -> None:
         fs.rm_file(path)
 
 
-def publishable_files(run_dir: Path) -> list[Path]:
-    """A local run dir's files published whole, the manifest excepted (published last): not
-    the growing files (published as parts), nor its hidden top-level entries (the process
-    lock, the manifest reserve, caches of derived data: this machine's own)."""
-    found = []
-    for path in sorted(Path(run_dir).rglob("*")):
-        relative = path.relative_to(run_dir)
-        if path.is_symlink() or not path.is_file():
-            continue
-        top = relative.parts[0]
-        if top.startswith(".") or (
-            len(relative.parts) == 1 and top in (*GROWING_FILES, MANIFEST_FILE)
-        ):
-            continue
-        found.append(path)
-    return found
+def publishable_files(run_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """A local run dir's files published whole, by path relative to it (sorted), with their
+    stat: not the manifest (published last), nor the growing files (published as parts), nor
+    its hidden top-level entries (the process lock, the manifest reserve, caches of derived
+    data: this machine's own). One stat a file (a publisher walks the run every second)."""
+    found: list[tuple[str, os.stat_result]] = []
+    skipped_at_top = (*GROWING_FILES, MANIFEST_FILE)
+
+    def walk(folder: str, prefix: str) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return  # gone meanwhile
+        for entry in entries:
+            if not prefix and (entry.name.startswith(".") or entry.name in skipped_at_top):
+                continue
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir():
+                    walk(entry.path, f"{prefix}{entry.name}/")
+                elif entry.is_file():
+                    found.append((f"{prefix}{entry.name}", entry.stat()))
+            except OSError:
+                continue
+
+    walk(str(run_dir), "")
+    return sorted(found, key=lambda item: item[0])
