@@ -286,3 +286,37 @@ def test_a_run_held_by_another_machines_lock_is_refused_unless_taken_over(
     assert taken.returncode == 0, taken.stderr
     published = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run.name]
     assert published.lock is None and published.parts["attempts.jsonl"]
+
+
+def _without_run_dirs(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_run_dirs(v) for k, v in value.items() if k != "run_dir"}
+    if isinstance(value, list):
+        return [_without_run_dirs(v) for v in value]
+    return value
+
+
+def test_a_store_with_an_fsspec_configuration_goes_through_s3fs_the_same(
+    bucket: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsspec configuration for s3 (settings of its own for s3fs) makes driftdesk read and
+    write through s3fs, not botocore's own client: the same lock, layout and figures."""
+    monkeypatch.setenv("FSSPEC_S3", json.dumps({"skip_instance_cache": True}))
+    client = subprocess.run(
+        [sys.executable, "-c", "from driftdesk.rundir import store; "
+         f"print(type(store.client({bucket.url()!r})).__name__)"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert client.stdout.strip() == "S3FileSystem"
+    runs = history(tmp_path / "runs", "a", 3)
+    store.take_lock(bucket.fs, f"{bucket.name}/nightly/{runs[0].name}", "a-machine-that-is-gone")
+    refused = driftdesk("push", str(runs[0]), bucket.url("nightly"))
+    assert refused.returncode == 1 and "two machines never resume one run" in refused.stderr
+    pushed = driftdesk("push", *map(str, runs), bucket.url("nightly"), "--take-over")
+    assert pushed.returncode == 0, pushed.stderr
+    listed = store.list_runs(bucket.fs, f"{bucket.name}/nightly")
+    assert all(run.lock is None and run.sealed_reading_set() for run in listed.values())
+    remote = json_of(driftdesk("trend", bucket.url("nightly"), "--json"))
+    local = json_of(driftdesk("trend", str(tmp_path / "runs"), "--json"))
+    assert len(remote["runs"]) == 3
+    assert _without_run_dirs(remote) == _without_run_dirs(local)
