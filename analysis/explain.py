@@ -322,10 +322,12 @@ def explain_task(
     task_id: str,
     attempts: Sequence[int] | None = None,
     text: bool = False,
+    calls: dict[int, list[dict[str, Any]]] | None = None,
 ) -> TaskExplanation:
     """The explanation of one task of a run (see the module doc). Raises ``SourceError`` for
     a path that is not a run dir, ``UnknownTaskError`` for a task or attempt the run has no
-    row for, and ``NoTrajectoryError`` when no attempt kept a recording or a trajectory."""
+    row for, and ``NoTrajectoryError`` when no attempt kept a recording or a trajectory.
+    ``calls``: the task's calls (``trajectory.calls_of_tasks``), when read with others'."""
     from driftdesk.analysis.attempts import task_attempts
 
     run_dir = Path(run_dir)
@@ -343,7 +345,7 @@ def explain_task(
             f"task {task_id!r} has no attempt {', '.join(map(str, missing))} "
             f"(its attempts: {_ranges(sorted(rows))})"
         )
-    calls = task_calls(run_dir, task_id)
+    calls = task_calls(run_dir, task_id) if calls is None else calls
     lines = zero_copy_lines(run_dir, task_id)  # empty unless the rows live in a source file
     views = []
     for attempt in wanted:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from driftdesk.analysis.recording import RecordedCall, read_recording, recorded_steps
-from driftdesk.analysis.sources import lines_containing
+from driftdesk.analysis.sources import iter_bounded_lines, lines_containing
 from driftdesk.analysis.steps import (
     MESSAGE_FIELDS,
     Step,
@@ -64,6 +64,7 @@ __all__ = [
     "Trajectory",
     "Try",
     "action_sequence",
+    "calls_of_tasks",
     "described_pair",
     "first_divergence",
     "load_trajectory",
@@ -199,14 +200,37 @@ def task_calls(run_dir: Path | str, task_id: str) -> dict[int, list[dict[str, An
     needle = json.dumps(task_id, ensure_ascii=False)[1:-1].encode("utf-8")
     with open(path, "rb") as fh:
         for _, raw in lines_containing(fh, needle):
-            try:
-                row = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            attempt = row.get("attempt") if isinstance(row, dict) else None
-            if row_is_call(row) and row.get("task_id") == task_id and isinstance(attempt, int):
-                found.setdefault(attempt, []).append(row)
+            _add_call(raw, {task_id: found})
     return found
+
+
+def calls_of_tasks(
+    run_dir: Path | str, task_ids: Sequence[str]
+) -> dict[str, dict[int, list[dict[str, Any]]]]:
+    """``task_calls`` of many tasks in one read of calls.jsonl (a page explains 200 tasks:
+    200 block searches of a 29 MB file took 10 s, one read takes under one)."""
+    found: dict[str, dict[int, list[dict[str, Any]]]] = {t: {} for t in task_ids}
+    path = Path(run_dir) / CALLS_FILE
+    if not path.exists():
+        return found
+    with open(path, "rb") as fh:
+        for raw, _, _ in iter_bounded_lines(fh):
+            _add_call(raw, found)
+    return found
+
+
+def _add_call(raw: bytes, found: dict[str, dict[int, list[dict[str, Any]]]]) -> None:
+    """File the call row on line ``raw`` under its task (one of ``found``'s) and attempt; a
+    bad line, another kind of row or another task's is left out."""
+    try:
+        row = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return
+    if not row_is_call(row):
+        return
+    task, attempt = row.get("task_id"), row.get("attempt")
+    if isinstance(task, str) and task in found and isinstance(attempt, int):
+        found[task].setdefault(attempt, []).append(row)
 
 
 def row_is_call(row: Any) -> bool:

@@ -134,9 +134,15 @@ def report_page(
         run_dir = report.get("run_dir")
         explanations = {}
         if run_dir:  # an attempts file given alone has no recordings to explain by
+            from driftdesk.analysis.trajectory import calls_of_tasks
+
             volatile = _most_volatile(report)
-            for task_id in volatile[: options.explain_limit]:
-                explanations[scrub.text(task_id)] = explained(run_dir, task_id, scrub)
+            chosen = volatile[: options.explain_limit]
+            calls = calls_of_tasks(run_dir, chosen)  # one read of calls.jsonl for them all
+            for task_id in chosen:
+                explanations[scrub.text(task_id)] = explained(
+                    run_dir, task_id, scrub, calls[task_id]
+                )
         else:
             volatile = []
         run = {

@@ -20,13 +20,19 @@ if TYPE_CHECKING:
     from driftdesk.analysis.trajectory import Action, Divergence
 
 
-def explained(run_dir: str, task_id: str, scrub: Scrubber) -> dict[str, Any]:
-    """The page's explanation of one task (``{"problem": …}`` when it has none)."""
+def explained(
+    run_dir: str,
+    task_id: str,
+    scrub: Scrubber,
+    calls: dict[int, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """The page's explanation of one task (``{"problem": …}`` when it has none); ``calls``:
+    the task's calls, read with the other explained tasks' (``trajectory.calls_of_tasks``)."""
     from driftdesk.analysis.explain import NoTrajectoryError, explain_task
     from driftdesk.analysis.sources import SourceError
 
     try:
-        e = explain_task(Path(run_dir), task_id)
+        e = explain_task(Path(run_dir), task_id, calls=calls)
     except (SourceError, NoTrajectoryError, OSError, ValueError) as exc:
         return {"problem": scrub.text(str(exc))}
     views = {v.attempt: v for v in e.views}
