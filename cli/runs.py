@@ -29,8 +29,8 @@ from driftdesk.terminal import printable, printable_path
 
 if TYPE_CHECKING:
     from driftdesk.reruns.adaptive import AdaptiveDesign
+    from driftdesk.reruns.events import RunEvent, RunListener
     from driftdesk.reruns.execution import RunOutcome
-    from driftdesk.reruns.progress import TextProgress
 
 EXIT_SETUP_ERROR = 2
 EXIT_ALL_LINK_ERRORS = 3  # the run ended, but no attempt reached the model
@@ -328,8 +328,11 @@ def _port(text: str) -> int:
     return port
 
 
-def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
-    """Run an engine coroutine with a progress line; Ctrl-C/SIGTERM interrupt it cleanly."""
+def _drive(
+    make: Callable[[RunListener], Awaitable[RunOutcome]], also: RunListener | None = None
+) -> int:
+    """Run an engine coroutine with a progress line (and ``also`` told every event: a run's
+    publisher); Ctrl-C/SIGTERM interrupt it cleanly."""
     import asyncio
     import signal
 
@@ -342,13 +345,14 @@ def _drive(make: Callable[[TextProgress], Awaitable[RunOutcome]]) -> int:
     from driftdesk.reruns.suites import SuiteError, SuiteLinesUnreadable
 
     progress = TextProgress()
+    listener: RunListener = progress if also is None else _Both(progress, also)
 
     async def main() -> RunOutcome:
         task = asyncio.current_task()
         assert task is not None
         # SIGINT is handled by asyncio.run (it cancels this task); SIGTERM does the same.
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await make(progress)
+        return await make(listener)
 
     try:
         outcome = asyncio.run(main())
@@ -487,7 +491,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         inject=args.inject,
         link_faults=args.link_faults,
     )
-    return _drive(lambda progress: execute_run(spec, progress))
+    return _drive(lambda progress: execute_run(spec, progress), getattr(args, "run_listener", None))
+
+
+class _Both:
+    """Two listeners told every event, in order."""
+
+    def __init__(self, first: RunListener, second: RunListener) -> None:
+        self.first, self.second = first, second
+
+    def on_event(self, event: RunEvent) -> None:
+        self.first.on_event(event)
+        self.second.on_event(event)
 
 
 def _adaptive_design(args: argparse.Namespace) -> AdaptiveDesign | None:
@@ -562,7 +577,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
             probe=not args.no_probe,
             executor=args.executor,
             ray=ray,
-        )
+        ),
+        getattr(args, "run_listener", None),
     )
 
 

@@ -310,6 +310,7 @@ def _publishing(
             return _fail(str(exc))
         if new:
             prepare_staging(publisher.url)
+        args.run_listener = publisher  # its RunStarted names the run dir to publish
         going = " as the run goes" if new else ""
         print(
             printable(f"staging: {printable_path(staging)} (published to {publisher.url}{going})"),

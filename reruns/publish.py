@@ -5,15 +5,17 @@ A run is durable locally first, exactly as without a URL: it runs in a staging f
 copies what is new every ``interval`` seconds — the growing files as immutable parts of whole
 lines (``driftdesk.rundir.store``: the layout is its), the manifest when it was replaced, the
 per-attempt files (logs, transcripts, recordings, workspaces) once they have settled — and at
-the end what is left, then the final manifest, then it lets go of the run's lock object. A publisher killed mid-way leaves parts
-up to some line and its lock; a resume on the same machine takes the lock again (same owner)
-and publishes from where the bucket ends.
+the end what is left, then the final manifest and its seal, then it lets go of the run's lock
+object. A publisher killed mid-way leaves parts up to some line and its lock; a resume on the
+same machine takes the lock again (same owner) and publishes from where the bucket ends.
 
 A run that publishes as it goes (``run``/``resume`` of a URL) has its ``Publisher`` in a
 child process of its own (``PublishingChild``, ``python -m driftdesk.reruns.publish``): its
 work (botocore's import and client, walking the run dir, sending parts) takes a core the run
 does not use, never the run's GIL from the metering proxy and the attempts, and its start
-(~0.35 s) overlaps the run's own imports. It says when it is ready (the store is writable, a
+(~0.35 s) overlaps the run's own imports. It publishes the run this process started (its
+``RunStarted`` event names the run dir: a second run to the same URL from another terminal,
+staged beside it, is its own publisher's). It says when it is ready (the store is writable, a
 resumed run's lock is taken) or why not, before the run spends anything; told to finish, it
 publishes every run whole and says what it published. Its parent killed (its stdin closed
 unsaid), it stops at once, as a thread of the killed process would: parts up to some line, the
@@ -94,7 +96,8 @@ class _Published:
 
 
 class Publisher:
-    """Publish the run dirs that appear in ``staging`` (or just ``run_dir``) to ``url``."""
+    """Publish ``run_dir``, or the run dirs announced to it (``add``: the run this process
+    started, as its ``RunStarted`` event names it), to ``url``."""
 
     def __init__(
         self,
@@ -109,11 +112,11 @@ class Publisher:
         self.fs = store.client(self.url)
         self.root = store.strip_protocol(self.fs, self.url)
         self.staging = Path(staging)
-        self.only = None if run_dir is None else Path(run_dir)
+        # never "whatever appears in staging": a second run to the same URL from another
+        # terminal stages beside this one, and is its own publisher's
+        self.run_dirs: list[Path] = [] if run_dir is None else [Path(run_dir).resolve()]
         self.interval = interval
         self.take_over = take_over
-        # runs already there when a new run starts are not this publisher's
-        self.before = set() if run_dir is not None else set(_children(self.staging))
         self.runs: dict[Path, _Published] = {}
         self.problem: str | None = None
         self.published: list[str] = []
@@ -147,10 +150,14 @@ class Publisher:
         while not self._stop.wait(self.interval):
             self.tick()
 
+    def add(self, run_dir: Path) -> None:
+        """Publish ``run_dir`` too (from another thread: the list is only appended to)."""
+        resolved = Path(run_dir).resolve()
+        if resolved not in self.run_dirs:
+            self.run_dirs.append(resolved)
+
     def _targets(self) -> list[Path]:
-        if self.only is not None:
-            return [self.only]
-        return [d for d in _children(self.staging) if d not in self.before]
+        return list(self.run_dirs)
 
     def tick(self) -> None:
         """Publish what is new in each run (a failure is kept and tried again next time)."""
@@ -282,12 +289,6 @@ class Publisher:
                 self.problem = f"{type(exc).__name__}: {exc}"
 
 
-def _children(folder: Path) -> list[Path]:
-    with contextlib.suppress(OSError):
-        return [c for c in folder.iterdir() if c.is_dir() and not c.name.startswith(".")]
-    return []
-
-
 def push(run_dir: Path, url: str, *, take_over: bool = False) -> str:
     """Publish an existing run dir to ``url`` (a folder of runs) whole; its URL."""
     run_dir = Path(run_dir)
@@ -367,9 +368,7 @@ class PublishingChild:
         self.staging = Path(staging)
         self.problem: str | None = None
         self.published: list[str] = []
-        # runs already there when a new run starts are not this publisher's
-        before = [] if run_dir is not None else [c.name for c in _children(self.staging)]
-        order: dict[str, Any] = {"url": self.url, "staging": str(self.staging), "before": before}
+        order: dict[str, Any] = {"url": self.url, "staging": str(self.staging)}
         order |= {"run_dir": None if run_dir is None else str(run_dir), "take_over": take_over}
         self._child = subprocess.Popen(
             [sys.executable, "-m", "driftdesk.reruns.publish"],
@@ -379,10 +378,22 @@ class PublishingChild:
             env=publisher_environment(),
             start_new_session=True,  # a Ctrl-C is the run's: the publisher finishes when told
         )
-        assert self._child.stdin is not None and self._child.stdout is not None
-        self._child.stdin.write(json.dumps(order) + "\n")
-        self._child.stdin.flush()
         self._ready: bool | None = None
+        self._tell(order)
+
+    def _tell(self, what: dict[str, Any]) -> None:
+        """One line to the child (a child gone already is found out by ``stop``)."""
+        assert self._child.stdin is not None
+        with contextlib.suppress(OSError, ValueError):
+            self._child.stdin.write(json.dumps(what) + "\n")
+            self._child.stdin.flush()
+
+    def on_event(self, event: object) -> None:
+        """A ``RunListener``: the run this process started is the one to publish."""
+        from driftdesk.reruns.events import RunStarted
+
+        if isinstance(event, RunStarted):
+            self._tell({"publish": str(event.run_dir)})
 
     def _said(self) -> dict[str, Any]:
         assert self._child.stdout is not None
@@ -407,8 +418,8 @@ class PublishingChild:
         """Have every run published whole, and wait for what was published (a failure kept
         in ``problem``)."""
         assert self._child.stdin is not None
+        self._tell({"finish": True})
         with contextlib.suppress(OSError):  # a publisher that is gone already
-            self._child.stdin.write("finish\n")
             self._child.stdin.close()
         if self._ready is not False:
             said = self._said()
@@ -434,8 +445,6 @@ def _serve_as_child() -> int:
         publisher = Publisher(
             order["url"], Path(order["staging"]), run_dir=run_dir, take_over=order["take_over"]
         )
-        if run_dir is None:
-            publisher.before = {publisher.staging / name for name in order["before"]}
         store.check_writable(publisher.fs, publisher.root)  # a store that refuses, said now
         if run_dir is not None:
             publisher.take(run_dir)  # another machine's lock refuses the resume
@@ -444,11 +453,15 @@ def _serve_as_child() -> int:
         return 2
     say(ready=True)
     publisher.start()
-    if sys.stdin.readline().strip() != "finish":
-        os._exit(0)  # the run's process is gone, unsaid (killed): stop here, lock kept
-    publisher.stop()
-    say(published=publisher.published, problem=publisher.problem)
-    os._exit(0)  # all is said and sent: the run waits on this exit, not on a teardown
+    for line in sys.stdin:
+        told = json.loads(line)
+        if "publish" in told:  # the run dir the run made
+            publisher.add(Path(told["publish"]))
+        elif told.get("finish"):
+            publisher.stop()
+            say(published=publisher.published, problem=publisher.problem)
+            os._exit(0)  # all is said and sent: the run waits on this exit, not a teardown
+    os._exit(0)  # the run's process is gone, unsaid (killed): stop here, lock kept
 
 
 if __name__ == "__main__":

@@ -36,7 +36,10 @@ def sandbox() -> Iterator[SandboxServer]:
 
 
 def _start_run(
-    sandbox: SandboxServer, url: str, env: dict[str, str] | None = None
+    sandbox: SandboxServer,
+    url: str,
+    env: dict[str, str] | None = None,
+    tasks: tuple[str, ...] = TASKS,
 ) -> subprocess.Popen[str]:
     ProfileStore().save(
         Profile(name="sim", protocol="openai", base_url=sandbox.base_url, model=SIM_MODEL)
@@ -44,7 +47,7 @@ def _start_run(
     set_key("sim", REAL_KEY)
     return subprocess.Popen(
         [sys.executable, "-m", "driftdesk", "run", "--profile", "sim", "--suite", "basic",
-         "--tasks", ",".join(TASKS), "--repeat", str(REPEAT), "--concurrency", "2",
+         "--tasks", ",".join(tasks), "--repeat", str(REPEAT), "--concurrency", "2",
          "--timeout", "20", "--inject", "429=15%:0.01s,500=10%", "--seed", "5", "--out", url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,  # its own process group, as a terminal's foreground job
@@ -237,6 +240,37 @@ def test_a_run_stopped_by_ctrl_c_is_published_whole_by_a_publisher_without_provi
     assert stopped.sealed_reading_set() is not None
     manifest = json.loads(bucket.fs.cat_file(f"{stopped.path}/manifest.json"))
     assert manifest["status"] == "interrupted"
+
+
+@pytest.mark.keyring
+def test_two_runs_to_one_url_from_two_terminals_each_publish_their_own(
+    bucket: Bucket, sandbox: SandboxServer
+) -> None:
+    url = bucket.url("nightly")
+    long = _start_run(sandbox, url)
+    live = _wait_for(lambda: _published_run(bucket))  # staged, and published as it goes
+    staged = next(Path(os.environ["XDG_DATA_HOME"]).glob(f"driftdesk/staging/*/{live.run_id}"))
+    paused = driftdesk("ctl", str(staged), "--pause")  # held live while the other one runs
+    assert paused.returncode == 0, paused.stderr
+    short = _start_run(sandbox, url, tasks=TASKS[:1])
+    out, err = short.communicate(timeout=120)
+    still_running = long.poll() is None
+    assert driftdesk("ctl", str(staged), "--unpause").returncode == 0
+    assert short.returncode == 0, err
+    said = [line for line in out.splitlines() if line.startswith("published:")]
+    assert len(said) == 1 and live.run_id not in said[0], out  # its own, not the other's
+    bucket.fs.invalidate_cache()
+    runs = store.list_runs(bucket.fs, f"{bucket.name}/nightly")
+    assert set(runs) == {live.run_id, said[0].rsplit("/", 1)[1]}
+    assert still_running and runs[live.run_id].lock is not None  # live: nobody let go of it
+    out, err = long.communicate(timeout=180)
+    assert long.returncode == 0, err
+    assert [line for line in out.splitlines() if line.startswith("published:")] == [
+        f"published: {url}/{live.run_id}"
+    ]
+    bucket.fs.invalidate_cache()
+    for run in store.list_runs(bucket.fs, f"{bucket.name}/nightly").values():
+        assert run.lock is None and run.sealed_reading_set() is not None, run.run_id
 
 
 def test_the_stores_credentials_never_reach_a_harness() -> None:
