@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from driftdesk.rundir.store import Changed, StoredObject, StoreError, filesystem
+from driftdesk.rundir.stored import Changed, StoredObject, StoreError
 
 
 def _chain_settings() -> list[tuple[str, str]]:
@@ -60,14 +60,15 @@ class BotocoreS3:
 
     CONNECTIONS = 32  # objects fetched at once
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, fallback: Callable[[str], Any]) -> None:
         self.url = url
+        self._fallback = fallback  # ``store.filesystem``: s3fs, for what botocore does not do
         self._fs: Any = None
         self._s3: Any = None
 
     def real(self) -> Any:
         if self._fs is None:
-            self._fs = filesystem(self.url)
+            self._fs = self._fallback(self.url)
         return self._fs
 
     def __getattr__(self, name: str) -> Any:

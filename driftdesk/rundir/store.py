@@ -44,6 +44,9 @@ from urllib.parse import urlsplit
 
 from driftdesk.rundir.layout import ATTEMPTS_FILE, CALLS_FILE, MANIFEST_FILE
 
+# named by callers as store.StoreError, store.StoredObject…: the layout's own words
+from driftdesk.rundir.stored import Changed, MissingExtra, StoredObject, StoreError
+
 EXTRA = "remote"
 INSTALL_EXTRA = f"pip install 'driftdesk[{EXTRA}]'"
 PARTS_SUFFIX = ".parts"  # attempts.jsonl.parts/<offset>.jsonl
@@ -61,14 +64,6 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # What each store's fsspec implementation is called, for the line a missing one gets.
 _IMPLEMENTATIONS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs"}
 _IMPLEMENTATIONS |= {"abfs": "adlfs", "abfss": "adlfs"}
-
-
-class StoreError(Exception):
-    """Object storage could not be used as asked (one line, never a credential)."""
-
-
-class MissingExtra(StoreError):
-    """The URL's store needs a package this install lacks (the line says which)."""
 
 
 def is_url(text: object) -> bool:
@@ -140,7 +135,7 @@ def client(url: str) -> Any:
     from driftdesk.rundir import s3_client
 
     if protocol_of(url) in ("s3", "s3a") and s3_client.plain_s3():
-        return s3_client.BotocoreS3(url)
+        return s3_client.BotocoreS3(url, fallback=filesystem)
     return filesystem(url)
 
 
@@ -151,13 +146,6 @@ def part_name(offset: int) -> str:
 def part_offset(name: str) -> int | None:
     stem = name.removesuffix(".jsonl")
     return int(stem) if name.endswith(".jsonl") and stem.isdigit() else None
-
-
-@dataclass(frozen=True)
-class StoredObject:
-    path: str  # as the filesystem names it (no protocol)
-    size: int
-    etag: str  # the store's ETag (or generation / version id): what caches key on
 
 
 @dataclass
@@ -326,10 +314,6 @@ def runs_of(root: str, listed: dict[str, dict[str, Any]]) -> dict[str, StoredRun
         for parts in run.parts.values():
             parts.sort(key=lambda item: item[0])
     return {run.run_id: run for run in runs.values() if run.manifest is not None}
-
-
-class Changed(Exception):
-    """An object listed was gone or of another size when read: list again."""
 
 
 def fetch(fs: Any, stored: StoredObject) -> bytes:
