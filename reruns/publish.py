@@ -451,6 +451,9 @@ def _serve_as_child() -> int:
     except (OSError, store.StoreError) as exc:
         say(problem=str(exc))
         return 2
+    except Exception as exc:  # a store's own error type: one line, never a traceback
+        say(problem=f"{type(exc).__name__}: {exc}")
+        return 2
     say(ready=True)
     publisher.start()
     for line in sys.stdin:
