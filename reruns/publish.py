@@ -2,7 +2,8 @@
 
 A run is durable locally first, exactly as without a URL: it runs in a staging folder
 (``staging_folder``, named and shown), fsynced row by row, resumable. A ``Publisher`` thread
-copies what is new every ``interval`` seconds — the growing files as immutable parts of whole
+copies what is new every second, less often as the run ages (``tick_wait``, at most every
+30 s) — the growing files as immutable parts of whole
 lines (``driftdesk.rundir.store``: the layout is its), the manifest when it was replaced, the
 per-attempt files (logs, transcripts, recordings, workspaces) once they have settled — and at
 the end what is left, then the final manifest and its seal, then it lets go of the run's lock
@@ -45,6 +46,18 @@ from driftdesk.rundir import store
 from driftdesk.rundir.layout import MANIFEST_FILE
 
 DEFAULT_INTERVAL_S = 1.0
+# Each tick with new lines puts a part of each growing file (and a bundle): one a second would
+# leave 7,200 objects a run-hour that every listing of the history enumerates. So the wait
+# grows with the publisher's age, a second per minute of it, to at most this: a teammate sees
+# rows at most this late, and an hour's run leaves about 320 parts a file, not 3,600.
+MAX_INTERVAL_S = 30.0
+
+
+def tick_wait(age_s: float, interval: float = DEFAULT_INTERVAL_S) -> float:
+    """How long a publisher ``age_s`` seconds old waits before its next tick."""
+    return min(MAX_INTERVAL_S, max(interval, age_s / 60.0))
+
+
 BUNDLE_BYTES = 64 * 2**20  # the per-attempt files published as one object, at most
 SETTLED_S = 2.0  # a per-attempt file unchanged this long is published while the run goes
 REMOTE_MARKER = ".driftdesk-remote.json"  # in a staging folder: the URL its runs go to
@@ -147,7 +160,8 @@ class Publisher:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        started = time.monotonic()
+        while not self._stop.wait(tick_wait(time.monotonic() - started, self.interval)):
             self.tick()
 
     def add(self, run_dir: Path) -> None:
