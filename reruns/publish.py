@@ -283,6 +283,7 @@ class Publisher:
         self._files(run_dir, state)
         self._manifest(run_dir, state, force=True)
         self._seal(run_dir, state)
+        store.drop_parts(self.fs, state.run_path)  # the seal holds them now
         store.release_lock(self.fs, state.run_path, state.token)
         state.locked = False
         self.published.append(store.join(self.url, run_dir.name))
@@ -342,9 +343,13 @@ def pull(url: str, out: Path) -> Path:
             raise store.StoreError(f"{url}: a bundled file outside the run ({relative})")
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(fetched[data.path][offset : offset + size])
+    sealed = None if run.parts else run.sealed_reading_set()
+    unsealed = {} if sealed is None else store.unseal(sealed, store.fetch(fs, sealed))
     for name in store.GROWING_FILES:
         if name in run.parts:
             (staging / name).write_bytes(store.join_parts(fs, run.parts[name]))
+        elif len(unsealed.get(name, b"")):  # its parts dropped once it was sealed
+            (staging / name).write_bytes(unsealed[name])
     assert run.manifest is not None
     atomic_write_bytes(staging / MANIFEST_FILE, store.fetch(fs, run.manifest), mode=0o600)
     staging.rename(target)

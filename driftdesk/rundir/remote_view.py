@@ -201,7 +201,9 @@ def _plan(
     for name in store.GROWING_FILES:
         parts = run.parts.get(name, [])
         growing[name] = _growth(run_view / name, parts, old_key[1].get(name) or [])
-    whole = manifest and all(start < 0 for start, _ in growing.values())
+    # read whole: one sealed object in their stead, when one holds them (the only source of a
+    # run whose parts were dropped once sealed)
+    whole = all(start < 0 for start, _ in growing.values()) and (manifest or not run.parts)
     sealed = run.sealed_reading_set() if whole else None
     return _Plan(run, run_view, run_url, manifest, growing, wanted, files, ranged, sealed)
 
@@ -237,7 +239,7 @@ def _apply(fs: Any, plan: _Plan, fetched: dict[str, bytes]) -> None:
     for name, (start, parts) in plan.growing.items():
         target = run_view / name
         if name in unsealed:  # the file as its parts make it, in the sealed object
-            if parts or target.exists():
+            if len(unsealed[name]) or target.exists():
                 atomic_write_bytes(target, unsealed[name], mode=0o600, durable=False)
         elif start >= 0:
             tail = store.join_parts(fs, parts, start, fetched)

@@ -151,6 +151,31 @@ class BotocoreS3:
     def rm_file(self, path: str) -> None:
         self._call("delete_object", path)
 
+    def remove_many(self, paths: list[str]) -> None:
+        """Delete objects a thousand a request (DeleteObjects); one not deleted is an error."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        by_bucket: dict[str, list[str]] = {}
+        for path in paths:
+            bucket, _, key = path.partition("/")
+            by_bucket.setdefault(bucket, []).append(key)
+        for bucket, keys in by_bucket.items():
+            for start in range(0, len(keys), 1000):
+                batch = [{"Key": key} for key in keys[start : start + 1000]]
+                try:
+                    answer = self._client().delete_objects(
+                        Bucket=bucket, Delete={"Objects": batch, "Quiet": True}
+                    )
+                except (BotoCoreError, ClientError) as exc:
+                    raise StoreError(f"the store refused to delete in {bucket}: {exc}") from None
+                failed = answer.get("Errors") or []
+                if failed:
+                    first = failed[0]
+                    raise StoreError(
+                        f"{bucket}/{first.get('Key')}: not deleted ({first.get('Code')}), "
+                        f"and {len(failed) - 1} more"
+                    )
+
     def info(self, path: str) -> dict[str, Any]:
         head = self._call("head_object", path)
         return {"name": path, "size": head["ContentLength"], "ETag": head["ETag"], "type": "file"}

@@ -14,12 +14,15 @@ bundle, so a bundle without it is not yet one): a handful of objects a run, not 
 and a reader fetches one file by a ranged read. A later bundle's copy of a path wins.
 ``publish.lock`` names the machine that publishes the run: created only if absent (a
 conditional write), it keeps two machines from resuming one run. A run published whole (its
-publisher's end, or ``push``) also gets ``sealed/<digest>.bin``: its reading set (manifest
+publisher's end, or ``push``) also gets ``sealed/<digest>.<ends>.bin``: its reading set (manifest
 and the two growing files as the parts make them) in one compressed object, so a first read
 fetches one object a run, not three (the store's cost is per request), and a 13th of the
-bytes (the cost over a real network). Its name is the digest of the
-manifest's ETag and the parts' ends it was made with (``sealed_path``): a run resumed or grown
-since no longer matches its listing, and is read from its parts.
+bytes (the cost over a real network). Its name is the digest of the manifest's ETag and the
+parts' ends it was made with, then those ends (``sealed_path``): a run resumed or grown since no
+longer matches its listing, and is read from its parts. Once sealed, a run's parts are dropped
+(``drop_parts``): a finished run is its manifest, its seal and its bundles, a few objects a
+listing enumerates whatever its length (a publisher puts a part every tick); a resume
+publishes its rows again from the start, as parts, until it is sealed again.
 
 Credentials are never ours: fsspec's filesystem (s3fs: botocore's chain — environment,
 ``~/.aws``, profiles, instance roles) finds them; a URL carrying one is refused, so none is in
@@ -166,10 +169,13 @@ class StoredRun:
         return max(self.bundles, default=-1) + 1
 
     def key(self) -> list[Any]:
-        """What a reader's copy of this run keys on: the ETags of its reading set."""
+        """What a reader's copy of this run keys on: the ETags of its reading set (its parts,
+        or, once they are dropped, its seal)."""
+        sealed = None if self.parts else self.sealed_reading_set()
         return [
             None if self.manifest is None else self.manifest.etag,
             {name: [[o, p.etag] for o, p in parts] for name, parts in sorted(self.parts.items())},
+            None if sealed is None else [sealed.path, sealed.etag],
         ]
 
     def published_end(self, name: str) -> int:
@@ -178,8 +184,15 @@ class StoredRun:
 
     def sealed_reading_set(self) -> StoredObject | None:
         """The sealed object holding this run's reading set as listed (None: none matches
-        the manifest and parts listed)."""
+        the manifest and parts listed). A run whose parts were dropped once it was sealed is
+        read from the seal made of its manifest, the ends it holds in its name."""
         if self.manifest is None or not self.sealed:
+            return None
+        if not self.parts:
+            for path in self.sealed:
+                ends = ends_of_seal(path)
+                if ends is not None and sealed_path(self.path, self.manifest.etag, ends) == path:
+                    return self.sealed[path]
             return None
         ends = {}
         for name in GROWING_FILES:
@@ -192,8 +205,18 @@ def sealed_path(run_path: str, manifest_etag: str, ends: dict[str, int]) -> str:
     """Where the reading set made of the manifest with ``manifest_etag`` and the growing files
     up to ``ends`` is sealed (the encoding is in the digest: a reader that knows another
     finds no seal, and reads the parts)."""
-    made_of = json.dumps([SEAL_ENCODING, manifest_etag, [ends.get(n, 0) for n in GROWING_FILES]])
-    return f"{run_path}/{SEALED}/{hashlib.sha256(made_of.encode()).hexdigest()[:32]}.bin"
+    sizes = [int(ends.get(n, 0)) for n in GROWING_FILES]
+    made_of = json.dumps([SEAL_ENCODING, manifest_etag, sizes])
+    digest = hashlib.sha256(made_of.encode()).hexdigest()[:32]
+    return f"{run_path}/{SEALED}/{'.'.join([digest, *map(str, sizes)])}.bin"
+
+
+def ends_of_seal(path: str) -> dict[str, int] | None:
+    """The growing files' ends a sealed object's name holds (None: no seal's name)."""
+    fields = path.rsplit("/", 1)[-1].removesuffix(".bin").split(".")
+    if len(fields) != 1 + len(GROWING_FILES) or not all(f.isdigit() for f in fields[1:]):
+        return None
+    return dict(zip(GROWING_FILES, map(int, fields[1:]), strict=True))
 
 
 def seal(manifest: bytes, files: dict[str, tuple[Path, int]]) -> bytes:
@@ -409,6 +432,31 @@ def join_parts(
         chunks.append(fetched[stored.path][end - offset :])
         end = offset + stored.size
     return b"".join(chunks)
+
+
+def drop_parts(fs: Any, run_path: str) -> int:
+    """Delete the growing files' parts of the run at ``run_path`` once its seal holds them
+    (``sealed_reading_set``): a finished run is then its manifest, its seal and its bundles,
+    a few objects every listing of the history enumerates, not one a publisher tick. The
+    number of parts deleted."""
+    run = list_runs(fs, run_path).get(run_path.rsplit("/", 1)[-1])
+    if run is None or run.sealed_reading_set() is None:
+        return 0  # no seal of these parts: they stay the run's rows
+    paths = [stored.path for parts in run.parts.values() for _, stored in parts]
+    remove(fs, paths)
+    return len(paths)
+
+
+def remove(fs: Any, paths: list[str]) -> None:
+    """Delete objects, many a request where the store can."""
+    from driftdesk.rundir.s3_client import BotocoreS3
+
+    if not paths:
+        return
+    if isinstance(fs, BotocoreS3):
+        fs.remove_many(paths)
+    else:
+        fs.rm(paths)
 
 
 def bundle_paths(run_path: str, seq: int) -> tuple[str, str]:

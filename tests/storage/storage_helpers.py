@@ -86,6 +86,14 @@ def objects_read_whole() -> Iterator[list[str]]:
         s3_client.BotocoreS3.fetch_object = real  # type: ignore[method-assign]
 
 
+def publish_live(url: str, run_dir: Path) -> None:
+    """Publish ``run_dir`` to ``url`` as a run going on is: its rows as parts from the first
+    byte, its manifest, its lock held, no seal (a pushed run's parts are dropped once sealed)."""
+    from driftdesk.reruns.publish import Publisher
+
+    Publisher(url, run_dir.parent, run_dir=run_dir).tick()
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra)

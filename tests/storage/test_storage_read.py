@@ -25,6 +25,7 @@ from storage_helpers import (
     history,
     json_of,
     objects_read_whole,
+    publish_live,
 )
 
 from driftdesk.rundir import remote_view, store
@@ -41,6 +42,10 @@ def _two_machines(tmp_path: Path, bucket: Bucket) -> Path:
     together = tmp_path / "together"
     for run in a + b:
         shutil.copytree(run, together / run.name)
+    # a run pushed whole is its manifest and its seal: its parts dropped once sealed
+    listed = bucket.objects("nightly")
+    assert len(listed) == 2 * 6, sorted(listed)
+    assert sum("/sealed/" in path for path in listed) == 6
     return together
 
 
@@ -97,8 +102,9 @@ def test_two_machines_history_in_a_bucket_reads_as_on_disk(bucket: Bucket, tmp_p
 def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
     bucket: Bucket, tmp_path: Path
 ) -> None:
-    _two_machines(tmp_path, bucket)
+    together = _two_machines(tmp_path, bucket)
     url = bucket.url("nightly")
+    publish_live(url, together / "a-night02")  # going on again: published as parts
     folder = remote_view.view(url)
     seen = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     with objects_read_whole() as fetched:
@@ -138,8 +144,9 @@ def test_a_first_read_fetches_one_sealed_object_a_run_and_never_a_stale_seal(
                     assert (folder / run.name / name).read_bytes() == (run / name).read_bytes()
                 else:
                     assert not (folder / run.name / name).exists()
-        # the run grows after its seal: the seal no longer matches, its parts are read
+        # the run goes on after its seal: the seal no longer matches, its parts are read
         run = "a-night02"
+        publish_live(url, together / run)
         end = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run].published_end(
             "attempts.jsonl"
         )
@@ -161,9 +168,11 @@ def test_a_first_read_fetches_one_sealed_object_a_run_and_never_a_stale_seal(
 
 
 def test_objects_changing_under_a_read(bucket: Bucket, tmp_path: Path) -> None:
-    _two_machines(tmp_path, bucket)
+    together = _two_machines(tmp_path, bucket)
     url = bucket.url("nightly")
     root = f"{bucket.name}/nightly"
+    for run_dir in together.iterdir():  # going on again: published as parts
+        publish_live(url, run_dir)
     for run in store.list_runs(bucket.fs, root).values():
         # read from their parts (as a live run is): a sealed copy is a snapshot as listed
         for sealed in run.sealed:
@@ -285,7 +294,8 @@ def test_a_run_held_by_another_machines_lock_is_refused_unless_taken_over(
     taken = driftdesk("push", str(run), bucket.url("nightly"), "--take-over")
     assert taken.returncode == 0, taken.stderr
     published = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run.name]
-    assert published.lock is None and published.parts["attempts.jsonl"]
+    assert published.lock is None and published.sealed_reading_set() is not None
+    assert not published.parts  # dropped once sealed: the seal holds the rows
 
 
 def _without_run_dirs(value: object) -> object:

@@ -92,10 +92,13 @@ def _wait_for(condition, timeout: float = 60.0):  # type: ignore[no-untyped-def]
 
 
 def _published_run(bucket: Bucket) -> store.StoredRun | None:
+    """The run in the bucket once it has rows there: parts (going on), or a seal (whole)."""
     bucket.fs.invalidate_cache()
     runs = store.list_runs(bucket.fs, f"{bucket.name}/nightly")
     run = next(iter(runs.values()), None)
-    return run if run is not None and run.parts.get("attempts.jsonl") else None
+    if run is None or not (run.parts.get("attempts.jsonl") or run.sealed_reading_set()):
+        return None
+    return run
 
 
 def _rows(path: Path) -> list[dict]:
@@ -123,7 +126,7 @@ def test_a_run_published_as_it_goes_is_read_live_and_whole(
     url = bucket.url("nightly")
     process = _start_run(sandbox, url)
     live = _wait_for(lambda: _published_run(bucket))
-    seen_parts = {p.path: p.etag for _, p in live.parts["attempts.jsonl"]}
+    seen_parts = [bucket.fs.cat_file(p.path) for _, p in live.parts["attempts.jsonl"]]
     teammate = _teammate(tmp_path)
     during = json_of(
         driftdesk("report", store.join(url, live.run_id), "--format", "json", env=teammate)
@@ -144,9 +147,10 @@ def test_a_run_published_as_it_goes_is_read_live_and_whole(
 
     final = _published_run(bucket)
     assert final is not None and final.lock is None  # let go at the end
-    now = {p.path: p.etag for _, p in final.parts["attempts.jsonl"]}
-    assert all(now.get(path) == etag for path, etag in seen_parts.items())  # never rewritten
-    assert len(now) > len(seen_parts)
+    # sealed whole, its parts dropped; the rows a teammate saw live were never rewritten
+    assert not final.parts and final.sealed_reading_set() is not None
+    whole = (staged / "attempts.jsonl").read_bytes()
+    assert whole.startswith(b"".join(seen_parts)) and len(whole) > len(b"".join(seen_parts))
     remote = json_of(driftdesk("report", store.join(url, live.run_id), "--format", "json",
                                env=teammate))  # fmt: skip
     local = json_of(driftdesk("report", str(staged), "--format", "json"))
