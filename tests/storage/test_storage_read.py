@@ -49,6 +49,17 @@ def _two_machines(tmp_path: Path, bucket: Bucket) -> Path:
     return together
 
 
+def _one_part_more(bucket: Bucket, run_dir: Path) -> tuple[str, str]:
+    """The run going on in the bucket grows by one part (a row more): its path, and the row."""
+    run = run_dir.name
+    end = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run].published_end("attempts.jsonl")
+    row = (run_dir / "attempts.jsonl").read_text().splitlines()[0]
+    grown = json.dumps({**json.loads(row), "attempt": 3}) + "\n"
+    part = f"{bucket.name}/nightly/{run}/attempts.jsonl.parts/{store.part_name(end)}"
+    bucket.fs.pipe_file(part, grown.encode())
+    return part, grown
+
+
 def _without_paths(report: object) -> object:
     if isinstance(report, dict):
         return {
@@ -112,14 +123,8 @@ def test_an_unchanged_history_is_one_listing_and_no_file_rewritten(
         assert fetched == []
         # a run grows by one part: only that part is fetched, appended to the view's file
         run = "a-night02"
-        end = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run].published_end(
-            "attempts.jsonl"
-        )
-        row = (folder / run / "attempts.jsonl").read_text().splitlines()[0]
-        grown = json.dumps({**json.loads(row), "attempt": 3}) + "\n"
-        part = f"{bucket.name}/nightly/{run}/attempts.jsonl.parts/{store.part_name(end)}"
-        bucket.fs.pipe_file(part, grown.encode())
         before = (folder / run / "attempts.jsonl").stat()
+        part, grown = _one_part_more(bucket, together / run)
         remote_view.view(url)
         assert fetched == [part]
         after = (folder / run / "attempts.jsonl").stat()
@@ -147,13 +152,7 @@ def test_a_first_read_fetches_one_sealed_object_a_run_and_never_a_stale_seal(
         # the run goes on after its seal: the seal no longer matches, its parts are read
         run = "a-night02"
         publish_live(url, together / run)
-        end = store.list_runs(bucket.fs, f"{bucket.name}/nightly")[run].published_end(
-            "attempts.jsonl"
-        )
-        row = (together / run / "attempts.jsonl").read_text().splitlines()[0]
-        grown = json.dumps({**json.loads(row), "attempt": 3}) + "\n"
-        part = f"{bucket.name}/nightly/{run}/attempts.jsonl.parts/{store.part_name(end)}"
-        bucket.fs.pipe_file(part, grown.encode())
+        part, grown = _one_part_more(bucket, together / run)
         shutil.rmtree(remote_view.view_folder(url))
         fetched.clear()
         folder = remote_view.view(url)
